@@ -1,0 +1,38 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "TypedNotifications",
+    // Synchronization's Mutex and Atomic need these releases on Apple platforms.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "TypedNotifications", targets: ["TypedNotifications"]),
+        .executable(name: "tnotify", targets: ["tnotify"]),
+    ],
+    targets: [
+        // The only module that calls the operating system.
+        .target(name: "NotificationPlatform", path: "Sources/Platform"),
+        .target(
+            name: "TypedNotifications",
+            dependencies: ["NotificationPlatform"],
+            path: "Sources/TypedNotifications"
+        ),
+        .executableTarget(
+            name: "tnotify",
+            dependencies: ["TypedNotifications"],
+            path: "Sources/tnotify"
+        ),
+        .executableTarget(
+            name: "InProcessBenchmark",
+            dependencies: ["TypedNotifications"],
+            path: "Benchmarks/InProcessBenchmark",
+            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]
+        ),
+        .testTarget(
+            name: "TypedNotificationsTests",
+            dependencies: ["TypedNotifications", "NotificationPlatform"],
+            path: "Tests/TypedNotificationsTests"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

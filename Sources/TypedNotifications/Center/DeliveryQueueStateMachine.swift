@@ -1,0 +1,138 @@
+/// One buffered element and how many were missed just before it.
+struct DeliveryEntry<Element> {
+    var element: Element
+    var missedBefore: Int
+}
+
+extension DeliveryEntry: Sendable where Element: Sendable {}
+
+/// The buffer between posters and one observer, as a pure state machine.
+///
+/// No locks, no async and no I/O: ``DeliveryQueue`` runs it under a mutex and
+/// carries out the actions it returns, so every transition can be tested
+/// without threads. `Waiter` is whatever the storage resumes when an element
+/// arrives for a suspended consumer (a continuation; a plain value in tests).
+struct DeliveryQueueStateMachine<Element, Waiter> {
+    typealias Entry = DeliveryEntry<Element>
+
+    private var buffer: [Entry] = []
+    // Index of the oldest live entry in `buffer`; entries before it were taken.
+    private var head = 0
+    private var waiter: Waiter?
+    private var isFinished = false
+    // Misses not yet attached to an entry: they ride on the next accepted one.
+    private var missedCarry = 0
+    private let limit: Int?
+    private let keepsNewest: Bool
+
+    /// How many elements the policy has dropped so far.
+    private(set) var dropped = 0
+
+    init(policy: NotificationBufferingPolicy) {
+        switch policy.kind {
+        case .newest(let n): (limit, keepsNewest) = (n, true)
+        case .oldest(let n): (limit, keepsNewest) = (n, false)
+        case .unbounded: (limit, keepsNewest) = (nil, true)
+        }
+    }
+
+    /// Elements waiting to be taken.
+    var count: Int { buffer.count - head }
+
+    enum EnqueueAction {
+        /// Hand this entry straight to the suspended consumer.
+        case resume(Waiter, Entry)
+        /// Buffered; nothing to do.
+        case buffered
+        /// Buffered after dropping the oldest entry, or not buffered because the
+        /// buffer keeps its oldest: either way one element was dropped.
+        case dropped
+        /// The queue is finished; the element was discarded.
+        case discarded
+    }
+
+    mutating func enqueue(_ element: Element, missedBefore: Int) -> EnqueueAction {
+        guard !isFinished else { return .discarded }
+        var entry = Entry(element: element, missedBefore: missedBefore + missedCarry)
+        missedCarry = 0
+        if let waiter {
+            // A waiter exists only while the buffer is empty.
+            self.waiter = nil
+            return .resume(waiter, entry)
+        }
+        guard let limit, count >= limit else {
+            buffer.append(entry)
+            return .buffered
+        }
+        dropped += 1
+        if keepsNewest {
+            let oldest = takeHead()
+            let lost = 1 + oldest.missedBefore
+            if count > 0 {
+                buffer[head].missedBefore += lost
+            } else {
+                entry.missedBefore += lost
+            }
+            buffer.append(entry)
+        } else {
+            missedCarry = entry.missedBefore + 1
+        }
+        return .dropped
+    }
+
+    /// Records misses that happened before any element arrived (a payload this
+    /// observer could not decode, say): the next accepted element carries them.
+    mutating func noteMissed(_ count: Int) {
+        guard !isFinished else { return }
+        missedCarry += count
+    }
+
+    enum NextAction {
+        case element(Entry)
+        case finished
+        /// Nothing buffered; the caller must suspend (the `Waiter` was stored).
+        case suspended
+    }
+
+    /// Takes the oldest entry; if none, stores `waiter` (when given) to be resumed.
+    mutating func next(waiter newWaiter: Waiter?) -> NextAction {
+        if count > 0 {
+            return .element(takeHead())
+        }
+        if isFinished {
+            return .finished
+        }
+        guard let newWaiter else { return .suspended }
+        precondition(waiter == nil, "a delivery queue has one consumer at a time")
+        waiter = newWaiter
+        return .suspended
+    }
+
+    /// Ends the queue. Returns the suspended waiter, which must be resumed with
+    /// no element. With `discardingBuffered`, pending entries are dropped too
+    /// (a cancelled observer must not see them); otherwise they are still handed
+    /// out before the end.
+    mutating func finish(discardingBuffered: Bool) -> Waiter? {
+        isFinished = true
+        if discardingBuffered {
+            buffer = []
+            head = 0
+        }
+        defer { waiter = nil }
+        return waiter
+    }
+
+    private mutating func takeHead() -> Entry {
+        let entry = buffer[head]
+        head += 1
+        if head == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 64 && head * 2 >= buffer.count {
+            // Compact so a long-lived, never-empty buffer does not grow forever.
+            buffer.removeFirst(head)
+            head = 0
+        }
+        return entry
+    }
+}

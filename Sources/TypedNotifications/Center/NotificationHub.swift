@@ -1,0 +1,278 @@
+import NotificationPlatform
+import Synchronization
+
+/// A typed notification center over a pluggable transport.
+///
+/// ```swift
+/// let center = try NotificationHub(endpoint: "app", transport: InProcessTransport())
+/// let token = try center.addObserver(Reload.self) { note, delivery in … }
+/// try center.post(Reload(reason: "config changed"))
+/// ```
+///
+/// The same posting and observing code runs over every transport; the
+/// transport decides how far notifications travel. In addition to the
+/// guarantees of ``TypedNotificationCenter``, a hub over a cross-process
+/// transport checks each sender's sequence numbers and reports a gap as
+/// ``NotificationDelivery/missed``.
+///
+/// Closing the hub (or releasing it) closes its transport and ends every
+/// observation; notifications already queued for an observer are still
+/// delivered.
+public final class NotificationHub<Transport: NotificationTransport>: TypedNotificationCenter {
+    /// Limits and defaults of a hub.
+    public typealias Configuration = NotificationHubConfiguration
+
+    /// This hub's identity, carried by everything it posts.
+    public let sender: NotificationSender
+    /// The transport this hub posts through and receives from.
+    public let transport: Transport
+    /// The hub's limits.
+    public let configuration: Configuration
+    /// The serial executor for handlers registered without an actor.
+    public let executor = NotificationExecutor()
+
+    private let counters = MetricsCounters()
+    private let tracksSequenceGaps: Bool
+
+    // Guards the per-name sequence counters and the closed flag. Held across
+    // `transport.send` so that sequence numbers leave in the order they were
+    // assigned: receivers rely on that to detect gaps. Sends never block.
+    private let outbound = Mutex<Outbound>(Outbound())
+
+    // Guards the observer table and each name's transport subscription, which
+    // change together: a name is subscribed exactly while it has observers.
+    // Deliveries copy a name's observer list out and offer outside the lock.
+    private let table = Mutex<ObserverTable>(ObserverTable())
+
+    private struct Outbound {
+        var sequences: [NotificationName: UInt64] = [:]
+        var isClosed = false
+    }
+
+    private struct ObserverTable {
+        var slots: [NotificationName: NameSlot] = [:]
+        var isClosed = false
+    }
+
+    fileprivate struct NameSlot {
+        var observers: [any ObservationSink] = []
+        // The last sequence number seen from each sender, for gap detection.
+        // Forgotten when the name loses its last observer, so posts made while
+        // nobody listened are not reported as missed.
+        var lastSequence: [NotificationSender: UInt64] = [:]
+
+        /// Records the message's sequence number; returns how many of the
+        /// sender's notifications went missing just before it.
+        mutating func noteSequence(_ message: TransportMessage) -> Int {
+            defer {
+                if message.sequence > lastSequence[message.sender] ?? 0 {
+                    lastSequence[message.sender] = message.sequence
+                }
+            }
+            guard let last = lastSequence[message.sender], message.sequence > last &+ 1 else { return 0 }
+            return Int(clamping: message.sequence - last - 1)
+        }
+    }
+
+    /// Creates a hub and opens its transport.
+    ///
+    /// - Parameters:
+    ///   - endpoint: This hub's label, such as `app` or `widget`: 1 to 64 bytes
+    ///     of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+    ///   - transport: How notifications travel.
+    ///   - configuration: Limits.
+    /// - Throws: ``TypedNotificationError`` for an invalid endpoint label or
+    ///   configuration, or when the transport cannot open.
+    public init(
+        endpoint: String = "default",
+        transport: Transport,
+        configuration: Configuration = Configuration()
+    ) throws(TypedNotificationError) {
+        guard (0...NotificationHubConfiguration.payloadSizeHardLimit).contains(configuration.maximumPayloadSize) else {
+            throw TypedNotificationError(
+                code: .invalidConfiguration,
+                message: "maximumPayloadSize \(configuration.maximumPayloadSize) is outside 0...\(NotificationHubConfiguration.payloadSizeHardLimit)"
+            )
+        }
+        self.sender = try NotificationSender.current(endpoint: endpoint)
+        self.transport = transport
+        self.configuration = configuration
+        self.tracksSequenceGaps = transport.payloadForm == .encoded
+        try transport.open(receiver: TransportReceiver { [weak self] message in self?.receive(message) })
+    }
+
+    deinit {
+        close()
+    }
+
+    /// A snapshot of the hub's counters.
+    public var metrics: NotificationMetrics { counters.snapshot }
+
+    /// Posts a notification through the transport.
+    ///
+    /// - Throws: ``TypedNotificationError`` if the hub is closed, the payload
+    ///   cannot be encoded or exceeds ``Configuration/maximumPayloadSize``, or
+    ///   the transport fails. Nothing is sent when it throws.
+    public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
+        let payload: TransportPayload
+        switch transport.payloadForm {
+        case .value:
+            payload = .value(notification)
+        case .encoded:
+            payload = .encoded(try encode(notification))
+        }
+        try outbound.withLock { (outbound: inout Outbound) throws(TypedNotificationError) in
+            guard !outbound.isClosed else {
+                throw TypedNotificationError(code: .closed, message: "post of \(N.name) to a closed center")
+            }
+            let sequence = (outbound.sequences[N.name] ?? 0) &+ 1
+            try transport.send(
+                TransportMessage(
+                    name: N.name,
+                    sender: sender,
+                    sequence: sequence,
+                    timestamp: NotificationTimestamp(
+                        wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
+                        monotonicNanoseconds: SystemClock.monotonicNanoseconds()
+                    ),
+                    payload: payload
+                )
+            )
+            // Counted only once sent, so a failed send leaves no gap behind.
+            outbound.sequences[N.name] = sequence
+        }
+        counters.posted.add(1, ordering: .relaxed)
+    }
+
+    /// Registers a handler that runs isolated to `actor`.
+    public func addObserver<N: TypedNotification, A: Actor>(
+        _ type: N.Type,
+        from senders: SenderFilter,
+        bufferingPolicy: NotificationBufferingPolicy,
+        on actor: A,
+        handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
+    ) throws(TypedNotificationError) -> ObservationToken {
+        startHandler(for: try register(type, from: senders, bufferingPolicy: bufferingPolicy), on: actor, handler: handler)
+    }
+
+    /// Registers an observer now and returns its deliveries as an async sequence.
+    public func deliveries<N: TypedNotification>(
+        of type: N.Type,
+        from senders: SenderFilter,
+        bufferingPolicy: NotificationBufferingPolicy
+    ) throws(TypedNotificationError) -> DeliverySequence<N> {
+        DeliverySequence(observation: try register(type, from: senders, bufferingPolicy: bufferingPolicy))
+    }
+
+    /// Closes the transport and ends every observation. Later posts and
+    /// registrations throw ``TypedNotificationError/Code/closed``. Idempotent.
+    public func close() {
+        outbound.withLock { $0.isClosed = true }
+        let slots = table.withLock { table in
+            table.isClosed = true
+            defer { table.slots = [:] }
+            return table.slots
+        }
+        transport.close()
+        for slot in slots.values {
+            for observer in slot.observers {
+                observer.finishFromCenter()
+            }
+        }
+    }
+
+    private func encode<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        do {
+            try notification.encodePayload(into: &bytes)
+        } catch {
+            throw TypedNotificationError(
+                code: .payloadEncodingFailed,
+                message: "could not encode a \(N.self) payload for \(N.name)",
+                cause: error
+            )
+        }
+        guard bytes.count <= configuration.maximumPayloadSize else {
+            throw TypedNotificationError(
+                code: .payloadTooLarge,
+                message: "\(N.name) payload is \(bytes.count) bytes; this center's limit is \(configuration.maximumPayloadSize)"
+            )
+        }
+        return bytes
+    }
+
+    private func register<N: TypedNotification>(
+        _ type: N.Type,
+        from senders: SenderFilter,
+        bufferingPolicy: NotificationBufferingPolicy
+    ) throws(TypedNotificationError) -> Observation<N> {
+        let observation = Observation<N>(
+            filter: senders,
+            observer: sender,
+            policy: bufferingPolicy,
+            metrics: counters
+        )
+        try table.withLock { (table: inout ObserverTable) throws(TypedNotificationError) in
+            guard !table.isClosed else {
+                throw TypedNotificationError(code: .closed, message: "observer of \(N.name) added to a closed center")
+            }
+            if table.slots[N.name] == nil {
+                try transport.subscribe(to: N.name)
+            }
+            table.slots[N.name, default: NameSlot()].observers.append(observation)
+        }
+        observation.registered { [weak self] in
+            self?.unregister(observation, from: N.name)
+        }
+        return observation
+    }
+
+    private func unregister(_ observation: some ObservationSink, from name: NotificationName) {
+        table.withLock { table in
+            guard var slot = table.slots[name] else { return }
+            slot.observers.removeAll { $0 === observation }
+            if slot.observers.isEmpty {
+                table.slots[name] = nil
+                transport.unsubscribe(from: name)
+            } else {
+                table.slots[name] = slot
+            }
+        }
+    }
+
+    private func receive(_ message: TransportMessage) {
+        let delivery = table.withLock { table -> (observers: [any ObservationSink], gap: Int)? in
+            guard table.slots[message.name] != nil else { return nil }
+            var gap = 0
+            if tracksSequenceGaps {
+                gap = table.slots[message.name, default: NameSlot()].noteSequence(message)
+            }
+            return table.slots[message.name].map { ($0.observers, gap) }
+        }
+        guard let delivery else { return }
+        counters.received.add(1, ordering: .relaxed)
+        if delivery.gap > 0 {
+            counters.sequenceGaps.add(delivery.gap, ordering: .relaxed)
+        }
+        for observer in delivery.observers {
+            observer.offer(message, gap: delivery.gap)
+        }
+    }
+}
+
+/// Limits and defaults of a hub.
+public struct NotificationHubConfiguration: Sendable {
+    /// The largest payload that can never be configured away: 16 MiB.
+    public static let payloadSizeHardLimit = 16 * 1024 * 1024
+
+    /// The largest encoded payload a post may carry on a cross-process
+    /// transport; a larger post throws
+    /// ``TypedNotificationError/Code/payloadTooLarge`` before anything is sent.
+    /// Default 64 KiB; at most ``payloadSizeHardLimit``.
+    public var maximumPayloadSize: Int
+
+    /// Creates a configuration.
+    public init(maximumPayloadSize: Int = 64 * 1024) {
+        self.maximumPayloadSize = maximumPayloadSize
+    }
+}

@@ -1,0 +1,126 @@
+/// Notifications of one type with their delivery metadata, as an async sequence.
+///
+/// The observer is registered when the sequence is created, not when
+/// iteration starts: nothing posted after ``TypedNotificationCenter/deliveries(of:from:bufferingPolicy:)``
+/// returned is missed. Until iterated, notifications wait in the buffer under
+/// the sequence's ``NotificationBufferingPolicy``.
+///
+/// Single pass: iterate it once. The observer is removed when iteration ends:
+/// by leaving a `for await` loop, cancelling the iterating task, or releasing
+/// the iterator; or when the sequence is released without being iterated.
+public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, Sendable {
+    /// Each element: a notification with who sent it, its sequence number,
+    /// when, and how many were missed before it.
+    public typealias Element = DeliveredNotification<Notification>
+    /// Iteration never fails; it ends when cancelled or when the center closes.
+    public typealias Failure = Never
+
+    let registration: SequenceRegistration<Notification>
+
+    init(observation: Observation<Notification>) {
+        registration = SequenceRegistration(observation)
+    }
+
+    /// How many notifications this sequence's buffer has dropped so far.
+    public var dropped: Int { registration.observation.queue.dropped }
+
+    /// Starts the single iteration.
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(iteration: SequenceIteration(registration))
+    }
+
+    /// Takes deliveries in post order.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let iteration: SequenceIteration<Notification>
+
+        /// The next delivery, or `nil` once the observation has ended.
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+            let observation = iteration.registration.observation
+            return await withTaskCancellationHandler(
+                operation: { await observation.next(isolation: actor) },
+                onCancel: { observation.cancel() },
+                isolation: actor
+            )
+        }
+
+        /// The next delivery, or `nil` once the observation has ended.
+        public mutating func next() async -> Element? {
+            await next(isolation: nil)
+        }
+    }
+}
+
+/// Notifications of one type, as an async sequence of values.
+///
+/// The same as ``DeliverySequence`` without the metadata: registered when
+/// created, single pass, removed when iteration ends. Use
+/// ``DeliverySequence`` to see ``NotificationDelivery/missed``.
+public struct NotificationSequence<Notification: TypedNotification>: AsyncSequence, Sendable {
+    /// Each element is a notification.
+    public typealias Element = Notification
+    /// Iteration never fails; it ends when cancelled or when the center closes.
+    public typealias Failure = Never
+
+    private let deliveries: DeliverySequence<Notification>
+
+    /// Wraps a sequence of deliveries, keeping the values.
+    public init(_ deliveries: DeliverySequence<Notification>) {
+        self.deliveries = deliveries
+    }
+
+    /// How many notifications this sequence's buffer has dropped so far.
+    public var dropped: Int { deliveries.dropped }
+
+    /// Starts the single iteration.
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: deliveries.makeAsyncIterator())
+    }
+
+    /// Takes notifications in post order.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: DeliverySequence<Notification>.AsyncIterator
+
+        /// The next notification, or `nil` once the observation has ended.
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Notification? {
+            await base.next(isolation: actor)?.notification
+        }
+
+        /// The next notification, or `nil` once the observation has ended.
+        public mutating func next() async -> Notification? {
+            await next(isolation: nil)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension DeliverySequence.AsyncIterator: Sendable {}
+
+@available(*, unavailable)
+extension NotificationSequence.AsyncIterator: Sendable {}
+
+/// Owned by a sequence and its iterator; the observer lives while either does.
+final class SequenceRegistration<N: TypedNotification>: Sendable {
+    let observation: Observation<N>
+
+    init(_ observation: Observation<N>) {
+        self.observation = observation
+    }
+
+    deinit {
+        observation.cancel()
+    }
+}
+
+/// Owned by an iterator alone, so that ending iteration removes the observer
+/// even while the sequence value is still around.
+final class SequenceIteration<N: TypedNotification>: Sendable {
+    let registration: SequenceRegistration<N>
+
+    init(_ registration: SequenceRegistration<N>) {
+        self.registration = registration
+    }
+
+    deinit {
+        registration.observation.cancel()
+    }
+}

@@ -1,0 +1,169 @@
+import Synchronization
+
+/// What a center's observer table holds for each observer: it takes messages
+/// of one name and can be finished when the center closes.
+protocol ObservationSink: AnyObject, Sendable {
+    /// Filters, decodes and queues one message. Never runs user code, never blocks.
+    func offer(_ message: TransportMessage, gap: Int)
+    /// Ends the observation because its center closed: already queued
+    /// notifications are still delivered.
+    func finishFromCenter()
+}
+
+/// Cancelling, as tokens and sequences see it.
+protocol ObservationControl: AnyObject, Sendable {
+    /// Cancels; returns whether this call did it.
+    @discardableResult func cancel() -> Bool
+    var isCancelled: Bool { get }
+}
+
+/// One observer of notifications of type `N`: its filter, its buffer and its
+/// cancellation state.
+final class Observation<N: TypedNotification>: ObservationSink, ObservationControl {
+    let queue: DeliveryQueue<DeliveredNotification<N>>
+    let metrics: MetricsCounters
+    private let filter: SenderFilter
+    private let observer: NotificationSender
+
+    // Read by the delivery loop right before each handler run: a run that
+    // begins after `cancel()` stored `true` never calls the handler.
+    private let cancelled = Atomic<Bool>(false)
+
+    // Guards the one-time handover of the function that removes this observer
+    // from its center, so it runs exactly once: at cancel, or at registration
+    // if cancel came first.
+    private let unregistration = Mutex<Unregistration>(.pending)
+
+    private enum Unregistration {
+        case pending
+        case registered(@Sendable () -> Void)
+        case done
+    }
+
+    init(
+        filter: SenderFilter,
+        observer: NotificationSender,
+        policy: NotificationBufferingPolicy,
+        metrics: MetricsCounters
+    ) {
+        self.filter = filter
+        self.observer = observer
+        self.metrics = metrics
+        self.queue = DeliveryQueue(policy: policy)
+    }
+
+    /// Hands over the function that removes this observer from its center.
+    /// Runs it at once if the observer was cancelled in the meantime.
+    func registered(unregister: @escaping @Sendable () -> Void) {
+        let runNow = unregistration.withLock { state -> Bool in
+            guard case .pending = state else { return true }
+            state = .registered(unregister)
+            return false
+        }
+        metrics.activeObservers.add(1, ordering: .relaxed)
+        if runNow { cleanUp(unregister) }
+    }
+
+    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+
+    @discardableResult
+    func cancel() -> Bool {
+        guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return false }
+        let unregister = unregistration.withLock { state -> (@Sendable () -> Void)? in
+            defer { state = .done }
+            if case .registered(let unregister) = state { return unregister }
+            return nil
+        }
+        if let unregister { cleanUp(unregister) }
+        queue.finish(discardingBuffered: true)
+        return true
+    }
+
+    func finishFromCenter() {
+        cancelled.store(true, ordering: .releasing)
+        let wasRegistered = unregistration.withLock { state -> Bool in
+            defer { state = .done }
+            if case .registered = state { return true }
+            return false
+        }
+        if wasRegistered { metrics.activeObservers.subtract(1, ordering: .relaxed) }
+        queue.finish(discardingBuffered: false)
+    }
+
+    private func cleanUp(_ unregister: @Sendable () -> Void) {
+        unregister()
+        metrics.activeObservers.subtract(1, ordering: .relaxed)
+    }
+
+    func offer(_ message: TransportMessage, gap: Int) {
+        guard filter.accepts(message.sender, observer: observer) else { return }
+        guard let value = Self.decode(message.payload) else {
+            metrics.undecodable.add(1, ordering: .relaxed)
+            queue.noteMissed(1 + gap)
+            return
+        }
+        let delivered = DeliveredNotification(
+            notification: value,
+            delivery: NotificationDelivery(
+                sender: message.sender,
+                sequence: message.sequence,
+                timestamp: message.timestamp,
+                missed: 0
+            )
+        )
+        if queue.enqueue(delivered, missedBefore: gap) {
+            metrics.dropped.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// The next delivery for this observer, with its final missed count.
+    func next(isolation actor: isolated (any Actor)? = #isolation) async -> DeliveredNotification<N>? {
+        guard let entry = await queue.next(isolation: actor) else { return nil }
+        var delivered = entry.element
+        delivered.delivery.missed = entry.missedBefore
+        metrics.delivered.add(1, ordering: .relaxed)
+        return delivered
+    }
+
+    /// The value as type `N`: a value of that type as it is; anything else
+    /// through its payload bytes, as it would cross a process boundary.
+    private static func decode(_ payload: TransportPayload) -> N? {
+        switch payload {
+        case .value(let value):
+            if let typed = value as? N { return typed }
+            // Another type posted under this name: convert through bytes.
+            guard let bytes = try? value.encodedPayload() else { return nil }
+            return try? N(payload: bytes)
+        case .encoded(let bytes):
+            return try? N(payload: bytes)
+        }
+    }
+}
+
+/// Starts the loop that runs a handler on `actor`, one notification at a time,
+/// in order, and returns the token that controls it.
+func startHandler<N: TypedNotification, A: Actor>(
+    for observation: Observation<N>,
+    on actor: A,
+    handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
+) -> ObservationToken {
+    let loop = Task {
+        await runHandlerLoop(observation, on: actor, handler: handler)
+    }
+    return ObservationToken(control: observation, loop: loop)
+}
+
+/// The handler loop. Everything between taking a notification and calling the
+/// handler runs on `actor` without a suspension point, and the cancelled flag
+/// is checked there; `ObservationToken.cancel()` then awaits this loop's end.
+/// Together: once cancel returns, no run is in flight and none starts.
+private func runHandlerLoop<N: TypedNotification, A: Actor>(
+    _ observation: Observation<N>,
+    on actor: isolated A,
+    handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
+) async {
+    while let delivered = await observation.next() {
+        guard !observation.isCancelled else { return }
+        handler(actor, delivered.notification, delivered.delivery)
+    }
+}

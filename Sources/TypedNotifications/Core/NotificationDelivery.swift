@@ -1,0 +1,101 @@
+import Foundation
+
+/// When a notification was posted, on two clocks.
+public struct NotificationTimestamp: Hashable, Sendable {
+    /// Nanoseconds since 1970-01-01 00:00:00 UTC, from the poster's wall clock.
+    public var wallClockNanoseconds: Int64
+    /// Nanoseconds on the host's `CLOCK_MONOTONIC`, comparable between processes
+    /// on one host; use it to measure latency.
+    public var monotonicNanoseconds: UInt64
+
+    /// Creates a timestamp from its two readings.
+    public init(wallClockNanoseconds: Int64, monotonicNanoseconds: UInt64) {
+        self.wallClockNanoseconds = wallClockNanoseconds
+        self.monotonicNanoseconds = monotonicNanoseconds
+    }
+
+    /// The wall-clock reading as a `Date`.
+    public var date: Date {
+        Date(timeIntervalSince1970: Double(wallClockNanoseconds) / 1_000_000_000)
+    }
+}
+
+/// What an observer learns about one delivery besides the value.
+public struct NotificationDelivery: Hashable, Sendable {
+    /// The center that posted it.
+    public var sender: NotificationSender
+    /// The sender's count of posts of this name: 1 for its first, then 2, 3, …
+    public var sequence: UInt64
+    /// When it was posted.
+    public var timestamp: NotificationTimestamp
+    /// How many notifications this observer did not receive just before this
+    /// one: those its full buffer dropped plus, across processes, any gap in the
+    /// sender's sequence numbers. Zero when nothing was missed.
+    public var missed: Int
+
+    /// Creates delivery metadata.
+    public init(
+        sender: NotificationSender,
+        sequence: UInt64,
+        timestamp: NotificationTimestamp,
+        missed: Int
+    ) {
+        self.sender = sender
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.missed = missed
+    }
+}
+
+/// A notification together with its delivery metadata.
+public struct DeliveredNotification<Notification: TypedNotification>: Sendable {
+    /// The notification.
+    public var notification: Notification
+    /// Who sent it, its sequence number, when, and what was missed before it.
+    public var delivery: NotificationDelivery
+
+    /// Pairs a notification with its metadata.
+    public init(notification: Notification, delivery: NotificationDelivery) {
+        self.notification = notification
+        self.delivery = delivery
+    }
+}
+
+/// How many undelivered notifications an observer may hold, and which to drop
+/// when it is full.
+///
+/// Drops are never silent: each is counted in the center's
+/// ``NotificationMetrics/dropped``, and the next notification the observer
+/// receives carries the number in ``NotificationDelivery/missed``.
+public struct NotificationBufferingPolicy: Hashable, Sendable, CustomStringConvertible {
+    enum Kind: Hashable, Sendable {
+        case newest(Int)
+        case oldest(Int)
+        case unbounded
+    }
+
+    let kind: Kind
+
+    /// Keeps the newest `limit` notifications; a new one pushes out the oldest.
+    /// The right choice for state changes, where the latest matters most.
+    /// A limit below 1 is treated as 1.
+    public static func bufferingNewest(_ limit: Int) -> Self { .init(kind: .newest(max(1, limit))) }
+    /// Keeps the oldest `limit` notifications; new ones are dropped while full.
+    /// The right choice when what happened first matters most.
+    /// A limit below 1 is treated as 1.
+    public static func bufferingOldest(_ limit: Int) -> Self { .init(kind: .oldest(max(1, limit))) }
+    /// Never drops; memory grows while the observer falls behind.
+    public static let unbounded = Self(kind: .unbounded)
+
+    /// The default: ``bufferingNewest(_:)`` with room for 1024 notifications.
+    public static let `default` = bufferingNewest(1024)
+
+    /// The policy, for logs.
+    public var description: String {
+        switch kind {
+        case .newest(let n): "bufferingNewest(\(n))"
+        case .oldest(let n): "bufferingOldest(\(n))"
+        case .unbounded: "unbounded"
+        }
+    }
+}

@@ -1,0 +1,85 @@
+/// The one error type this package throws.
+///
+/// Switch on ``code`` to react to a kind of failure; show ``message`` to a
+/// person. ``cause`` keeps the lower-level error (a decoding error, an errno)
+/// when there is one.
+public struct TypedNotificationError: Error, CustomStringConvertible {
+    /// What kind of failure this is.
+    ///
+    /// A struct rather than an enum so that later versions can add codes
+    /// without breaking exhaustive switches in client code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case invalidName
+            case invalidEndpoint
+            case invalidPayload
+            case payloadEncodingFailed
+            case payloadTooLarge
+            case invalidConfiguration
+            case closed
+            case transportFailure
+        }
+
+        private let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// A notification name broke the naming rules of ``NotificationName``.
+        public static let invalidName = Code(.invalidName)
+        /// An endpoint label broke the rules of ``NotificationSender/endpoint``.
+        public static let invalidEndpoint = Code(.invalidEndpoint)
+        /// Payload bytes could not be decoded into the requested type.
+        public static let invalidPayload = Code(.invalidPayload)
+        /// A value could not be encoded into payload bytes.
+        public static let payloadEncodingFailed = Code(.payloadEncodingFailed)
+        /// An encoded payload is larger than the center's limit; nothing was sent.
+        public static let payloadTooLarge = Code(.payloadTooLarge)
+        /// A configuration value is out of its documented range.
+        public static let invalidConfiguration = Code(.invalidConfiguration)
+        /// The center or transport has been closed.
+        public static let closed = Code(.closed)
+        /// The transport failed to send or subscribe.
+        public static let transportFailure = Code(.transportFailure)
+
+        /// The code's name, for example `invalidName`.
+        public var description: String { base.rawValue }
+    }
+
+    /// What kind of failure this is.
+    public var code: Code
+    /// A sentence a person can act on.
+    public var message: String
+    /// The lower-level error that caused this one, if any.
+    public var cause: (any Error)?
+
+    /// Creates an error.
+    public init(code: Code, message: String, cause: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.cause = cause
+    }
+
+    /// The code, the message and the cause, on one line.
+    public var description: String {
+        if let cause {
+            return "\(code): \(message) (cause: \(cause))"
+        }
+        return "\(code): \(message)"
+    }
+}
+
+extension TypedNotificationError {
+    /// Renders untrusted text for an error message: quoted, escaped and cut
+    /// short, so hostile input cannot flood a log or forge a line.
+    static func quote(_ text: String, limit: Int = 64) -> String {
+        let shown = text.unicodeScalars.prefix(limit)
+        var result = "\""
+        for scalar in shown {
+            result += scalar.escaped(asASCII: true)
+        }
+        if text.unicodeScalars.count > limit {
+            result += "…"
+        }
+        return result + "\""
+    }
+}

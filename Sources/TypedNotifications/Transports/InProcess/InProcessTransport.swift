@@ -1,0 +1,144 @@
+import Synchronization
+
+/// Hands notifications between centers in one process, with no encoding.
+///
+/// Centers whose transports share an ``InProcessBus`` see each other's posts;
+/// by default they all use ``InProcessBus/shared``, as code using Foundation's
+/// `NotificationCenter.default` does. Give a center a bus of its own to keep it
+/// apart (tests do).
+public final class InProcessTransport: NotificationTransport {
+    /// The bus this transport posts to and receives from.
+    public let bus: InProcessBus
+
+    // Set by open, cleared by close. Guards against use after close and holds
+    // the id under which this transport's receiver is registered on the bus.
+    private let state = Mutex<State>(.idle)
+
+    private enum State {
+        case idle
+        case open(id: UInt64)
+        case closed
+    }
+
+    /// Creates a transport on `bus`.
+    public init(bus: InProcessBus = .shared) {
+        self.bus = bus
+    }
+
+    /// In-process transports hand values over as they are.
+    public var payloadForm: TransportPayloadForm { .value }
+
+    /// Attaches the receiver to the bus.
+    public func open(receiver: TransportReceiver) throws(TypedNotificationError) {
+        try state.withLock { (state: inout State) throws(TypedNotificationError) in
+            guard case .idle = state else {
+                throw TypedNotificationError(code: .closed, message: "this transport was already opened")
+            }
+            state = .open(id: bus.attach(receiver))
+        }
+    }
+
+    /// Routes messages of `name` on the bus to this transport's receiver.
+    public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
+        bus.subscribe(try openID(), to: name)
+    }
+
+    /// Stops routing messages of `name` to this transport's receiver.
+    public func unsubscribe(from name: NotificationName) {
+        guard let id = try? openID() else { return }
+        bus.unsubscribe(id, from: name)
+    }
+
+    /// Hands the message to every receiver on the bus subscribed to its name.
+    public func send(_ message: TransportMessage) throws(TypedNotificationError) {
+        _ = try openID()
+        bus.deliver(message)
+    }
+
+    /// Detaches from the bus.
+    public func close() {
+        let id: UInt64? = state.withLock { state in
+            defer { state = .closed }
+            if case .open(let id) = state { return id }
+            return nil
+        }
+        if let id { bus.detach(id) }
+    }
+
+    private func openID() throws(TypedNotificationError) -> UInt64 {
+        try state.withLock { (state: inout State) throws(TypedNotificationError) -> UInt64 in
+            switch state {
+            case .open(let id): return id
+            case .idle: throw TypedNotificationError(code: .closed, message: "the transport is not open yet")
+            case .closed: throw TypedNotificationError(code: .closed, message: "the transport is closed")
+            }
+        }
+    }
+}
+
+/// A process-local switchboard that in-process transports share.
+///
+/// Delivery looks up one immutable array of receivers per name; subscription
+/// changes replace it, so a send never holds the bus's lock while it calls
+/// out.
+public final class InProcessBus: Sendable {
+    /// The bus every ``InProcessTransport`` uses unless given another.
+    public static let shared = InProcessBus()
+
+    // Protects the receiver table. Guarantees that a subscribe that returned is
+    // seen by every later deliver (registration is immediate).
+    private let table = Mutex<Table>(Table())
+
+    private struct Table {
+        var nextID: UInt64 = 1
+        var receivers: [UInt64: TransportReceiver] = [:]
+        var subscriptions: [NotificationName: [(id: UInt64, receiver: TransportReceiver)]] = [:]
+    }
+
+    /// Creates a bus of its own, apart from ``shared``.
+    public init() {}
+
+    func attach(_ receiver: TransportReceiver) -> UInt64 {
+        table.withLock { table in
+            let id = table.nextID
+            table.nextID += 1
+            table.receivers[id] = receiver
+            return id
+        }
+    }
+
+    func detach(_ id: UInt64) {
+        table.withLock { table in
+            table.receivers[id] = nil
+            for (name, list) in table.subscriptions where list.contains(where: { $0.id == id }) {
+                let rest = list.filter { $0.id != id }
+                table.subscriptions[name] = rest.isEmpty ? nil : rest
+            }
+        }
+    }
+
+    func subscribe(_ id: UInt64, to name: NotificationName) {
+        table.withLock { table in
+            guard let receiver = table.receivers[id] else { return }
+            var list = table.subscriptions[name] ?? []
+            guard !list.contains(where: { $0.id == id }) else { return }
+            list.append((id, receiver))
+            table.subscriptions[name] = list
+        }
+    }
+
+    func unsubscribe(_ id: UInt64, from name: NotificationName) {
+        table.withLock { table in
+            guard let list = table.subscriptions[name] else { return }
+            let rest = list.filter { $0.id != id }
+            table.subscriptions[name] = rest.isEmpty ? nil : rest
+        }
+    }
+
+    func deliver(_ message: TransportMessage) {
+        guard let list = table.withLock({ $0.subscriptions[message.name] }) else { return }
+        for entry in list {
+            entry.receiver.receive(message)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+/// Moves notifications between centers: within a process, or between
+/// processes on one host.
+///
+/// A center owns its transport. It calls ``open(receiver:)`` once, then
+/// ``subscribe(to:)`` when it gains its first observer of a name and
+/// ``unsubscribe(from:)`` when it loses its last, ``send(_:)`` for every post,
+/// and ``close()`` once at the end. The center serializes ``subscribe(to:)``
+/// and ``unsubscribe(from:)`` with its observer table, and ``send(_:)`` with
+/// its other sends, so a transport sees one post at a time and in post order.
+///
+/// A transport never sees a typed value unless it hands values over in one
+/// process (``payloadForm`` is ``TransportPayloadForm/value``); a
+/// cross-process transport gets the payload as bytes and returns received
+/// payloads as bytes, which the center decodes.
+public protocol NotificationTransport: Sendable {
+    /// Whether the center should give this transport values or encoded bytes.
+    var payloadForm: TransportPayloadForm { get }
+
+    /// Starts the transport; from now on it passes every message it receives
+    /// for a subscribed name to `receiver`.
+    func open(receiver: TransportReceiver) throws(TypedNotificationError)
+
+    /// Starts receiving messages of `name`. Once this returns, a message of
+    /// that name sent anywhere the transport reaches is passed to the receiver.
+    func subscribe(to name: NotificationName) throws(TypedNotificationError)
+
+    /// Stops receiving messages of `name`.
+    func unsubscribe(from name: NotificationName)
+
+    /// Sends one message to every subscriber of its name that the transport
+    /// reaches, including this transport's own receiver when it subscribed.
+    ///
+    /// Must not block on a slow receiver.
+    func send(_ message: TransportMessage) throws(TypedNotificationError)
+
+    /// Stops receiving, releases the receiver and frees the transport's
+    /// resources. Idempotent.
+    func close()
+}
+
+/// Whether a transport carries values or bytes.
+public enum TransportPayloadForm: Sendable {
+    /// Values are handed over as they are, never encoded.
+    case value
+    /// Payloads are encoded to bytes by the center before sending.
+    case encoded
+}
+
+/// A notification's payload as a transport carries it.
+public enum TransportPayload: Sendable {
+    /// The posted value itself (in-process transports only).
+    case value(any TypedNotification)
+    /// The value's ``DarwinPayload`` bytes.
+    case encoded([UInt8])
+}
+
+/// One notification on its way through a transport.
+public struct TransportMessage: Sendable {
+    /// The notification's name.
+    public var name: NotificationName
+    /// The posting center.
+    public var sender: NotificationSender
+    /// The sender's count of posts of this name, from 1.
+    public var sequence: UInt64
+    /// When it was posted.
+    public var timestamp: NotificationTimestamp
+    /// The payload, as a value or as bytes.
+    public var payload: TransportPayload
+
+    /// Creates a message.
+    public init(
+        name: NotificationName,
+        sender: NotificationSender,
+        sequence: UInt64,
+        timestamp: NotificationTimestamp,
+        payload: TransportPayload
+    ) {
+        self.name = name
+        self.sender = sender
+        self.sequence = sequence
+        self.timestamp = timestamp
+        self.payload = payload
+    }
+}
+
+/// Where a transport hands the messages it receives: the owning center.
+public struct TransportReceiver: Sendable {
+    private let body: @Sendable (TransportMessage) -> Void
+
+    /// Wraps the function that takes received messages.
+    public init(_ body: @escaping @Sendable (TransportMessage) -> Void) {
+        self.body = body
+    }
+
+    /// Passes one received message to the center. Never blocks for long: the
+    /// center only queues it for its observers.
+    public func receive(_ message: TransportMessage) {
+        body(message)
+    }
+}
