@@ -1,6 +1,5 @@
 import Foundation
 import NotificationPlatform
-import Synchronization
 
 /// Foundation's `NotificationCenter` as a ``TypedNotificationCenter``, within
 /// one process.
@@ -111,7 +110,7 @@ enum FoundationBridge {
     static let counters = MetricsCounters()
 
     // Per-name sequence numbers of typed posts through any NotificationCenter.
-    private static let sequences = Mutex<[NotificationName: UInt64]>([:])
+    private static let sequences = Locked<[NotificationName: UInt64]>([:])
 
     static func nextSequence(for name: NotificationName) -> UInt64 {
         sequences.withLock { sequences in

@@ -1,4 +1,4 @@
-import Synchronization
+import NotificationPlatform
 
 /// One observer's buffer: posters enqueue from any thread, a single consumer
 /// takes elements in order and suspends when there are none.
@@ -10,10 +10,10 @@ final class DeliveryQueue<Element: Sendable>: Sendable {
 
     // Guards the buffer, the waiting consumer and the finished flag together, so
     // an element is either handed to the consumer or buffered, never lost between.
-    private let machine: Mutex<Machine>
+    private let machine: Locked<Machine>
 
     init(policy: NotificationBufferingPolicy) {
-        machine = Mutex(Machine(policy: policy))
+        machine = Locked(Machine(policy: policy))
     }
 
     /// Adds an element. Returns whether the policy had to drop one.

@@ -136,3 +136,5 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
         return entry
     }
 }
+
+extension DeliveryQueueStateMachine: Sendable where Element: Sendable, Waiter: Sendable {}

@@ -1,5 +1,4 @@
 import NotificationPlatform
-import Synchronization
 
 /// A typed notification center over a pluggable transport.
 ///
@@ -37,12 +36,12 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     // Guards the per-name sequence counters and the closed flag. Held across
     // `transport.send` so that sequence numbers leave in the order they were
     // assigned: receivers rely on that to detect gaps. Sends never block.
-    private let outbound = Mutex<Outbound>(Outbound())
+    private let outbound = Locked<Outbound>(Outbound())
 
     // Guards the observer table and each name's transport subscription, which
     // change together: a name is subscribed exactly while it has observers.
     // Deliveries copy a name's observer list out and offer outside the lock.
-    private let table = Mutex<ObserverTable>(ObserverTable())
+    private let table = Locked<ObserverTable>(ObserverTable())
 
     private struct Outbound {
         var sequences: [NotificationName: UInt64] = [:]

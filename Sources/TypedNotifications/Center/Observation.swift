@@ -1,3 +1,4 @@
+import NotificationPlatform
 import Synchronization
 
 /// What a center's observer table holds for each observer: it takes messages
@@ -32,7 +33,7 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
     // Guards the one-time handover of the function that removes this observer
     // from its center, so it runs exactly once: at cancel, or at registration
     // if cancel came first.
-    private let unregistration = Mutex<Unregistration>(.pending)
+    private let unregistration = Locked<Unregistration>(.pending)
 
     private enum Unregistration {
         case pending

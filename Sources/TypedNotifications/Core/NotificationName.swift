@@ -5,7 +5,7 @@
 /// a dot and never contains `..`. Reverse-DNS names such as
 /// `com.example.broadcast.started` fit.
 ///
-/// Names built from run-time text go through ``init(_:)``, which throws
+/// Names built from run-time text go through ``init(validating:)``, which throws
 /// ``TypedNotificationError/Code/invalidName``. A string literal is source
 /// code, not input: an invalid literal stops the program the first time the
 /// name is used, with a message that names the rule it broke.
@@ -22,7 +22,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     ///
     /// - Throws: ``TypedNotificationError`` with code
     ///   ``TypedNotificationError/Code/invalidName`` naming the rule that failed.
-    public init(_ rawValue: String) throws(TypedNotificationError) {
+    public init(validating rawValue: String) throws(TypedNotificationError) {
         if let problem = Self.problem(with: rawValue, maximumLength: Self.maximumLength) {
             throw TypedNotificationError(
                 code: .invalidName,
@@ -35,7 +35,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     /// Creates a name from a literal in source code.
     ///
     /// An invalid literal is a programming error and stops the program, the way
-    /// an out-of-range array index does; use ``init(_:)`` for run-time text.
+    /// an out-of-range array index does; use ``init(validating:)`` for run-time text.
     public init(stringLiteral value: String) {
         if let problem = Self.problem(with: value, maximumLength: Self.maximumLength) {
             preconditionFailure(

@@ -1,4 +1,4 @@
-import Synchronization
+import NotificationPlatform
 
 /// Hands notifications between centers in one process, with no encoding.
 ///
@@ -12,7 +12,7 @@ public final class InProcessTransport: NotificationTransport {
 
     // Set by open, cleared by close. Guards against use after close and holds
     // the id under which this transport's receiver is registered on the bus.
-    private let state = Mutex<State>(.idle)
+    private let state = Locked<State>(.idle)
 
     private enum State {
         case idle
@@ -87,7 +87,7 @@ public final class InProcessBus: Sendable {
 
     // Protects the receiver table. Guarantees that a subscribe that returned is
     // seen by every later deliver (registration is immediate).
-    private let table = Mutex<Table>(Table())
+    private let table = Locked<Table>(Table())
 
     private struct Table {
         var nextID: UInt64 = 1

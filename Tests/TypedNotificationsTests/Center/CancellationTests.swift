@@ -1,0 +1,256 @@
+import Dispatch
+import Testing
+import TypedNotifications
+
+@Suite("Guarantee 3: cancel never races the handler", .timeLimit(.minutes(1)))
+struct CancellationTests {
+    @Test("await cancel() waits for a handler run in flight, and none runs after")
+    func cancelWaitsForRunningHandler() async throws {
+        let hub = try makeHub()
+        let entered = Signal()
+        let release = DispatchSemaphore(value: 0)
+        let runFinished = Flag()
+        let cancelReturned = Flag()
+        let runsAfterCancel = Counter()
+        let token = try hub.addObserver(Ping.self, on: BlockingActor()) { _, _, _ in
+            if cancelReturned.isSet { runsAfterCancel.increment() }
+            entered.fire()
+            release.wait()
+            runFinished.set()
+        }
+        try hub.post(Ping(index: 1))
+        try hub.post(Ping(index: 2))
+        await entered.wait()
+
+        let canceller = Task {
+            await token.cancel()
+            // The run that was in flight must have finished before cancel returned.
+            let finishedFirst = runFinished.isSet
+            cancelReturned.set()
+            return finishedFirst
+        }
+        // Let the canceller reach its wait: the token reports cancelled once
+        // cancel's synchronous part has run.
+        while !token.isCancelled { await Task.yield() }
+        release.signal()
+        #expect(await canceller.value)
+        try hub.post(Ping(index: 3))
+        // Ping 2 was queued before cancel and ping 3 after: neither may run.
+        #expect(runsAfterCancel.count == 0)
+        #expect(hub.metrics.activeObservers == 0)
+    }
+
+    @Test("cancel from inside the handler stops later runs without deadlock")
+    func cancelFromInsideHandler() async throws {
+        let hub = try makeHub()
+        let runs = Collector<Int>()
+        let slot = Slot<ObservationToken>()
+        let token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in
+            runs.append(note.index)
+            if note.index == 2 { slot.current?.cancel() }
+        }
+        slot.set(token)
+        for index in 1...10 { try hub.post(Ping(index: index)) }
+        await runs.wait(forCount: 2)
+        // Waiting on the loop's end proves the handler did not deadlock itself.
+        await token.cancel()
+        #expect(runs.values == [1, 2])
+        #expect(token.isCancelled)
+    }
+
+    @Test("releasing the last copy of a token cancels the observer")
+    func releasingTokenCancels() async throws {
+        let hub = try makeHub()
+        let runs = Counter()
+        do {
+            let token = try hub.addObserver(Ping.self) { _, _ in runs.increment() }
+            #expect(hub.metrics.activeObservers == 1)
+            _ = token
+        }
+        #expect(hub.metrics.activeObservers == 0)
+        try hub.post(Ping(index: 1))
+        // The transport no longer routes the name to this hub at all.
+        #expect(hub.metrics.received == 0)
+        #expect(runs.count == 0)
+    }
+
+    @Test("breaking out of for await removes the observer, even while the sequence lives")
+    func breakRemovesObserver() async throws {
+        let hub = try makeHub()
+        let sequence = try hub.notifications(of: Ping.self)
+        try hub.post(Ping(index: 1))
+        for await _ in sequence { break }
+        #expect(hub.metrics.activeObservers == 0)
+        try hub.post(Ping(index: 2))
+        #expect(hub.metrics.received == 1)
+        // A second iteration finds the observation over.
+        var again = sequence.makeAsyncIterator()
+        #expect(await again.next() == nil)
+    }
+
+    @Test("cancelling the iterating task ends the loop and removes the observer")
+    func taskCancellationRemovesObserver() async throws {
+        let hub = try makeHub()
+        let sequence = try hub.notifications(of: Ping.self)
+        let firstSeen = Signal()
+        let reader = Task {
+            var count = 0
+            for await _ in sequence {
+                count += 1
+                firstSeen.fire()
+            }
+            return count
+        }
+        try hub.post(Ping(index: 1))
+        await firstSeen.wait()
+        reader.cancel()
+        #expect(await reader.value == 1)
+        #expect(hub.metrics.activeObservers == 0)
+    }
+
+    @Test("a sequence released without being iterated removes its observer")
+    func unusedSequenceRemovesObserver() throws {
+        let hub = try makeHub()
+        do {
+            let sequence = try hub.notifications(of: Ping.self)
+            #expect(hub.metrics.activeObservers == 1)
+            _ = sequence
+        }
+        #expect(hub.metrics.activeObservers == 0)
+    }
+
+    @Test("tokens compare by registration")
+    func tokenIdentity() throws {
+        let hub = try makeHub()
+        let a = try hub.addObserver(Ping.self) { _, _ in }
+        let b = try hub.addObserver(Ping.self) { _, _ in }
+        let copy = a
+        #expect(a == copy)
+        #expect(a != b)
+        #expect(Set([a, b, copy]).count == 2)
+    }
+}
+
+@Suite("Guarantee 4: bounded buffers count what they drop", .timeLimit(.minutes(1)))
+struct BufferingTests {
+    @Test("bufferingNewest keeps the latest and reports the rest as missed")
+    func newest() async throws {
+        let hub = try makeHub()
+        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(3))
+        for index in 0..<10 { try hub.post(Ping(index: index)) }
+        var received: [(Int, Int)] = []
+        for await delivered in sequence {
+            received.append((delivered.notification.index, delivered.delivery.missed))
+            if received.count == 3 { break }
+        }
+        #expect(received.map(\.0) == [7, 8, 9])
+        #expect(received.map(\.1) == [7, 0, 0])
+        #expect(sequence.dropped == 7)
+        #expect(hub.metrics.dropped == 7)
+    }
+
+    @Test("bufferingOldest keeps the first and reports the dropped on the next delivery")
+    func oldest() async throws {
+        let hub = try makeHub()
+        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .bufferingOldest(2))
+        for index in 0..<5 { try hub.post(Ping(index: index)) }
+        var iterator = sequence.makeAsyncIterator()
+        #expect(await iterator.next()?.notification.index == 0)
+        #expect(await iterator.next()?.notification.index == 1)
+        try hub.post(Ping(index: 5))
+        let next = await iterator.next()
+        #expect(next?.notification.index == 5)
+        #expect(next?.delivery.missed == 3)
+        #expect(hub.metrics.dropped == 3)
+    }
+
+    @Test("a handler's buffer follows its policy too")
+    func handlerBuffer() async throws {
+        let hub = try makeHub()
+        let entered = Signal()
+        let release = DispatchSemaphore(value: 0)
+        let received = Collector<(Int, Int)>()
+        let token = try hub.addObserver(Ping.self, bufferingPolicy: .bufferingNewest(2), on: BlockingActor()) {
+            _, note, delivery in
+            received.append((note.index, delivery.missed))
+            if note.index == 0 {
+                entered.fire()
+                release.wait()
+            }
+        }
+        try hub.post(Ping(index: 0))
+        await entered.wait()
+        // The handler is busy with 0; 1...6 queue behind it and 1...4 are dropped.
+        for index in 1...6 { try hub.post(Ping(index: index)) }
+        release.signal()
+        await received.wait(forCount: 3)
+        #expect(received.values.map(\.0) == [0, 5, 6])
+        #expect(received.values.map(\.1) == [0, 4, 0])
+        #expect(hub.metrics.dropped == 4)
+        await token.cancel()
+    }
+
+    @Test("the default policy is bounded")
+    func defaultIsBounded() {
+        #expect(NotificationBufferingPolicy.default == .bufferingNewest(1024))
+        #expect(NotificationBufferingPolicy.bufferingOldest(0) == .bufferingOldest(1))
+    }
+}
+
+/// An object a handler captures, to watch it being released.
+final class Witness: Sendable {
+    let id = 1
+}
+
+@Suite("Guarantee 5: cancelled observers are released", .timeLimit(.minutes(1)))
+struct LeakTests {
+    @Test("a cancelled handler's captures are released while the token is still held")
+    func handlerCapturesReleased() async throws {
+        let hub = try makeHub()
+        weak var weakWitness: Witness?
+        let seen = Counter()
+        let token: ObservationToken
+        do {
+            let witness = Witness()
+            weakWitness = witness
+            token = try hub.addObserver(Ping.self) { [witness] _, _ in
+                _ = witness.id
+                seen.increment()
+            }
+        }
+        try hub.post(Ping(index: 1))
+        while seen.count == 0 { await Task.yield() }
+        #expect(weakWitness != nil)
+        await token.cancel()
+        #expect(weakWitness == nil)
+        withExtendedLifetime(token) {}
+    }
+
+    @Test("notifications buffered for a dropped sequence are released")
+    func bufferedValuesReleased() throws {
+        let hub = try makeHub()
+        weak var weakFrame: Frame?
+        do {
+            let sequence = try hub.notifications(of: Frame.self)
+            let frame = Frame(number: 1)
+            weakFrame = frame
+            try hub.post(frame)
+            _ = sequence
+        }
+        #expect(weakFrame == nil)
+    }
+
+    @Test("a closed hub is released with its observers")
+    func hubReleased() async throws {
+        weak var weakHub: NotificationHub<InProcessTransport>?
+        let token: ObservationToken
+        do {
+            let hub = try makeHub()
+            weakHub = hub
+            token = try hub.addObserver(Ping.self) { _, _ in }
+        }
+        #expect(weakHub == nil)
+        #expect(token.isCancelled)
+        await token.cancel()
+    }
+}

@@ -1,0 +1,103 @@
+import NotificationPlatform
+import Synchronization
+import TypedNotifications
+
+/// A small notification with an index, for order checks.
+struct Ping: TypedNotification, Codable, Equatable {
+    static let name: NotificationName = "test.ping"
+    var index: Int
+    var poster: Int = 0
+}
+
+/// Another type under another name.
+struct Note: TypedNotification, Codable, Equatable {
+    static let name: NotificationName = "test.note"
+    var text: String
+}
+
+/// A hub on a bus of its own, so tests never hear each other.
+func makeHub(
+    endpoint: String = "test",
+    bus: InProcessBus = InProcessBus()
+) throws -> NotificationHub<InProcessTransport> {
+    try NotificationHub(endpoint: endpoint, transport: InProcessTransport(bus: bus))
+}
+
+/// A one-shot signal that any number of tasks can await.
+final class Signal: Sendable {
+    private let state = Locked<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func fire() {
+        let waiters = state.withLock { state in
+            state.fired = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var hasFired: Bool { state.withLock { $0.fired } }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let fired = state.withLock { state in
+                if !state.fired { state.waiters.append(continuation) }
+                return state.fired
+            }
+            if fired { continuation.resume() }
+        }
+    }
+}
+
+/// Collects values from any thread; a test can await a count.
+final class Collector<Value: Sendable>: Sendable {
+    private let state = Locked<(values: [Value], waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)])>(
+        ([], [])
+    )
+
+    func append(_ value: Value) {
+        let ready = state.withLock { state in
+            state.values.append(value)
+            let count = state.values.count
+            let ready = state.waiters.filter { $0.count <= count }.map(\.continuation)
+            state.waiters.removeAll { $0.count <= count }
+            return ready
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    var values: [Value] { state.withLock { $0.values } }
+
+    /// Returns once at least `count` values have arrived.
+    func wait(forCount count: Int) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state in
+                if state.values.count >= count { return true }
+                state.waiters.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+}
+
+/// A boolean any thread can set and read.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
+}
+
+/// A counter any thread can bump and read.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    func increment() { value.add(1, ordering: .relaxed) }
+    var count: Int { value.load(ordering: .relaxed) }
+}
+
+/// Holds a value set after creation, such as a token its own handler uses.
+final class Slot<Value: Sendable>: Sendable {
+    private let value = Locked<Value?>(nil)
+    func set(_ newValue: Value) { value.withLock { $0 = newValue } }
+    var current: Value? { value.withLock { $0 } }
+}
