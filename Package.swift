@@ -24,9 +24,8 @@ let package = Package(
         ),
         .executableTarget(
             name: "InProcessBenchmark",
-            dependencies: ["TypedNotifications"],
-            path: "Benchmarks/InProcessBenchmark",
-            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"])]
+            dependencies: ["TypedNotifications", "NotificationPlatform"],
+            path: "Benchmarks/InProcessBenchmark"
         ),
         .testTarget(
             name: "TypedNotificationsTests",

@@ -1,25 +1,25 @@
-import NotificationPlatform
-
-/// One observer's buffer: posters enqueue from any thread, a single consumer
-/// takes elements in order and suspends when there are none.
+/// One observer's buffer: posters enqueue messages from any thread; a single
+/// consumer takes them in order, in batches, and suspends when there are none.
 ///
 /// Runs ``DeliveryQueueStateMachine`` under a mutex and resumes continuations
-/// only after the lock is released.
-final class DeliveryQueue<Element: Sendable>: Sendable {
-    typealias Machine = DeliveryQueueStateMachine<Element, UnsafeContinuation<DeliveryEntry<Element>?, Never>>
+/// only after the lock is released. Not generic, so the hot path needs no
+/// run-time type metadata; the consumer turns messages into typed values.
+final class DeliveryQueue: Sendable {
+    typealias Entry = DeliveryEntry<TransportMessage>
+    typealias Machine = DeliveryQueueStateMachine<TransportMessage, UnsafeContinuation<Entry?, Never>>
 
     // Guards the buffer, the waiting consumer and the finished flag together, so
-    // an element is either handed to the consumer or buffered, never lost between.
+    // a message is either handed to the consumer or buffered, never lost between.
     private let machine: Locked<Machine>
 
     init(policy: NotificationBufferingPolicy) {
         machine = Locked(Machine(policy: policy))
     }
 
-    /// Adds an element. Returns whether the policy had to drop one.
+    /// Adds a message. Returns whether the policy had to drop one.
     @discardableResult
-    func enqueue(_ element: Element, missedBefore: Int) -> Bool {
-        let action = machine.withLock { $0.enqueue(element, missedBefore: missedBefore) }
+    func enqueue(_ message: TransportMessage, missedBefore: Int) -> Bool {
+        let action = machine.withLock { $0.enqueue(message, missedBefore: missedBefore) }
         switch action {
         case .resume(let waiter, let entry):
             waiter.resume(returning: entry)
@@ -31,35 +31,40 @@ final class DeliveryQueue<Element: Sendable>: Sendable {
         }
     }
 
-    /// Records misses to report with the next element.
-    func noteMissed(_ count: Int) {
-        machine.withLock { $0.noteMissed(count) }
-    }
-
-    /// How many elements the buffering policy has dropped.
+    /// How many messages the buffering policy has dropped.
     var dropped: Int { machine.withLock { $0.dropped } }
 
-    /// Elements buffered now.
-    var count: Int { machine.withLock { $0.count } }
-
-    /// The next element, or `nil` once the queue is finished and drained.
+    /// Appends every waiting message to `batch`, suspending until there is at
+    /// least one. Returns `false` once the queue is finished and drained.
     ///
     /// Runs on the caller's actor, so a delivery loop isolated to an actor does
-    /// not hop off it for every element.
-    func next(isolation actor: isolated (any Actor)? = #isolation) async -> DeliveryEntry<Element>? {
-        switch machine.withLock({ $0.next(waiter: nil) }) {
-        case .element(let entry): return entry
-        case .finished: return nil
+    /// not hop off it to wait.
+    func take(into batch: inout [Entry], isolation actor: isolated (any Actor)? = #isolation) async -> Bool {
+        switch machine.withLock({ $0.take(into: &batch, waiter: nil) }) {
+        case .taken: return true
+        case .finished: return false
         case .suspended: break
         }
-        return await withUnsafeContinuation(isolation: actor) { continuation in
-            let action = machine.withLock { $0.next(waiter: continuation) }
+        // Slow path: nothing buffered. `batch` cannot be captured across the
+        // continuation, so the state machine hands the next entry over directly.
+        var handedOver: [Entry] = []
+        let entry: Entry? = await withUnsafeContinuation(isolation: actor) { continuation in
+            let action = machine.withLock { $0.take(into: &handedOver, waiter: continuation) }
             switch action {
-            case .element(let entry): continuation.resume(returning: entry)
+            case .taken: continuation.resume(returning: nil)
             case .finished: continuation.resume(returning: nil)
             case .suspended: break
             }
         }
+        if let entry {
+            batch.append(entry)
+            return true
+        }
+        if !handedOver.isEmpty {
+            batch.append(contentsOf: handedOver)
+            return true
+        }
+        return false
     }
 
     /// Ends the queue; a suspended consumer gets `nil`.

@@ -87,17 +87,31 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
         missedCarry += count
     }
 
-    enum NextAction {
-        case element(Entry)
+    enum TakeAction {
+        /// Every buffered entry was appended to the batch.
+        case taken
+        /// Nothing buffered and the queue is finished.
         case finished
         /// Nothing buffered; the caller must suspend (the `Waiter` was stored).
         case suspended
     }
 
-    /// Takes the oldest entry; if none, stores `waiter` (when given) to be resumed.
-    mutating func next(waiter newWaiter: Waiter?) -> NextAction {
+    /// Moves every buffered entry, oldest first, to the end of `batch`; if there
+    /// are none, stores `waiter` (when given) to be resumed with the next one.
+    ///
+    /// Taking everything at once lets a consumer that fell behind catch up
+    /// with one lock acquisition instead of one per element.
+    mutating func take(into batch: inout [Entry], waiter newWaiter: Waiter?) -> TakeAction {
         if count > 0 {
-            return .element(takeHead())
+            if head == 0 && batch.isEmpty {
+                // Swap storage: the consumer's drained array becomes the buffer.
+                swap(&buffer, &batch)
+            } else {
+                batch.append(contentsOf: buffer[head...])
+                buffer.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            return .taken
         }
         if isFinished {
             return .finished

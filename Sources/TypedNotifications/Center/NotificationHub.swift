@@ -36,42 +36,12 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     // Guards the per-name sequence counters and the closed flag. Held across
     // `transport.send` so that sequence numbers leave in the order they were
     // assigned: receivers rely on that to detect gaps. Sends never block.
-    private let outbound = Locked<Outbound>(Outbound())
+    private let outbound = Locked<HubOutbound>(HubOutbound())
 
     // Guards the observer table and each name's transport subscription, which
     // change together: a name is subscribed exactly while it has observers.
     // Deliveries copy a name's observer list out and offer outside the lock.
-    private let table = Locked<ObserverTable>(ObserverTable())
-
-    private struct Outbound {
-        var sequences: [NotificationName: UInt64] = [:]
-        var isClosed = false
-    }
-
-    private struct ObserverTable {
-        var slots: [NotificationName: NameSlot] = [:]
-        var isClosed = false
-    }
-
-    fileprivate struct NameSlot {
-        var observers: [any ObservationSink] = []
-        // The last sequence number seen from each sender, for gap detection.
-        // Forgotten when the name loses its last observer, so posts made while
-        // nobody listened are not reported as missed.
-        var lastSequence: [NotificationSender: UInt64] = [:]
-
-        /// Records the message's sequence number; returns how many of the
-        /// sender's notifications went missing just before it.
-        mutating func noteSequence(_ message: TransportMessage) -> Int {
-            defer {
-                if message.sequence > lastSequence[message.sender] ?? 0 {
-                    lastSequence[message.sender] = message.sequence
-                }
-            }
-            guard let last = lastSequence[message.sender], message.sequence > last &+ 1 else { return 0 }
-            return Int(clamping: message.sequence - last - 1)
-        }
-    }
+    private let table = Locked<HubObserverTable>(HubObserverTable())
 
     /// Creates a hub and opens its transport.
     ///
@@ -120,7 +90,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         case .encoded:
             payload = .encoded(try encode(notification))
         }
-        try outbound.withLock { (outbound: inout Outbound) throws(TypedNotificationError) in
+        try outbound.withLock { (outbound: inout HubOutbound) throws(TypedNotificationError) in
             guard !outbound.isClosed else {
                 throw TypedNotificationError(code: .closed, message: "post of \(N.name) to a closed center")
             }
@@ -211,14 +181,14 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             policy: bufferingPolicy,
             metrics: counters
         )
-        try table.withLock { (table: inout ObserverTable) throws(TypedNotificationError) in
+        try table.withLock { (table: inout HubObserverTable) throws(TypedNotificationError) in
             guard !table.isClosed else {
                 throw TypedNotificationError(code: .closed, message: "observer of \(N.name) added to a closed center")
             }
             if table.slots[N.name] == nil {
                 try transport.subscribe(to: N.name)
             }
-            table.slots[N.name, default: NameSlot()].observers.append(observation)
+            table.slots[N.name, default: HubNameSlot()].observers.append(observation)
         }
         observation.registered { [weak self] in
             self?.unregister(observation, from: N.name)
@@ -240,13 +210,16 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     }
 
     private func receive(_ message: TransportMessage) {
+        let tracksGaps = tracksSequenceGaps
         let delivery = table.withLock { table -> (observers: [any ObservationSink], gap: Int)? in
-            guard table.slots[message.name] != nil else { return nil }
-            var gap = 0
-            if tracksSequenceGaps {
-                gap = table.slots[message.name, default: NameSlot()].noteSequence(message)
+            guard tracksGaps else {
+                return table.slots[message.name].map { ($0.observers, 0) }
             }
-            return table.slots[message.name].map { ($0.observers, gap) }
+            guard var slot = table.slots.removeValue(forKey: message.name) else { return nil }
+            let gap = slot.noteSequence(message)
+            let observers = slot.observers
+            table.slots[message.name] = slot
+            return (observers, gap)
         }
         guard let delivery else { return }
         counters.received.add(1, ordering: .relaxed)
@@ -273,5 +246,37 @@ public struct NotificationHubConfiguration: Sendable {
     /// Creates a configuration.
     public init(maximumPayloadSize: Int = 64 * 1024) {
         self.maximumPayloadSize = maximumPayloadSize
+    }
+}
+
+// Outside the generic hub so that `Locked<HubOutbound>` is one concrete type,
+// specialized at compile time, with no run-time metadata lookups.
+fileprivate struct HubOutbound {
+    var sequences: [NotificationName: UInt64] = [:]
+    var isClosed = false
+}
+
+fileprivate struct HubObserverTable {
+    var slots: [NotificationName: HubNameSlot] = [:]
+    var isClosed = false
+}
+
+fileprivate struct HubNameSlot {
+    var observers: [any ObservationSink] = []
+    // The last sequence number seen from each sender, for gap detection.
+    // Forgotten when the name loses its last observer, so posts made while
+    // nobody listened are not reported as missed.
+    var lastSequence: [NotificationSender: UInt64] = [:]
+
+    /// Records the message's sequence number; returns how many of the
+    /// sender's notifications went missing just before it.
+    mutating func noteSequence(_ message: TransportMessage) -> Int {
+        defer {
+            if message.sequence > lastSequence[message.sender] ?? 0 {
+                lastSequence[message.sender] = message.sequence
+            }
+        }
+        guard let last = lastSequence[message.sender], message.sequence > last &+ 1 else { return 0 }
+        return Int(clamping: message.sequence - last - 1)
     }
 }

@@ -32,12 +32,18 @@ public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, 
     /// Takes deliveries in post order.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let iteration: SequenceIteration<Notification>
+        var cursor: ObservationCursor<Notification>
+
+        init(iteration: SequenceIteration<Notification>) {
+            self.iteration = iteration
+            self.cursor = ObservationCursor(iteration.registration.observation)
+        }
 
         /// The next delivery, or `nil` once the observation has ended.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
-            let observation = iteration.registration.observation
+            let observation = cursor.observation
             return await withTaskCancellationHandler(
-                operation: { await observation.next(isolation: actor) },
+                operation: { await cursor.next(isolation: actor) },
                 onCancel: { observation.cancel() },
                 isolation: actor
             )

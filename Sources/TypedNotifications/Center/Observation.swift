@@ -1,4 +1,3 @@
-import NotificationPlatform
 import Synchronization
 
 /// What a center's observer table holds for each observer: it takes messages
@@ -15,20 +14,23 @@ protocol ObservationSink: AnyObject, Sendable {
 protocol ObservationControl: AnyObject, Sendable {
     /// Cancels; returns whether this call did it.
     @discardableResult func cancel() -> Bool
-    var isCancelled: Bool { get }
+    /// Cancelled, or its center closed.
+    var isEnded: Bool { get }
 }
 
 /// One observer of notifications of type `N`: its filter, its buffer and its
 /// cancellation state.
 final class Observation<N: TypedNotification>: ObservationSink, ObservationControl {
-    let queue: DeliveryQueue<DeliveredNotification<N>>
+    let queue: DeliveryQueue
     let metrics: MetricsCounters
     private let filter: SenderFilter
     private let observer: NotificationSender
 
-    // Read by the delivery loop right before each handler run: a run that
+    // Read by the consumer right before each delivery: a handler run that
     // begins after `cancel()` stored `true` never calls the handler.
     private let cancelled = Atomic<Bool>(false)
+    // Set when the center closed: deliveries already queued still go out.
+    private let endedByCenter = Atomic<Bool>(false)
 
     // Guards the one-time handover of the function that removes this observer
     // from its center, so it runs exactly once: at cancel, or at registration
@@ -65,7 +67,11 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
         if runNow { cleanUp(unregister) }
     }
 
+    /// Whether the observer was cancelled; nothing more is delivered.
     var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+
+    /// Whether the observation is over: cancelled, or its center closed.
+    var isEnded: Bool { isCancelled || endedByCenter.load(ordering: .acquiring) }
 
     @discardableResult
     func cancel() -> Bool {
@@ -81,7 +87,7 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
     }
 
     func finishFromCenter() {
-        cancelled.store(true, ordering: .releasing)
+        endedByCenter.store(true, ordering: .releasing)
         let wasRegistered = unregistration.withLock { state -> Bool in
             defer { state = .done }
             if case .registered = state { return true }
@@ -98,37 +104,14 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
 
     func offer(_ message: TransportMessage, gap: Int) {
         guard filter.accepts(message.sender, observer: observer) else { return }
-        guard let value = Self.decode(message.payload) else {
-            metrics.undecodable.add(1, ordering: .relaxed)
-            queue.noteMissed(1 + gap)
-            return
-        }
-        let delivered = DeliveredNotification(
-            notification: value,
-            delivery: NotificationDelivery(
-                sender: message.sender,
-                sequence: message.sequence,
-                timestamp: message.timestamp,
-                missed: 0
-            )
-        )
-        if queue.enqueue(delivered, missedBefore: gap) {
+        if queue.enqueue(message, missedBefore: gap) {
             metrics.dropped.add(1, ordering: .relaxed)
         }
     }
 
-    /// The next delivery for this observer, with its final missed count.
-    func next(isolation actor: isolated (any Actor)? = #isolation) async -> DeliveredNotification<N>? {
-        guard let entry = await queue.next(isolation: actor) else { return nil }
-        var delivered = entry.element
-        delivered.delivery.missed = entry.missedBefore
-        metrics.delivered.add(1, ordering: .relaxed)
-        return delivered
-    }
-
     /// The value as type `N`: a value of that type as it is; anything else
     /// through its payload bytes, as it would cross a process boundary.
-    private static func decode(_ payload: TransportPayload) -> N? {
+    fileprivate static func decode(_ payload: TransportPayload) -> N? {
         switch payload {
         case .value(let value):
             if let typed = value as? N { return typed }
@@ -137,6 +120,60 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
             return try? N(payload: bytes)
         case .encoded(let bytes):
             return try? N(payload: bytes)
+        }
+    }
+}
+
+/// The consuming end of an observation: takes queued messages in batches and
+/// turns them into typed deliveries, in order.
+///
+/// Decoding happens here, on the consumer, never on the poster's thread or a
+/// transport's receive thread. A payload this observer cannot decode is
+/// counted and reported in the next delivery's ``NotificationDelivery/missed``.
+struct ObservationCursor<N: TypedNotification> {
+    let observation: Observation<N>
+    private var batch: [DeliveryQueue.Entry] = []
+    private var index = 0
+    private var missed = 0
+
+    init(_ observation: Observation<N>) {
+        self.observation = observation
+    }
+
+    /// The next delivery, or `nil` once the observation has ended.
+    mutating func next(isolation actor: isolated (any Actor)? = #isolation) async -> DeliveredNotification<N>? {
+        while true {
+            if index == batch.count {
+                batch.removeAll(keepingCapacity: true)
+                index = 0
+                guard await observation.queue.take(into: &batch, isolation: actor) else { return nil }
+            }
+            let entry = batch[index]
+            index += 1
+            // A cancelled observer delivers nothing more, even what it holds.
+            if observation.isCancelled {
+                batch.removeAll()
+                index = 0
+                return nil
+            }
+            missed += entry.missedBefore
+            let message = entry.element
+            guard let value = Observation<N>.decode(message.payload) else {
+                observation.metrics.undecodable.add(1, ordering: .relaxed)
+                missed += 1
+                continue
+            }
+            defer { missed = 0 }
+            observation.metrics.delivered.add(1, ordering: .relaxed)
+            return DeliveredNotification(
+                notification: value,
+                delivery: NotificationDelivery(
+                    sender: message.sender,
+                    sequence: message.sequence,
+                    timestamp: message.timestamp,
+                    missed: missed
+                )
+            )
         }
     }
 }
@@ -163,8 +200,9 @@ private func runHandlerLoop<N: TypedNotification, A: Actor>(
     on actor: isolated A,
     handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) async {
-    while let delivered = await observation.next() {
-        guard !observation.isCancelled else { return }
+    var cursor = ObservationCursor(observation)
+    // The cursor checks the cancelled flag right before returning each delivery.
+    while let delivered = await cursor.next() {
         handler(actor, delivered.notification, delivered.delivery)
     }
 }

@@ -17,7 +17,7 @@ public struct ObservationToken: Hashable, Sendable {
     }
 
     /// Whether the observer has been cancelled, or its center closed.
-    public var isCancelled: Bool { handle.control.isCancelled }
+    public var isCancelled: Bool { handle.control.isEnded }
 
     /// Cancels without waiting: no run of the handler starts after this
     /// returns, but one already running elsewhere may still be finishing.

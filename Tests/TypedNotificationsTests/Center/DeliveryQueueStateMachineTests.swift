@@ -8,11 +8,9 @@ struct DeliveryQueueStateMachineTests {
     typealias Machine = DeliveryQueueStateMachine<Int, Int>
 
     func drain(_ machine: inout Machine) -> [(Int, Int)] {
-        var out: [(Int, Int)] = []
-        while case .element(let entry) = machine.next(waiter: nil) {
-            out.append((entry.element, entry.missedBefore))
-        }
-        return out
+        var batch: [Machine.Entry] = []
+        _ = machine.take(into: &batch, waiter: nil)
+        return batch.map { ($0.element, $0.missedBefore) }
     }
 
     @Test("elements come out in the order they went in")
@@ -74,7 +72,8 @@ struct DeliveryQueueStateMachineTests {
     @Test("a waiter is resumed directly with the next element")
     func waiterResumed() {
         var machine = Machine(policy: .unbounded)
-        guard case .suspended = machine.next(waiter: 42) else {
+        var batch: [Machine.Entry] = []
+        guard case .suspended = machine.take(into: &batch, waiter: 42) else {
             Issue.record("expected to suspend")
             return
         }
@@ -92,7 +91,8 @@ struct DeliveryQueueStateMachineTests {
         var discarding = Machine(policy: .unbounded)
         _ = discarding.enqueue(1, missedBefore: 0)
         #expect(discarding.finish(discardingBuffered: true) == nil)
-        guard case .finished = discarding.next(waiter: nil) else {
+        var batch: [Machine.Entry] = []
+        guard case .finished = discarding.take(into: &batch, waiter: nil) else {
             Issue.record("expected finished")
             return
         }
@@ -107,20 +107,36 @@ struct DeliveryQueueStateMachineTests {
         #expect(drain(&keeping).map(\.0) == [1])
 
         var waiting = Machine(policy: .unbounded)
-        _ = waiting.next(waiter: 9)
+        _ = waiting.take(into: &batch, waiter: 9)
         #expect(waiting.finish(discardingBuffered: true) == 9)
     }
 
-    @Test("a long-lived buffer compacts instead of growing")
-    func compaction() {
-        var machine = Machine(policy: .unbounded)
+    @Test("a full bufferingNewest buffer stays at its limit over a long run")
+    func longRunAtLimit() {
+        var machine = Machine(policy: .bufferingNewest(1000))
         for i in 0..<100_000 {
             _ = machine.enqueue(i, missedBefore: 0)
-            _ = machine.enqueue(i, missedBefore: 0)
-            _ = machine.next(waiter: nil)
         }
-        #expect(machine.count == 100_000)
+        #expect(machine.count == 1000)
+        #expect(machine.dropped == 99_000)
         let out = drain(&machine)
-        #expect(out.count == 100_000)
+        #expect(out.map(\.0) == Array(99_000..<100_000))
+        #expect(out.first?.1 == 99_000)
+    }
+
+    @Test("take appends everything buffered to the consumer's batch, in order")
+    func takeAppends() {
+        var machine = Machine(policy: .bufferingNewest(4))
+        for i in 0..<6 { _ = machine.enqueue(i, missedBefore: 0) }
+        var batch = [Machine.Entry(element: -1, missedBefore: 0)]
+        guard case .taken = machine.take(into: &batch, waiter: nil) else {
+            Issue.record("expected entries")
+            return
+        }
+        #expect(batch.map(\.element) == [-1, 2, 3, 4, 5])
+        #expect(machine.count == 0)
+        // The buffer is usable again after a take.
+        _ = machine.enqueue(6, missedBefore: 0)
+        #expect(drain(&machine).map(\.0) == [6])
     }
 }

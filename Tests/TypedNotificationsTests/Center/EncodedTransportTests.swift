@@ -1,4 +1,3 @@
-import NotificationPlatform
 import Testing
 import TypedNotifications
 

@@ -1,4 +1,3 @@
-import NotificationPlatform
 import Synchronization
 import TypedNotifications
 

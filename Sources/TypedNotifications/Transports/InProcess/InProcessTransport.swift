@@ -1,4 +1,3 @@
-import NotificationPlatform
 
 /// Hands notifications between centers in one process, with no encoding.
 ///
