@@ -12,9 +12,10 @@ struct Tick: TypedNotification, Codable {
 }
 
 #if DEBUG
-let buildWarning: String? = "WARNING: debug build; figures are meaningless. Use `swift run -c release InProcessBenchmark`."
+    let buildWarning: String? =
+        "WARNING: debug build; figures are meaningless. Use `swift run -c release InProcessBenchmark`."
 #else
-let buildWarning: String? = nil
+    let buildWarning: String? = nil
 #endif
 
 let quick = CommandLine.arguments.contains("--quick")
@@ -96,5 +97,7 @@ let floor = await measure("floor: locked lookup + closure call", floorRun)
 let handler = try await measure("NotificationHub, handler on its executor", hubHandlerRun)
 let sequence = try await measure("NotificationHub, for await sequence", hubSequenceRun)
 let foundation = await measure("Foundation NotificationCenter, block observer", foundationBlockRun)
-print(String(format: "ratios: handler/floor %.1f×, sequence/floor %.1f×, Foundation/handler %.2f×",
-    handler / floor, sequence / floor, foundation / handler))
+print(
+    String(
+        format: "ratios: handler/floor %.1f×, sequence/floor %.1f×, Foundation/handler %.2f×",
+        handler / floor, sequence / floor, foundation / handler))

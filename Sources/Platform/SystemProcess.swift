@@ -1,11 +1,11 @@
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #else
-#error("TypedNotifications does not support this platform yet.")
+    #error("TypedNotifications does not support this platform yet.")
 #endif
 
 /// Who the current process is.

@@ -56,7 +56,8 @@ extension NotificationCenter: TypedNotificationCenter {
         on actor: A,
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> TypedNotifications.ObservationToken {
-        startHandler(for: registerTyped(type, from: senders, bufferingPolicy: bufferingPolicy), on: actor, handler: handler)
+        startHandler(
+            for: registerTyped(type, from: senders, bufferingPolicy: bufferingPolicy), on: actor, handler: handler)
     }
 
     /// Registers an observer now and returns its deliveries as an async sequence.

@@ -60,7 +60,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         guard (0...NotificationHubConfiguration.payloadSizeHardLimit).contains(configuration.maximumPayloadSize) else {
             throw TypedNotificationError(
                 code: .invalidConfiguration,
-                message: "maximumPayloadSize \(configuration.maximumPayloadSize) is outside 0...\(NotificationHubConfiguration.payloadSizeHardLimit)"
+                message:
+                    "maximumPayloadSize \(configuration.maximumPayloadSize) is outside 0...\(NotificationHubConfiguration.payloadSizeHardLimit)"
             )
         }
         self.sender = try NotificationSender.current(endpoint: endpoint)
@@ -80,7 +81,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// Posts a notification through the transport.
     ///
     /// - Throws: ``TypedNotificationError`` if the hub is closed, the payload
-    ///   cannot be encoded or exceeds ``Configuration/maximumPayloadSize``, or
+    ///   cannot be encoded or exceeds ``NotificationHubConfiguration/maximumPayloadSize``, or
     ///   the transport fails. Nothing is sent when it throws.
     public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
         let payload: TransportPayload
@@ -121,7 +122,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         on actor: A,
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        startHandler(for: try register(type, from: senders, bufferingPolicy: bufferingPolicy), on: actor, handler: handler)
+        startHandler(
+            for: try register(type, from: senders, bufferingPolicy: bufferingPolicy), on: actor, handler: handler)
     }
 
     /// Registers an observer now and returns its deliveries as an async sequence.
@@ -164,7 +166,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         guard bytes.count <= configuration.maximumPayloadSize else {
             throw TypedNotificationError(
                 code: .payloadTooLarge,
-                message: "\(N.name) payload is \(bytes.count) bytes; this center's limit is \(configuration.maximumPayloadSize)"
+                message:
+                    "\(N.name) payload is \(bytes.count) bytes; this center's limit is \(configuration.maximumPayloadSize)"
             )
         }
         return bytes
@@ -251,17 +254,17 @@ public struct NotificationHubConfiguration: Sendable {
 
 // Outside the generic hub so that `Locked<HubOutbound>` is one concrete type,
 // specialized at compile time, with no run-time metadata lookups.
-fileprivate struct HubOutbound {
+private struct HubOutbound {
     var sequences: [NotificationName: UInt64] = [:]
     var isClosed = false
 }
 
-fileprivate struct HubObserverTable {
+private struct HubObserverTable {
     var slots: [NotificationName: HubNameSlot] = [:]
     var isClosed = false
 }
 
-fileprivate struct HubNameSlot {
+private struct HubNameSlot {
     var observers: [any ObservationSink] = []
     // The last sequence number seen from each sender, for gap detection.
     // Forgotten when the name loses its last observer, so posts made while

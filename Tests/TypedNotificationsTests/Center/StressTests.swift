@@ -15,7 +15,8 @@ final class ObserverRecord: Sendable {
     let runsAfterCancel = Counter()
 
     init(posters: Int) {
-        state = Locked(State(firstSeen: Array(repeating: nil, count: posters), lastSeen: Array(repeating: -1, count: posters)))
+        state = Locked(
+            State(firstSeen: Array(repeating: nil, count: posters), lastSeen: Array(repeating: -1, count: posters)))
     }
 
     /// Called by the handler.
@@ -119,7 +120,8 @@ struct StressTests {
                         let seen = record.snapshot
                         var problems: [String] = []
                         if seen.outOfOrder > 0 {
-                            problems.append("churner \(churner) cycle \(cycle): \(seen.outOfOrder) out of order or skipped")
+                            problems.append(
+                                "churner \(churner) cycle \(cycle): \(seen.outOfOrder) out of order or skipped")
                         }
                         for poster in 0..<posters where target[poster] >= 0 {
                             if let first = seen.firstSeen[poster], first > atRegistration[poster] + 1 {

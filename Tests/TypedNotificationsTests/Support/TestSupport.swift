@@ -50,7 +50,9 @@ final class Signal: Sendable {
 
 /// Collects values from any thread; a test can await a count.
 final class Collector<Value: Sendable>: Sendable {
-    private let state = Locked<(values: [Value], waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)])>(
+    private let state = Locked<
+        (values: [Value], waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)])
+    >(
         ([], [])
     )
 

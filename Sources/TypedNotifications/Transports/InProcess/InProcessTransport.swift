@@ -1,4 +1,3 @@
-
 /// Hands notifications between centers in one process, with no encoding.
 ///
 /// Centers whose transports share an ``InProcessBus`` see each other's posts;
