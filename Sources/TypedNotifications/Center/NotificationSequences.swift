@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Notifications of one type with their delivery metadata, as an async sequence.
 ///
 /// The observer is registered when the sequence is created, not when
@@ -5,7 +7,8 @@
 /// returned is missed. Until iterated, notifications wait in the buffer under
 /// the sequence's ``NotificationBufferingPolicy``.
 ///
-/// Single pass: iterate it once. The observer is removed when iteration ends:
+/// Single pass: iterate it once; a second iterator ends at once. The observer
+/// is removed when iteration ends:
 /// by leaving a `for await` loop, cancelling the iterating task, or releasing
 /// the iterator; or when the sequence is released without being iterated.
 public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, Sendable {
@@ -24,23 +27,27 @@ public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, 
     /// How many notifications this sequence's buffer has dropped so far.
     public var dropped: Int { registration.observation.queue.dropped }
 
-    /// Starts the single iteration.
+    /// Starts the single iteration. Any later iterator ends at once.
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(iteration: SequenceIteration(registration))
+        guard registration.claimIteration() else { return AsyncIterator(iteration: nil) }
+        return AsyncIterator(iteration: SequenceIteration(registration))
     }
 
     /// Takes deliveries in post order.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let iteration: SequenceIteration<Notification>
-        var cursor: ObservationCursor<Notification>
+        // Nil for every iterator but the first: a queue has one consumer.
+        let iteration: SequenceIteration<Notification>?
+        var cursor: ObservationCursor<Notification>?
 
-        init(iteration: SequenceIteration<Notification>) {
+        init(iteration: SequenceIteration<Notification>?) {
             self.iteration = iteration
-            self.cursor = ObservationCursor(iteration.registration.observation)
+            self.cursor = iteration.map { ObservationCursor($0.registration.observation) }
         }
 
         /// The next delivery, or `nil` once the observation has ended.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+            guard var cursor else { return nil }
+            defer { self.cursor = cursor }
             let observation = cursor.observation
             return await withTaskCancellationHandler(
                 operation: { await cursor.next(isolation: actor) },
@@ -107,6 +114,13 @@ extension NotificationSequence.AsyncIterator: Sendable {}
 /// Owned by a sequence and its iterator; the observer lives while either does.
 final class SequenceRegistration<N: TypedNotification>: Sendable {
     let observation: Observation<N>
+    // Set by the first makeAsyncIterator: a delivery queue has one consumer.
+    private let iterated = Atomic<Bool>(false)
+
+    /// Whether the caller is the first to iterate.
+    func claimIteration() -> Bool {
+        !iterated.exchange(true, ordering: .acquiringAndReleasing)
+    }
 
     init(_ observation: Observation<N>) {
         self.observation = observation

@@ -119,6 +119,20 @@ struct CancellationTests {
         #expect(hub.metrics.activeObservers == 0)
     }
 
+    @Test("a sequence is single-pass: a second iterator ends at once, the first goes on")
+    func secondIteratorEnds() async throws {
+        let hub = try makeHub()
+        let sequence = try hub.notifications(of: Ping.self)
+        var first = sequence.makeAsyncIterator()
+        let second = Task {
+            var iterator = sequence.makeAsyncIterator()
+            return await iterator.next()
+        }
+        #expect(await second.value == nil)
+        try hub.post(Ping(index: 1))
+        #expect(await first.next()?.index == 1)
+    }
+
     @Test("tokens compare by registration")
     func tokenIdentity() throws {
         let hub = try makeHub()
