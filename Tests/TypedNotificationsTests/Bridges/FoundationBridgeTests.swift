@@ -14,7 +14,8 @@ func roundTrip(on center: some TypedNotificationCenter) async throws -> [Int] {
     return seen
 }
 
-@Suite("Foundation's NotificationCenter as a typed center", .timeLimit(.minutes(1)))
+// Serialized: the bridge's metrics are process-wide, and one test reads them.
+@Suite("Foundation's NotificationCenter as a typed center", .serialized, .timeLimit(.minutes(1)))
 struct FoundationBridgeTests {
     @Test("the same generic code runs on a hub and on NotificationCenter")
     func sameCodeEveryCenter() async throws {
@@ -38,36 +39,16 @@ struct FoundationBridgeTests {
         await token.cancel()
     }
 
-    @Test("cancel removes the Foundation observer and waits for a running handler")
+    @Test("cancel waits for a running handler and removes the Foundation observer")
     func cancel() async throws {
         let center = NotificationCenter()
-        let entered = Signal()
-        let release = DispatchSemaphore(value: 0)
-        let finished = Flag()
-        let cancelReturned = Flag()
-        let runsAfterCancel = Counter()
-        let token = try center.addObserver(Ping.self, on: BlockingActor()) { _, _, _ in
-            if cancelReturned.isSet { runsAfterCancel.increment() }
-            entered.fire()
-            release.wait()
-            finished.set()
-        }
-        try center.post(Ping(index: 1))
-        await entered.wait()
-        let canceller = Task {
-            await token.cancel()
-            let finishedFirst = finished.isSet
-            cancelReturned.set()
-            return finishedFirst
-        }
-        while !token.isCancelled { await Task.yield() }
-        release.signal()
-        #expect(await canceller.value)
+        let outcome = try await cancelDuringHandlerRun(on: center)
+        #expect(outcome.runFinishedBeforeCancelReturned)
+        #expect(outcome.runsAfterCancel == 0)
+        // The Foundation observer is gone, so a later post is not even received.
         let before = NotificationCenter.typedMetrics.received
-        try center.post(Ping(index: 2))
-        // The Foundation observer is gone, so the post is not even received.
+        try center.post(Ping(index: 4))
         #expect(NotificationCenter.typedMetrics.received == before)
-        #expect(runsAfterCancel.count == 0)
     }
 
     @Test("untyped posts of the same name are ignored by typed observers")

@@ -2,41 +2,56 @@ import Dispatch
 import Testing
 import TypedNotifications
 
+/// What happened when an observer was cancelled while its handler was running.
+struct CancelOutcome {
+    var runFinishedBeforeCancelReturned: Bool
+    var runsAfterCancel: Int
+}
+
+/// Cancels an observer on `center` while its handler is blocked in a run, with
+/// a second notification queued behind it; then posts a third. Works the same
+/// on every center.
+func cancelDuringHandlerRun(on center: some TypedNotificationCenter) async throws -> CancelOutcome {
+    let entered = Signal()
+    let release = DispatchSemaphore(value: 0)
+    let runFinished = Flag()
+    let cancelReturned = Flag()
+    let runsAfterCancel = Counter()
+    // On its own thread, so blocking it cannot starve the cooperative pool.
+    let token = try center.addObserver(Ping.self, on: BlockingActor()) { _, _, _ in
+        if cancelReturned.isSet { runsAfterCancel.increment() }
+        entered.fire()
+        release.wait()
+        runFinished.set()
+    }
+    try center.post(Ping(index: 1))
+    try center.post(Ping(index: 2))
+    await entered.wait()
+
+    let canceller = Task {
+        await token.cancel()
+        // The run that was in flight must have finished before cancel returned.
+        let finishedFirst = runFinished.isSet
+        cancelReturned.set()
+        return finishedFirst
+    }
+    // Let the canceller reach its wait: the token reports cancelled once
+    // cancel's synchronous part has run.
+    while !token.isCancelled { await Task.yield() }
+    release.signal()
+    let finishedFirst = await canceller.value
+    try center.post(Ping(index: 3))
+    return CancelOutcome(runFinishedBeforeCancelReturned: finishedFirst, runsAfterCancel: runsAfterCancel.count)
+}
+
 @Suite("Guarantee 3: cancel never races the handler", .timeLimit(.minutes(1)))
 struct CancellationTests {
     @Test("await cancel() waits for a handler run in flight, and none runs after")
     func cancelWaitsForRunningHandler() async throws {
         let hub = try makeHub()
-        let entered = Signal()
-        let release = DispatchSemaphore(value: 0)
-        let runFinished = Flag()
-        let cancelReturned = Flag()
-        let runsAfterCancel = Counter()
-        let token = try hub.addObserver(Ping.self, on: BlockingActor()) { _, _, _ in
-            if cancelReturned.isSet { runsAfterCancel.increment() }
-            entered.fire()
-            release.wait()
-            runFinished.set()
-        }
-        try hub.post(Ping(index: 1))
-        try hub.post(Ping(index: 2))
-        await entered.wait()
-
-        let canceller = Task {
-            await token.cancel()
-            // The run that was in flight must have finished before cancel returned.
-            let finishedFirst = runFinished.isSet
-            cancelReturned.set()
-            return finishedFirst
-        }
-        // Let the canceller reach its wait: the token reports cancelled once
-        // cancel's synchronous part has run.
-        while !token.isCancelled { await Task.yield() }
-        release.signal()
-        #expect(await canceller.value)
-        try hub.post(Ping(index: 3))
-        // Ping 2 was queued before cancel and ping 3 after: neither may run.
-        #expect(runsAfterCancel.count == 0)
+        let outcome = try await cancelDuringHandlerRun(on: hub)
+        #expect(outcome.runFinishedBeforeCancelReturned)
+        #expect(outcome.runsAfterCancel == 0)
         #expect(hub.metrics.activeObservers == 0)
     }
 
