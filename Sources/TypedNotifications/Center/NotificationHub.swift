@@ -84,27 +84,40 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     ///   cannot be encoded or exceeds ``NotificationHubConfiguration/maximumPayloadSize``, or
     ///   the transport fails. Nothing is sent when it throws.
     public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
-        let payload: TransportPayload
-        switch transport.payloadForm {
-        case .value:
-            payload = .value(notification)
-        case .encoded:
-            payload = .encoded(try encode(notification))
+        // The expensive part, encoding and checksumming the payload, happens
+        // before the lock; under it only the sequence number and clocks are
+        // stamped into the envelope's trailer.
+        var pending: PendingEnvelope?
+        if transport.payloadForm == .encoded {
+            pending = try PendingEnvelope(
+                name: N.name,
+                sender: sender,
+                maximumPayloadSize: configuration.maximumPayloadSize
+            ) { buffer in
+                try notification.encodePayload(into: &buffer)
+            }
         }
         try outbound.withLock { (outbound: inout HubOutbound) throws(TypedNotificationError) in
             guard !outbound.isClosed else {
                 throw TypedNotificationError(code: .closed, message: "post of \(N.name) to a closed center")
             }
             let sequence = (outbound.sequences[N.name] ?? 0) &+ 1
+            let timestamp = NotificationTimestamp(
+                wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
+                monotonicNanoseconds: SystemClock.monotonicNanoseconds()
+            )
+            let payload: TransportPayload
+            if let envelope = pending.take() {
+                payload = .encoded(envelope.finish(sequence: sequence, timestamp: timestamp))
+            } else {
+                payload = .value(notification)
+            }
             try transport.send(
                 TransportMessage(
                     name: N.name,
                     sender: sender,
                     sequence: sequence,
-                    timestamp: NotificationTimestamp(
-                        wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
-                        monotonicNanoseconds: SystemClock.monotonicNanoseconds()
-                    ),
+                    timestamp: timestamp,
                     payload: payload
                 )
             )
@@ -150,27 +163,6 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
                 observer.finishFromCenter()
             }
         }
-    }
-
-    private func encode<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) -> [UInt8] {
-        var bytes: [UInt8] = []
-        do {
-            try notification.encodePayload(into: &bytes)
-        } catch {
-            throw TypedNotificationError(
-                code: .payloadEncodingFailed,
-                message: "could not encode a \(N.self) payload for \(N.name)",
-                cause: error
-            )
-        }
-        guard bytes.count <= configuration.maximumPayloadSize else {
-            throw TypedNotificationError(
-                code: .payloadTooLarge,
-                message:
-                    "\(N.name) payload is \(bytes.count) bytes; this center's limit is \(configuration.maximumPayloadSize)"
-            )
-        }
-        return bytes
     }
 
     private func register<N: TypedNotification>(

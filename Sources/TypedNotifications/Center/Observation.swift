@@ -118,8 +118,8 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
             // Another type posted under this name: convert through bytes.
             guard let bytes = try? value.encodedPayload() else { return nil }
             return try? N(payload: bytes)
-        case .encoded(let bytes):
-            return try? N(payload: bytes)
+        case .encoded(let encoded):
+            return try? encoded.withUnsafePayload { try N(payload: $0) }
         }
     }
 }

@@ -23,7 +23,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     /// - Throws: ``TypedNotificationError`` with code
     ///   ``TypedNotificationError/Code/invalidName`` naming the rule that failed.
     public init(validating rawValue: String) throws(TypedNotificationError) {
-        if let problem = Self.problem(with: rawValue, maximumLength: Self.maximumLength) {
+        if let problem = Self.problem(with: rawValue.utf8, maximumLength: Self.maximumLength) {
             throw TypedNotificationError(
                 code: .invalidName,
                 message: "notification name \(TypedNotificationError.quote(rawValue)) \(problem)"
@@ -37,12 +37,17 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     /// An invalid literal is a programming error and stops the program, the way
     /// an out-of-range array index does; use ``init(validating:)`` for run-time text.
     public init(stringLiteral value: String) {
-        if let problem = Self.problem(with: value, maximumLength: Self.maximumLength) {
+        if let problem = Self.problem(with: value.utf8, maximumLength: Self.maximumLength) {
             preconditionFailure(
                 "invalid NotificationName literal \(TypedNotificationError.quote(value)): \(problem)"
             )
         }
         self.rawValue = value
+    }
+
+    /// A name whose text has already passed ``problem(with:maximumLength:)``.
+    init(checked rawValue: String) {
+        self.rawValue = rawValue
     }
 
     /// The name's text.
@@ -51,14 +56,15 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     /// Orders names by their text.
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
-    /// Why `text` is not a valid name, or `nil` if it is.
+    /// Why the UTF-8 bytes `text` are not a valid name, or `nil` if they are.
     ///
     /// Shared with endpoint labels, which follow the same rules with a shorter
-    /// limit.
-    static func problem(with text: String, maximumLength: Int) -> String? {
+    /// limit, and with the envelope decoder, which checks bytes before it makes
+    /// a string of them.
+    static func problem(with text: some Sequence<UInt8>, maximumLength: Int) -> String? {
         var count = 0
         var previous: UInt8 = 0
-        for byte in text.utf8 {
+        for byte in text {
             count += 1
             if count > maximumLength {
                 return "is longer than \(maximumLength) bytes"

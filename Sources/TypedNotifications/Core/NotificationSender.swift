@@ -10,14 +10,14 @@ public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
     public static let maximumEndpointLength = 64
 
     /// The posting process's id.
-    public var processID: Int32
+    public let processID: Int32
     /// The posting process's real user id.
-    public var userID: UInt32
+    public let userID: UInt32
     /// The center's label, such as `app` or `widget`: 1 to 64 bytes of
     /// `A-Z a-z 0-9 . _ -`, not starting with a dot.
-    public var endpoint: String
+    public let endpoint: String
     /// A random number chosen when the center was created.
-    public var instance: UInt64
+    public let instance: UInt64
 
     /// Creates a sender identity, validating the endpoint label.
     ///
@@ -30,7 +30,7 @@ public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
         instance: UInt64
     ) throws(TypedNotificationError) {
         if let problem = NotificationName.problem(
-            with: endpoint,
+            with: endpoint.utf8,
             maximumLength: Self.maximumEndpointLength
         ) {
             throw TypedNotificationError(
@@ -56,16 +56,20 @@ public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
 
     /// An identity for this process whose label is known to be valid.
     static func unchecked(endpoint: String) -> Self {
-        var sender = Self(uncheckedProcessID: SystemProcess.id, userID: SystemProcess.userID)
-        sender.endpoint = endpoint
-        return sender
+        Self(
+            checkedProcessID: SystemProcess.id,
+            userID: SystemProcess.userID,
+            endpoint: endpoint,
+            instance: UInt64.random(in: 1...UInt64.max)
+        )
     }
 
-    private init(uncheckedProcessID: Int32, userID: UInt32) {
-        self.processID = uncheckedProcessID
+    /// An identity whose endpoint label has already been validated.
+    init(checkedProcessID: Int32, userID: UInt32, endpoint: String, instance: UInt64) {
+        self.processID = checkedProcessID
         self.userID = userID
-        self.endpoint = ""
-        self.instance = UInt64.random(in: 1...UInt64.max)
+        self.endpoint = endpoint
+        self.instance = instance
     }
 
     /// `endpoint(pid)`, for logs.

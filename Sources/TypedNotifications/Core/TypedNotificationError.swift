@@ -18,6 +18,12 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
             case invalidConfiguration
             case closed
             case transportFailure
+            case truncatedEnvelope
+            case badMagic
+            case unsupportedVersion
+            case lengthOutOfBounds
+            case checksumMismatch
+            case malformedEnvelope
         }
 
         private let base: Base
@@ -40,6 +46,19 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         public static let closed = Code(.closed)
         /// The transport failed to send or subscribe.
         public static let transportFailure = Code(.transportFailure)
+        /// An envelope ended before its header or its stated length.
+        public static let truncatedEnvelope = Code(.truncatedEnvelope)
+        /// Bytes that should be an envelope do not start with its magic number.
+        public static let badMagic = Code(.badMagic)
+        /// An envelope has a format version this decoder does not read.
+        public static let unsupportedVersion = Code(.unsupportedVersion)
+        /// A length field of an envelope is outside its limits or disagrees with the others.
+        public static let lengthOutOfBounds = Code(.lengthOutOfBounds)
+        /// An envelope's CRC-32C does not match its bytes.
+        public static let checksumMismatch = Code(.checksumMismatch)
+        /// An envelope breaks the format in another way: a reserved byte set,
+        /// sequence number 0, or bytes after the record.
+        public static let malformedEnvelope = Code(.malformedEnvelope)
 
         /// The code's name, for example `invalidName`.
         public var description: String { base.rawValue }

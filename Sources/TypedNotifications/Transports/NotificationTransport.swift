@@ -42,7 +42,9 @@ public protocol NotificationTransport: Sendable {
 public enum TransportPayloadForm: Sendable {
     /// Values are handed over as they are, never encoded.
     case value
-    /// Payloads are encoded to bytes by the center before sending.
+    /// The center sends each notification as a complete ``NotificationEnvelope``
+    /// (``TransportPayload/encoded(_:)``), ready to write as it is; the transport
+    /// decodes what it receives with an ``EnvelopeDecoder``.
     case encoded
 }
 
@@ -50,8 +52,8 @@ public enum TransportPayloadForm: Sendable {
 public enum TransportPayload: Sendable {
     /// The posted value itself (in-process transports only).
     case value(any TypedNotification)
-    /// The value's ``DarwinPayload`` bytes.
-    case encoded([UInt8])
+    /// The complete envelope, with the value's ``DarwinPayload`` bytes inside.
+    case encoded(EncodedNotification)
 }
 
 /// One notification on its way through a transport.

@@ -1,10 +1,12 @@
 import Testing
 import TypedNotifications
 
-/// A transport that carries encoded payloads within one process and can be
-/// told to lose messages, to test what a hub does for cross-process
-/// transports: encode, enforce the payload limit, detect sequence gaps.
+/// A transport that carries envelopes within one process and can be told to
+/// lose messages, to test what a hub does for cross-process transports:
+/// encode, enforce the payload limit, detect sequence gaps. Every message goes
+/// through the wire format: it is sent as envelope bytes and decoded again.
 final class LossyEncodedTransport: NotificationTransport {
+    private let decoder = Locked(EnvelopeDecoder())
     private let state = Locked<(receiver: TransportReceiver?, subscribed: Set<NotificationName>, lose: Set<UInt64>)>(
         (nil, [], [])
     )
@@ -28,11 +30,20 @@ final class LossyEncodedTransport: NotificationTransport {
 
     func send(_ message: TransportMessage) throws(TypedNotificationError) {
         sent.withLock { $0.append(message) }
+        guard case .encoded(let encoded) = message.payload else {
+            throw TypedNotificationError(code: .transportFailure, message: "expected an envelope")
+        }
+        let wire = Array(encoded.envelope)
+        let received = try decoder.withLock { (decoder: inout EnvelopeDecoder) throws(TypedNotificationError) in
+            try decoder.decode(wire)
+        }
         let receiver = state.withLock { state -> TransportReceiver? in
-            guard state.subscribed.contains(message.name), !state.lose.contains(message.sequence) else { return nil }
+            guard state.subscribed.contains(received.name), !state.lose.contains(received.sequence) else {
+                return nil
+            }
             return state.receiver
         }
-        receiver?.receive(message)
+        receiver?.receive(received)
     }
 
     func close() { state.withLock { $0.receiver = nil } }
@@ -49,11 +60,12 @@ struct EncodedTransportTests {
         var iterator = sequence.makeAsyncIterator()
         #expect(await iterator.next() == Note(text: "héllo"))
         let sent = transport.sent.withLock { $0 }
-        guard case .encoded(let bytes) = sent.first?.payload else {
-            Issue.record("expected encoded bytes")
+        guard case .encoded(let encoded) = sent.first?.payload else {
+            Issue.record("expected an envelope")
             return
         }
-        #expect(try Note(payload: bytes) == Note(text: "héllo"))
+        #expect(try encoded.withUnsafePayload { try Note(payload: $0) } == Note(text: "héllo"))
+        #expect(encoded.envelope.starts(with: NotificationEnvelope.magic))
     }
 
     @Test("a gap in a sender's sequence numbers reaches the observer as missed")
