@@ -23,9 +23,9 @@ let package = Package(
             path: "Sources/tnotify"
         ),
         .executableTarget(
-            name: "InProcessBenchmark",
+            name: "TypedNotificationsBenchmark",
             dependencies: ["TypedNotifications", "NotificationPlatform"],
-            path: "Benchmarks/InProcessBenchmark"
+            path: "Benchmarks/TypedNotificationsBenchmark"
         ),
         .testTarget(
             name: "TypedNotificationsTests",

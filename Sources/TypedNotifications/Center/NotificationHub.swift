@@ -92,7 +92,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             pending = try PendingEnvelope(
                 name: N.name,
                 sender: sender,
-                maximumPayloadSize: configuration.maximumPayloadSize
+                maximumPayloadSize: configuration.maximumPayloadSize,
+                payloadSizeHint: notification.payloadSizeHint
             ) { buffer in
                 try notification.encodePayload(into: &buffer)
             }

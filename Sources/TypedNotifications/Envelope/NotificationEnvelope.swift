@@ -74,6 +74,9 @@ public enum NotificationEnvelope {
     /// Encodes a notification, letting `writePayload` append the payload
     /// straight into the envelope's buffer.
     ///
+    /// With the payload's exact size in `payloadSizeHint`, encoding allocates
+    /// exactly once: the envelope's buffer.
+    ///
     /// - Throws: ``TypedNotificationError`` with code
     ///   ``TypedNotificationError/Code/payloadTooLarge`` when the payload is over
     ///   `maximumPayloadSize` (or 16 MiB), or
@@ -85,12 +88,14 @@ public enum NotificationEnvelope {
         sequence: UInt64,
         timestamp: NotificationTimestamp,
         maximumPayloadSize: Int = payloadSizeHardLimit,
+        payloadSizeHint: Int? = nil,
         writePayload: (inout [UInt8]) throws -> Void
     ) throws(TypedNotificationError) -> EncodedNotification {
         let pending = try PendingEnvelope(
             name: name,
             sender: sender,
             maximumPayloadSize: maximumPayloadSize,
+            payloadSizeHint: payloadSizeHint,
             writePayload: writePayload
         )
         return pending.finish(sequence: sequence, timestamp: timestamp)
@@ -357,6 +362,7 @@ struct PendingEnvelope {
         name: NotificationName,
         sender: NotificationSender,
         maximumPayloadSize: Int,
+        payloadSizeHint: Int?,
         writePayload: (inout [UInt8]) throws -> Void
     ) throws(TypedNotificationError) {
         let nameBytes = name.rawValue.utf8
@@ -368,7 +374,10 @@ struct PendingEnvelope {
         }
         let prefix = NotificationEnvelope.headerSize + nameBytes.count + endpointBytes.count
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(prefix + 256 + NotificationEnvelope.trailerSize)
+        // Room for the whole envelope when the payload's size is known (clamped,
+        // so a wrong hint cannot reserve more than the largest envelope).
+        let expectedPayload = min(max(payloadSizeHint ?? 256, 0), NotificationEnvelope.payloadSizeHardLimit)
+        bytes.reserveCapacity(prefix + expectedPayload + NotificationEnvelope.trailerSize)
         bytes.append(contentsOf: NotificationEnvelope.magic)
         bytes.append(NotificationEnvelope.currentVersion)
         bytes.append(UInt8(nameBytes.count))

@@ -6,6 +6,9 @@ extension String: DarwinPayload {
         buffer.append(contentsOf: utf8)
     }
 
+    /// The UTF-8 length.
+    public var payloadSizeHint: Int? { utf8.count }
+
     /// Decodes UTF-8, refusing invalid sequences rather than repairing them.
     public init(payload bytes: UnsafeRawBufferPointer) throws {
         guard let text = String(validating: bytes, as: UTF8.self) else {
@@ -21,6 +24,9 @@ extension Substring: DarwinPayload {
         buffer.append(contentsOf: utf8)
     }
 
+    /// The UTF-8 length.
+    public var payloadSizeHint: Int? { utf8.count }
+
     /// Decodes UTF-8, refusing invalid sequences.
     public init(payload bytes: UnsafeRawBufferPointer) throws {
         self = Substring(try String(payload: bytes))
@@ -32,6 +38,9 @@ extension Data: DarwinPayload {
     public func encodePayload(into buffer: inout [UInt8]) throws {
         buffer.append(contentsOf: self)
     }
+
+    /// The byte count.
+    public var payloadSizeHint: Int? { count }
 
     /// Copies the bytes as they are.
     public init(payload bytes: UnsafeRawBufferPointer) throws {
@@ -45,6 +54,9 @@ extension Array: DarwinPayload where Element == UInt8 {
         buffer.append(contentsOf: self)
     }
 
+    /// The byte count.
+    public var payloadSizeHint: Int? { count }
+
     /// Copies the bytes as they are.
     public init(payload bytes: UnsafeRawBufferPointer) throws {
         self = Array(bytes)
@@ -56,6 +68,9 @@ extension Bool: DarwinPayload {
     public func encodePayload(into buffer: inout [UInt8]) throws {
         buffer.append(self ? 1 : 0)
     }
+
+    /// One byte.
+    public var payloadSizeHint: Int? { 1 }
 
     /// Accepts exactly one byte, 0 or 1.
     public init(payload bytes: UnsafeRawBufferPointer) throws {
@@ -78,6 +93,9 @@ protocol LittleEndianPayload: FixedWidthInteger, DarwinPayload {
 
 extension LittleEndianPayload {
     static var payloadWidth: Int { bitWidth / 8 }
+
+    /// The integer's width in bytes.
+    public var payloadSizeHint: Int? { Self.payloadWidth }
 
     /// Appends the integer's bytes, least significant first.
     public func encodePayload(into buffer: inout [UInt8]) throws {

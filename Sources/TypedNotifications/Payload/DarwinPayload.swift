@@ -28,6 +28,13 @@ public protocol DarwinPayload: Sendable {
     /// Append only: bytes already in `buffer` belong to the caller.
     func encodePayload(into buffer: inout [UInt8]) throws
 
+    /// How many bytes ``encodePayload(into:)`` will append, if known cheaply;
+    /// `nil` if not.
+    ///
+    /// An envelope reserves room for this many payload bytes up front, so a
+    /// correct hint makes encoding allocate exactly once. The default is `nil`.
+    var payloadSizeHint: Int? { get }
+
     /// Decodes a value from payload bytes.
     ///
     /// `bytes` is valid only during the call; copy what you keep.
@@ -49,6 +56,9 @@ extension DarwinPayload where Self: Codable {
 }
 
 extension DarwinPayload {
+    /// No hint: the envelope starts with room for a small payload and grows.
+    public var payloadSizeHint: Int? { nil }
+
     /// Encodes the value into a new array.
     public func encodedPayload() throws -> [UInt8] {
         var bytes: [UInt8] = []
@@ -70,6 +80,9 @@ public struct EmptyPayload: DarwinPayload, Hashable, Codable {
 
     /// Appends nothing.
     public func encodePayload(into buffer: inout [UInt8]) throws {}
+
+    /// Zero bytes.
+    public var payloadSizeHint: Int? { 0 }
 
     /// Accepts only zero bytes.
     public init(payload bytes: UnsafeRawBufferPointer) throws {

@@ -67,6 +67,18 @@ struct PayloadTests {
         _ = try EmptyPayload(payload: [UInt8]())
     }
 
+    @Test("built-in size hints are exact, so an envelope allocates once")
+    func sizeHints() throws {
+        let values: [any DarwinPayload] = [
+            "héllo 🎉", Substring("sub"), Data([1, 2, 3]), [UInt8](repeating: 1, count: 300), true, EmptyPayload(),
+            Int8(1), Int16(1), Int32(1), Int64(1), Int(1), UInt8(1), UInt16(1), UInt32(1), UInt64(1), UInt(1),
+        ]
+        for value in values {
+            #expect(value.payloadSizeHint == (try value.encodedPayload().count), "\(type(of: value))")
+        }
+        #expect(Profile(id: UUID(), tags: [], score: nil).payloadSizeHint == nil)
+    }
+
     @Test("a Codable notification uses JSON by default")
     func codableDefault() throws {
         let profile = Profile(id: UUID(), tags: ["a", "b"], score: nil)

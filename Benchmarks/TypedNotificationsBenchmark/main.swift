@@ -3,8 +3,12 @@ import NotificationPlatform
 import TypedNotifications
 
 // In-process delivery cost: post until the handler has run, per notification,
-// for the typed hub and for baselines measured in the same run. The fan-out
-// benchmark across transports and processes builds on this harness.
+// for the typed hub and for baselines measured in the same run; and the cost
+// of encoding and decoding one envelope. The fan-out benchmark across
+// transports and processes builds on this harness.
+//
+//   TypedNotificationsBenchmark [--quick] [--count N]
+//       [--only envelope|encode|decode|delivery] [--size BYTES]
 
 struct Tick: TypedNotification, Codable {
     static let name: NotificationName = "bench.tick"
@@ -13,14 +17,19 @@ struct Tick: TypedNotification, Codable {
 
 #if DEBUG
     let buildWarning: String? =
-        "WARNING: debug build; figures are meaningless. Use `swift run -c release InProcessBenchmark`."
+        "WARNING: debug build; figures are meaningless. Use `swift run -c release TypedNotificationsBenchmark`."
 #else
     let buildWarning: String? = nil
 #endif
 
-let quick = CommandLine.arguments.contains("--quick")
-let count = quick ? 50_000 : 1_000_000
+let arguments = CommandLine.arguments
+let quick = arguments.contains("--quick")
+func option(_ flag: String) -> String? {
+    arguments.firstIndex(of: flag).flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+}
+let count = option("--count").flatMap(Int.init) ?? (quick ? 50_000 : 1_000_000)
 let runs = quick ? 3 : 5
+let only = option("--only")
 
 /// Runs `body` once to warm up, then `runs` times; returns the best
 /// nanoseconds per notification.
@@ -91,7 +100,69 @@ func foundationBlockRun() -> Int {
     return sum.withLock { $0 }
 }
 
+/// Encodes `count` envelopes with a payload of `size` bytes.
+func envelopeEncodeRun(size: Int) throws -> Int {
+    let sender = try NotificationSender(processID: 1, userID: 0, endpoint: "bench", instance: 7)
+    let payload = [UInt8](repeating: 0x5A, count: size)
+    let timestamp = NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+    var sum = 0
+    for index in 0..<count {
+        let encoded = try NotificationEnvelope.encode(
+            name: Tick.name,
+            sender: sender,
+            sequence: UInt64(index + 1),
+            timestamp: timestamp,
+            payloadSizeHint: payload.payloadSizeHint
+        ) { $0.append(contentsOf: payload) }
+        sum &+= encoded.envelopeRange.count
+    }
+    return sum
+}
+
+/// Decodes `count` envelopes received as separate buffers, as a transport would.
+func envelopeDecodeRun(size: Int) throws -> Int {
+    let sender = try NotificationSender(processID: 1, userID: 0, endpoint: "bench", instance: 7)
+    let wire = Array(
+        try NotificationEnvelope.encode(
+            name: Tick.name,
+            sender: sender,
+            sequence: 1,
+            timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+        ) { $0.append(contentsOf: [UInt8](repeating: 0x5A, count: size)) }.envelope
+    )
+    var decoder = EnvelopeDecoder()
+    var sum = 0
+    for _ in 0..<count {
+        // Each message arrives in a buffer of its own (the one allocation).
+        let received = wire.withUnsafeBufferPointer { [UInt8]($0) }
+        let message = try decoder.decode(received)
+        sum &+= Int(truncatingIfNeeded: message.sequence)
+    }
+    return sum
+}
+
 if let buildWarning { print(buildWarning) }
+let sizes = option("--size").flatMap(Int.init).map { [$0] } ?? [16, 4096]
+if only == "encode" {
+    for size in sizes { _ = try await measure("encode, \(size) B payload") { try envelopeEncodeRun(size: size) } }
+} else if only == "decode" {
+    for size in sizes { _ = try await measure("decode, \(size) B payload") { try envelopeDecodeRun(size: size) } }
+} else if only == nil || only == "envelope" {
+    print("Envelope encode and decode, \(count) messages, best of \(runs) runs")
+    for size in sizes {
+        let encode = try await measure("encode, \(size) B payload") { try envelopeEncodeRun(size: size) }
+        let decode = try await measure("decode, \(size) B payload") { try envelopeDecodeRun(size: size) }
+        let bytes = Double(
+            NotificationEnvelope.size(
+                nameLength: Tick.name.rawValue.utf8.count,
+                endpointLength: 5,
+                payloadLength: size
+            )
+        )
+        print(String(format: "  %.2f GB/s encode, %.2f GB/s decode", bytes / encode, bytes / decode))
+    }
+}
+guard only == nil || only == "delivery" else { exit(0) }
 print("In-process delivery, \(count) notifications, best of \(runs) runs, one observer")
 let floor = await measure("floor: locked lookup + closure call", floorRun)
 let handler = try await measure("NotificationHub, handler on its executor", hubHandlerRun)
