@@ -10,8 +10,10 @@ let package = Package(
         .executable(name: "tnotify", targets: ["tnotify"]),
     ],
     targets: [
+        // Only what Swift cannot reach: the CMSG_* macros and struct sockaddr_un.
+        .target(name: "CTypedNotifications", path: "Sources/CTypedNotifications"),
         // The only module that calls the operating system.
-        .target(name: "NotificationPlatform", path: "Sources/Platform"),
+        .target(name: "NotificationPlatform", dependencies: ["CTypedNotifications"], path: "Sources/Platform"),
         .target(
             name: "TypedNotifications",
             dependencies: ["NotificationPlatform"],
@@ -22,6 +24,12 @@ let package = Package(
             dependencies: ["TypedNotifications"],
             path: "Sources/tnotify"
         ),
+        // Started by the tests as observer and poster processes.
+        .executableTarget(
+            name: "tnotify-test-helper",
+            dependencies: ["TypedNotifications"],
+            path: "Sources/TestHelper"
+        ),
         .executableTarget(
             name: "TypedNotificationsBenchmark",
             dependencies: ["TypedNotifications", "NotificationPlatform"],
@@ -29,7 +37,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TypedNotificationsTests",
-            dependencies: ["TypedNotifications", "NotificationPlatform"],
+            dependencies: ["TypedNotifications", "NotificationPlatform", "CTypedNotifications", "tnotify-test-helper"],
             path: "Tests/TypedNotificationsTests",
             // Read at run time through #filePath; generate.py wrote them.
             exclude: ["Envelope/Golden"]

@@ -19,4 +19,9 @@ package enum SystemProcess {
     ///
     /// The corresponding C function is `getuid`.
     package static var userID: UInt32 { UInt32(getuid()) }
+
+    /// The calling process's real group id.
+    ///
+    /// The corresponding C function is `getgid`.
+    package static var groupID: UInt32 { UInt32(getgid()) }
 }

@@ -68,7 +68,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         self.transport = transport
         self.configuration = configuration
         self.tracksSequenceGaps = transport.payloadForm == .encoded
-        try transport.open(receiver: TransportReceiver { [weak self] message in self?.receive(message) })
+        try transport.open(as: sender, receiver: TransportReceiver { [weak self] message in self?.receive(message) })
     }
 
     deinit {

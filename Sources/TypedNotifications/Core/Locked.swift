@@ -9,7 +9,7 @@ package final class Locked<Value> {
     private var value: Value
 
     /// Creates the lock around `value`.
-    package init(_ value: Value) {
+    package init(_ value: sending Value) {
         self.value = value
     }
 
@@ -19,15 +19,16 @@ package final class Locked<Value> {
 
     /// Runs `body` with exclusive access to the value.
     package func withLock<Result, Failure: Error>(
-        _ body: (inout Value) throws(Failure) -> Result
-    ) throws(Failure) -> Result {
+        _ body: (inout sending Value) throws(Failure) -> sending Result
+    ) throws(Failure) -> sending Result {
         mutex.lock()
         defer { mutex.unlock() }
         return try body(&value)
     }
 }
 
-// Sendable: every access to `value` happens inside `withLock`, between
-// lock and unlock of `mutex`, which lives as long as the object; only
-// Sendable values can be put in or taken out.
-extension Locked: @unchecked Sendable where Value: Sendable {}
+// Sendable for any value, as the standard library's Mutex is: every access to
+// `value` happens inside `withLock`, between lock and unlock of `mutex`, which
+// lives as long as the object; and values enter and leave only as `sending`,
+// so the compiler proves no non-Sendable state is reachable from outside.
+extension Locked: @unchecked Sendable {}

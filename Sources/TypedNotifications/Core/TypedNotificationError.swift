@@ -24,6 +24,9 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
             case lengthOutOfBounds
             case checksumMismatch
             case malformedEnvelope
+            case pathTooLong
+            case insecureDirectory
+            case permissionDenied
         }
 
         private let base: Base
@@ -59,6 +62,14 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         /// An envelope breaks the format in another way: a reserved byte set,
         /// sequence number 0, or bytes after the record.
         public static let malformedEnvelope = Code(.malformedEnvelope)
+        /// A path is longer than the system allows (for a socket, `sun_path`);
+        /// the message names the path and the limit.
+        public static let pathTooLong = Code(.pathTooLong)
+        /// A shared directory is a symbolic link, belongs to another user, or is
+        /// writable by users it should not be; nothing was created in it.
+        public static let insecureDirectory = Code(.insecureDirectory)
+        /// The system refused access to a file or socket.
+        public static let permissionDenied = Code(.permissionDenied)
 
         /// The code's name, for example `invalidName`.
         public var description: String { base.rawValue }

@@ -1,7 +1,7 @@
 /// Moves notifications between centers: within a process, or between
 /// processes on one host.
 ///
-/// A center owns its transport. It calls ``open(receiver:)`` once, then
+/// A center owns its transport. It calls ``open(as:receiver:)`` once, then
 /// ``subscribe(to:)`` when it gains its first observer of a name and
 /// ``unsubscribe(from:)`` when it loses its last, ``send(_:)`` for every post,
 /// and ``close()`` once at the end. The center serializes ``subscribe(to:)``
@@ -16,9 +16,9 @@ public protocol NotificationTransport: Sendable {
     /// Whether the center should give this transport values or encoded bytes.
     var payloadForm: TransportPayloadForm { get }
 
-    /// Starts the transport; from now on it passes every message it receives
-    /// for a subscribed name to `receiver`.
-    func open(receiver: TransportReceiver) throws(TypedNotificationError)
+    /// Starts the transport for the center identified by `sender`; from now on
+    /// it passes every message it receives for a subscribed name to `receiver`.
+    func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError)
 
     /// Starts receiving messages of `name`. Once this returns, a message of
     /// that name sent anywhere the transport reaches is passed to the receiver.

@@ -16,7 +16,7 @@ final class LossyEncodedTransport: NotificationTransport {
 
     func lose(sequences: Set<UInt64>) { state.withLock { $0.lose = sequences } }
 
-    func open(receiver: TransportReceiver) throws(TypedNotificationError) {
+    func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         state.withLock { $0.receiver = receiver }
     }
 

@@ -27,7 +27,7 @@ public final class InProcessTransport: NotificationTransport {
     public var payloadForm: TransportPayloadForm { .value }
 
     /// Attaches the receiver to the bus.
-    public func open(receiver: TransportReceiver) throws(TypedNotificationError) {
+    public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         try state.withLock { (state: inout State) throws(TypedNotificationError) in
             guard case .idle = state else {
                 throw TypedNotificationError(code: .closed, message: "this transport was already opened")

@@ -1,0 +1,117 @@
+#define _GNU_SOURCE
+#include "CTypedNotifications.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+size_t ctn_max_socket_path_length(void) {
+    struct sockaddr_un address;
+    return sizeof(address.sun_path) - 1;
+}
+
+static int make_address(struct sockaddr_un *address, const char *path, socklen_t *length) {
+    size_t path_length = strlen(path);
+    if (path_length == 0 || path_length >= sizeof(address->sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memset(address, 0, sizeof(*address));
+    address->sun_family = AF_UNIX;
+    memcpy(address->sun_path, path, path_length + 1);
+    *length = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + path_length + 1);
+    return 0;
+}
+
+int ctn_bind_unix(int fd, const char *path) {
+    struct sockaddr_un address;
+    socklen_t length;
+    if (make_address(&address, path, &length) != 0) return -1;
+    return bind(fd, (struct sockaddr *)&address, length);
+}
+
+int ctn_connect_unix(int fd, const char *path) {
+    struct sockaddr_un address;
+    socklen_t length;
+    if (make_address(&address, path, &length) != 0) return -1;
+    return connect(fd, (struct sockaddr *)&address, length);
+}
+
+int ctn_credentials_supported(void) {
+#ifdef SO_PASSCRED
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int ctn_enable_credentials(int fd) {
+#ifdef SO_PASSCRED
+    int on = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on));
+#else
+    (void)fd;
+    return 0;
+#endif
+}
+
+ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credentials *credentials, int *truncated) {
+    struct iovec vector = {.iov_base = buffer, .iov_len = length};
+    union {
+        struct cmsghdr align;
+#ifdef SCM_CREDENTIALS
+        char space[CMSG_SPACE(sizeof(struct ucred))];
+#else
+        char space[CMSG_SPACE(sizeof(int))];
+#endif
+    } control;
+    struct msghdr message;
+    memset(&message, 0, sizeof(message));
+    memset(&control, 0, sizeof(control));
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof(control.space);
+
+    memset(credentials, 0, sizeof(*credentials));
+    *truncated = 0;
+    ssize_t received = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (received < 0) return -1;
+    if (message.msg_flags & MSG_TRUNC) *truncated = 1;
+#ifdef SCM_CREDENTIALS
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS &&
+            header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred peer;
+            memcpy(&peer, CMSG_DATA(header), sizeof(peer));
+            credentials->present = 1;
+            credentials->pid = peer.pid;
+            credentials->uid = peer.uid;
+            credentials->gid = peer.gid;
+        } else if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+            // A hostile peer may pass descriptors; never keep one.
+            size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t index = 0; index < count; index++) {
+                int descriptor;
+                memcpy(&descriptor, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
+                close(descriptor);
+            }
+        }
+    }
+#endif
+    return received;
+}
+
+int ctn_pipe_cloexec(int descriptors[2]) {
+#ifdef __linux__
+    return pipe2(descriptors, O_CLOEXEC);
+#else
+    if (pipe(descriptors) != 0) return -1;
+    fcntl(descriptors[0], F_SETFD, FD_CLOEXEC);
+    fcntl(descriptors[1], F_SETFD, FD_CLOEXEC);
+    return 0;
+#endif
+}

@@ -1,0 +1,44 @@
+// The few things Swift cannot reach directly: the CMSG_* macros that carry
+// sender credentials, and struct sockaddr_un's fixed-size path. Each function
+// returns -1 and leaves errno set on failure, like the calls it wraps.
+#ifndef C_TYPED_NOTIFICATIONS_H
+#define C_TYPED_NOTIFICATIONS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/// The sender of a datagram, as the kernel reported it.
+typedef struct {
+    int present;  // 1 if the kernel attached credentials, else 0
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+} ctn_credentials;
+
+/// The longest socket path, not counting the terminating NUL.
+size_t ctn_max_socket_path_length(void);
+
+/// Binds `fd` to the Unix socket path `path`. ENAMETOOLONG if it does not fit.
+int ctn_bind_unix(int fd, const char *path);
+
+/// Connects `fd` to the Unix socket path `path`. ENAMETOOLONG if it does not fit.
+int ctn_connect_unix(int fd, const char *path);
+
+/// Asks the kernel to attach the sender's credentials to every datagram
+/// received on `fd` (SO_PASSCRED). Returns 0 where the platform has no such
+/// option; `credentials_supported` says which.
+int ctn_enable_credentials(int fd);
+
+/// 1 where received datagrams can carry the sender's credentials.
+int ctn_credentials_supported(void);
+
+/// Receives one datagram into `buffer` without blocking (MSG_DONTWAIT) and
+/// reports the sender's credentials when the kernel attached them. Sets
+/// `*truncated` to 1 when the datagram was longer than `length`.
+ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credentials *credentials, int *truncated);
+
+/// Creates a pipe whose ends are close-on-exec from the start (pipe2 on
+/// Linux), so a process spawned meanwhile by another thread cannot inherit them.
+int ctn_pipe_cloexec(int descriptors[2]);
+
+#endif

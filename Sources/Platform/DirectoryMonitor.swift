@@ -1,0 +1,97 @@
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#else
+    #error("TypedNotifications does not support this platform yet.")
+#endif
+
+/// Tells which of a set of directories changed since it was last asked,
+/// without scanning them.
+///
+/// On Linux, an inotify descriptor with one watch per directory: a change made
+/// by another process is queued before that process's call returns, so asking
+/// right after sees it. Elsewhere, each directory's modification time is
+/// compared with the last one seen (one `lstat` per directory and question).
+package final class DirectoryMonitor {
+    #if os(Linux)
+        private let inotify: FileDescriptor
+        private var watches: [CInt: Int] = [:]
+        private var buffer = [UInt8](repeating: 0, count: 4096)
+    #endif
+    private var paths: [String] = []
+    private var lastModified: [Int: timespec] = [:]
+
+    /// Creates a monitor watching nothing yet.
+    ///
+    /// The corresponding C function is `inotify_init1`.
+    package init() throws(Errno) {
+        #if os(Linux)
+            let descriptor = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
+            guard descriptor != -1 else { throw Errno.current }
+            inotify = FileDescriptor(adopting: descriptor)
+        #endif
+    }
+
+    /// Starts watching the directory at `path` for entries created, removed or
+    /// renamed; returns its index, which ``changes()`` reports.
+    ///
+    /// The corresponding C function is `inotify_add_watch`.
+    package func watch(_ path: String) throws(Errno) -> Int {
+        let index = paths.count
+        #if os(Linux)
+            let mask =
+                UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+                | UInt32(IN_ONLYDIR | IN_DONT_FOLLOW)
+            let descriptor = inotify_add_watch(inotify.rawValue, path, mask)
+            guard descriptor != -1 else { throw Errno.current }
+            watches[descriptor] = index
+        #else
+            if case .success(let info) = System.linkStatus(path) { lastModified[index] = info.st_mtimespec }
+        #endif
+        paths.append(path)
+        return index
+    }
+
+    /// The indices of the watched directories that changed since the last
+    /// call; `nil` when the monitor lost track (its queue overflowed) and
+    /// every directory must be treated as changed.
+    package func changes() -> Set<Int>? {
+        var changed = Set<Int>()
+        #if os(Linux)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { raw in read(inotify.rawValue, raw.baseAddress, raw.count) }
+                guard count > 0 else { break }
+                var offset = 0
+                let headerSize = 16
+                while offset + headerSize <= count {
+                    let (descriptor, mask, nameLength) = buffer.withUnsafeBytes { raw in
+                        (
+                            raw.loadUnaligned(fromByteOffset: offset, as: CInt.self),
+                            raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
+                            Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                        )
+                    }
+                    if mask & UInt32(IN_Q_OVERFLOW) != 0 { return nil }
+                    if let index = watches[descriptor] { changed.insert(index) }
+                    offset += headerSize + nameLength
+                }
+            }
+        #else
+            for (index, path) in paths.enumerated() {
+                guard case .success(let info) = System.linkStatus(path) else {
+                    changed.insert(index)
+                    continue
+                }
+                let seen = lastModified[index]
+                if seen?.tv_sec != info.st_mtimespec.tv_sec || seen?.tv_nsec != info.st_mtimespec.tv_nsec {
+                    changed.insert(index)
+                    lastModified[index] = info.st_mtimespec
+                }
+            }
+        #endif
+        return changed
+    }
+}

@@ -1,0 +1,27 @@
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#else
+    #error("TypedNotifications does not support this platform yet.")
+#endif
+
+/// An open file descriptor that is closed exactly once: when its owner
+/// releases it.
+package struct FileDescriptor: ~Copyable, Sendable {
+    /// The descriptor number; valid while this value lives.
+    package let rawValue: CInt
+
+    /// Takes ownership of an open descriptor.
+    package init(adopting rawValue: CInt) {
+        self.rawValue = rawValue
+    }
+
+    deinit {
+        // Linux and Darwin release the descriptor even when close reports an
+        // error, so retrying on EINTR could close a descriptor reused meanwhile.
+        _ = close(rawValue)
+    }
+}

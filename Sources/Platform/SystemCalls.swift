@@ -1,0 +1,248 @@
+import CTypedNotifications
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#else
+    #error("TypedNotifications does not support this platform yet.")
+#endif
+
+/// Thin wrappers over the system calls this package makes: each reads `errno`
+/// at once, retries `EINTR`, and returns a `Result`.
+package enum System {
+    /// Retries `call` while it fails with `EINTR`.
+    @inline(__always)
+    static func retrying<T: BinaryInteger>(_ call: () -> T) -> Result<T, Errno> {
+        while true {
+            let result = call()
+            if result != -1 { return .success(result) }
+            let error = Errno.current
+            if error != .interrupted { return .failure(error) }
+        }
+    }
+
+    /// The corresponding C function is `open`.
+    package static func openFile(_ path: String, _ flags: CInt, mode: mode_t = 0o600) -> Result<FileDescriptor, Errno> {
+        retrying { open(path, flags | O_CLOEXEC, mode) }.map(FileDescriptor.init(adopting:))
+    }
+
+    /// The corresponding C function is `unlink`.
+    package static func removeFile(_ path: String) -> Result<Void, Errno> {
+        retrying { unlink(path) }.map { _ in }
+    }
+
+    /// The corresponding C function is `mkdir`.
+    package static func makeDirectory(_ path: String, mode: mode_t) -> Result<Void, Errno> {
+        retrying { mkdir(path, mode) }.map { _ in }
+    }
+
+    /// The corresponding C function is `chmod`.
+    package static func changeMode(_ path: String, mode: mode_t) -> Result<Void, Errno> {
+        retrying { chmod(path, mode) }.map { _ in }
+    }
+
+    /// The corresponding C function is `lstat`.
+    package static func linkStatus(_ path: String) -> Result<stat, Errno> {
+        var info = stat()
+        return retrying { lstat(path, &info) }.map { _ in info }
+    }
+
+    /// The corresponding C function is `write`; writes everything or fails.
+    package static func writeAll(_ descriptor: borrowing FileDescriptor, _ bytes: UnsafeRawBufferPointer) -> Result<
+        Void, Errno
+    > {
+        var offset = 0
+        while offset < bytes.count {
+            let base = bytes.baseAddress.map { $0 + offset }
+            switch retrying({ write(descriptor.rawValue, base, bytes.count - offset) }) {
+            case .success(let written): offset += written
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(())
+    }
+
+    /// Writes all of `bytes`.
+    ///
+    /// The corresponding C function is `write`.
+    package static func writeAll(_ descriptor: borrowing FileDescriptor, _ bytes: [UInt8]) -> Result<Void, Errno> {
+        let raw = descriptor.rawValue
+        return bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let base = buffer.baseAddress.map { $0 + offset }
+                switch retrying({ write(raw, base, buffer.count - offset) }) {
+                case .success(let written): offset += written
+                case .failure(let error): return .failure(error)
+                }
+            }
+            return .success(())
+        }
+    }
+
+    /// The corresponding C function is `read`.
+    package static func readBytes(_ descriptor: borrowing FileDescriptor, into buffer: UnsafeMutableRawBufferPointer)
+        -> Result<Int, Errno>
+    {
+        retrying { read(descriptor.rawValue, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Names in a directory, without `.` and `..`.
+    ///
+    /// The corresponding C functions are `opendir`, `readdir` and `closedir`.
+    package static func directoryEntries(_ path: String) -> Result<[String], Errno> {
+        guard let directory = opendir(path) else { return .failure(.current) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return .success(names)
+    }
+
+    /// A non-blocking, close-on-exec Unix datagram socket.
+    ///
+    /// The corresponding C function is `socket`.
+    package static func datagramSocket() -> Result<FileDescriptor, Errno> {
+        #if os(Linux)
+            // Atomically close-on-exec: tests and tools spawn processes while sockets are open.
+            let type = CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
+            return retrying { socket(AF_UNIX, type, 0) }.map(FileDescriptor.init(adopting:))
+        #else
+            return retrying { socket(AF_UNIX, SOCK_DGRAM, 0) }.flatMap { raw in
+                let descriptor = FileDescriptor(adopting: raw)
+                guard fcntl(raw, F_SETFD, FD_CLOEXEC) != -1, fcntl(raw, F_SETFL, O_NONBLOCK) != -1 else {
+                    return .failure(.current)
+                }
+                return .success(descriptor)
+            }
+        #endif
+    }
+
+    /// The corresponding C function is `bind`; `ENAMETOOLONG` for a path over ``maximumSocketPathLength``.
+    package static func bindSocket(_ descriptor: borrowing FileDescriptor, toSocketPath path: String) -> Result<
+        Void, Errno
+    > {
+        retrying { ctn_bind_unix(descriptor.rawValue, path) }.map { _ in }
+    }
+
+    /// The corresponding C function is `connect`; `ENAMETOOLONG` for a path over ``maximumSocketPathLength``.
+    package static func connectSocket(_ descriptor: borrowing FileDescriptor, toSocketPath path: String) -> Result<
+        Void, Errno
+    > {
+        retrying { ctn_connect_unix(descriptor.rawValue, path) }.map { _ in }
+    }
+
+    /// The longest Unix socket path, in bytes.
+    package static var maximumSocketPathLength: Int { Int(ctn_max_socket_path_length()) }
+
+    /// Sends one datagram without blocking and without raising SIGPIPE.
+    ///
+    /// The corresponding C function is `send`.
+    package static func sendDatagram(_ descriptor: borrowing FileDescriptor, _ bytes: UnsafeRawBufferPointer) -> Result<
+        Int, Errno
+    > {
+        retrying { send(descriptor.rawValue, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT) | CInt(MSG_NOSIGNAL)) }
+    }
+
+    /// Asks for sender credentials on every datagram received.
+    ///
+    /// The corresponding C function is `setsockopt(SO_PASSCRED)`.
+    package static func enableCredentials(_ descriptor: borrowing FileDescriptor) -> Result<Void, Errno> {
+        retrying { ctn_enable_credentials(descriptor.rawValue) }.map { _ in }
+    }
+
+    /// Whether this platform reports a datagram sender's credentials.
+    package static var credentialsSupported: Bool { ctn_credentials_supported() == 1 }
+
+    /// One received datagram's length, sender and whether it was cut short.
+    package struct Datagram {
+        package var length: Int
+        package var truncated: Bool
+        package var senderProcessID: Int32?
+        package var senderUserID: UInt32?
+        package var senderGroupID: UInt32?
+    }
+
+    /// Receives one datagram without blocking.
+    ///
+    /// The corresponding C function is `recvmsg`.
+    package static func receiveDatagram(
+        _ descriptor: borrowing FileDescriptor, into buffer: UnsafeMutableRawBufferPointer
+    ) -> Result<Datagram, Errno> {
+        var credentials = ctn_credentials()
+        var truncated: CInt = 0
+        return retrying {
+            ctn_receive_datagram(descriptor.rawValue, buffer.baseAddress, buffer.count, &credentials, &truncated)
+        }.map { length in
+            Datagram(
+                length: length,
+                truncated: truncated != 0,
+                senderProcessID: credentials.present == 1 ? Int32(credentials.pid) : nil,
+                senderUserID: credentials.present == 1 ? UInt32(credentials.uid) : nil,
+                senderGroupID: credentials.present == 1 ? UInt32(credentials.gid) : nil
+            )
+        }
+    }
+
+    /// The corresponding C function is `getsockopt(SO_SNDBUF)`.
+    package static func sendBufferSize(_ descriptor: borrowing FileDescriptor) -> Result<Int, Errno> {
+        var size: CInt = 0
+        var length = socklen_t(MemoryLayout<CInt>.size)
+        return retrying { getsockopt(descriptor.rawValue, SOL_SOCKET, SO_SNDBUF, &size, &length) }.map { _ in Int(size)
+        }
+    }
+
+    /// The corresponding C function is `setsockopt(SO_SNDBUF)` or `setsockopt(SO_RCVBUF)`.
+    package static func setBufferSize(_ descriptor: borrowing FileDescriptor, send: Bool, bytes: Int) -> Result<
+        Void, Errno
+    > {
+        var size = CInt(clamping: bytes)
+        return retrying {
+            setsockopt(
+                descriptor.rawValue, SOL_SOCKET, send ? SO_SNDBUF : SO_RCVBUF, &size, socklen_t(MemoryLayout<CInt>.size)
+            )
+        }.map { _ in }
+    }
+
+    /// Whether a process with this id exists (it may belong to another user).
+    ///
+    /// The corresponding C function is `kill(pid, 0)`.
+    package static func processExists(_ pid: Int32) -> Bool {
+        guard pid > 0 else { return false }
+        return kill(pid, 0) == 0 || Errno.current != .noSuchProcess
+    }
+
+    /// Waits until one of `descriptors` is ready or `timeout` milliseconds pass
+    /// (−1: no limit). Returns the `revents` of each.
+    ///
+    /// The corresponding C function is `poll`.
+    package static func pollDescriptors(_ descriptors: inout [pollfd], timeout: CInt) -> Result<Int, Errno> {
+        retrying { poll(&descriptors, nfds_t(descriptors.count), timeout) }.map(Int.init)
+    }
+
+    /// The two ends of a pipe, for waking a thread that waits in poll.
+    package struct Pipe: ~Copyable, Sendable {
+        package let readEnd: FileDescriptor
+        package let writeEnd: FileDescriptor
+    }
+
+    /// A pipe whose ends are non-blocking and close-on-exec.
+    ///
+    /// The corresponding C functions are `pipe2` and `fcntl`.
+    package static func makePipe() -> Result<Pipe, Errno> {
+        var ends: [CInt] = [-1, -1]
+        guard ctn_pipe_cloexec(&ends) == 0 else { return .failure(.current) }
+        let pair = Pipe(readEnd: FileDescriptor(adopting: ends[0]), writeEnd: FileDescriptor(adopting: ends[1]))
+        for end in ends {
+            guard fcntl(end, F_SETFL, O_NONBLOCK) != -1 else { return .failure(.current) }
+        }
+        return .success(pair)
+    }
+}

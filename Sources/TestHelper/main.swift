@@ -1,0 +1,114 @@
+import Foundation
+import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// A process the tests start as an observer or a poster, to test cross-process
+// behaviour with real processes. Prints one line per event, flushed at once:
+//
+//   tnotify-test-helper observe DIR COUNT        "ready", "progress N" every 100,
+//                                                then "done count=… inorder=… missed=…"
+//   tnotify-test-helper post DIR COUNT POSTER    posts COUNT pings, flushes, "posted"
+//   tnotify-test-helper send-forged              sends an envelope claiming uid 12345
+//                                                on the socket that is its stdin
+//   tnotify-test-helper send-as USER             switches to USER, then sends an
+//                                                envelope on the socket that is its stdin
+
+/// The notification the helper posts and observes.
+struct HelperPing: TypedNotification, Codable {
+    static let name: NotificationName = "test.helper.ping"
+    var poster: Int
+    var index: Int
+}
+
+/// Writes one line at once: the output is a pipe the test reads line by line.
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("tnotify-test-helper: \(message)\n".utf8))
+    exit(1)
+}
+
+func observe(directory: String, count: Int) async throws {
+    let hub = try NotificationHub(endpoint: "observer", transport: SocketTransport(directory: directory))
+    let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+    say("ready")
+    var received = 0
+    var missed = 0
+    var inOrder = true
+    var next: [Int: Int] = [:]
+    for await delivered in deliveries {
+        let ping = delivered.notification
+        if ping.index != next[ping.poster, default: 0] { inOrder = false }
+        next[ping.poster] = ping.index + 1
+        missed += delivered.delivery.missed
+        received += 1
+        if received % 100 == 0 { say("progress \(received)") }
+        if received == count { break }
+    }
+    say("done count=\(received) inorder=\(inOrder) missed=\(missed)")
+    hub.close()
+}
+
+func post(directory: String, count: Int, poster: Int) throws {
+    let transport = try SocketTransport(directory: directory)
+    let hub = try NotificationHub(endpoint: "poster\(poster)", transport: transport)
+    for index in 0..<count {
+        try hub.post(HelperPing(poster: poster, index: index))
+    }
+    guard transport.flush(timeout: .seconds(60)) else { fail("could not deliver everything within 60 s") }
+    say("posted \(transport.statistics)")
+    hub.close()
+}
+
+/// Sends one valid envelope on standard input, which the test connected to an
+/// observer's socket.
+func sendOnStandardInput(claimingUser: UInt32) throws {
+    let sender = try NotificationSender(
+        processID: getpid(),
+        userID: claimingUser,
+        endpoint: "intruder",
+        instance: 99
+    )
+    let encoded = try NotificationEnvelope.encode(
+        name: HelperPing.name,
+        sender: sender,
+        sequence: 1,
+        timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+    ) { try HelperPing(poster: 666, index: 0).encodePayload(into: &$0) }
+    let bytes = Array(encoded.envelope)
+    let sent = bytes.withUnsafeBytes { send(0, $0.baseAddress, $0.count, 0) }
+    guard sent == bytes.count else { fail("send failed: errno \(errno)") }
+    say("sent")
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+do {
+    switch arguments.first {
+    case "observe" where arguments.count == 3:
+        guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
+        try await observe(directory: arguments[1], count: count)
+    case "post" where arguments.count == 4:
+        guard let count = Int(arguments[2]), let poster = Int(arguments[3]) else {
+            fail("COUNT and POSTER must be numbers")
+        }
+        try post(directory: arguments[1], count: count, poster: poster)
+    case "send-forged" where arguments.count == 1:
+        try sendOnStandardInput(claimingUser: 12345)
+    case "send-as" where arguments.count == 2:
+        guard let user = getpwnam(arguments[1]) else { fail("no user \(arguments[1])") }
+        let (uid, gid) = (user.pointee.pw_uid, user.pointee.pw_gid)
+        guard setgid(gid) == 0, setuid(uid) == 0 else { fail("cannot switch to \(arguments[1]): errno \(errno)") }
+        try sendOnStandardInput(claimingUser: UInt32(uid))
+    default:
+        fail("usage: observe DIR COUNT | post DIR COUNT POSTER | send-forged | send-as USER")
+    }
+} catch {
+    fail("\(error)")
+}

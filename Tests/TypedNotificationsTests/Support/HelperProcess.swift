@@ -1,0 +1,141 @@
+import CTypedNotifications
+import Foundation
+import Testing
+import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A `tnotify-test-helper` process, started with `posix_spawn`. Its standard
+/// output and error are read line by line on threads of their own, so a test
+/// can await what it says; its exit is collected with `waitpid`.
+final class HelperProcess {
+    /// Lines the helper printed on standard output.
+    let lines = Collector<String>()
+    /// Lines it wrote to standard error, for failure messages.
+    let errors = Collector<String>()
+    let pid: pid_t
+    private let exitStatus = Locked<Int32?>(nil)
+    private let exited = Signal()
+
+    /// The helper binary, built beside the test binary.
+    static var executable: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("tnotify-test-helper").path
+    }
+
+    /// Starts the helper; `standardInput`, if given, becomes its descriptor 0.
+    init(_ arguments: [String], standardInput: CInt? = nil) throws {
+        var output: [CInt] = [-1, -1]
+        var errorOutput: [CInt] = [-1, -1]
+        guard ctn_pipe_cloexec(&output) == 0, ctn_pipe_cloexec(&errorOutput) == 0 else {
+            throw POSIXError(.EMFILE)
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errorOutput[1], 2)
+        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
+
+        let argv = ([Self.executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let environment = ProcessInfo.processInfo.environment.map { strdup("\($0)=\($1)") } + [nil]
+        defer { for pointer in environment { free(pointer) } }
+        var child: pid_t = 0
+        let status = posix_spawn(&child, Self.executable, &actions, nil, argv, environment)
+        close(output[1])
+        close(errorOutput[1])
+        guard status == 0 else {
+            close(output[0])
+            close(errorOutput[0])
+            throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EIO)
+        }
+        pid = child
+        Self.readLines(from: output[0], into: lines)
+        Self.readLines(from: errorOutput[0], into: errors)
+        let (pid, exitStatus, exited) = (child, self.exitStatus, self.exited)
+        Thread.detachNewThread {
+            var status: CInt = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            exitStatus.withLock { $0 = status }
+            exited.fire()
+        }
+    }
+
+    /// Reads `descriptor` to its end on a thread of its own, one line at a time.
+    private static func readLines(from descriptor: CInt, into lines: Collector<String>) {
+        Thread.detachNewThread {
+            defer { close(descriptor) }
+            var pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                pending += buffer[..<count]
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    lines.append(String(decoding: pending[..<newline], as: UTF8.self))
+                    pending.removeSubrange(...newline)
+                }
+            }
+            if !pending.isEmpty { lines.append(String(decoding: pending, as: UTF8.self)) }
+        }
+    }
+
+    /// Returns once the helper has printed a line that starts with `prefix`.
+    @discardableResult
+    func waitForLine(startingWith prefix: String) async -> String {
+        var seen = 0
+        while true {
+            await lines.wait(forCount: seen + 1)
+            let all = lines.values
+            if let match = all[seen...].first(where: { $0.hasPrefix(prefix) }) { return match }
+            seen = all.count
+        }
+    }
+
+    /// Waits for the process to exit; returns its exit code, or 128 + the
+    /// signal that ended it.
+    func waitForExit() async -> Int32 {
+        await exited.wait()
+        let status = exitStatus.withLock { $0 } ?? -1
+        let signal = status & 0x7F
+        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+    }
+
+    func signal(_ number: Int32) {
+        kill(pid, number)
+    }
+
+    deinit {
+        if !exited.hasFired { kill(pid, SIGKILL) }
+    }
+}
+
+/// A fresh, owner-only directory for one test, removed afterwards by the caller.
+func makeTemporaryDirectory() throws -> String {
+    var template = Array("/tmp/tn-test-XXXXXX".utf8CString)
+    let created = template.withUnsafeMutableBufferPointer { buffer -> Bool in
+        guard let base = buffer.baseAddress else { return false }
+        return mkdtemp(base) != nil
+    }
+    guard created else { throw POSIXError(.EIO) }
+    return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+func removeDirectory(_ path: String) {
+    try? FileManager.default.removeItem(atPath: path)
+}
+
+/// The fields of a helper's "done count=… inorder=… missed=…" line.
+func parseDone(_ line: String) -> [String: String] {
+    Dictionary(
+        line.split(separator: " ").dropFirst().compactMap { field -> (String, String)? in
+            let parts = field.split(separator: "=", maxSplits: 1)
+            return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
+        },
+        uniquingKeysWith: { $1 }
+    )
+}

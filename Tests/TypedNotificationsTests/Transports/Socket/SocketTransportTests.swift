@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The helper's notification type, declared the same way here.
+struct HelperPing: TypedNotification, Codable, Equatable {
+    static let name: NotificationName = "test.helper.ping"
+    var poster: Int
+    var index: Int
+}
+
+func socketHub(
+    _ directory: String,
+    endpoint: String = "test",
+    configuration: SocketTransportConfiguration = .init(),
+    hubConfiguration: NotificationHubConfiguration = .init()
+) throws -> NotificationHub<SocketTransport> {
+    try NotificationHub(
+        endpoint: endpoint,
+        transport: SocketTransport(directory: directory, configuration: configuration),
+        configuration: hubConfiguration
+    )
+}
+
+@Suite("Socket transport within one process", .timeLimit(.minutes(1)))
+struct SocketTransportLocalTests {
+    @Test("several centers in one process exchange notifications, the poster's own included")
+    func severalCenters() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let hubs = try (0..<3).map { try socketHub(directory, endpoint: "center\($0)") }
+        let sequences = try hubs.map { try $0.deliveries(of: HelperPing.self) }
+        for index in 0..<100 {
+            try hubs[0].post(HelperPing(poster: 0, index: index))
+        }
+        for sequence in sequences {
+            var indices: [Int] = []
+            for await delivered in sequence {
+                #expect(delivered.delivery.sender == hubs[0].sender)
+                #expect(delivered.delivery.missed == 0)
+                indices.append(delivered.notification.index)
+                if indices.count == 100 { break }
+            }
+            #expect(indices == Array(0..<100))
+        }
+        for hub in hubs { hub.close() }
+    }
+}
