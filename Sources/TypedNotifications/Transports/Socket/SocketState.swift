@@ -102,6 +102,7 @@ final class SocketCounters: Sendable {
     let ignoredRegistryFiles = Atomic<Int>(0)
     let failedSends = Atomic<Int>(0)
     let lastSendError = Atomic<Int32>(0)
+    let registryScans = Atomic<Int>(0)
 
     var snapshot: SocketTransportStatistics {
         SocketTransportStatistics(
@@ -114,7 +115,9 @@ final class SocketCounters: Sendable {
             reapedEndpoints: reapedEndpoints.load(ordering: .relaxed),
             ignoredRegistryFiles: ignoredRegistryFiles.load(ordering: .relaxed),
             failedSends: failedSends.load(ordering: .relaxed),
-            lastSendError: lastSendError.load(ordering: .relaxed)
+            lastSendError: lastSendError.load(ordering: .relaxed),
+            registryScans: registryScans.load(ordering: .relaxed),
+            connectedEndpoints: 0
         )
     }
 }

@@ -61,6 +61,11 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     public var failedSends: Int
     /// The `errno` of the last such failure, or 0.
     public var lastSendError: Int32
+    /// Times a name's registry directory was read. Posting reads it once per
+    /// name and again only after it changed, never once per post.
+    public var registryScans: Int
+    /// Endpoints this transport holds a socket to now.
+    public var connectedEndpoints: Int
 }
 
 /// Live typed notifications between processes on one host, over Unix-domain
@@ -183,7 +188,11 @@ public final class SocketTransport: NotificationTransport {
     }
 
     /// Counters since the transport was created.
-    public var statistics: SocketTransportStatistics { counters.snapshot }
+    public var statistics: SocketTransportStatistics {
+        var snapshot = counters.snapshot
+        snapshot.connectedEndpoints = state.withLock { $0.peers.count }
+        return snapshot
+    }
 
     /// Socket transports carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
@@ -366,6 +375,7 @@ public final class SocketTransport: NotificationTransport {
             state.watchedNames[index] = name
         }
         var ids: [String] = []
+        counters.registryScans.add(1, ordering: .relaxed)
         for entry in SocketRegistry.entries(of: name, in: directory, sharing: configuration.sharing) {
             switch entry {
             case .ignored:
@@ -388,6 +398,12 @@ public final class SocketTransport: NotificationTransport {
             }
         }
         state.routes[name] = ids
+        // Close sockets to endpoints no name routes to any more (they
+        // unsubscribed), unless notifications still wait for them.
+        let routed = Set(state.routes.values.joined())
+        for (id, peer) in state.peers where !routed.contains(id) && peer.queue.isEmpty {
+            state.peers[id] = nil
+        }
     }
 
     /// Removes a dead endpoint: its entries under every name this transport

@@ -57,6 +57,30 @@ struct SocketTransportProcessTests {
         local.close()
     }
 
+    @Test("a poster reads the registry once per change, not per post, and sees a new observer at once")
+    func routeCacheFollowsRegistry() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let transport = try SocketTransport(directory: directory)
+        let hub = try NotificationHub(endpoint: "poster", transport: transport)
+        // Nobody observes yet: the poster caches an empty route.
+        for index in 0..<100 { try hub.post(HelperPing(poster: 5, index: index)) }
+        #expect(transport.statistics.registryScans == 1)
+        #expect(transport.statistics.sent == 0)
+
+        // A process registers; the very next post must reach it.
+        let observer = try HelperProcess(["observe", directory, "500"])
+        await observer.waitForLine(startingWith: "ready")
+        for index in 0..<500 { try hub.post(HelperPing(poster: 6, index: index)) }
+        let done = parseDone(await observer.waitForLine(startingWith: "done"))
+        #expect(done["count"] == "500")
+        #expect(done["inorder"] == "true")
+        #expect(done["missed"] == "0")
+        // One more scan for the registration, none for the 500 posts.
+        #expect(transport.statistics.registryScans == 2)
+        hub.close()
+    }
+
     @Test("an observer killed mid-stream is reaped exactly once while the poster goes on")
     func killedObserverIsReaped() async throws {
         let directory = try makeTemporaryDirectory()

@@ -50,4 +50,24 @@ struct SocketTransportLocalTests {
         }
         for hub in hubs { hub.close() }
     }
+
+    @Test("a poster lets go of an endpoint that unsubscribed")
+    func unsubscribedEndpointReleased() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let posterTransport = try SocketTransport(directory: directory)
+        let poster = try NotificationHub(endpoint: "poster", transport: posterTransport)
+        let observer = try socketHub(directory, endpoint: "observer")
+        let received = Collector<Int>()
+        let token = try observer.addObserver(HelperPing.self) { note, _ in received.append(note.index) }
+        try poster.post(HelperPing(poster: 0, index: 1))
+        await received.wait(forCount: 1)
+        #expect(posterTransport.statistics.connectedEndpoints == 1)
+        await token.cancel()
+        try poster.post(HelperPing(poster: 0, index: 2))
+        #expect(posterTransport.statistics.connectedEndpoints == 0)
+        #expect(received.values == [1])
+        poster.close()
+        observer.close()
+    }
 }
