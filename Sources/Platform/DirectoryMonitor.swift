@@ -24,10 +24,14 @@ package final class DirectoryMonitor {
     private var paths: [String] = []
     private var lastModified: [Int: timespec] = [:]
 
-    /// Creates a monitor watching nothing yet.
+    private let includesModifications: Bool
+
+    /// Creates a monitor watching nothing yet. With `includingModifications`,
+    /// a write to a file in a watched directory counts as a change too.
     ///
     /// The corresponding C function is `inotify_init1`.
-    package init() throws(Errno) {
+    package init(includingModifications: Bool = false) throws(Errno) {
+        includesModifications = includingModifications
         #if os(Linux)
             let descriptor = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
             guard descriptor != -1 else { throw Errno.current }
@@ -53,6 +57,16 @@ package final class DirectoryMonitor {
         #endif
         paths.append(path)
         return index
+    }
+
+    /// A descriptor that becomes readable when a change is waiting, for
+    /// `poll`; `nil` where changes are found by comparing times instead.
+    package var pollDescriptor: CInt? {
+        #if os(Linux)
+            inotify.rawValue
+        #else
+            nil
+        #endif
     }
 
     /// The indices of the watched directories that changed since the last

@@ -227,6 +227,79 @@ package enum System {
         retrying { poll(&descriptors, nfds_t(descriptors.count), timeout) }.map(Int.init)
     }
 
+    /// Takes or releases an advisory lock on a whole file, waiting for it.
+    ///
+    /// The corresponding C function is `flock`.
+    package static func lockFile(_ descriptor: borrowing FileDescriptor, exclusive: Bool) -> Result<Void, Errno> {
+        let operation = exclusive ? LOCK_EX : LOCK_SH
+        return retrying { flock(descriptor.rawValue, operation) }.map { _ in }
+    }
+
+    /// The corresponding C function is `flock(LOCK_UN)`.
+    package static func unlockFile(_ descriptor: borrowing FileDescriptor) {
+        _ = flock(descriptor.rawValue, LOCK_UN)
+    }
+
+    /// The size and identity of an open file.
+    ///
+    /// The corresponding C function is `fstat`.
+    package static func fileStatus(_ descriptor: borrowing FileDescriptor) -> Result<stat, Errno> {
+        var info = stat()
+        return retrying { fstat(descriptor.rawValue, &info) }.map { _ in info }
+    }
+
+    /// Cuts a file to `length` bytes.
+    ///
+    /// The corresponding C function is `ftruncate`.
+    package static func truncate(_ descriptor: borrowing FileDescriptor, to length: Int) -> Result<Void, Errno> {
+        retrying { ftruncate(descriptor.rawValue, off_t(length)) }.map { _ in }
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`.
+    ///
+    /// The corresponding C function is `pread`.
+    package static func readBytes(
+        _ descriptor: borrowing FileDescriptor,
+        into buffer: UnsafeMutableRawBufferPointer,
+        at offset: Int
+    ) -> Result<Int, Errno> {
+        retrying { pread(descriptor.rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// Writes all of `bytes` at `offset`.
+    ///
+    /// The corresponding C function is `pwrite`.
+    package static func writeAll(
+        _ descriptor: borrowing FileDescriptor,
+        _ bytes: UnsafeRawBufferPointer,
+        at offset: Int
+    ) -> Result<Void, Errno> {
+        var written = 0
+        while written < bytes.count {
+            let base = bytes.baseAddress.map { $0 + written }
+            switch retrying({ pwrite(descriptor.rawValue, base, bytes.count - written, off_t(offset + written)) }) {
+            case .success(let count): written += count
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(())
+    }
+
+    /// Replaces `destination` with `source` in one step.
+    ///
+    /// The corresponding C function is `rename`.
+    package static func renameFile(_ source: String, to destination: String) -> Result<Void, Errno> {
+        retrying { rename(source, destination) }.map { _ in }
+    }
+
+    /// Makes a write that exceeds the file-size limit (RLIMIT_FSIZE) fail with
+    /// EFBIG instead of killing the process with SIGXFSZ. Process-wide.
+    ///
+    /// The corresponding C function is `signal(SIGXFSZ, SIG_IGN)`.
+    package static func ignoreFileSizeSignal() {
+        _ = signal(SIGXFSZ, SIG_IGN)
+    }
+
     /// The two ends of a pipe, for waking a thread that waits in poll.
     package struct Pipe: ~Copyable, Sendable {
         package let readEnd: FileDescriptor

@@ -17,6 +17,13 @@ import TypedNotifications
 //                                                on the socket that is its stdin
 //   tnotify-test-helper send-as USER             switches to USER, then sends an
 //                                                envelope on the socket that is its stdin
+//   tnotify-test-helper fobserve DIR COUNT [ID]  like observe, over the file transport,
+//                                                with a durable identity if given
+//   tnotify-test-helper fpost DIR COUNT POSTER   like post, over the file transport
+//   tnotify-test-helper ftorn DIR                takes the append lock, writes half an
+//                                                envelope, and is killed mid-append
+//   tnotify-test-helper fpost-limited DIR BYTES  sets RLIMIT_FSIZE to BYTES and posts
+//                                                until refused: "refused CODE after N"
 
 /// The notification the helper posts and observes.
 struct HelperPing: TypedNotification, Codable {
@@ -54,6 +61,86 @@ func observe(directory: String, count: Int) async throws {
     }
     say("done count=\(received) inorder=\(inOrder) missed=\(missed)")
     hub.close()
+}
+
+func observeFiles(directory: String, count: Int, identity: String?) async throws {
+    let hub = try NotificationHub(
+        endpoint: "observer",
+        transport: FileSignalTransport(directory: directory, identity: identity)
+    )
+    let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+    say("ready")
+    var received = 0
+    var missed = 0
+    var inOrder = true
+    var next: [Int: Int] = [:]
+    var first: [Int: Int] = [:]
+    for await delivered in deliveries {
+        let ping = delivered.notification
+        if first[ping.poster] == nil { first[ping.poster] = ping.index }
+        if let expected = next[ping.poster], ping.index != expected { inOrder = false }
+        next[ping.poster] = ping.index + 1
+        missed += delivered.delivery.missed
+        received += 1
+        if received % 100 == 0 { say("progress \(received)") }
+        if received == count { break }
+    }
+    let firsts = first.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
+    say("done count=\(received) inorder=\(inOrder) missed=\(missed) first=\(firsts)")
+    hub.close()
+}
+
+func postFiles(directory: String, count: Int, poster: Int) throws {
+    let hub = try NotificationHub(endpoint: "poster\(poster)", transport: FileSignalTransport(directory: directory))
+    for index in 0..<count {
+        try hub.post(HelperPing(poster: poster, index: index))
+    }
+    say("posted")
+    hub.close()
+}
+
+/// Writes half an envelope into the log while holding the append lock, then
+/// dies by SIGKILL, as a poster killed mid-append would.
+func tornAppend(directory: String) throws -> Never {
+    let name = HelperPing.name
+    let logDirectory = directory + "/logs/" + name.rawValue
+    let lock = open(logDirectory + "/lock", O_RDWR | O_CREAT, 0o600)
+    guard lock >= 0, flock(lock, LOCK_EX) == 0 else { fail("cannot lock") }
+    let segments = (try? FileManager.default.contentsOfDirectory(atPath: logDirectory))?.filter { $0.hasSuffix(".log") }
+        .sorted()
+    guard let newest = segments?.last else { fail("no segment") }
+    let file = open(logDirectory + "/" + newest, O_WRONLY | O_APPEND)
+    let sender = try NotificationSender(processID: getpid(), userID: getuid(), endpoint: "torn", instance: 7)
+    let encoded = try NotificationEnvelope.encode(
+        name: name,
+        sender: sender,
+        sequence: 1,
+        timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+    ) { try HelperPing(poster: 99, index: 0).encodePayload(into: &$0) }
+    let half = Array(encoded.envelope.prefix(encoded.envelope.count / 2))
+    _ = half.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
+    say("torn")
+    kill(getpid(), SIGKILL)
+    fail("still alive")
+}
+
+/// Posts under a file-size limit until a post is refused.
+func postLimited(directory: String, bytes: Int) throws {
+    var limit = rlimit(rlim_cur: rlim_t(bytes), rlim_max: rlim_t(bytes))
+    guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0 else { fail("setrlimit: errno \(errno)") }
+    let hub = try NotificationHub(endpoint: "limited", transport: FileSignalTransport(directory: directory))
+    var index = 0
+    while true {
+        do {
+            try hub.post(HelperPing(poster: 8, index: index))
+        } catch {
+            say("refused \(error.code) after \(index)")
+            hub.close()
+            return
+        }
+        index += 1
+        if index > 1_000_000 { fail("never refused") }
+    }
 }
 
 func post(directory: String, count: Int, poster: Int) throws {
@@ -99,6 +186,20 @@ do {
             fail("COUNT and POSTER must be numbers")
         }
         try post(directory: arguments[1], count: count, poster: poster)
+    case "fobserve" where arguments.count == 3 || arguments.count == 4:
+        guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
+        try await observeFiles(
+            directory: arguments[1], count: count, identity: arguments.count == 4 ? arguments[3] : nil)
+    case "fpost" where arguments.count == 4:
+        guard let count = Int(arguments[2]), let poster = Int(arguments[3]) else {
+            fail("COUNT and POSTER must be numbers")
+        }
+        try postFiles(directory: arguments[1], count: count, poster: poster)
+    case "ftorn" where arguments.count == 2:
+        try tornAppend(directory: arguments[1])
+    case "fpost-limited" where arguments.count == 3:
+        guard let bytes = Int(arguments[2]) else { fail("BYTES must be a number") }
+        try postLimited(directory: arguments[1], bytes: bytes)
     case "send-forged" where arguments.count == 1:
         try sendOnStandardInput(claimingUser: 12345)
     case "send-as" where arguments.count == 2:

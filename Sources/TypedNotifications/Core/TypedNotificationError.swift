@@ -27,6 +27,7 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
             case pathTooLong
             case insecureDirectory
             case permissionDenied
+            case storageFull
         }
 
         private let base: Base
@@ -70,6 +71,9 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         public static let insecureDirectory = Code(.insecureDirectory)
         /// The system refused access to a file or socket.
         public static let permissionDenied = Code(.permissionDenied)
+        /// A write did not fit: the disk or a quota is full, or the process's
+        /// file-size limit (RLIMIT_FSIZE) was reached. Nothing partial was kept.
+        public static let storageFull = Code(.storageFull)
 
         /// The code's name, for example `invalidName`.
         public var description: String { base.rawValue }

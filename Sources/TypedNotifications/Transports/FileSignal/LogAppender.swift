@@ -1,0 +1,245 @@
+import Foundation
+import NotificationPlatform
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Appends envelopes to one name's log, serialized with every other process by
+/// an exclusive `flock` on the name's lock file.
+///
+/// Before each append it checks the tail written since its last look: a
+/// record cut short by a writer that was killed mid-append is cut off (the
+/// torn tail is repaired). A write that fails (a full disk, RLIMIT_FSIZE) is
+/// cut back the same way, so no partial record stays and nothing before it is
+/// touched.
+final class LogAppender {
+    private let root: String
+    private let name: NotificationName
+    private let configuration: FileSignalConfiguration
+    private let lock: FileDescriptor
+    private var segmentNumber: UInt64
+    private var segment: FileDescriptor
+    // Bytes of the active segment known to hold only complete records; -1: unknown.
+    private var validatedEnd = -1
+    private let counters: FileSignalCounters
+
+    init(
+        root: String,
+        name: NotificationName,
+        configuration: FileSignalConfiguration,
+        counters: FileSignalCounters
+    ) throws(TypedNotificationError) {
+        self.root = root
+        self.name = name
+        self.configuration = configuration
+        self.counters = counters
+        try SharedDirectory.prepare(FileLog.nameDirectory(root, name), sharing: configuration.sharing)
+        do throws(Errno) {
+            lock = try FileLog.open(FileLog.lockPath(root, name), create: true, mode: configuration.sharing.fileMode)
+                .get()
+            let number = FileLog.segments(root, name).last ?? 1
+            segment = try FileLog.open(
+                FileLog.segmentPath(root, name, number), create: true, mode: configuration.sharing.fileMode
+            ).get()
+            segmentNumber = number
+        } catch {
+            throw SharedDirectory.failure(error, "could not open the log of \(name)")
+        }
+    }
+
+    /// Appends one envelope, whole or not at all.
+    func append(_ envelope: EncodedNotification) throws(TypedNotificationError) {
+        if case .failure(let error) = System.lockFile(lock, exclusive: true) {
+            throw SharedDirectory.failure(error, "could not lock the log of \(name)")
+        }
+        defer { System.unlockFile(lock) }
+        let length = envelope.envelopeRange.count
+        while true {
+            try followRollover()
+            try validateTail()
+            if validatedEnd > 0 && validatedEnd + length > configuration.segmentSize {
+                try roll()
+                continue
+            }
+            break
+        }
+        let start = validatedEnd
+        let result = envelope.storage.withUnsafeBytes { raw in
+            System.writeAll(segment, UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]), at: start)
+        }
+        if case .failure(let error) = result {
+            // Cut back whatever part was written: no partial record stays.
+            _ = System.truncate(segment, to: start)
+            counters.failedAppends.add(1, ordering: .relaxed)
+            throw Self.writeFailure(error, name: name)
+        }
+        validatedEnd = start + length
+        counters.appended.add(1, ordering: .relaxed)
+    }
+
+    static func writeFailure(_ error: Errno, name: NotificationName) -> TypedNotificationError {
+        switch error {
+        case .noSpace, .fileTooLarge, Errno(rawValue: EDQUOT):
+            return TypedNotificationError(
+                code: .storageFull,
+                message:
+                    "could not append to the log of \(name): \(error); nothing partial was kept and earlier notifications are intact",
+                cause: error
+            )
+        default:
+            return SharedDirectory.failure(error, "could not append to the log of \(name)")
+        }
+    }
+
+    /// Moves to the newest segment if another writer started one.
+    private func followRollover() throws(TypedNotificationError) {
+        while FileLog.isSegment(root, name, segmentNumber + 1) {
+            try open(segmentNumber + 1, create: false)
+        }
+    }
+
+    /// Checks what was written since this appender last looked, and cuts off a
+    /// torn tail.
+    private func validateTail() throws(TypedNotificationError) {
+        guard case .success(let info) = System.fileStatus(segment) else {
+            throw TypedNotificationError(code: .transportFailure, message: "could not inspect the log of \(name)")
+        }
+        let size = Int(info.st_size)
+        guard size != validatedEnd else { return }
+        let start = validatedEnd >= 0 && validatedEnd < size ? validatedEnd : 0
+        guard case .success(let bytes) = FileLog.read(segment, at: start, count: size - start) else {
+            throw TypedNotificationError(code: .transportFailure, message: "could not read the log of \(name)")
+        }
+        var offset = 0
+        walk: while offset < bytes.count {
+            switch FileLog.scan(bytes, at: offset, maximumPayloadSize: NotificationEnvelope.payloadSizeHardLimit) {
+            case .record(let length): offset += length
+            case .corrupt(let skip?): offset += skip
+            case .incomplete, .corrupt(nil): break walk
+            }
+        }
+        let goodEnd = start + offset
+        if goodEnd < size {
+            _ = System.truncate(segment, to: goodEnd)
+            counters.repairedTails.add(1, ordering: .relaxed)
+        }
+        validatedEnd = goodEnd
+    }
+
+    /// Starts the next segment and applies the retention policy. A number that
+    /// something else occupies (a planted link) is skipped, not followed.
+    private func roll() throws(TypedNotificationError) {
+        var next = segmentNumber + 1
+        while case .success = System.linkStatus(FileLog.segmentPath(root, name, next)),
+            !FileLog.isSegment(root, name, next)
+        {
+            next += 1
+            guard next < segmentNumber + 64 else {
+                throw TypedNotificationError(
+                    code: .insecureDirectory,
+                    message: "the log of \(name) is crowded with files that are not segments; remove them"
+                )
+            }
+        }
+        try open(next, create: true)
+        FileRetention.apply(
+            root: root, name: name, configuration: configuration, counters: counters, keeping: segmentNumber)
+    }
+
+    private func open(_ number: UInt64, create: Bool) throws(TypedNotificationError) {
+        do throws(Errno) {
+            segment = try FileLog.open(
+                FileLog.segmentPath(root, name, number), create: create, mode: configuration.sharing.fileMode
+            ).get()
+        } catch {
+            throw SharedDirectory.failure(error, "could not open segment \(number) of \(name)")
+        }
+        segmentNumber = number
+        validatedEnd = -1
+    }
+}
+
+/// Deletes old segments: those past the size or age policy, and only when
+/// every durable cursor has moved beyond them.
+enum FileRetention {
+    static func apply(
+        root: String,
+        name: NotificationName,
+        configuration: FileSignalConfiguration,
+        counters: FileSignalCounters,
+        keeping active: UInt64
+    ) {
+        let numbers = FileLog.segments(root, name)
+        let oldestNeeded = FileCursor.oldestSegment(root: root, name: name) ?? UInt64.max
+        var sizes: [UInt64: Int] = [:]
+        var ages: [UInt64: Int] = [:]
+        let now = Int(Date().timeIntervalSince1970)
+        for number in numbers {
+            if case .success(let info) = System.linkStatus(FileLog.segmentPath(root, name, number)) {
+                sizes[number] = Int(info.st_size)
+                ages[number] = now - Int(info.st_mtim.tv_sec)
+            }
+        }
+        var total = sizes.values.reduce(0, +)
+        for number in numbers where number < active && number < oldestNeeded {
+            let tooBig = total > configuration.retention.maximumBytes
+            let tooOld =
+                configuration.retention.maximumAge.map { (ages[number] ?? 0) > Int($0.components.seconds) } ?? false
+            guard tooBig || tooOld else { continue }
+            if case .success = System.removeFile(FileLog.segmentPath(root, name, number)) {
+                total -= sizes[number] ?? 0
+                counters.deletedSegments.add(1, ordering: .relaxed)
+            }
+        }
+    }
+}
+
+/// A durable reader's position, saved as "segment offset" in
+/// `DIR/cursors/IDENTITY/NAME`, replaced atomically.
+enum FileCursor {
+    static func path(root: String, identity: String, name: NotificationName) -> String {
+        FileLog.cursorsDirectory(root) + "/" + identity + "/" + name.rawValue
+    }
+
+    static func load(root: String, identity: String, name: NotificationName) -> (segment: UInt64, offset: Int)? {
+        guard
+            case .success(let file) = System.openFile(
+                path(root: root, identity: identity, name: name), O_RDONLY | O_NOFOLLOW),
+            case .success(let bytes) = FileLog.read(file, at: 0, count: 64)
+        else { return nil }
+        let parts = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard parts.count == 2, let segment = UInt64(parts[0]), let offset = Int(parts[1]), segment > 0, offset >= 0
+        else {
+            return nil
+        }
+        return (segment, offset)
+    }
+
+    static func save(
+        root: String, identity: String, name: NotificationName, segment: UInt64, offset: Int, sharing: DirectorySharing
+    ) {
+        let final = path(root: root, identity: identity, name: name)
+        let temporary = final + ".tmp"
+        guard
+            case .success(let file) = System.openFile(
+                temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: sharing.fileMode)
+        else {
+            return
+        }
+        guard case .success = System.writeAll(file, Array("\(segment) \(offset)\n".utf8)) else { return }
+        _ = System.renameFile(temporary, to: final)
+    }
+
+    /// The oldest segment any durable reader of `name` still needs.
+    static func oldestSegment(root: String, name: NotificationName) -> UInt64? {
+        guard case .success(let identities) = System.directoryEntries(FileLog.cursorsDirectory(root)) else {
+            return nil
+        }
+        return identities.compactMap { load(root: root, identity: $0, name: name)?.segment }.min()
+    }
+}

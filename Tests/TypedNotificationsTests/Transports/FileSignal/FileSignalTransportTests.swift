@@ -1,0 +1,294 @@
+import Foundation
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+func fileHub(
+    _ directory: String,
+    endpoint: String = "test",
+    identity: String? = nil,
+    configuration: FileSignalConfiguration = .init()
+) throws -> NotificationHub<FileSignalTransport> {
+    try NotificationHub(
+        endpoint: endpoint,
+        transport: FileSignalTransport(directory: directory, identity: identity, configuration: configuration)
+    )
+}
+
+/// The records in a name's log: count, and whether the files hold nothing else.
+func logRecords(_ directory: String, _ name: NotificationName) -> (count: Int, clean: Bool) {
+    var count = 0
+    var clean = true
+    for number in FileLog.segments(directory, name) {
+        guard
+            let bytes = FileManager.default.contents(atPath: FileLog.segmentPath(directory, name, number)).map(
+                Array.init)
+        else { continue }
+        var offset = 0
+        var decoder = EnvelopeDecoder()
+        while offset < bytes.count {
+            guard let (_, end) = try? decoder.decode(bytes, at: offset) else {
+                clean = false
+                break
+            }
+            count += 1
+            offset = end
+        }
+    }
+    return (count, clean)
+}
+
+func logBytes(_ directory: String, _ name: NotificationName) -> Int {
+    FileLog.segments(directory, name).reduce(0) { total, number in
+        total
+            + ((try? FileManager.default.attributesOfItem(atPath: FileLog.segmentPath(directory, name, number))[.size]
+                as? Int) ?? 0)
+    }
+}
+
+@Suite("File-plus-signal transport between processes", .serialized, .timeLimit(.minutes(3)))
+struct FileSignalProcessTests {
+    @Test("3 poster processes × 3 observer processes × 5,000: all 15,000 exactly once, each poster in order")
+    func threeByThree() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observers = try (0..<3).map { _ in try HelperProcess(["fobserve", directory, "15000"]) }
+        for observer in observers { await observer.waitForLine(startingWith: "ready") }
+        let posters = try (1...3).map { try HelperProcess(["fpost", directory, "5000", "\($0)"]) }
+        for poster in posters {
+            #expect(await poster.waitForExit() == 0, "\(poster.errors.values)")
+        }
+        for observer in observers {
+            let done = parseDone(await observer.waitForLine(startingWith: "done"))
+            // In order per poster from index 0, 15,000 in all: each poster's 5,000 exactly once.
+            #expect(done["count"] == "15000")
+            #expect(done["inorder"] == "true")
+            #expect(done["missed"] == "0")
+            #expect(done["first"] == "1:0,2:0,3:0")
+        }
+        #expect(logRecords(directory, HelperPing.name) == (15_000, true))
+    }
+
+    @Test("a poster killed mid-append leaves a torn tail that the next writer repairs; nothing torn is delivered")
+    func tornTailRepaired() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let transport = try FileSignalTransport(directory: directory)
+        let hub = try NotificationHub(endpoint: "poster", transport: transport)
+        let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        for index in 0..<10 { try hub.post(HelperPing(poster: 1, index: index)) }
+
+        let torn = try HelperProcess(["ftorn", directory])
+        #expect(await torn.waitForExit() == 128 + SIGKILL)
+        #expect(torn.lines.values == ["torn"])
+        #expect(!logRecords(directory, HelperPing.name).clean)
+
+        for index in 10..<20 { try hub.post(HelperPing(poster: 1, index: index)) }
+        #expect(transport.statistics.repairedTails == 1)
+        #expect(logRecords(directory, HelperPing.name) == (20, true))
+        var indices: [Int] = []
+        for await delivered in deliveries {
+            #expect(delivered.notification.poster == 1)
+            indices.append(delivered.notification.index)
+            if indices.count == 20 { break }
+        }
+        #expect(indices == Array(0..<20))
+        hub.close()
+    }
+
+    @Test("an observer with a durable identity, killed, gets exactly the 1,000 posted while it was gone")
+    func durableCursorResumes() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        let first = try HelperProcess(["fobserve", directory, "1000000", "widget"])
+        await first.waitForLine(startingWith: "ready")
+        for index in 0..<100 { try poster.post(HelperPing(poster: 4, index: index)) }
+        await first.waitForLine(startingWith: "progress 100")
+        // The cursor is saved after each batch; wait until it covers all 100.
+        let end = "1 \(logBytes(directory, HelperPing.name))\n"
+        let cursor = directory + "/cursors/widget/" + HelperPing.name.rawValue
+        while (try? String(contentsOfFile: cursor, encoding: .utf8)) != end { await Task.yield() }
+        first.signal(SIGKILL)
+        _ = await first.waitForExit()
+
+        for index in 100..<1_100 { try poster.post(HelperPing(poster: 4, index: index)) }
+        let second = try HelperProcess(["fobserve", directory, "1000", "widget"])
+        let done = parseDone(await second.waitForLine(startingWith: "done"))
+        #expect(done["count"] == "1000")
+        #expect(done["inorder"] == "true")
+        #expect(done["first"] == "4:100")
+        #expect(done["missed"] == "0")
+        poster.close()
+    }
+
+    @Test("RLIMIT_FSIZE at post time is a typed error; nothing partial is kept, nothing earlier is lost")
+    func fileSizeLimit() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let helper = try HelperProcess(["fpost-limited", directory, "20000"])
+        #expect(await helper.waitForExit() == 0, "\(helper.errors.values)")
+        let line = try #require(helper.lines.values.first { $0.hasPrefix("refused") })
+        #expect(line.hasPrefix("refused storageFull after "))
+        let accepted = Int(line.split(separator: " ").last ?? "") ?? -1
+        #expect(accepted > 0)
+        #expect(logRecords(directory, HelperPing.name) == (accepted, true))
+        #expect(logBytes(directory, HelperPing.name) <= 20_000)
+    }
+}
+
+@Suite("File-plus-signal transport within one process", .timeLimit(.minutes(2)))
+struct FileSignalLocalTests {
+    @Test("two quick posts are both kept and delivered, in order, also when only polling")
+    func pollingOnly() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let polling = FileSignalConfiguration(pollInterval: .milliseconds(20), usesChangeEvents: false)
+        let observer = try fileHub(directory, endpoint: "observer", configuration: polling)
+        let poster = try fileHub(directory, endpoint: "poster")
+        let deliveries = try observer.deliveries(of: HelperPing.self)
+        try poster.post(HelperPing(poster: 1, index: 0))
+        try poster.post(HelperPing(poster: 1, index: 1))
+        var indices: [Int] = []
+        for await delivered in deliveries {
+            indices.append(delivered.notification.index)
+            if indices.count == 2 { break }
+        }
+        #expect(indices == [0, 1])
+        observer.close()
+        poster.close()
+    }
+
+    @Test("latest(of:) reads the newest notification without observing")
+    func latest() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let hub = try fileHub(directory)
+        #expect(try hub.latest(of: HelperPing.self) == nil)
+        for index in 0..<3 { try hub.post(HelperPing(poster: 2, index: index)) }
+        let newest = try #require(try hub.latest(of: HelperPing.self))
+        #expect(newest.notification == HelperPing(poster: 2, index: 2))
+        #expect(newest.delivery.sequence == 3)
+        #expect(newest.delivery.sender == hub.sender)
+        hub.close()
+    }
+
+    @Test("a corrupt record in the middle is skipped and reported, never delivered")
+    func corruptMiddleRecord() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        for index in 0..<3 { try poster.post(HelperPing(poster: 3, index: index)) }
+        // Damage the second record's payload.
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+        var decoder = EnvelopeDecoder()
+        let (_, secondStart) = try decoder.decode(bytes, at: 0)
+        bytes[secondStart + 40] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+
+        // A durable reader whose cursor is at the start reads all three records.
+        try FileManager.default.createDirectory(
+            atPath: directory + "/cursors/auditor",
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
+        try "1 0\n".write(
+            toFile: directory + "/cursors/auditor/" + HelperPing.name.rawValue, atomically: true, encoding: .utf8)
+        let transport = try FileSignalTransport(directory: directory, identity: "auditor")
+        let reader = try NotificationHub(endpoint: "auditor", transport: transport)
+        let deliveries = try reader.deliveries(of: HelperPing.self)
+        var received: [(Int, Int)] = []
+        for await delivered in deliveries {
+            received.append((delivered.notification.index, delivered.delivery.missed))
+            if received.count == 2 { break }
+        }
+        #expect(received.map(\.0) == [0, 2])
+        #expect(received.map(\.1) == [0, 1])
+        #expect(transport.statistics.corruptRecordsSkipped == 1)
+        reader.close()
+        poster.close()
+    }
+
+    @Test("retention keeps disk use bounded over 200,000 posts")
+    func retentionBoundsDisk() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let configuration = FileSignalConfiguration(
+            segmentSize: 64 * 1024,
+            retention: FileRetentionPolicy(maximumBytes: 256 * 1024)
+        )
+        let transport = try FileSignalTransport(directory: directory, configuration: configuration)
+        let hub = try NotificationHub(endpoint: "poster", transport: transport)
+        var largest = 0
+        for index in 0..<200_000 {
+            try hub.post(HelperPing(poster: 5, index: index))
+            if index % 10_000 == 0 { largest = max(largest, logBytes(directory, HelperPing.name)) }
+        }
+        largest = max(largest, logBytes(directory, HelperPing.name))
+        // The policy's bound plus the segment being written.
+        #expect(largest <= 256 * 1024 + 64 * 1024)
+        #expect(transport.statistics.deletedSegments > 0)
+        let newest = try #require(try hub.latest(of: HelperPing.self))
+        #expect(newest.notification.index == 199_999)
+        hub.close()
+    }
+
+    @Test("a durable cursor keeps the segments it still needs")
+    func retentionRespectsCursors() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let configuration = FileSignalConfiguration(
+            segmentSize: 4096, retention: FileRetentionPolicy(maximumBytes: 8192))
+        // A reader that subscribed and then went away, its cursor at segment 1.
+        let sleeper = try fileHub(directory, endpoint: "sleeper", identity: "sleeper", configuration: configuration)
+        let token = try sleeper.addObserver(HelperPing.self) { _, _ in }
+        token.cancel()
+        sleeper.close()
+        let hub = try fileHub(directory, endpoint: "poster", configuration: configuration)
+        for index in 0..<500 { try hub.post(HelperPing(poster: 6, index: index)) }
+        #expect(FileLog.segments(directory, HelperPing.name).first == 1)
+        hub.close()
+    }
+
+    @Test("the directory is 0700 and logs 0600; symbolic links and foreign files are refused or ignored")
+    func security() async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        let directory = base + "/files"
+        let hub = try fileHub(directory)
+        let deliveries = try hub.deliveries(of: HelperPing.self)
+        try hub.post(HelperPing(poster: 7, index: 0))
+        #expect(mode(of: directory) == 0o700)
+        #expect(mode(of: FileLog.segmentPath(directory, HelperPing.name, 1)) == 0o600)
+        // Planted: a link posing as a newer segment, and a stray file.
+        symlink("/etc/passwd", FileLog.segmentPath(directory, HelperPing.name, 2))
+        #expect(
+            FileManager.default.createFile(
+                atPath: FileLog.nameDirectory(directory, HelperPing.name) + "/notes.txt", contents: Data("x".utf8)))
+        #expect(FileLog.segments(directory, HelperPing.name) == [1])
+        try hub.post(HelperPing(poster: 7, index: 1))
+        var indices: [Int] = []
+        for await delivered in deliveries {
+            indices.append(delivered.notification.index)
+            if indices.count == 2 { break }
+        }
+        #expect(indices == [0, 1])
+        #expect {
+            try FileSignalTransport(directory: directory, identity: "../escape")
+        } throws: { error in
+            (error as? TypedNotificationError)?.code == .invalidEndpoint
+        }
+        symlink(directory, base + "/link")
+        #expect {
+            try FileSignalTransport(directory: base + "/link")
+        } throws: { error in
+            (error as? TypedNotificationError)?.code == .insecureDirectory
+        }
+        hub.close()
+    }
+}
