@@ -2,6 +2,9 @@
 #include "CTypedNotifications.h"
 
 #include <errno.h>
+#ifdef __APPLE__
+#include <notify.h>
+#endif
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -113,5 +116,27 @@ int ctn_pipe_cloexec(int descriptors[2]) {
     fcntl(descriptors[0], F_SETFD, FD_CLOEXEC);
     fcntl(descriptors[1], F_SETFD, FD_CLOEXEC);
     return 0;
+#endif
+}
+
+int ctn_signal_post(const char *name) {
+#ifdef __APPLE__
+    return notify_post(name) == NOTIFY_STATUS_OK ? 0 : -1;
+#else
+    (void)name;
+    return 0;
+#endif
+}
+
+int ctn_signal_register(const char *name, int *descriptor) {
+#ifdef __APPLE__
+    int token = 0;
+    int flags = *descriptor >= 0 ? NOTIFY_REUSE : 0;
+    return notify_register_file_descriptor(name, descriptor, flags, &token) == NOTIFY_STATUS_OK ? 0 : -1;
+#else
+    (void)name;
+    (void)descriptor;
+    errno = ENOTSUP;
+    return -1;
 #endif
 }

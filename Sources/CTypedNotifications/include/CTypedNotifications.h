@@ -41,4 +41,13 @@ ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credential
 /// Linux), so a process spawned meanwhile by another thread cannot inherit them.
 int ctn_pipe_cloexec(int descriptors[2]);
 
+/// Apple platforms: posts the notify(3) name `name` (notify_post). Elsewhere
+/// a no-op that returns 0: there, inotify sees the write itself.
+int ctn_signal_post(const char *name);
+
+/// Apple platforms: makes `*descriptor` readable whenever `name` is posted
+/// (notify_register_file_descriptor; pass -1 first, then the same descriptor
+/// to add names). Elsewhere fails with ENOTSUP.
+int ctn_signal_register(const char *name, int *descriptor);
+
 #endif

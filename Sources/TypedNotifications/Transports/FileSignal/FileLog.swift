@@ -24,6 +24,15 @@ enum FileLog {
     static func nameDirectory(_ root: String, _ name: NotificationName) -> String { root + "/logs/" + name.rawValue }
     static func lockPath(_ root: String, _ name: NotificationName) -> String { nameDirectory(root, name) + "/lock" }
 
+    /// The notify(3) name that signals appends to `name`'s log on Apple
+    /// platforms; it includes a hash of the directory, so two directories
+    /// never wake each other.
+    static func signalName(_ root: String, _ name: NotificationName) -> String {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in root.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+        return "org.typednotifications." + String(hash, radix: 16) + "." + name.rawValue
+    }
+
     static func segmentPath(_ root: String, _ name: NotificationName, _ number: UInt64) -> String {
         let digits = String(number)
         return nameDirectory(root, name) + "/" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits

@@ -211,6 +211,13 @@ public final class FileSignalTransport: NotificationTransport {
                 }
             }
             state.readers[name] = LogReader(name: name, segment: start.segment, offset: start.offset)
+            #if canImport(Darwin)
+                state.signalDescriptor =
+                    DarwinChangeSignal.register(
+                        FileLog.signalName(directory, name),
+                        descriptor: state.signalDescriptor
+                    ) ?? state.signalDescriptor
+            #endif
         }
         if let identity {
             FileCursor.save(
@@ -248,6 +255,9 @@ public final class FileSignalTransport: NotificationTransport {
             }
             try appender.append(encoded)
         }
+        #if canImport(Darwin)
+            DarwinChangeSignal.post(FileLog.signalName(directory, message.name))
+        #endif
     }
 
     /// The newest notification in `name`'s log, without observing it.
@@ -328,10 +338,22 @@ public final class FileSignalTransport: NotificationTransport {
             if let monitorDescriptor {
                 descriptors.append(pollfd(fd: monitorDescriptor, events: Int16(POLLIN), revents: 0))
             }
+            #if canImport(Darwin)
+                if usesChangeEvents, let signal = state.withLock({ $0.signalDescriptor }) {
+                    descriptors.append(pollfd(fd: signal, events: Int16(POLLIN), revents: 0))
+                }
+            #endif
             _ = System.pollDescriptors(&descriptors, timeout: max(1, timeout))
             if descriptors[0].revents != 0 {
                 _ = scratch.withUnsafeMutableBytes { System.readBytes(wakePipe.readEnd, into: $0) }
             }
+            #if canImport(Darwin)
+                // Drain the notify(3) tokens so the descriptor stops being readable.
+                for descriptor in descriptors.dropFirst()
+                where descriptor.revents != 0 && descriptor.fd != monitorDescriptor {
+                    _ = scratch.withUnsafeMutableBytes { Darwin.read(descriptor.fd, $0.baseAddress, $0.count) }
+                }
+            #endif
             // Read every subscribed log: a change event only says when to look.
             let batches = state.withLock { state -> [(NotificationName, [TransportMessage], LogReader)]? in
                 guard case .open = state.phase else { return nil }
@@ -376,6 +398,8 @@ struct FileSignalState {
     var watchIndex: [NotificationName: Int] = [:]
     var readers: [NotificationName: LogReader] = [:]
     var readerThread: ThreadIdentity?
+    /// Apple platforms: the notify(3) descriptor that wakes the reader.
+    var signalDescriptor: CInt?
 
     init(monitor: DirectoryMonitor) {
         self.monitor = monitor

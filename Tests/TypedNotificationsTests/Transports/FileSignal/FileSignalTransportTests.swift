@@ -141,6 +141,15 @@ struct FileSignalProcessTests {
     }
 }
 
+/// Whether this process may mount a small tmpfs (root, with CAP_SYS_ADMIN).
+let canMountTmpfs: Bool = {
+    guard getuid() == 0, let probe = try? makeTemporaryDirectory() else { return false }
+    defer { removeDirectory(probe) }
+    guard mount("tmpfs", probe, "tmpfs", 0, "size=16k") == 0 else { return false }
+    umount2(probe, Int32(MNT_DETACH))
+    return true
+}()
+
 @Suite("File-plus-signal transport within one process", .timeLimit(.minutes(2)))
 struct FileSignalLocalTests {
     @Test("two quick posts are both kept and delivered, in order, also when only polling")
@@ -235,6 +244,57 @@ struct FileSignalLocalTests {
         #expect(transport.statistics.deletedSegments > 0)
         let newest = try #require(try hub.latest(of: HelperPing.self))
         #expect(newest.notification.index == 199_999)
+        hub.close()
+    }
+
+    @Test(
+        "a full disk at post time is a typed error; nothing partial is kept, nothing earlier is lost",
+        .enabled(if: canMountTmpfs, "needs root with CAP_SYS_ADMIN to mount a 64 KiB tmpfs")
+    )
+    func fullDisk() throws {
+        let mountPoint = try makeTemporaryDirectory()
+        defer { removeDirectory(mountPoint) }
+        try #require(mount("tmpfs", mountPoint, "tmpfs", 0, "size=64k,mode=0700") == 0)
+        defer { umount2(mountPoint, Int32(MNT_DETACH)) }
+        let directory = mountPoint + "/files"
+        let hub = try fileHub(directory)
+        var accepted = 0
+        var refusal: TypedNotificationError?
+        while refusal == nil && accepted < 100_000 {
+            do {
+                try hub.post(HelperPing(poster: 9, index: accepted))
+                accepted += 1
+            } catch {
+                refusal = error
+            }
+        }
+        #expect(refusal?.code == .storageFull)
+        #expect(accepted > 100)
+        #expect(logRecords(directory, HelperPing.name) == (accepted, true))
+        #expect(try hub.latest(of: HelperPing.self)?.notification.index == accepted - 1)
+        hub.close()
+    }
+
+    @Test("segments older than the age limit are deleted when the log rolls")
+    func retentionByAge() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let configuration = FileSignalConfiguration(
+            segmentSize: 4096,
+            retention: FileRetentionPolicy(maximumAge: .seconds(3600))
+        )
+        let hub = try fileHub(directory, configuration: configuration)
+        for index in 0..<100 { try hub.post(HelperPing(poster: 1, index: index)) }
+        let segments = FileLog.segments(directory, HelperPing.name)
+        #expect(segments.count > 2)
+        // Make the first segment two hours old; the next roll deletes it, and only it.
+        let first = FileLog.segmentPath(directory, HelperPing.name, segments[0])
+        var times = [timeval(tv_sec: time(nil) - 7200, tv_usec: 0), timeval(tv_sec: time(nil) - 7200, tv_usec: 0)]
+        #expect(utimes(first, &times) == 0)
+        for index in 100..<200 { try hub.post(HelperPing(poster: 1, index: index)) }
+        let after = FileLog.segments(directory, HelperPing.name)
+        #expect(!after.contains(segments[0]))
+        #expect(after.contains(segments[1]))
         hub.close()
     }
 
