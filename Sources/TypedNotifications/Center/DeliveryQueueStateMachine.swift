@@ -15,9 +15,7 @@ extension DeliveryEntry: Sendable where Element: Sendable {}
 struct DeliveryQueueStateMachine<Element, Waiter> {
     typealias Entry = DeliveryEntry<Element>
 
-    private var buffer: [Entry] = []
-    // Index of the oldest live entry in `buffer`; entries before it were taken.
-    private var head = 0
+    private var buffer = FIFOBuffer<Entry>()
     private var waiter: Waiter?
     private var isFinished = false
     // Misses not yet attached to an entry: they ride on the next accepted one.
@@ -37,7 +35,7 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     }
 
     /// Elements waiting to be taken.
-    var count: Int { buffer.count - head }
+    var count: Int { buffer.count }
 
     enum EnqueueAction {
         /// Hand this entry straight to the suspended consumer.
@@ -66,12 +64,11 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
         }
         dropped += 1
         if keepsNewest {
-            let oldest = takeHead()
-            let lost = 1 + oldest.missedBefore
-            if count > 0 {
-                buffer[head].missedBefore += lost
-            } else {
+            let lost = 1 + (buffer.removeFirst()?.missedBefore ?? 0)
+            if buffer.isEmpty {
                 entry.missedBefore += lost
+            } else {
+                buffer.updateFirst { $0.missedBefore += lost }
             }
             buffer.append(entry)
         } else {
@@ -103,14 +100,7 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     /// with one lock acquisition instead of one per element.
     mutating func take(into batch: inout [Entry], waiter newWaiter: Waiter?) -> TakeAction {
         if count > 0 {
-            if head == 0 && batch.isEmpty {
-                // Swap storage: the consumer's drained array becomes the buffer.
-                swap(&buffer, &batch)
-            } else {
-                batch.append(contentsOf: buffer[head...])
-                buffer.removeAll(keepingCapacity: true)
-                head = 0
-            }
+            buffer.moveAll(into: &batch)
             return .taken
         }
         if isFinished {
@@ -129,25 +119,10 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     mutating func finish(discardingBuffered: Bool) -> Waiter? {
         isFinished = true
         if discardingBuffered {
-            buffer = []
-            head = 0
+            buffer.removeAll()
         }
         defer { waiter = nil }
         return waiter
-    }
-
-    private mutating func takeHead() -> Entry {
-        let entry = buffer[head]
-        head += 1
-        if head == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 64 && head * 2 >= buffer.count {
-            // Compact so a long-lived, never-empty buffer does not grow forever.
-            buffer.removeFirst(head)
-            head = 0
-        }
-        return entry
     }
 }
 

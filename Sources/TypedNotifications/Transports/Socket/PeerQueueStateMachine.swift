@@ -6,8 +6,7 @@
 /// the limit the oldest is dropped and counted; the receiver sees the gap in
 /// the sender's sequence numbers and reports it as missed.
 struct PeerQueueStateMachine<Item> {
-    private var pending: [Item] = []
-    private var head = 0
+    private var pending = FIFOBuffer<Item>()
     private let limit: Int
     /// How many queued items were dropped to stay within the limit.
     private(set) var dropped = 0
@@ -17,8 +16,8 @@ struct PeerQueueStateMachine<Item> {
     }
 
     /// Items waiting to be sent.
-    var count: Int { pending.count - head }
-    var isEmpty: Bool { count == 0 }
+    var count: Int { pending.count }
+    var isEmpty: Bool { pending.isEmpty }
 
     enum PostAction: Equatable {
         /// Nothing is waiting: send now, and call ``blocked(_:)`` if the send would block.
@@ -43,19 +42,11 @@ struct PeerQueueStateMachine<Item> {
     }
 
     /// The oldest waiting item, to try sending.
-    var next: Item? { isEmpty ? nil : pending[head] }
+    var next: Item? { pending.first }
 
     /// The oldest waiting item was sent, or given up on.
     mutating func removeNext() {
-        guard !isEmpty else { return }
-        head += 1
-        if head == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 64 && head * 2 >= pending.count {
-            pending.removeFirst(head)
-            head = 0
-        }
+        pending.removeFirst()
     }
 
     private mutating func enqueue(_ item: Item) -> PostAction {

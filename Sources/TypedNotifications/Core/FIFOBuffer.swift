@@ -1,0 +1,57 @@
+/// A first-in, first-out array: appends at the back, removes from the front
+/// in constant amortized time, and compacts so a long-lived buffer that is
+/// never empty does not grow without bound.
+struct FIFOBuffer<Element> {
+    private var storage: [Element] = []
+    // Index of the oldest live element; those before it were removed.
+    private var head = 0
+
+    var count: Int { storage.count - head }
+    var isEmpty: Bool { count == 0 }
+    var first: Element? { isEmpty ? nil : storage[head] }
+
+    mutating func append(_ element: Element) {
+        storage.append(element)
+    }
+
+    /// Changes the oldest element in place.
+    mutating func updateFirst(_ body: (inout Element) -> Void) {
+        guard !isEmpty else { return }
+        body(&storage[head])
+    }
+
+    @discardableResult
+    mutating func removeFirst() -> Element? {
+        guard !isEmpty else { return nil }
+        let element = storage[head]
+        head += 1
+        if head == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 64 && head * 2 >= storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+        return element
+    }
+
+    /// Moves every element, oldest first, to the end of `batch`. When `batch`
+    /// is empty the storages are swapped, so the consumer's drained array is
+    /// reused and nothing is copied.
+    mutating func moveAll(into batch: inout [Element]) {
+        if head == 0 && batch.isEmpty {
+            swap(&storage, &batch)
+        } else {
+            batch.append(contentsOf: storage[head...])
+            storage.removeAll(keepingCapacity: true)
+            head = 0
+        }
+    }
+
+    mutating func removeAll() {
+        storage = []
+        head = 0
+    }
+}
+
+extension FIFOBuffer: Sendable where Element: Sendable {}
