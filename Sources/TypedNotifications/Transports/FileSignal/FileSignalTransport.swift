@@ -138,8 +138,11 @@ public final class FileSignalTransport: NotificationTransport {
 
     /// Creates the directory structure if needed and checks it.
     ///
-    /// - Parameter identity: A durable identity such as `"widget"`, following
-    ///   the rules of endpoint labels; `nil` for a plain observer.
+    /// - Parameters:
+    ///   - directory: The shared directory; created 0700 if missing.
+    ///   - identity: A durable identity such as `"widget"`, following the rules
+    ///     of endpoint labels; `nil` for a plain observer.
+    ///   - configuration: Limits and policies.
     /// - Throws: ``TypedNotificationError`` for an insecure directory or an invalid identity.
     public init(
         directory: String = FileSignalTransport.defaultDirectory,
