@@ -84,13 +84,38 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     ///   cannot be encoded or exceeds ``NotificationHubConfiguration/maximumPayloadSize``, or
     ///   the transport fails. Nothing is sent when it throws.
     public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
+        try post(notification, named: N.name)
+    }
+
+    /// Posts raw payload bytes under a name chosen at run time, for tools that
+    /// handle any notification. Observers of a typed notification registered
+    /// under `name` decode the bytes as their type.
+    public func post(_ raw: RawNotification, as name: NotificationName) throws(TypedNotificationError) {
+        try post(raw, named: name)
+    }
+
+    /// Registers an observer of `name`, chosen at run time, that receives the
+    /// raw payload bytes of whatever is posted under it.
+    public func deliveries(
+        ofRaw name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default
+    ) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
+        DeliverySequence(
+            observation: try register(
+                RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy))
+    }
+
+    private func post<N: TypedNotification>(_ notification: N, named name: NotificationName)
+        throws(TypedNotificationError)
+    {
         // The expensive part, encoding and checksumming the payload, happens
         // before the lock; under it only the sequence number and clocks are
         // stamped into the envelope's trailer.
         var pending: PendingEnvelope?
         if transport.payloadForm == .encoded {
             pending = try PendingEnvelope(
-                name: N.name,
+                name: name,
                 sender: sender,
                 maximumPayloadSize: configuration.maximumPayloadSize,
                 payloadSizeHint: notification.payloadSizeHint
@@ -100,9 +125,9 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         }
         try outbound.withLock { (outbound: inout HubOutbound) throws(TypedNotificationError) in
             guard !outbound.isClosed else {
-                throw TypedNotificationError(code: .closed, message: "post of \(N.name) to a closed center")
+                throw TypedNotificationError(code: .closed, message: "post of \(name) to a closed center")
             }
-            let sequence = (outbound.sequences[N.name] ?? 0) &+ 1
+            let sequence = (outbound.sequences[name] ?? 0) &+ 1
             let timestamp = NotificationTimestamp(
                 wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
                 monotonicNanoseconds: SystemClock.monotonicNanoseconds()
@@ -115,7 +140,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             }
             try transport.send(
                 TransportMessage(
-                    name: N.name,
+                    name: name,
                     sender: sender,
                     sequence: sequence,
                     timestamp: timestamp,
@@ -123,7 +148,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
                 )
             )
             // Counted only once sent, so a failed send leaves no gap behind.
-            outbound.sequences[N.name] = sequence
+            outbound.sequences[name] = sequence
         }
         counters.posted.add(1, ordering: .relaxed)
     }
@@ -137,7 +162,10 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         startHandler(
-            for: try register(type, from: senders, bufferingPolicy: bufferingPolicy), on: actor, handler: handler)
+            for: try register(type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy),
+            on: actor,
+            handler: handler
+        )
     }
 
     /// Registers an observer now and returns its deliveries as an async sequence.
@@ -146,7 +174,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> DeliverySequence<N> {
-        DeliverySequence(observation: try register(type, from: senders, bufferingPolicy: bufferingPolicy))
+        DeliverySequence(
+            observation: try register(type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy))
     }
 
     /// Closes the transport and ends every observation. Later posts and
@@ -168,6 +197,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     private func register<N: TypedNotification>(
         _ type: N.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> Observation<N> {
@@ -179,15 +209,15 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         )
         try table.withLock { (table: inout HubObserverTable) throws(TypedNotificationError) in
             guard !table.isClosed else {
-                throw TypedNotificationError(code: .closed, message: "observer of \(N.name) added to a closed center")
+                throw TypedNotificationError(code: .closed, message: "observer of \(name) added to a closed center")
             }
-            if table.slots[N.name] == nil {
-                try transport.subscribe(to: N.name)
+            if table.slots[name] == nil {
+                try transport.subscribe(to: name)
             }
-            table.slots[N.name, default: HubNameSlot()].observers.append(observation)
+            table.slots[name, default: HubNameSlot()].observers.append(observation)
         }
         observation.registered { [weak self] in
-            self?.unregister(observation, from: N.name)
+            self?.unregister(observation, from: name)
         }
         return observation
     }

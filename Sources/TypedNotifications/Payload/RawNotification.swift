@@ -1,0 +1,34 @@
+/// Payload bytes as they are, for code that handles notifications by a name
+/// chosen at run time, such as the `tnotify` command-line tool.
+///
+/// Post one with ``NotificationHub/post(_:as:)`` and observe with
+/// ``NotificationHub/deliveries(ofRaw:from:bufferingPolicy:)``; the name given
+/// there routes it. Typed observers of that name decode the bytes as their
+/// type, and raw observers of a typed notification get its payload bytes: the
+/// same conversion as between processes.
+public struct RawNotification: TypedNotification, Hashable {
+    /// A placeholder: raw notifications are always routed by the name given
+    /// when posting or observing, never by this one.
+    public static let name: NotificationName = "typed-notifications.raw"
+
+    /// The payload bytes.
+    public var bytes: [UInt8]
+
+    /// Wraps payload bytes.
+    public init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    /// Appends the bytes as they are.
+    public func encodePayload(into buffer: inout [UInt8]) throws {
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The byte count.
+    public var payloadSizeHint: Int? { bytes.count }
+
+    /// Takes the bytes as they are.
+    public init(payload bytes: UnsafeRawBufferPointer) throws {
+        self.bytes = Array(bytes)
+    }
+}
