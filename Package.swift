@@ -37,7 +37,9 @@ let package = Package(
         ),
         .testTarget(
             name: "TypedNotificationsTests",
-            dependencies: ["TypedNotifications", "NotificationPlatform", "CTypedNotifications", "tnotify-test-helper"],
+            dependencies: [
+                "TypedNotifications", "NotificationPlatform", "CTypedNotifications", "tnotify-test-helper", "tnotify",
+            ],
             path: "Tests/TypedNotificationsTests",
             // Read at run time through #filePath; generate.py wrote them.
             exclude: ["Envelope/Golden"]

@@ -1,77 +1,92 @@
 import Foundation
 import TypedNotifications
 
-// `tnotify demo`: two tasks in one process, one posting typed notifications
-// and one observing them with `for await`, over the in-process transport.
-// The cross-process commands (post, watch, latest, ls, gc) arrive with the
-// socket and file-plus-signal transports.
+// tnotify: post, watch and inspect typed notifications from the command line,
+// over this package's socket and file-plus-signal transports.
 
-/// A typed notification the demo's "extension" task posts.
-struct UploadProgress: TypedNotification, Codable {
-    static let name: NotificationName = "com.example.upload.progress"
-    var fileName: String
-    var percent: Int
-}
-
-/// Sent once the upload is complete.
-struct UploadFinished: TypedNotification, Codable {
-    static let name: NotificationName = "com.example.upload.finished"
-    var fileName: String
-    var bytes: Int
-}
-
-let usage = """
-    usage: tnotify demo
+let help: [String: String] = [
+    "": """
+    usage: tnotify COMMAND [ARGUMENTS]
 
     Commands:
-      demo    One task posts typed notifications, another observes them with
-              `for await`, over the in-process transport.
-    """
+      post NAME     post a notification (--json TEXT | --text TEXT | --stdin)
+      watch NAME... print every notification of these names as it arrives
+      latest NAME   print the newest notification of a name (file transport)
+      ls            list names, endpoints, logs and cursors
+      gc            reap dead endpoints and apply log retention now
+      demo          two processes exchange typed notifications over each transport
 
-func runDemo() async throws {
-    let bus = InProcessBus()
-    let app = try NotificationHub(endpoint: "app", transport: InProcessTransport(bus: bus))
-    let uploader = try NotificationHub(endpoint: "uploader", transport: InProcessTransport(bus: bus))
+    Every command takes --help. post and watch use the socket transport and its
+    default directory unless told otherwise, so they meet with no flags.
+    Exit codes: 0 success, 64 usage, 65 bad payload, 69 unavailable, 74 I/O, 77 permission.
+    """,
+    "post": """
+    usage: tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file] [--dir DIR]
 
-    // Registered before anything is posted: nothing can be missed.
-    let progress = try app.deliveries(of: UploadProgress.self)
-    let finished = try app.notifications(of: UploadFinished.self)
+    Posts one notification named NAME. The payload is JSON (checked), UTF-8 text,
+    or standard input's bytes; none gives an empty payload.
+    """,
+    "watch": """
+    usage: tnotify watch NAME... [--transport socket|file] [--dir DIR] [--cursor ID] [--json]
 
-    print("app: observing \(UploadProgress.name) and \(UploadFinished.name)")
+    Prints one line per notification: time, name, sender, sequence number and
+    payload; with --json, one JSON object per line. --cursor ID (file transport)
+    resumes the durable cursor ID where it stopped. Ctrl-C or SIGTERM unregisters
+    and exits.
+    """,
+    "latest": """
+    usage: tnotify latest NAME [--dir DIR] [--json]
 
-    let observer = Task {
-        for await delivered in progress {
-            let note = delivered.notification
-            let meta = delivered.delivery
-            print("app: #\(meta.sequence) from \(meta.sender): \(note.fileName) \(note.percent)%")
-            if note.percent == 100 { break }
-        }
-        for await done in finished {
-            print("app: \(done.fileName) finished, \(done.bytes) bytes")
-            break
-        }
-    }
+    Prints the newest notification of NAME in the file transport's log without
+    observing. Exits 69 when there is none.
+    """,
+    "ls": """
+    usage: tnotify ls [--transport socket|file] [--dir DIR]
 
-    for percent in stride(from: 0, through: 100, by: 25) {
-        try uploader.post(UploadProgress(fileName: "clip.mov", percent: percent))
-    }
-    try uploader.post(UploadFinished(fileName: "clip.mov", bytes: 18_874_368))
-    await observer.value
-    print("demo: every notification arrived, in order")
+    Lists each transport's directory: registered endpoints with their pid and
+    whether they are alive; logs with their size and every durable cursor with
+    how far behind it is.
+    """,
+    "gc": """
+    usage: tnotify gc [--transport socket|file] [--dir DIR]
+
+    Removes the registrations of dead endpoints and deletes log segments past
+    the default retention policy (kept while a durable cursor needs them).
+    """,
+    "demo": """
+    usage: tnotify demo
+
+    Starts a second process that plays an app extension and posts typed upload
+    notifications, while this one observes them with `for await`, over the socket
+    transport and then the file-plus-signal transport. Takes a few seconds.
+    """,
+]
+
+let words = Array(CommandLine.arguments.dropFirst())
+let command = words.first ?? ""
+let rest = words.dropFirst()
+
+if command.isEmpty || command == "--help" || command == "-h" || command == "help" {
+    emit(help[""] ?? "")
+    exit(command.isEmpty ? ExitCode.usage.rawValue : 0)
+}
+if rest.contains("--help") || rest.contains("-h"), let text = help[command] {
+    emit(text)
+    exit(0)
 }
 
-let arguments = CommandLine.arguments.dropFirst()
-switch arguments.first {
-case "demo":
-    do {
-        try await runDemo()
-    } catch {
-        FileHandle.standardError.write(Data("tnotify: \(error)\n".utf8))
-        exit(70)
+do {
+    switch command {
+    case "post": try postCommand(rest)
+    case "watch": try await watchCommand(rest)
+    case "latest": try latestCommand(rest)
+    case "ls": try listCommand(rest)
+    case "gc": try gcCommand(rest)
+    case "demo": try await demoCommand(rest)
+    case "demo-extension": try demoExtensionCommand(rest)
+    default: throw CommandFailure(code: .usage, message: "unknown command \(command); see tnotify --help")
     }
-case "-h", "--help", "help":
-    print(usage)
-default:
-    FileHandle.standardError.write(Data("\(usage)\n".utf8))
-    exit(64)
+} catch let failure as CommandFailure {
+    FileHandle.standardError.write(Data("tnotify: \(failure.message)\n".utf8))
+    exit(failure.code.rawValue)
 }

@@ -18,6 +18,8 @@ final class HelperProcess {
     let pid: pid_t
     private let exitStatus = Locked<Int32?>(nil)
     private let exited = Signal()
+    private let outputEnded = Signal()
+    private let errorsEnded = Signal()
 
     /// The helper binary, built beside the test binary.
     static var executable: String {
@@ -25,8 +27,15 @@ final class HelperProcess {
             .appendingPathComponent("tnotify-test-helper").path
     }
 
-    /// Starts the helper; `standardInput`, if given, becomes its descriptor 0.
-    init(_ arguments: [String], standardInput: CInt? = nil) throws {
+    /// The `tnotify` command-line tool, built beside the test binary.
+    static var tnotify: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("tnotify").path
+    }
+
+    /// Starts the helper (or another `executable`); `standardInput`, if given,
+    /// becomes its descriptor 0.
+    init(_ arguments: [String], executable: String = HelperProcess.executable, standardInput: CInt? = nil) throws {
         var output: [CInt] = [-1, -1]
         var errorOutput: [CInt] = [-1, -1]
         guard ctn_pipe_cloexec(&output) == 0, ctn_pipe_cloexec(&errorOutput) == 0 else {
@@ -39,12 +48,12 @@ final class HelperProcess {
         posix_spawn_file_actions_adddup2(&actions, errorOutput[1], 2)
         if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
 
-        let argv = ([Self.executable] + arguments).map { strdup($0) } + [nil]
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         let environment = ProcessInfo.processInfo.environment.map { strdup("\($0)=\($1)") } + [nil]
         defer { for pointer in environment { free(pointer) } }
         var child: pid_t = 0
-        let status = posix_spawn(&child, Self.executable, &actions, nil, argv, environment)
+        let status = posix_spawn(&child, executable, &actions, nil, argv, environment)
         close(output[1])
         close(errorOutput[1])
         guard status == 0 else {
@@ -53,8 +62,8 @@ final class HelperProcess {
             throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EIO)
         }
         pid = child
-        Self.readLines(from: output[0], into: lines)
-        Self.readLines(from: errorOutput[0], into: errors)
+        Self.readLines(from: output[0], into: lines, then: outputEnded)
+        Self.readLines(from: errorOutput[0], into: errors, then: errorsEnded)
         let (pid, exitStatus, exited) = (child, self.exitStatus, self.exited)
         Thread.detachNewThread {
             var status: CInt = 0
@@ -65,9 +74,12 @@ final class HelperProcess {
     }
 
     /// Reads `descriptor` to its end on a thread of its own, one line at a time.
-    private static func readLines(from descriptor: CInt, into lines: Collector<String>) {
+    private static func readLines(from descriptor: CInt, into lines: Collector<String>, then ended: Signal) {
         Thread.detachNewThread {
-            defer { close(descriptor) }
+            defer {
+                close(descriptor)
+                ended.fire()
+            }
             var pending: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
@@ -94,6 +106,12 @@ final class HelperProcess {
             if let match = all[seen...].first(where: { $0.hasPrefix(prefix) }) { return match }
             seen = all.count
         }
+    }
+
+    /// Returns once the helper's standard output and error have both ended.
+    func waitForOutputEnd() async {
+        await outputEnded.wait()
+        await errorsEnded.wait()
     }
 
     /// Waits for the process to exit; returns its exit code, or 128 + the

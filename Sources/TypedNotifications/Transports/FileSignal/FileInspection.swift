@@ -1,0 +1,74 @@
+import NotificationPlatform
+
+/// One name's log in a file-plus-signal directory.
+public struct FileLogSummary: Sendable, Hashable {
+    /// The name.
+    public var name: NotificationName
+    /// Segments on disk.
+    public var segments: Int
+    /// Bytes on disk.
+    public var bytes: Int
+    /// Every durable cursor of this name and how far behind the end it is.
+    public var cursors: [FileCursorSummary]
+}
+
+/// A durable reader's position in one log.
+public struct FileCursorSummary: Sendable, Hashable {
+    /// The durable identity.
+    public var identity: String
+    /// Bytes of the log not yet read by it.
+    public var bytesBehind: Int
+}
+
+extension FileSignalTransport {
+    /// Every log in the directory; for tools such as `tnotify ls`.
+    public static func logs(in directory: String = defaultDirectory) -> [FileLogSummary] {
+        guard case .success(let names) = System.directoryEntries(FileLog.logsDirectory(directory)) else { return [] }
+        let identities = (try? System.directoryEntries(FileLog.cursorsDirectory(directory)).get()) ?? []
+        return names.sorted().compactMap { rawName -> FileLogSummary? in
+            guard let name = try? NotificationName(validating: rawName) else { return nil }
+            let segments = FileLog.segments(directory, name)
+            var sizes: [UInt64: Int] = [:]
+            for number in segments {
+                if case .success(let info) = System.linkStatus(FileLog.segmentPath(directory, name, number)) {
+                    sizes[number] = Int(info.st_size)
+                }
+            }
+            let cursors = identities.sorted().compactMap { identity -> FileCursorSummary? in
+                guard let cursor = FileCursor.load(root: directory, identity: identity, name: name) else { return nil }
+                let behind = segments.reduce(0) { total, number in
+                    if number < cursor.segment { return total }
+                    if number == cursor.segment { return total + max(0, (sizes[number] ?? 0) - cursor.offset) }
+                    return total + (sizes[number] ?? 0)
+                }
+                return FileCursorSummary(identity: identity, bytesBehind: behind)
+            }
+            return FileLogSummary(
+                name: name,
+                segments: segments.count,
+                bytes: sizes.values.reduce(0, +),
+                cursors: cursors
+            )
+        }
+    }
+
+    /// Applies `configuration`'s retention policy to every log now; returns how
+    /// many segments were deleted.
+    public static func applyRetention(
+        in directory: String = defaultDirectory,
+        configuration: FileSignalConfiguration = FileSignalConfiguration()
+    ) -> Int {
+        let counters = FileSignalCounters()
+        for summary in logs(in: directory) {
+            guard let newest = FileLog.segments(directory, summary.name).last else { continue }
+            FileRetention.apply(
+                root: directory,
+                name: summary.name,
+                configuration: configuration,
+                counters: counters,
+                keeping: newest
+            )
+        }
+        return counters.deletedSegments.load(ordering: .relaxed)
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file] [--dir DIR]`
+func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
+    let arguments = try Arguments(words, options: ["json", "text", "transport", "dir"], flags: ["stdin"])
+    guard arguments.positional.count == 1 else {
+        throw CommandFailure(code: .usage, message: "post takes exactly one NAME")
+    }
+    let name = try notificationName(arguments.positional[0])
+    let sources = [arguments.option("json") != nil, arguments.option("text") != nil, arguments.flag("stdin")]
+    guard sources.filter({ $0 }).count <= 1 else {
+        throw CommandFailure(code: .usage, message: "give at most one of --json, --text and --stdin")
+    }
+    var payload: [UInt8] = []
+    if let json = arguments.option("json") {
+        guard (try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])) != nil else {
+            throw CommandFailure(code: .badPayload, message: "--json is not valid JSON: \(json.prefix(80))")
+        }
+        payload = Array(json.utf8)
+    } else if let text = arguments.option("text") {
+        payload = Array(text.utf8)
+    } else if arguments.flag("stdin") {
+        payload = Array(FileHandle.standardInput.readDataToEndOfFile())
+    }
+    let choice = try TransportChoice.from(arguments)
+    do {
+        let hub = try AnyHub.make(choice, directory: choice.directory(arguments), endpoint: "tnotify")
+        defer { hub.close() }
+        try hub.post(RawNotification(bytes: payload), as: name)
+    } catch {
+        throw failure(error)
+    }
+}
+
+/// `tnotify watch NAME... [--transport …] [--dir …] [--cursor ID] [--json]`
+func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
+    let arguments = try Arguments(words, options: ["transport", "dir", "cursor"], flags: ["json"])
+    guard !arguments.positional.isEmpty else {
+        throw CommandFailure(code: .usage, message: "watch needs at least one NAME")
+    }
+    var names: [NotificationName] = []
+    for text in arguments.positional { names.append(try notificationName(text)) }
+    let choice = try TransportChoice.from(arguments)
+    if arguments.option("cursor") != nil && choice != .file {
+        throw CommandFailure(code: .usage, message: "--cursor needs --transport file: only logs keep a position")
+    }
+    let hub: AnyHub
+    var sequences: [(NotificationName, DeliverySequence<RawNotification>)] = []
+    do {
+        hub = try AnyHub.make(
+            choice, directory: choice.directory(arguments), endpoint: "tnotify-watch",
+            identity: arguments.option("cursor"))
+        for name in names { sequences.append((name, try hub.deliveries(ofRaw: name))) }
+    } catch {
+        throw failure(error)
+    }
+    // Ctrl-C or SIGTERM: unregister, then exit cleanly.
+    let stop = SignalStop(hub: hub)
+    emit("watching \(names.map(\.rawValue).joined(separator: " ")) over the \(choice.rawValue) transport")
+    let asJSON = arguments.flag("json")
+    await withTaskGroup(of: Void.self) { group in
+        for (name, sequence) in sequences {
+            group.addTask {
+                for await delivered in sequence {
+                    emit(asJSON ? jsonLine(name, delivered) : textLine(name, delivered))
+                }
+            }
+        }
+    }
+    withExtendedLifetime(stop) {}
+}
+
+/// Closes the hub (unregistering it) and exits when SIGINT or SIGTERM arrives.
+final class SignalStop {
+    private let sources: [any DispatchSourceSignal]
+
+    init(hub: AnyHub) {
+        sources = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                hub.close()
+                exit(0)
+            }
+            source.resume()
+            return source
+        }
+    }
+}
+
+/// `tnotify latest NAME [--dir DIR]`
+func latestCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
+    let arguments = try Arguments(words, options: ["dir"], flags: ["json"])
+    guard arguments.positional.count == 1 else {
+        throw CommandFailure(code: .usage, message: "latest takes exactly one NAME")
+    }
+    let name = try notificationName(arguments.positional[0])
+    let directory = TransportChoice.file.directory(arguments)
+    do {
+        let transport = try FileSignalTransport(directory: directory)
+        guard let message = try transport.latestMessage(of: name), case .encoded(let encoded) = message.payload else {
+            throw CommandFailure(code: .unavailable, message: "no notification of \(name) in \(directory)")
+        }
+        let delivered = DeliveredNotification(
+            notification: RawNotification(bytes: Array(encoded.payload)),
+            delivery: NotificationDelivery(
+                sender: message.sender, sequence: message.sequence, timestamp: message.timestamp, missed: 0)
+        )
+        emit(arguments.flag("json") ? jsonLine(name, delivered) : textLine(name, delivered))
+    } catch let error as CommandFailure {
+        throw error
+    } catch {
+        throw failure(
+            error as? TypedNotificationError ?? TypedNotificationError(code: .transportFailure, message: "\(error)"))
+    }
+}
+
+/// `tnotify ls [--transport socket|file] [--dir DIR]`
+func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
+    let arguments = try Arguments(words, options: ["transport", "dir"], flags: [])
+    guard arguments.positional.isEmpty else { throw CommandFailure(code: .usage, message: "ls takes no NAME") }
+    let choices: [TransportChoice] =
+        arguments.option("transport") == nil ? [.socket, .file] : [try TransportChoice.from(arguments)]
+    for choice in choices {
+        let directory = choice.directory(arguments)
+        emit("\(choice.rawValue) transport, \(directory):")
+        switch choice {
+        case .socket:
+            let registrations = SocketTransport.registrations(in: directory)
+            if registrations.isEmpty { emit("  no registered endpoints") }
+            for registration in registrations {
+                let state = registration.isAlive ? "alive" : "dead"
+                emit("  \(registration.name)  \(registration.endpoint) pid \(registration.processID) \(state)")
+            }
+        case .file:
+            let logs = FileSignalTransport.logs(in: directory)
+            if logs.isEmpty { emit("  no logs") }
+            for log in logs {
+                emit("  \(log.name)  \(log.bytes) bytes in \(log.segments) segment(s)")
+                for cursor in log.cursors {
+                    emit("    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind")
+                }
+            }
+        }
+    }
+}
+
+/// `tnotify gc [--transport socket|file] [--dir DIR]`
+func gcCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
+    let arguments = try Arguments(words, options: ["transport", "dir"], flags: [])
+    guard arguments.positional.isEmpty else { throw CommandFailure(code: .usage, message: "gc takes no NAME") }
+    let choices: [TransportChoice] =
+        arguments.option("transport") == nil ? [.socket, .file] : [try TransportChoice.from(arguments)]
+    for choice in choices {
+        let directory = choice.directory(arguments)
+        switch choice {
+        case .socket:
+            emit("socket transport: reaped \(SocketTransport.reapDeadEndpoints(in: directory)) dead endpoint(s)")
+        case .file:
+            emit("file transport: deleted \(FileSignalTransport.applyRetention(in: directory)) old segment(s)")
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What the demo's "extension" process reports while it uploads.
+struct UploadProgress: TypedNotification, Codable {
+    static let name: NotificationName = "com.example.upload.progress"
+    var fileName: String
+    var percent: Int
+}
+
+/// Sent once the upload is complete.
+struct UploadFinished: TypedNotification, Codable {
+    static let name: NotificationName = "com.example.upload.finished"
+    var fileName: String
+    var bytes: Int
+}
+
+/// `tnotify demo`: this process plays an app and starts a second one that
+/// plays its extension; typed notifications cross between them over each
+/// cross-process transport in turn.
+func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
+    _ = try Arguments(words, options: [], flags: [])
+    var template = Array("/tmp/tnotify-demo-XXXXXX".utf8CString)
+    guard template.withUnsafeMutableBufferPointer({ $0.baseAddress.map { mkdtemp($0) != nil } ?? false }) else {
+        throw CommandFailure(code: .ioError, message: "could not create a temporary directory")
+    }
+    let root = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    defer { try? FileManager.default.removeItem(atPath: root) }
+
+    for choice in [TransportChoice.socket, .file] {
+        let directory = root + "/" + choice.rawValue
+        emit("== over the \(choice.rawValue) transport (\(directory))")
+        do {
+            let app = try AnyHub.make(choice, directory: directory, endpoint: "app")
+            // Registered before the extension starts: nothing it posts can be missed.
+            let progress = try app.notifications(of: UploadProgress.self)
+            let finished = try app.notifications(of: UploadFinished.self)
+            let child = try spawnSelf(["demo-extension", choice.rawValue, directory])
+            emit("app (pid \(getpid())): started the extension, pid \(child); observing with for await")
+            for await delivered in progress {
+                let note = delivered.notification
+                let sender = delivered.delivery.sender
+                emit(
+                    "app: #\(delivered.delivery.sequence) from \(sender.endpoint)(\(sender.processID)): \(note.fileName) \(note.percent)%"
+                )
+                if note.percent == 100 { break }
+            }
+            for await delivered in finished {
+                emit("app: \(delivered.notification.fileName) finished, \(delivered.notification.bytes) bytes")
+                break
+            }
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+            app.close()
+        } catch {
+            throw failure(error)
+        }
+    }
+    emit("demo: every notification crossed from the extension process to the app, in order, over both transports")
+}
+
+/// The demo's second process: posts typed notifications as an extension would.
+func demoExtensionCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
+    guard words.count == 2, let choice = TransportChoice(rawValue: words[words.startIndex]) else {
+        throw CommandFailure(code: .usage, message: "demo-extension TRANSPORT DIR")
+    }
+    do {
+        let hub = try AnyHub.make(choice, directory: words[words.startIndex + 1], endpoint: "extension")
+        for percent in stride(from: 0, through: 100, by: 25) {
+            try hub.post(UploadProgress(fileName: "clip.mov", percent: percent))
+        }
+        try hub.post(UploadFinished(fileName: "clip.mov", bytes: 18_874_368))
+        hub.close()
+    } catch {
+        throw failure(error)
+    }
+}
+
+/// Starts this same executable with `arguments`; returns the child's pid.
+func spawnSelf(_ arguments: [String]) throws(TypedNotificationError) -> pid_t {
+    let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    let environment = ProcessInfo.processInfo.environment.map { strdup("\($0)=\($1)") } + [nil]
+    defer { for pointer in environment { free(pointer) } }
+    var child: pid_t = 0
+    let status = posix_spawn(&child, executable, nil, nil, argv, environment)
+    guard status == 0 else {
+        throw TypedNotificationError(code: .transportFailure, message: "could not start \(executable): errno \(status)")
+    }
+    return child
+}

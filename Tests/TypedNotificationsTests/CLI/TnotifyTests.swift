@@ -1,0 +1,147 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Runs `tnotify` with `arguments` and returns its exit status and output.
+func tnotify(_ arguments: [String]) async throws -> (status: Int32, output: [String], errors: [String]) {
+    let process = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+    let status = await process.waitForExit()
+    // Every line read, not just the process gone.
+    await process.waitForOutputEnd()
+    return (status, process.lines.values, process.errors.values)
+}
+
+@Suite("tnotify, driven as a user would", .serialized, .timeLimit(.minutes(2)))
+struct TnotifyTests {
+    @Test("watch in one process, post from others: every line arrives", arguments: ["socket", "file"])
+    func watchThenPost(transport: String) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try HelperProcess(
+            ["watch", "com.example.reload", "--transport", transport, "--dir", directory, "--json"],
+            executable: HelperProcess.tnotify
+        )
+        await watcher.waitForLine(startingWith: "watching")
+        #expect(
+            try await tnotify([
+                "post", "com.example.reload", "--transport", transport, "--dir", directory, "--json",
+                #"{"reason":"config"}"#,
+            ]).status == 0)
+        #expect(
+            try await tnotify([
+                "post", "com.example.reload", "--transport", transport, "--dir", directory, "--text", "hello",
+            ]).status == 0)
+        let first = await watcher.waitForLine(startingWith: "{")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
+        #expect((object["payload"] as? [String: Any])?["reason"] as? String == "config")
+        #expect(object["name"] as? String == "com.example.reload")
+        #expect((object["sender"] as? [String: Any])?["endpoint"] as? String == "tnotify")
+        await watcher.lines.wait(forCount: 3)
+        #expect(watcher.lines.values.last?.contains(#""payloadText":"hello""#) == true)
+
+        // Ctrl-C (SIGINT) or SIGTERM: a clean exit that unregisters.
+        watcher.signal(transport == "socket" ? SIGTERM : SIGINT)
+        #expect(await watcher.waitForExit() == 0)
+        if transport == "socket" {
+            let entries =
+                (try? FileManager.default.contentsOfDirectory(atPath: directory + "/names/com.example.reload")) ?? []
+            #expect(entries.isEmpty)
+        }
+    }
+
+    @Test("latest, ls and gc report what is there")
+    func inspect() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // A durable watcher that stops before anything is posted.
+        let auditor = try HelperProcess(
+            ["watch", "app.state", "--transport", "file", "--dir", directory, "--cursor", "auditor"],
+            executable: HelperProcess.tnotify
+        )
+        await auditor.waitForLine(startingWith: "watching")
+        auditor.signal(SIGTERM)
+        #expect(await auditor.waitForExit() == 0)
+        for text in ["one", "two"] {
+            #expect(
+                try await tnotify(["post", "app.state", "--transport", "file", "--dir", directory, "--text", text])
+                    .status == 0)
+        }
+        let latest = try await tnotify(["latest", "app.state", "--dir", directory])
+        #expect(latest.status == 0)
+        #expect(latest.output.first?.hasSuffix(" two") == true)
+        let list = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(list.status == 0)
+        #expect(list.output.contains { $0.contains("app.state") && $0.contains("segment") })
+        // The auditor is behind by both posts: the whole log.
+        let logSize = try #require(
+            list.output.first { $0.contains("app.state") }?.split(separator: " ").dropFirst(1).first { Int($0) != nil }
+        )
+        #expect(list.output.contains("    cursor auditor: \(logSize) bytes behind"))
+        let gc = try await tnotify(["gc", "--transport", "file", "--dir", directory])
+        #expect(gc.status == 0)
+        #expect(gc.output.first?.contains("deleted 0") == true)
+    }
+
+    @Test("ls shows a killed watcher as dead, and gc reaps it")
+    func reapDeadWatcher() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try HelperProcess(["watch", "app.ping", "--dir", directory], executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        watcher.signal(SIGKILL)
+        _ = await watcher.waitForExit()
+        let list = try await tnotify(["ls", "--transport", "socket", "--dir", directory])
+        #expect(list.output.contains { $0.contains("app.ping") && $0.contains("pid \(watcher.pid) dead") })
+        let gc = try await tnotify(["gc", "--transport", "socket", "--dir", directory])
+        #expect(gc.output.first == "socket transport: reaped 1 dead endpoint(s)")
+    }
+
+    @Test("every error has its sysexits code and a message; a bad name touches nothing")
+    func exitCodes() async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        let untouched = base + "/never-created"
+        let badName = try await tnotify(["post", "../etc/passwd", "--dir", untouched])
+        #expect(badName.status == 64)
+        #expect(badName.errors.first?.contains("starts with a dot") == true)
+        #expect(!FileManager.default.fileExists(atPath: untouched))
+        #expect(try await tnotify(["post", "", "--dir", untouched]).status == 64)
+        #expect(try await tnotify(["post", String(repeating: "n", count: 201), "--dir", untouched]).status == 64)
+        #expect(!FileManager.default.fileExists(atPath: untouched))
+
+        #expect(try await tnotify(["frobnicate"]).status == 64)
+        #expect(try await tnotify(["post"]).status == 64)
+        #expect(try await tnotify(["post", "a", "--bogus"]).status == 64)
+        #expect(try await tnotify(["watch", "a", "--cursor", "id"]).status == 64)
+        let badJSON = try await tnotify(["post", "a", "--json", "{nope", "--dir", base + "/s"])
+        #expect(badJSON.status == 65)
+        #expect(badJSON.errors.first?.contains("not valid JSON") == true)
+        #expect(try await tnotify(["latest", "nothing.here", "--dir", base + "/f"]).status == 69)
+        #expect(try await tnotify(["post", "a", "--dir", "/etc/hostname/sub"]).status == 74)
+        let open = base + "/open"
+        mkdir(open, 0o700)
+        chmod(open, 0o777)
+        #expect(try await tnotify(["post", "a", "--dir", open]).status == 77)
+    }
+
+    @Test("--help works on every command")
+    func help() async throws {
+        for command in ["post", "watch", "latest", "ls", "gc", "demo"] {
+            let result = try await tnotify([command, "--help"])
+            #expect(result.status == 0)
+            #expect(result.output.first?.hasPrefix("usage: tnotify \(command)") == true)
+        }
+        #expect(try await tnotify(["--help"]).output.first == "usage: tnotify COMMAND [ARGUMENTS]")
+    }
+
+    @Test("demo shows typed notifications crossing processes over both transports")
+    func demo() async throws {
+        let result = try await tnotify(["demo"])
+        #expect(result.status == 0, "\(result.errors)")
+        #expect(result.output.filter { $0.contains("clip.mov 100%") }.count == 2)
+        #expect(result.output.last?.hasPrefix("demo: every notification crossed") == true)
+    }
+}
