@@ -21,7 +21,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tnotify",
-            dependencies: ["TypedNotifications"],
+            dependencies: ["TypedNotifications", "CTypedNotifications"],
             path: "Sources/tnotify"
         ),
         // Started by the tests as observer and poster processes.

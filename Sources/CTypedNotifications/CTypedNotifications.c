@@ -2,6 +2,7 @@
 #include "CTypedNotifications.h"
 
 #include <errno.h>
+#include <signal.h>
 #ifdef __APPLE__
 #include <notify.h>
 #endif
@@ -139,4 +140,24 @@ int ctn_signal_register(const char *name, int *descriptor) {
     errno = ENOTSUP;
     return -1;
 #endif
+}
+
+static volatile sig_atomic_t termination_descriptor = -1;
+
+static void termination_handler(int number) {
+    int saved = errno;
+    unsigned char byte = (unsigned char)number;
+    if (termination_descriptor >= 0) (void)!write(termination_descriptor, &byte, 1);
+    errno = saved;
+}
+
+int ctn_install_termination_pipe(int write_descriptor) {
+    termination_descriptor = write_descriptor;
+    struct sigaction action;
+    memset(&action, 0, sizeof(action));
+    action.sa_handler = termination_handler;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    if (sigaction(SIGINT, &action, NULL) != 0) return -1;
+    return sigaction(SIGTERM, &action, NULL);
 }

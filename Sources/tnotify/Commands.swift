@@ -1,3 +1,4 @@
+import CTypedNotifications
 import Foundation
 import TypedNotifications
 
@@ -77,20 +78,19 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     withExtendedLifetime(stop) {}
 }
 
-/// Closes the hub (unregistering it) and exits when SIGINT or SIGTERM arrives.
+/// Closes the hub (unregistering it) and exits 0 when SIGINT or SIGTERM
+/// arrives. The signal handler only writes to a pipe; a thread of its own
+/// reads it and shuts down, so no signal is lost or acted on unsafely.
 final class SignalStop {
-    private let sources: [any DispatchSourceSignal]
-
     init(hub: AnyHub) {
-        sources = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                hub.close()
-                exit(0)
-            }
-            source.resume()
-            return source
+        var ends: [CInt] = [-1, -1]
+        guard ctn_pipe_cloexec(&ends) == 0, ctn_install_termination_pipe(ends[1]) == 0 else { return }
+        let readEnd = ends[0]
+        Thread.detachNewThread {
+            var byte: UInt8 = 0
+            while read(readEnd, &byte, 1) != 1 {}
+            hub.close()
+            exit(0)
         }
     }
 }

@@ -50,4 +50,9 @@ int ctn_signal_post(const char *name);
 /// to add names). Elsewhere fails with ENOTSUP.
 int ctn_signal_register(const char *name, int *descriptor);
 
+/// Installs handlers for SIGINT and SIGTERM that write one byte to
+/// `write_descriptor` (the self-pipe trick: async-signal-safe, and nothing is
+/// lost once this returns). A thread reading the pipe then shuts down cleanly.
+int ctn_install_termination_pipe(int write_descriptor);
+
 #endif

@@ -9,8 +9,6 @@ import Testing
 func tnotify(_ arguments: [String]) async throws -> (status: Int32, output: [String], errors: [String]) {
     let process = try HelperProcess(arguments, executable: HelperProcess.tnotify)
     let status = await process.waitForExit()
-    // Every line read, not just the process gone.
-    await process.waitForOutputEnd()
     return (status, process.lines.values, process.errors.values)
 }
 

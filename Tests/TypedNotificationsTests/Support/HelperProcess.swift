@@ -114,10 +114,11 @@ final class HelperProcess {
         await errorsEnded.wait()
     }
 
-    /// Waits for the process to exit; returns its exit code, or 128 + the
-    /// signal that ended it.
+    /// Waits for the process to exit and for every line it wrote to be read;
+    /// returns its exit code, or 128 + the signal that ended it.
     func waitForExit() async -> Int32 {
         await exited.wait()
+        await waitForOutputEnd()
         let status = exitStatus.withLock { $0 } ?? -1
         let signal = status & 0x7F
         return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
