@@ -50,6 +50,41 @@ struct TnotifyTests {
         }
     }
 
+    @Test("watch several names; post from standard input; resume a durable cursor")
+    func stdinNamesAndCursor() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let file = ["--transport", "file", "--dir", directory]
+        // A durable watcher of two names that stops before anything is posted.
+        let first = try HelperProcess(
+            ["watch", "app.a", "app.b", "--cursor", "tool"] + file, executable: HelperProcess.tnotify)
+        await first.waitForLine(startingWith: "watching app.a app.b")
+        first.signal(SIGINT)
+        #expect(await first.waitForExit() == 0)
+
+        // Post to both names, one payload from standard input.
+        var ends: [CInt] = [-1, -1]
+        #expect(pipe(&ends) == 0)
+        _ = Array("from stdin".utf8).withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) }
+        close(ends[1])
+        let poster = try HelperProcess(
+            ["post", "app.a", "--stdin"] + file, executable: HelperProcess.tnotify, standardInput: ends[0])
+        #expect(await poster.waitForExit() == 0)
+        close(ends[0])
+        #expect(try await tnotify(["post", "app.b", "--text", "second"] + file).status == 0)
+
+        // The same cursor resumes where it stopped: both posts, nothing else.
+        let second = try HelperProcess(
+            ["watch", "app.a", "app.b", "--cursor", "tool"] + file, executable: HelperProcess.tnotify)
+        await second.lines.wait(forCount: 3)
+        second.signal(SIGTERM)
+        #expect(await second.waitForExit() == 0)
+        let lines = second.lines.values.dropFirst()
+        #expect(lines.contains { $0.contains("app.a") && $0.hasSuffix(" from stdin") })
+        #expect(lines.contains { $0.contains("app.b") && $0.hasSuffix(" second") })
+        #expect(lines.count == 2)
+    }
+
     @Test("latest, ls and gc report what is there")
     func inspect() async throws {
         let directory = try makeTemporaryDirectory()
