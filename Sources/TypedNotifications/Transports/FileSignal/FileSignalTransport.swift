@@ -334,8 +334,7 @@ public final class FileSignalTransport: NotificationTransport {
         defer { readerFinished.signal() }
         var decoder = EnvelopeDecoder()
         var scratch = [UInt8](repeating: 0, count: 64)
-        let interval = configuration.pollInterval.components
-        let timeout = CInt(clamping: interval.seconds * 1000 + interval.attoseconds / 1_000_000_000_000_000)
+        let timeout = configuration.pollInterval.clampedMilliseconds
         while true {
             var descriptors = [pollfd(fd: wakePipe.readEnd.rawValue, events: Int16(POLLIN), revents: 0)]
             if let monitorDescriptor {

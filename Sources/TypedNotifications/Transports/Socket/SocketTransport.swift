@@ -282,8 +282,7 @@ public final class SocketTransport: NotificationTransport {
             return false
         }
         if empty { return true }
-        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-        return waiter.wait(timeout: .now() + .nanoseconds(Int(clamping: nanoseconds))) == .success
+        return waiter.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout.clampedNanoseconds))) == .success
     }
 
     /// Unregisters every name, unlinks the socket, and stops the receiving

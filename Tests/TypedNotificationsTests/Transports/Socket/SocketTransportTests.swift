@@ -71,3 +71,25 @@ struct SocketTransportLocalTests {
         observer.close()
     }
 }
+
+@Suite("Durations from callers never overflow")
+struct DurationClampingTests {
+    @Test("huge, negative and ordinary durations clamp instead of trapping")
+    func clamping() {
+        #expect(Duration.seconds(Int64.max).clampedNanoseconds == .max)
+        #expect(Duration.seconds(Int64.max).clampedMilliseconds == .max)
+        #expect(Duration.seconds(-5).clampedNanoseconds == 0)
+        #expect(Duration.seconds(-5).clampedMilliseconds == 0)
+        #expect(Duration.milliseconds(1500).clampedMilliseconds == 1500)
+        #expect(Duration.milliseconds(1500).clampedNanoseconds == 1_500_000_000)
+    }
+
+    @Test("flush with an enormous timeout returns at once when nothing is held")
+    func hugeFlush() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let transport = try SocketTransport(directory: directory)
+        #expect(transport.flush(timeout: .seconds(Int64.max)))
+        transport.close()
+    }
+}
