@@ -118,6 +118,32 @@ enum FileLog {
         }
     }
 
+    /// Walks the records in `bytes` from the start: calls `record` with the
+    /// offset and length of each complete valid one and `corrupt` for each
+    /// corrupt stretch skipped, and stops at an incomplete record or at
+    /// corruption with nothing valid after it. Returns how many bytes it
+    /// consumed and whether it stopped before the end.
+    static func walk(
+        _ bytes: [UInt8],
+        record: (_ offset: Int, _ length: Int) -> Void,
+        corrupt: () -> Void = {}
+    ) -> (consumed: Int, stoppedShort: Bool) {
+        var offset = 0
+        while offset < bytes.count {
+            switch scan(bytes, at: offset, maximumPayloadSize: NotificationEnvelope.payloadSizeHardLimit) {
+            case .record(let length):
+                record(offset, length)
+                offset += length
+            case .corrupt(let skip?):
+                corrupt()
+                offset += skip
+            case .incomplete, .corrupt(nil):
+                return (offset, true)
+            }
+        }
+        return (offset, false)
+    }
+
     /// `true` for a complete valid record, `false` for an invalid one, `nil`
     /// when more bytes are needed to tell.
     private static func checkRecord(_ bytes: [UInt8], at offset: Int, maximumPayloadSize: Int) -> Bool? {

@@ -273,16 +273,9 @@ public final class FileSignalTransport: NotificationTransport {
                 case .success(let info) = System.fileStatus(file),
                 case .success(let bytes) = FileLog.read(file, at: 0, count: Int(info.st_size))
             else { continue }
-            var offset = 0
             var newest: TransportMessage?
-            walk: while offset < bytes.count {
-                switch FileLog.scan(bytes, at: offset, maximumPayloadSize: NotificationEnvelope.payloadSizeHardLimit) {
-                case .record(let length):
-                    newest = (try? decoder.decode(bytes, at: offset))?.message ?? newest
-                    offset += length
-                case .corrupt(let skip?): offset += skip
-                case .incomplete, .corrupt(nil): break walk
-                }
+            _ = FileLog.walk(bytes) { offset, _ in
+                newest = (try? decoder.decode(bytes, at: offset))?.message ?? newest
             }
             if let newest { return newest }
         }
@@ -439,28 +432,19 @@ final class LogReader {
             let size = Int(info.st_size)
             var stoppedShort = false
             if offset < size, case .success(let bytes) = FileLog.read(file, at: offset, count: size - offset) {
-                var position = 0
-                walk: while position < bytes.count {
-                    switch FileLog.scan(
-                        bytes, at: position, maximumPayloadSize: NotificationEnvelope.payloadSizeHardLimit)
-                    {
-                    case .record(let length):
+                let walked = FileLog.walk(
+                    bytes,
+                    record: { position, _ in
                         if let (message, _) = try? decoder.decode(bytes, at: position) {
                             messages.append(message)
                         } else {
                             counters.corruptRecordsSkipped.add(1, ordering: .relaxed)
                         }
-                        position += length
-                    case .corrupt(let skip?):
-                        counters.corruptRecordsSkipped.add(1, ordering: .relaxed)
-                        position += skip
-                    case .incomplete, .corrupt(nil):
-                        // Being written, or a torn tail the next writer will cut off.
-                        stoppedShort = true
-                        break walk
-                    }
-                }
-                offset += position
+                    },
+                    corrupt: { counters.corruptRecordsSkipped.add(1, ordering: .relaxed) }
+                )
+                stoppedShort = walked.stoppedShort
+                offset += walked.consumed
             }
             // A newer segment means this one is finished: whatever is left is torn.
             // One lstat in the common case; a directory listing only when

@@ -115,14 +115,7 @@ final class LogAppender {
         guard case .success(let bytes) = FileLog.read(segment, at: start, count: size - start) else {
             throw TypedNotificationError(code: .transportFailure, message: "could not read the log of \(name)")
         }
-        var offset = 0
-        walk: while offset < bytes.count {
-            switch FileLog.scan(bytes, at: offset, maximumPayloadSize: NotificationEnvelope.payloadSizeHardLimit) {
-            case .record(let length): offset += length
-            case .corrupt(let skip?): offset += skip
-            case .incomplete, .corrupt(nil): break walk
-            }
-        }
+        let (offset, _) = FileLog.walk(bytes, record: { _, _ in })
         let goodEnd = start + offset
         if goodEnd < size {
             _ = System.truncate(segment, to: goodEnd)
