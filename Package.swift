@@ -30,9 +30,11 @@ let package = Package(
             dependencies: ["TypedNotifications"],
             path: "Sources/TestHelper"
         ),
+        // Counts heap allocations for the benchmark; never linked into the library.
+        .target(name: "AllocationCounter", path: "Benchmarks/AllocationCounter"),
         .executableTarget(
             name: "TypedNotificationsBenchmark",
-            dependencies: ["TypedNotifications", "NotificationPlatform"],
+            dependencies: ["TypedNotifications", "NotificationPlatform", "CTypedNotifications", "AllocationCounter"],
             path: "Benchmarks/TypedNotificationsBenchmark"
         ),
         .testTarget(

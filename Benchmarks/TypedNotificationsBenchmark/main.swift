@@ -1,19 +1,23 @@
 import Foundation
-import NotificationPlatform
-import TypedNotifications
 
-// In-process delivery cost: post until the handler has run, per notification,
-// for the typed hub and for baselines measured in the same run; and the cost
-// of encoding and decoding one envelope. The fan-out benchmark across
-// transports and processes builds on this harness.
+// The fan-out benchmark: from post until the last of N observers has the
+// notification, per transport, against its physical floor and its peers,
+// measured in the same run. Also the fixed costs (envelope encode/decode,
+// post-to-handler) and a memory run. See README.md, "Performance".
 //
-//   TypedNotificationsBenchmark [--quick] [--count N]
-//       [--only envelope|encode|decode|delivery] [--size BYTES]
-
-struct Tick: TypedNotification, Codable {
-    static let name: NotificationName = "bench.tick"
-    var index: Int
-}
+//   TypedNotificationsBenchmark [--quick] [--only LIST] [--kinds LIST]
+//       [--observers LIST] [--sizes LIST] [--count N] [--output DIR]
+//
+//   --only      any of envelope, delivery, fanout, memory (default: all)
+//   --kinds     fan-out scenarios, e.g. socket,raw-datagram (default: all)
+//   --observers 1,4,16 by default;  --sizes 16,4096 by default
+//   --count     measured notifications per point (default 20,000; quick 1,000)
+//   --output    where fanout.json and fanout.svg go (default .build/benchmark)
+//
+// Roles this executable plays for itself, in child processes:
+//   point SPEC-JSON                                  one scenario; prints "result JSON"
+//   observe KIND DIR TOTAL STAMPS PAYLOAD INDEX      an observer process
+//   soak KIND COUNT                                  the memory run
 
 #if DEBUG
     let buildWarning: String? =
@@ -23,152 +27,130 @@ struct Tick: TypedNotification, Codable {
 #endif
 
 let arguments = CommandLine.arguments
-let quick = arguments.contains("--quick")
+switch arguments.dropFirst().first {
+case "observe":
+    try runObserver(arguments.dropFirst(2))
+    exit(0)
+case "point":
+    guard arguments.count == 3, let spec = try? JSONDecoder().decode(PointSpec.self, from: Data(arguments[2].utf8))
+    else { fail("usage: point SPEC-JSON") }
+    let result = try runPoint(spec)
+    say("result " + String(decoding: try JSONEncoder().encode(result), as: UTF8.self))
+    exit(0)
+case "soak":
+    try runSoak(arguments.dropFirst(2))
+    exit(0)
+default:
+    break
+}
+
 func option(_ flag: String) -> String? {
     arguments.firstIndex(of: flag).flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
 }
-let count = option("--count").flatMap(Int.init) ?? (quick ? 50_000 : 1_000_000)
-let runs = quick ? 3 : 5
-let only = option("--only")
+func list(_ flag: String) -> [String]? { option(flag)?.split(separator: ",").map(String.init) }
 
-/// Runs `body` once to warm up, then `runs` times; returns the best
-/// nanoseconds per notification.
-func measure(_ label: String, _ body: () async throws -> Int) async rethrows -> Double {
-    var best = Double.infinity
-    var checksum = 0
-    _ = try await body()
-    for _ in 0..<runs {
-        let start = SystemClock.monotonicNanoseconds()
-        checksum &+= try await body()
-        let elapsed = SystemClock.monotonicNanoseconds() - start
-        best = min(best, Double(elapsed) / Double(count))
-    }
-    // Printing the checksum keeps the optimizer from deleting the work.
-    print(String(format: "%-44@ %9.1f ns/notification  (checksum %d)", label as NSString, best, checksum))
-    return best
-}
-
-/// The floor: a lock-guarded table lookup plus a closure call.
-func floorRun() -> Int {
-    let table = Locked<[NotificationName: [@Sendable (Tick) -> Int]]>([Tick.name: [{ $0.index }]])
-    var sum = 0
-    for index in 0..<count {
-        let handlers = table.withLock { $0[Tick.name] } ?? []
-        for handler in handlers { sum &+= handler(Tick(index: index)) }
-    }
-    return sum
-}
-
-func hubHandlerRun() async throws -> Int {
-    let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
-    let done = AsyncStream<Int>.makeStream()
-    let token = try hub.addObserver(Tick.self, bufferingPolicy: .unbounded) { tick, _ in
-        if tick.index == count - 1 { done.continuation.yield(tick.index) }
-    }
-    for index in 0..<count { try hub.post(Tick(index: index)) }
-    var iterator = done.stream.makeAsyncIterator()
-    let last = await iterator.next() ?? 0
-    await token.cancel()
-    return last
-}
-
-func hubSequenceRun() async throws -> Int {
-    let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
-    let ticks = try hub.notifications(of: Tick.self, bufferingPolicy: .unbounded)
-    let reader = Task {
-        var sum = 0
-        for await tick in ticks {
-            sum &+= tick.index
-            if tick.index == count - 1 { break }
+let quick = arguments.contains("--quick")
+let sections = Set(list("--only") ?? ["envelope", "delivery", "fanout", "memory"])
+let kinds =
+    try list("--kinds").map { names in
+        try names.map { name in
+            guard let kind = Kind(rawValue: name) else {
+                throw CocoaError(.featureUnsupported, userInfo: [NSDebugDescriptionErrorKey: "unknown kind \(name)"])
+            }
+            return kind
         }
-        return sum
-    }
-    for index in 0..<count { try hub.post(Tick(index: index)) }
-    return await reader.value
-}
-
-func foundationBlockRun() -> Int {
-    let center = NotificationCenter()
-    let name = Notification.Name(Tick.name.rawValue)
-    let sum = Locked(0)
-    let observer = center.addObserver(forName: name, object: nil, queue: nil) { note in
-        let index = note.userInfo?["index"] as? Int ?? 0
-        sum.withLock { $0 &+= index }
-    }
-    for index in 0..<count { center.post(name: name, object: nil, userInfo: ["index": index]) }
-    center.removeObserver(observer)
-    return sum.withLock { $0 }
-}
-
-/// Encodes `count` envelopes with a payload of `size` bytes.
-func envelopeEncodeRun(size: Int) throws -> Int {
-    let sender = try NotificationSender(processID: 1, userID: 0, endpoint: "bench", instance: 7)
-    let payload = [UInt8](repeating: 0x5A, count: size)
-    let timestamp = NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
-    var sum = 0
-    for index in 0..<count {
-        let encoded = try NotificationEnvelope.encode(
-            name: Tick.name,
-            sender: sender,
-            sequence: UInt64(index + 1),
-            timestamp: timestamp,
-            payloadSizeHint: payload.payloadSizeHint
-        ) { $0.append(contentsOf: payload) }
-        sum &+= encoded.envelopeRange.count
-    }
-    return sum
-}
-
-/// Decodes `count` envelopes received as separate buffers, as a transport would.
-func envelopeDecodeRun(size: Int) throws -> Int {
-    let sender = try NotificationSender(processID: 1, userID: 0, endpoint: "bench", instance: 7)
-    let wire = Array(
-        try NotificationEnvelope.encode(
-            name: Tick.name,
-            sender: sender,
-            sequence: 1,
-            timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
-        ) { $0.append(contentsOf: [UInt8](repeating: 0x5A, count: size)) }.envelope
-    )
-    var decoder = EnvelopeDecoder()
-    var sum = 0
-    for _ in 0..<count {
-        // Each message arrives in a buffer of its own (the one allocation).
-        let received = wire.withUnsafeBufferPointer { [UInt8]($0) }
-        let message = try decoder.decode(received)
-        sum &+= Int(truncatingIfNeeded: message.sequence)
-    }
-    return sum
-}
+    } ?? Kind.allCases
+let observerCounts = list("--observers")?.compactMap { Int($0) } ?? [1, 4, 16]
+let sizes = list("--sizes")?.compactMap { Int($0) } ?? [16, 4096]
+let latencyCount = option("--count").flatMap(Int.init) ?? (quick ? 1_000 : 20_000)
+let outputDirectory = option("--output") ?? ".build/benchmark"
+let machine = MachineInfo.current(quick: quick)
 
 if let buildWarning { print(buildWarning) }
-let sizes = option("--size").flatMap(Int.init).map { [$0] } ?? [16, 4096]
-if only == "encode" {
-    for size in sizes { _ = try await measure("encode, \(size) B payload") { try envelopeEncodeRun(size: size) } }
-} else if only == "decode" {
-    for size in sizes { _ = try await measure("decode, \(size) B payload") { try envelopeDecodeRun(size: size) } }
-} else if only == nil || only == "envelope" {
-    print("Envelope encode and decode, \(count) messages, best of \(runs) runs")
-    for size in sizes {
-        let encode = try await measure("encode, \(size) B payload") { try envelopeEncodeRun(size: size) }
-        let decode = try await measure("decode, \(size) B payload") { try envelopeDecodeRun(size: size) }
-        let bytes = Double(
-            NotificationEnvelope.size(
-                nameLength: Tick.name.rawValue.utf8.count,
-                endpointLength: 5,
-                payloadLength: size
-            )
-        )
-        print(String(format: "  %.2f GB/s encode, %.2f GB/s decode", bytes / encode, bytes / decode))
+print("Machine: \(machine.processor), \(machine.cores) cores, \(machine.kernel)\n")
+
+var micro = MicroResults()
+let microCosts = Micro(count: quick ? 50_000 : 1_000_000, runs: quick ? 3 : 5)
+if sections.contains("envelope") { micro = try await microCosts.envelopes(sizes: sizes, into: micro) }
+if sections.contains("delivery") { micro = try await microCosts.delivery(into: micro) }
+
+var points: [PointResult] = []
+if sections.contains("fanout") {
+    print("\nFan-out: \(latencyCount) paced notifications per point for latency, then a burst for throughput")
+    for kind in kinds {
+        for size in sizes {
+            for observers in observerCounts {
+                let directory = kind.isCrossProcess ? makeScratchDirectory(kind.rawValue) : ""
+                defer { if kind.isCrossProcess { removeScratchDirectory(directory) } }
+                let spec = PointSpec(
+                    kind: kind,
+                    observers: observers,
+                    payloadBytes: size,
+                    warmup: max(100, latencyCount / 10),
+                    latencyCount: latencyCount,
+                    burstCount: latencyCount,
+                    // Light load: the gap grows with N so that 16 observers on
+                    // two cores still measure latency, not a queue.
+                    gapNanoseconds: 25_000 * UInt64(max(2, observers)),
+                    directory: directory
+                )
+                let child = Child(["point", String(decoding: try JSONEncoder().encode(spec), as: UTF8.self)])
+                let line = child.expect("result ")
+                child.wait()
+                let point = try JSONDecoder().decode(PointResult.self, from: Data(line.dropFirst(7).utf8))
+                points.append(point)
+                print(
+                    "  \(padded(kind.label, 26)) N=\(padded("\(observers)", 2)) \(padded("\(size)", 4, right: true)) B: "
+                        + "p50 \(microseconds(point.latencyToLast.p50)), p99 \(microseconds(point.latencyToLast.p99)), "
+                        + "\(rate(point.throughputPerSecond)), lost \(point.lost)")
+            }
+        }
     }
+    points = Report.withRatios(points)
 }
-guard only == nil || only == "delivery" else { exit(0) }
-print("In-process delivery, \(count) notifications, best of \(runs) runs, one observer")
-let floor = await measure("floor: locked lookup + closure call", floorRun)
-let handler = try await measure("NotificationHub, handler on its executor", hubHandlerRun)
-let sequence = try await measure("NotificationHub, for await sequence", hubSequenceRun)
-let foundation = await measure("Foundation NotificationCenter, block observer", foundationBlockRun)
-print(
-    String(
-        format: "ratios: handler/floor %.1f×, sequence/floor %.1f×, Foundation/handler %.2f×",
-        handler / floor, sequence / floor, foundation / handler))
+
+var memory: MemoryResults?
+if sections.contains("memory") {
+    let notifications = quick ? 100_000 : 1_000_000
+    print("\nMemory: RSS over \(notifications) notifications to one observer, after a warm-up tenth")
+    var results = MemoryResults()
+    for kind in [Kind.hubHandlers, .socket, .file] {
+        let child = Child(["soak", kind.rawValue, "\(notifications)"])
+        let line = child.expect("result ")
+        child.wait()
+        let output = try JSONDecoder().decode(SoakOutput.self, from: Data(line.dropFirst(7).utf8))
+        results.series.append(output.series)
+        results.heapBytesPerHandlerObserver = output.heapBytesPerHandlerObserver ?? results.heapBytesPerHandlerObserver
+        results.heapBytesPerSequenceObserver =
+            output.heapBytesPerSequenceObserver ?? results.heapBytesPerSequenceObserver
+        let samples = output.series.residentKiB.map(String.init).joined(separator: " ")
+        print("  \(padded(kind.label, 26)) RSS KiB by tenth: \(samples)  growth \(output.series.growthKiB) KiB")
+    }
+    if let handler = results.heapBytesPerHandlerObserver, let sequence = results.heapBytesPerSequenceObserver {
+        print("  one more observer on a hub: \(handler) heap bytes (handler), \(sequence) (sequence)")
+    }
+    memory = results
+}
+
+let targets = Report.targets(points: points, micro: micro, memory: memory)
+let report = Report(machine: machine, micro: micro, points: points, memory: memory, targets: targets)
+if !points.isEmpty {
+    print("\nFan-out results (latency: post until the last observer has it; × base: against the group's baseline)")
+    print(table(points))
+}
+if !targets.isEmpty {
+    print("\nTargets (reported, never asserted)")
+    for target in targets { print("  [\(target.met ? "met" : "MISSED")] \(target.target): \(target.measured)") }
+}
+if sections.contains("fanout") || sections.contains("memory") {
+    try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    try encoder.encode(report).write(to: URL(fileURLWithPath: outputDirectory + "/fanout.json"))
+    if !points.isEmpty {
+        try chart(points, machine: machine).write(
+            toFile: outputDirectory + "/fanout.svg", atomically: true, encoding: .utf8)
+    }
+    print("\nWrote \(outputDirectory)/fanout.json" + (points.isEmpty ? "" : " and fanout.svg"))
+}
+if let buildWarning { print(buildWarning) }

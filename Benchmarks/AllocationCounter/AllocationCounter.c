@@ -1,0 +1,61 @@
+// Counts heap allocations in the benchmark process by interposing the glibc
+// allocator's entry points and forwarding to glibc's own implementations.
+// Linked only into the benchmark executable, never into the library.
+
+#include "AllocationCounter.h"
+
+#if defined(__GLIBC__)
+#include <errno.h>
+#include <malloc.h>
+#include <stddef.h>
+
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t count, size_t size);
+extern void *__libc_realloc(void *pointer, size_t size);
+extern void *__libc_memalign(size_t alignment, size_t size);
+
+static int64_t allocations;
+
+static inline void counted(void) { __atomic_fetch_add(&allocations, 1, __ATOMIC_RELAXED); }
+
+int64_t tnb_allocation_count(void) { return __atomic_load_n(&allocations, __ATOMIC_RELAXED); }
+
+int64_t tnb_heap_bytes_in_use(void) { return (int64_t)mallinfo2().uordblks; }
+
+void *malloc(size_t size) {
+    counted();
+    return __libc_malloc(size);
+}
+
+void *calloc(size_t count, size_t size) {
+    counted();
+    return __libc_calloc(count, size);
+}
+
+void *realloc(void *pointer, size_t size) {
+    counted();
+    return __libc_realloc(pointer, size);
+}
+
+void *memalign(size_t alignment, size_t size) {
+    counted();
+    return __libc_memalign(alignment, size);
+}
+
+void *aligned_alloc(size_t alignment, size_t size) {
+    counted();
+    return __libc_memalign(alignment, size);
+}
+
+int posix_memalign(void **result, size_t alignment, size_t size) {
+    if (alignment < sizeof(void *) || (alignment & (alignment - 1)) != 0) return EINVAL;
+    counted();
+    void *pointer = __libc_memalign(alignment, size);
+    if (pointer == NULL && size != 0) return ENOMEM;
+    *result = pointer;
+    return 0;
+}
+#else
+int64_t tnb_allocation_count(void) { return -1; }
+int64_t tnb_heap_bytes_in_use(void) { return -1; }
+#endif

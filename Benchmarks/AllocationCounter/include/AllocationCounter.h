@@ -1,0 +1,13 @@
+#ifndef ALLOCATION_COUNTER_H
+#define ALLOCATION_COUNTER_H
+
+#include <stdint.h>
+
+/// Heap allocations (malloc, calloc, realloc, memalign and friends) made by
+/// this process so far, or -1 where they cannot be counted (not glibc).
+int64_t tnb_allocation_count(void);
+
+/// Heap bytes in use (glibc mallinfo2), or -1 where unknown.
+int64_t tnb_heap_bytes_in_use(void);
+
+#endif

@@ -1,0 +1,112 @@
+import Dispatch
+import Foundation
+import TypedNotifications
+
+// The memory run, in a process of its own:
+//
+//   TypedNotificationsBenchmark soak KIND COUNT
+//
+// posts COUNT notifications to one observer of the same process in ten
+// batches, waits for each batch to be delivered, and samples the resident
+// set after each; for the in-process hub it also weighs one observer.
+// Prints "result JSON".
+
+/// Counts deliveries and wakes the poster at the end of each batch.
+///
+/// `@unchecked Sendable`: `delivered` is written only by the one handler
+/// (serial), and read by the poster only after `batchDone` was signalled.
+final class BatchCounter: @unchecked Sendable {
+    private var delivered = 0
+    let batchSize: Int
+    let batchDone = DispatchSemaphore(value: 0)
+    init(batchSize: Int) { self.batchSize = batchSize }
+    func deliver() {
+        delivered += 1
+        if delivered % batchSize == 0 { batchDone.signal() }
+    }
+}
+
+struct SoakOutput: Codable {
+    var series: MemoryResults.Series
+    var heapBytesPerHandlerObserver: Int?
+    var heapBytesPerSequenceObserver: Int?
+}
+
+func runSoak(_ arguments: ArraySlice<String>) throws {
+    let values = Array(arguments)
+    guard values.count == 2, let kind = Kind(rawValue: values[0]), let count = Int(values[1]), count >= 10 else {
+        fail("usage: soak hub-handlers|socket|file COUNT")
+    }
+    let directory = makeScratchDirectory("soak")
+    defer { removeScratchDirectory(directory) }
+    var output: SoakOutput
+    switch kind {
+    case .hubHandlers:
+        let hub = try NotificationHub(endpoint: "soak", transport: InProcessTransport(bus: InProcessBus()))
+        output = SoakOutput(series: try soak(hub, kind: kind, count: count))
+        (output.heapBytesPerHandlerObserver, output.heapBytesPerSequenceObserver) = try observerCost()
+        hub.close()
+    case .socket:
+        let hub = try NotificationHub(endpoint: "soak", transport: SocketTransport(directory: directory))
+        output = SoakOutput(series: try soak(hub, kind: kind, count: count))
+        hub.close()
+    case .file:
+        let hub = try NotificationHub(endpoint: "soak", transport: FileSignalTransport(directory: directory))
+        output = SoakOutput(series: try soak(hub, kind: kind, count: count))
+        hub.close()
+    default:
+        fail("soak runs hub-handlers, socket or file")
+    }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    say("result " + String(decoding: try encoder.encode(output), as: UTF8.self))
+}
+
+/// Posts `count` notifications in batches and samples RSS after each;
+/// a warm-up batch comes first and is not sampled.
+func soak<T: NotificationTransport>(_ hub: NotificationHub<T>, kind: Kind, count: Int) throws -> MemoryResults.Series {
+    let batch = count / 10
+    let counter = BatchCounter(batchSize: batch)
+    let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { _, _ in counter.deliver() }
+    defer { token.cancel() }
+    let filler = BenchTick.filler(forPayloadSize: 16)
+    var index: UInt64 = 0
+    var samples: [Int] = []
+    for round in 0...10 {
+        for _ in 0..<batch {
+            try hub.post(BenchTick(index: index, filler: filler))
+            index += 1
+        }
+        guard counter.batchDone.wait(timeout: .now() + 120) == .success else {
+            fail("soak \(kind.rawValue): batch \(round) was not delivered")
+        }
+        if round > 0 { samples.append(currentResidentKiB() ?? 0) }
+    }
+    return MemoryResults.Series(
+        kind: kind,
+        notifications: batch * 10,
+        residentKiB: samples,
+        growthKiB: (samples.last ?? 0) - (samples.first ?? 0)
+    )
+}
+
+/// Heap bytes per observer: registers 1,000 handlers, then 1,000 sequences,
+/// on a fresh hub and weighs the heap before and after.
+func observerCost() throws -> (handler: Int?, sequence: Int?) {
+    let observers = 1000
+    let hub = try NotificationHub(endpoint: "weigh", transport: InProcessTransport(bus: InProcessBus()))
+    // The first registration builds the hub's tables; weigh from the second.
+    let first = try hub.addObserver(BenchTick.self) { _, _ in }
+    guard let before = heapBytesInUse() else { return (nil, nil) }
+    var tokens: [ObservationToken] = []
+    for _ in 0..<observers { tokens.append(try hub.addObserver(BenchTick.self) { _, _ in }) }
+    let afterHandlers = heapBytesInUse() ?? before
+    var sequences: [NotificationSequence<BenchTick>] = []
+    for _ in 0..<observers { sequences.append(try hub.notifications(of: BenchTick.self)) }
+    let afterSequences = heapBytesInUse() ?? afterHandlers
+    tokens.forEach { $0.cancel() }
+    first.cancel()
+    withExtendedLifetime(sequences) {}
+    hub.close()
+    return ((afterHandlers - before) / observers, (afterSequences - afterHandlers) / observers)
+}

@@ -1,0 +1,203 @@
+import Foundation
+import NotificationPlatform
+import TypedNotifications
+
+// Fixed costs, back to back in this process: post until one handler has
+// run, per notification; and encoding and decoding one envelope.
+
+struct Tick: TypedNotification, Codable {
+    static let name: NotificationName = "bench.micro"
+    var index: Int
+}
+
+struct TickMessage: NotificationCenter.AsyncMessage {
+    typealias Subject = AnyObject
+    var index: Int
+}
+
+extension NotificationCenter.MessageIdentifier where Self == NotificationCenter.BaseMessageIdentifier<TickMessage> {
+    static var microTick: Self { .init() }
+}
+
+struct Micro {
+    var count: Int
+    var runs: Int
+
+    /// Runs `body` once to warm up, then `runs` times; prints and returns the
+    /// best nanoseconds per notification.
+    func measure(_ label: String, _ body: () async throws -> Int) async rethrows -> Double {
+        var best = Double.infinity
+        var checksum = 0
+        _ = try await body()
+        for _ in 0..<runs {
+            let start = SystemClock.monotonicNanoseconds()
+            checksum &+= try await body()
+            let elapsed = SystemClock.monotonicNanoseconds() - start
+            best = min(best, Double(elapsed) / Double(count))
+        }
+        // Printing the checksum keeps the optimizer from deleting the work.
+        print(String(format: "  %-46@ %9.1f ns/notification  (checksum %d)", label as NSString, best, checksum))
+        return best
+    }
+
+    /// The floor: a lock-guarded table lookup plus a closure call.
+    func floor() -> Int {
+        let table = Locked<[NotificationName: [@Sendable (Tick) -> Int]]>([Tick.name: [{ $0.index }]])
+        var sum = 0
+        for index in 0..<count {
+            let handlers = table.withLock { $0[Tick.name] } ?? []
+            for handler in handlers { sum &+= handler(Tick(index: index)) }
+        }
+        return sum
+    }
+
+    func hubHandler() async throws -> Int {
+        let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
+        let done = AsyncStream<Int>.makeStream()
+        let last = count - 1
+        let token = try hub.addObserver(Tick.self, bufferingPolicy: .unbounded) { tick, _ in
+            if tick.index == last { done.continuation.yield(tick.index) }
+        }
+        for index in 0..<count { try hub.post(Tick(index: index)) }
+        var iterator = done.stream.makeAsyncIterator()
+        let result = await iterator.next() ?? 0
+        await token.cancel()
+        return result
+    }
+
+    func hubSequence() async throws -> Int {
+        let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
+        let ticks = try hub.notifications(of: Tick.self, bufferingPolicy: .unbounded)
+        let last = count - 1
+        let reader = Task {
+            var sum = 0
+            for await tick in ticks {
+                sum &+= tick.index
+                if tick.index == last { break }
+            }
+            return sum
+        }
+        for index in 0..<count { try hub.post(Tick(index: index)) }
+        return await reader.value
+    }
+
+    func foundationBlock() -> Int {
+        let center = NotificationCenter()
+        let name = Notification.Name(Tick.name.rawValue)
+        let sum = Locked(0)
+        let observer = center.addObserver(forName: name, object: nil, queue: nil) { note in
+            let index = note.userInfo?["index"] as? Int ?? 0
+            sum.withLock { $0 &+= index }
+        }
+        for index in 0..<count { center.post(name: name, object: nil, userInfo: ["index": index]) }
+        center.removeObserver(observer)
+        return sum.withLock { $0 }
+    }
+
+    /// Foundation's async messages: posts until the reader has the last one.
+    /// Registration happens only once iteration has started, so probes go
+    /// first until the reader has seen one.
+    func asyncMessage() async throws -> Int {
+        let center = NotificationCenter()
+        let primed = Countdown()
+        let last = count - 1
+        let reader = Task.detached {
+            var sum = 0
+            for await message in center.messages(of: AnyObject.self, for: .microTick, bufferSize: count + 1) {
+                if message.index < 0 {
+                    if primed.arrived == 0 { primed.arrive() }
+                    continue
+                }
+                sum &+= message.index
+                if message.index == last { break }
+            }
+            return sum
+        }
+        while primed.arrived == 0 {
+            center.post(TickMessage(index: -1))
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        for index in 0..<count { center.post(TickMessage(index: index)) }
+        return await reader.value
+    }
+
+    /// Encodes `count` envelopes with a payload of `size` bytes.
+    func encode(size: Int) throws -> Int {
+        let sender = try NotificationSender(processID: 1, userID: 0, endpoint: "bench", instance: 7)
+        let payload = [UInt8](repeating: 0x5A, count: size)
+        let timestamp = NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+        var sum = 0
+        for index in 0..<count {
+            let encoded = try NotificationEnvelope.encode(
+                name: Tick.name,
+                sender: sender,
+                sequence: UInt64(index + 1),
+                timestamp: timestamp,
+                payloadSizeHint: payload.payloadSizeHint
+            ) { $0.append(contentsOf: payload) }
+            sum &+= encoded.envelopeRange.count
+        }
+        return sum
+    }
+
+    /// Decodes `count` envelopes received as separate buffers, as a transport would.
+    func decode(size: Int) throws -> Int {
+        let sender = try NotificationSender(processID: 1, userID: 0, endpoint: "bench", instance: 7)
+        let wire = Array(
+            try NotificationEnvelope.encode(
+                name: Tick.name,
+                sender: sender,
+                sequence: 1,
+                timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+            ) { $0.append(contentsOf: [UInt8](repeating: 0x5A, count: size)) }.envelope
+        )
+        var decoder = EnvelopeDecoder()
+        var sum = 0
+        for _ in 0..<count {
+            // Each message arrives in a buffer of its own (the one allocation).
+            let received = wire.withUnsafeBufferPointer { [UInt8]($0) }
+            let message = try decoder.decode(received)
+            sum &+= Int(truncatingIfNeeded: message.sequence)
+        }
+        return sum
+    }
+
+    /// The envelope section: encode and decode at each size.
+    func envelopes(sizes: [Int], into results: MicroResults) async throws -> MicroResults {
+        var results = results
+        print("Envelope encode and decode, \(count) messages, best of \(runs) runs")
+        for size in sizes {
+            let encoding = try await measure("encode, \(size) B payload") { try encode(size: size) }
+            let decoding = try await measure("decode, \(size) B payload") { try decode(size: size) }
+            results.encodeNanoseconds["\(size)"] = encoding
+            results.decodeNanoseconds["\(size)"] = decoding
+            let bytes = Double(
+                NotificationEnvelope.size(
+                    nameLength: Tick.name.rawValue.utf8.count, endpointLength: 5, payloadLength: size))
+            print(String(format: "    %.2f GB/s encode, %.2f GB/s decode", bytes / encoding, bytes / decoding))
+        }
+        return results
+    }
+
+    /// The delivery-cost section: one observer, back to back.
+    func delivery(into results: MicroResults) async throws -> MicroResults {
+        var results = results
+        print("In-process delivery cost, \(count) notifications back to back, best of \(runs) runs, one observer")
+        results.floorNanoseconds = await measure("floor: locked lookup + closure call") { floor() }
+        results.hubHandlerNanoseconds = try await measure("NotificationHub, handler on its executor") {
+            try await hubHandler()
+        }
+        results.hubSequenceNanoseconds = try await measure("NotificationHub, for await sequence") {
+            try await hubSequence()
+        }
+        results.foundationBlockNanoseconds = await measure("Foundation NotificationCenter, block observer") {
+            foundationBlock()
+        }
+        // About 60 times slower per message: fewer of them keep the run short.
+        let slower = Micro(count: max(1, count / 20), runs: runs)
+        results.asyncMessageNanoseconds = try await slower.measure("Foundation AsyncMessage, for await") {
+            try await slower.asyncMessage()
+        }
+        return results
+    }
+}

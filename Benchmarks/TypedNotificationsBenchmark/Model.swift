@@ -1,0 +1,209 @@
+import Foundation
+
+/// What posts and what observes in one scenario.
+enum Kind: String, Codable, CaseIterable, Sendable {
+    case floor
+    case foundation
+    case asyncMessage = "async-message"
+    case hubHandlers = "hub-handlers"
+    case hubSequences = "hub-sequences"
+    case rawDatagram = "raw-datagram"
+    case socket
+    case rawAppend = "raw-append"
+    case file
+
+    /// The transport family a kind belongs to, and whose baseline its ratio uses.
+    enum Group: String, Codable, Sendable {
+        case inProcess = "in-process"
+        case socket
+        case file
+    }
+
+    var group: Group {
+        switch self {
+        case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences: .inProcess
+        case .rawDatagram, .socket: .socket
+        case .rawAppend, .file: .file
+        }
+    }
+
+    /// The row every row of this group is compared with.
+    var baseline: Kind {
+        switch group {
+        case .inProcess: .asyncMessage
+        case .socket: .rawDatagram
+        case .file: .rawAppend
+        }
+    }
+
+    /// Whether this kind is ours (the others are floors and peers).
+    var isTypedNotifications: Bool { [.hubHandlers, .hubSequences, .socket, .file].contains(self) }
+
+    /// Whether observers are separate processes.
+    var isCrossProcess: Bool { group != .inProcess }
+
+    var label: String {
+        switch self {
+        case .floor: "floor: mutex + closures"
+        case .foundation: "Foundation blocks"
+        case .asyncMessage: "Foundation AsyncMessage"
+        case .hubHandlers: "hub, handlers"
+        case .hubSequences: "hub, for await"
+        case .rawDatagram: "floor: raw datagram"
+        case .socket: "SocketTransport"
+        case .rawAppend: "floor: append + inotify"
+        case .file: "FileSignalTransport"
+        }
+    }
+}
+
+/// One scenario: a kind, a number of observers, a payload size and how much to post.
+struct PointSpec: Codable, Sendable {
+    var kind: Kind
+    var observers: Int
+    var payloadBytes: Int
+    /// Paced posts before the measured ones, not measured.
+    var warmup: Int
+    /// Paced posts whose latency is measured.
+    var latencyCount: Int
+    /// Posts sent back to back after the paced ones, for throughput.
+    var burstCount: Int
+    /// The least time between two paced posts.
+    var gapNanoseconds: UInt64
+    /// Where cross-process scenarios keep their files.
+    var directory: String
+
+    var total: Int { warmup + latencyCount + burstCount }
+    var measuredLatency: Range<Int> { warmup..<(warmup + latencyCount) }
+    var burst: Range<Int> { (warmup + latencyCount)..<total }
+}
+
+/// Percentiles of a latency distribution, in nanoseconds.
+struct Percentiles: Codable, Sendable {
+    var samples: Int
+    var p50: UInt64
+    var p99: UInt64
+    var p999: UInt64
+    var max: UInt64
+
+    init(_ values: [UInt64]) {
+        let sorted = values.sorted()
+        samples = sorted.count
+        func quantile(_ q: Double) -> UInt64 {
+            guard !sorted.isEmpty else { return 0 }
+            let rank = Int((q * Double(sorted.count)).rounded(.up)) - 1
+            return sorted[Swift.min(sorted.count - 1, Swift.max(0, rank))]
+        }
+        p50 = quantile(0.5)
+        p99 = quantile(0.99)
+        p999 = quantile(0.999)
+        max = sorted.last ?? 0
+    }
+}
+
+/// Every figure of one scenario.
+struct PointResult: Codable, Sendable {
+    var kind: Kind
+    var label: String
+    var group: Kind.Group
+    var observers: Int
+    var payloadBytes: Int
+    var latencyCount: Int
+    var burstCount: Int
+    var gapNanoseconds: UInt64
+    /// Post until each observer has it: every (notification, observer) pair.
+    var latencyToEach: Percentiles
+    /// Post until the last of the observers has it.
+    var latencyToLast: Percentiles
+    /// Burst notifications per second, until the slowest observer had the last.
+    var throughputPerSecond: Double
+    /// CPU time of the posting process per burst post (for in-process kinds,
+    /// that process also runs the observers).
+    var posterCPUNanosecondsPerPost: Double
+    /// Heap allocations per burst post in the posting process, observers
+    /// included for in-process kinds; nil where they cannot be counted.
+    var allocationsPerPost: Double?
+    var posterPeakRSSKiB: Int
+    /// The largest peak RSS among observer processes; nil for in-process kinds.
+    var observerPeakRSSKiB: Int?
+    /// (notification, observer) pairs of the measured phases never received.
+    var lost: Int
+    /// p50 latency to the last observer over the baseline's at the same point.
+    var latencyRatioToBaseline: Double?
+    /// Throughput over the baseline's at the same point.
+    var throughputRatioToBaseline: Double?
+}
+
+/// Figures of the fixed-cost micro benchmarks.
+struct MicroResults: Codable, Sendable {
+    /// Cost per notification, post until one handler ran, back to back.
+    var floorNanoseconds: Double?
+    var hubHandlerNanoseconds: Double?
+    var hubSequenceNanoseconds: Double?
+    var foundationBlockNanoseconds: Double?
+    var asyncMessageNanoseconds: Double?
+    var encodeNanoseconds: [String: Double] = [:]
+    var decodeNanoseconds: [String: Double] = [:]
+}
+
+/// The memory run: resident set over a long run, and the cost of an observer.
+struct MemoryResults: Codable, Sendable {
+    struct Series: Codable, Sendable {
+        var kind: Kind
+        var notifications: Int
+        /// Resident set in KiB after each tenth of the run.
+        var residentKiB: [Int]
+        /// Growth from the first sample (after warm-up) to the last, in KiB.
+        var growthKiB: Int
+    }
+    var series: [Series] = []
+    /// Heap bytes one more handler observer costs on a hub.
+    var heapBytesPerHandlerObserver: Int?
+    /// Heap bytes one more sequence observer costs on a hub.
+    var heapBytesPerSequenceObserver: Int?
+}
+
+/// One target of the issue: what was measured against what was asked.
+struct TargetResult: Codable, Sendable {
+    var target: String
+    var measured: String
+    var met: Bool
+}
+
+/// Where the figures came from.
+struct MachineInfo: Codable, Sendable {
+    var processor: String
+    var cores: Int
+    var kernel: String
+    var date: String
+    var mode: String
+
+    static func current(quick: Bool) -> MachineInfo {
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+            .map { String($0.split(separator: ":", maxSplits: 1).last ?? "").trimmingCharacters(in: .whitespaces) }
+            ?? "unknown"
+        var names = utsname()
+        uname(&names)
+        let release = withUnsafeBytes(of: names.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let system = withUnsafeBytes(of: names.sysname) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let formatter = ISO8601DateFormatter()
+        return MachineInfo(
+            processor: model,
+            cores: ProcessInfo.processInfo.activeProcessorCount,
+            kernel: "\(system) \(release)",
+            date: formatter.string(from: Date()),
+            mode: quick ? "quick" : "full"
+        )
+    }
+}
+
+/// Everything one run measured: the JSON file's contents.
+struct Report: Codable, Sendable {
+    var machine: MachineInfo
+    var micro: MicroResults
+    var points: [PointResult]
+    var memory: MemoryResults?
+    var targets: [TargetResult]
+}

@@ -1,0 +1,123 @@
+import CTypedNotifications
+import Foundation
+import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// An observer process of a cross-process scenario:
+//
+//   TypedNotificationsBenchmark observe KIND DIR TOTAL STAMPS PAYLOAD INDEX
+//
+// prints "ready" once it is registered, files the receive time of every
+// notification, and at the end marker writes the stamps (TOTAL native
+// UInt64s) to STAMPS and prints "done received=N rss=KiB".
+
+func runObserver(_ arguments: ArraySlice<String>) throws {
+    let values = Array(arguments)
+    guard values.count == 6, let kind = Kind(rawValue: values[0]), kind.isCrossProcess,
+        let total = Int(values[2]), let payloadBytes = Int(values[4]), let index = Int(values[5])
+    else { fail("usage: observe KIND DIR TOTAL STAMPS PAYLOAD INDEX") }
+    let directory = values[1]
+    let recorder = Recorder(total: total, primed: Countdown())
+    switch kind {
+    case .socket:
+        let hub = try NotificationHub(endpoint: "observer", transport: SocketTransport(directory: directory))
+        let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { tick, _ in
+            recorder.record(tick.index)
+        }
+        say("ready")
+        recorder.finished.wait()
+        token.cancel()
+        hub.close()
+    case .file:
+        let hub = try NotificationHub(endpoint: "observer", transport: FileSignalTransport(directory: directory))
+        let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { tick, _ in
+            recorder.record(tick.index)
+        }
+        say("ready")
+        recorder.finished.wait()
+        token.cancel()
+        hub.close()
+    case .rawDatagram:
+        observeRawDatagrams(path: rawSocketPath(directory, index), payloadBytes: payloadBytes, recorder)
+    case .rawAppend:
+        observeRawAppends(path: directory + "/raw.log", payloadBytes: payloadBytes, recorder)
+    case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences:
+        fail("\(kind.rawValue) has no observer process")
+    }
+    let data = Data(buffer: recorder.stamps)
+    guard FileManager.default.createFile(atPath: values[3], contents: data) else { fail("cannot write \(values[3])") }
+    say("done received=\(recorder.received) rss=\(peakResidentKiB())")
+}
+
+/// The raw datagram floor: a blocking socket, one recv per notification.
+func observeRawDatagrams(path: String, payloadBytes: Int, _ recorder: Recorder) {
+    let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard descriptor >= 0, ctn_bind_unix(descriptor, path) == 0 else { fail("raw datagram bind: errno \(errno)") }
+    defer { closeDescriptor(descriptor) }
+    say("ready")
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(8, payloadBytes) + 64, alignment: 8)
+    defer { buffer.deallocate() }
+    while true {
+        let length = recv(descriptor, buffer.baseAddress, buffer.count, 0)
+        if length < 0 {
+            if errno == EINTR { continue }
+            fail("raw datagram recv: errno \(errno)")
+        }
+        guard length >= 8 else { continue }
+        let index = UInt64(littleEndian: buffer.loadUnaligned(as: UInt64.self))
+        recorder.record(index)
+        if index == BenchTick.endIndex { return }
+    }
+}
+
+/// The raw append floor: read the file to its end, then sleep in inotify
+/// until the next append.
+func observeRawAppends(path: String, payloadBytes: Int, _ recorder: Recorder) {
+    let file = open(path, O_RDONLY | O_CLOEXEC)
+    let notify = inotify_init1(Int32(IN_CLOEXEC))
+    guard file >= 0, notify >= 0, inotify_add_watch(notify, path, UInt32(IN_MODIFY)) >= 0 else {
+        fail("raw append watch: errno \(errno)")
+    }
+    defer {
+        closeDescriptor(file)
+        closeDescriptor(notify)
+    }
+    say("ready")
+    let recordSize = max(8, payloadBytes)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(64 * 1024, recordSize * 16), alignment: 8)
+    let events = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+    defer {
+        buffer.deallocate()
+        events.deallocate()
+    }
+    var filled = 0
+    while true {
+        let length = read(file, buffer.baseAddress! + filled, buffer.count - filled)
+        if length > 0 {
+            filled += length
+            var offset = 0
+            while filled - offset >= recordSize {
+                let index = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                recorder.record(index)
+                if index == BenchTick.endIndex { return }
+                offset += recordSize
+            }
+            if offset > 0 {
+                (buffer.baseAddress! + 0).copyMemory(from: buffer.baseAddress! + offset, byteCount: filled - offset)
+                filled -= offset
+            }
+        } else if length == 0 {
+            // At the end: wait for the next modification.
+            if read(notify, events.baseAddress, events.count) < 0, errno != EINTR {
+                fail("raw append inotify: errno \(errno)")
+            }
+        } else if errno != EINTR {
+            fail("raw append read: errno \(errno)")
+        }
+    }
+}
