@@ -104,7 +104,7 @@ func observerCost() throws -> (handler: Int?, sequence: Int?) {
     var sequences: [NotificationSequence<BenchTick>] = []
     for _ in 0..<observers { sequences.append(try hub.notifications(of: BenchTick.self)) }
     let afterSequences = heapBytesInUse() ?? afterHandlers
-    tokens.forEach { $0.cancel() }
+    for token in tokens { token.cancel() }
     first.cancel()
     withExtendedLifetime(sequences) {}
     hub.close()

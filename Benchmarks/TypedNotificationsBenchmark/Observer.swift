@@ -89,15 +89,17 @@ func observeRawAppends(path: String, payloadBytes: Int, _ recorder: Recorder) {
     }
     say("ready")
     let recordSize = max(8, payloadBytes)
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(64 * 1024, recordSize * 16), alignment: 8)
+    let capacity = max(64 * 1024, recordSize * 16)
+    let start = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+    let buffer = UnsafeMutableRawBufferPointer(start: start, count: capacity)
     let events = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
     defer {
-        buffer.deallocate()
+        start.deallocate()
         events.deallocate()
     }
     var filled = 0
     while true {
-        let length = read(file, buffer.baseAddress! + filled, buffer.count - filled)
+        let length = read(file, start + filled, capacity - filled)
         if length > 0 {
             filled += length
             var offset = 0
@@ -108,7 +110,7 @@ func observeRawAppends(path: String, payloadBytes: Int, _ recorder: Recorder) {
                 offset += recordSize
             }
             if offset > 0 {
-                (buffer.baseAddress! + 0).copyMemory(from: buffer.baseAddress! + offset, byteCount: filled - offset)
+                start.copyMemory(from: start + offset, byteCount: filled - offset)
                 filled -= offset
             }
         } else if length == 0 {

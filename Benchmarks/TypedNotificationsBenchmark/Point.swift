@@ -196,7 +196,7 @@ func makeInProcessPoster(_ spec: PointSpec, _ recorders: [Recorder]) throws -> P
         }
         return Poster(
             post: { center.post(name: name, object: nil, userInfo: ["tick": $0]) },
-            close: { observers.forEach(center.removeObserver) }
+            close: { for observer in observers { center.removeObserver(observer) } }
         )
     case .asyncMessage:
         let center = NotificationCenter()
@@ -208,13 +208,13 @@ func makeInProcessPoster(_ spec: PointSpec, _ recorders: [Recorder]) throws -> P
                 }
             }
         }
-        return Poster(post: { center.post(BenchMessage(tick: $0)) }, close: { tasks.forEach { $0.cancel() } })
+        return Poster(post: { center.post(BenchMessage(tick: $0)) }, close: { for task in tasks { task.cancel() } })
     case .hubHandlers:
         let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
         let tokens = try recorders.map { recorder in
             try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { tick, _ in recorder.record(tick.index) }
         }
-        return Poster(post: { try hub.post($0) }, close: { tokens.forEach { $0.cancel() } })
+        return Poster(post: { try hub.post($0) }, close: { for token in tokens { token.cancel() } })
     case .hubSequences:
         let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
         let tasks = try recorders.map { recorder in
@@ -226,7 +226,7 @@ func makeInProcessPoster(_ spec: PointSpec, _ recorders: [Recorder]) throws -> P
                 }
             }
         }
-        return Poster(post: { try hub.post($0) }, close: { tasks.forEach { $0.cancel() } })
+        return Poster(post: { try hub.post($0) }, close: { for task in tasks { task.cancel() } })
     case .rawDatagram, .socket, .rawAppend, .file:
         fail("\(spec.kind.rawValue) is not an in-process kind")
     }
@@ -267,7 +267,7 @@ func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
                     }
                 }
             },
-            close: { sockets.forEach { closeDescriptor($0) } }
+            close: { for descriptor in sockets { closeDescriptor(descriptor) } }
         )
     case .rawAppend:
         // The floor: one append per post to one file every observer watches.

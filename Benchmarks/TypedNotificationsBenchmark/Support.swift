@@ -134,7 +134,7 @@ final class Child {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         var child: pid_t = 0
         let status = posix_spawn(&child, executable, &actions, nil, argv, environ)
-        argv.forEach { free($0) }
+        for argument in argv { free(argument) }
         posix_spawn_file_actions_destroy(&actions)
         close(pipeEnds[1])
         guard status == 0 else { fail("could not start \(executable): errno \(status)") }
