@@ -46,9 +46,11 @@ package final class DirectoryMonitor {
     package func watch(_ path: String) throws(Errno) -> Int {
         let index = paths.count
         #if os(Linux)
-            let mask =
+            var mask =
                 UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
                 | UInt32(IN_ONLYDIR | IN_DONT_FOLLOW)
+            // A write by another process to a file in the directory (an append to a log).
+            if includesModifications { mask |= UInt32(IN_MODIFY) }
             let descriptor = inotify_add_watch(inotify.rawValue, path, mask)
             guard descriptor != -1 else { throw Errno.current }
             watches[descriptor] = index

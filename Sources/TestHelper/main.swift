@@ -19,6 +19,8 @@ import TypedNotifications
 //                                                envelope on the socket that is its stdin
 //   tnotify-test-helper fobserve DIR COUNT [ID]  like observe, over the file transport,
 //                                                with a durable identity if given
+//   tnotify-test-helper fobserve-events DIR COUNT like fobserve, but polls only once an hour:
+//                                                only change events can wake it
 //   tnotify-test-helper fpost DIR COUNT POSTER   like post, over the file transport
 //   tnotify-test-helper ftorn DIR                takes the append lock, writes half an
 //                                                envelope, and is killed mid-append
@@ -63,10 +65,16 @@ func observe(directory: String, count: Int) async throws {
     hub.close()
 }
 
-func observeFiles(directory: String, count: Int, identity: String?) async throws {
+func observeFiles(directory: String, count: Int, identity: String?, pollInterval: Duration = .seconds(1))
+    async throws
+{
     let hub = try NotificationHub(
         endpoint: "observer",
-        transport: FileSignalTransport(directory: directory, identity: identity)
+        transport: FileSignalTransport(
+            directory: directory,
+            identity: identity,
+            configuration: FileSignalConfiguration(pollInterval: pollInterval)
+        )
     )
     let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
     say("ready")
@@ -190,6 +198,9 @@ do {
         guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
         try await observeFiles(
             directory: arguments[1], count: count, identity: arguments.count == 4 ? arguments[3] : nil)
+    case "fobserve-events" where arguments.count == 3:
+        guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
+        try await observeFiles(directory: arguments[1], count: count, identity: nil, pollInterval: .seconds(3600))
     case "fpost" where arguments.count == 4:
         guard let count = Int(arguments[2]), let poster = Int(arguments[3]) else {
             fail("COUNT and POSTER must be numbers")

@@ -10,7 +10,7 @@ import TypedNotifications
 /// A `tnotify-test-helper` process, started with `posix_spawn`. Its standard
 /// output and error are read line by line on threads of their own, so a test
 /// can await what it says; its exit is collected with `waitpid`.
-final class HelperProcess {
+final class HelperProcess: Sendable {
     /// Lines the helper printed on standard output.
     let lines = Collector<String>()
     /// Lines it wrote to standard error, for failure messages.

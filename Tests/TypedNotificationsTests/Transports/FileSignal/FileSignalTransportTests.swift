@@ -73,6 +73,28 @@ struct FileSignalProcessTests {
         #expect(logRecords(directory, HelperPing.name) == (15_000, true))
     }
 
+    @Test("another process's append wakes an observer through its change events, not its poll")
+    func appendWakesObserverProcess() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // The observer polls once an hour: only an inotify event can wake it in time.
+        let observer = try HelperProcess(["fobserve-events", directory, "3"])
+        await observer.waitForLine(startingWith: "ready")
+        let hub = try NotificationHub(endpoint: "poster", transport: FileSignalTransport(directory: directory))
+        defer { hub.close() }
+        for index in 0..<3 { try hub.post(HelperPing(poster: 1, index: index)) }
+        // A safety net, far beyond an event's microseconds and far below the
+        // poll's hour: an observer still waiting after a minute is killed.
+        let safetyNet = Task {
+            try await Task.sleep(for: .seconds(60))
+            observer.signal(SIGKILL)
+        }
+        defer { safetyNet.cancel() }
+        #expect(await observer.waitForExit() == 0, "the observer process was not woken by the appends")
+        let done = observer.lines.values.first { $0.hasPrefix("done") }
+        #expect(done.map(parseDone)?["count"] == "3")
+    }
+
     @Test("a poster killed mid-append leaves a torn tail that the next writer repairs; nothing torn is delivered")
     func tornTailRepaired() async throws {
         let directory = try makeTemporaryDirectory()
