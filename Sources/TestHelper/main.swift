@@ -21,7 +21,9 @@ import TypedNotifications
 //                                                with a durable identity if given
 //   tnotify-test-helper fobserve-events DIR COUNT like fobserve, but polls only once an hour:
 //                                                only change events can wake it
-//   tnotify-test-helper fpost DIR COUNT POSTER   like post, over the file transport
+//   tnotify-test-helper fpost DIR COUNT POSTER [SEGMENT]
+//                                                like post, over the file transport,
+//                                                starting a segment every SEGMENT bytes
 //   tnotify-test-helper ftorn DIR                takes the append lock, writes half an
 //                                                envelope, and is killed mid-append
 //   tnotify-test-helper fpost-limited DIR BYTES  sets RLIMIT_FSIZE to BYTES and posts
@@ -98,8 +100,13 @@ func observeFiles(directory: String, count: Int, identity: String?, pollInterval
     hub.close()
 }
 
-func postFiles(directory: String, count: Int, poster: Int) throws {
-    let hub = try NotificationHub(endpoint: "poster\(poster)", transport: FileSignalTransport(directory: directory))
+func postFiles(directory: String, count: Int, poster: Int, segmentSize: Int? = nil) throws {
+    var configuration = FileSignalConfiguration()
+    if let segmentSize { configuration.segmentSize = max(4096, segmentSize) }
+    let hub = try NotificationHub(
+        endpoint: "poster\(poster)",
+        transport: FileSignalTransport(directory: directory, configuration: configuration)
+    )
     for index in 0..<count {
         try hub.post(HelperPing(poster: poster, index: index))
     }
@@ -201,11 +208,12 @@ do {
     case "fobserve-events" where arguments.count == 3:
         guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
         try await observeFiles(directory: arguments[1], count: count, identity: nil, pollInterval: .seconds(3600))
-    case "fpost" where arguments.count == 4:
+    case "fpost" where arguments.count == 4 || arguments.count == 5:
         guard let count = Int(arguments[2]), let poster = Int(arguments[3]) else {
             fail("COUNT and POSTER must be numbers")
         }
-        try postFiles(directory: arguments[1], count: count, poster: poster)
+        let segmentSize = arguments.count == 5 ? Int(arguments[4]) : nil
+        try postFiles(directory: arguments[1], count: count, poster: poster, segmentSize: segmentSize)
     case "ftorn" where arguments.count == 2:
         try tornAppend(directory: arguments[1])
     case "fpost-limited" where arguments.count == 3:

@@ -459,6 +459,12 @@ final class LogReader {
             } else {
                 return messages
             }
+            // A writer finishes a segment before it starts the next, so now this
+            // one's size is final; appends made since it was measured are read
+            // before moving on.
+            if case .success(let final) = System.fileStatus(file), Int(final.st_size) > size {
+                continue
+            }
             if stoppedShort { counters.corruptRecordsSkipped.add(1, ordering: .relaxed) }
             segment = next
             offset = 0

@@ -95,6 +95,24 @@ struct FileSignalProcessTests {
         #expect(done.map(parseDone)?["count"] == "3")
     }
 
+    @Test("a reader that keeps up with a poster rolling segments every 4 KiB misses nothing at the rollovers")
+    func readerFollowsRollovers() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let hub = try NotificationHub(endpoint: "reader", transport: FileSignalTransport(directory: directory))
+        defer { hub.close() }
+        let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        // About 70 records per segment: some 140 rollovers while the reader reads.
+        let poster = try HelperProcess(["fpost", directory, "10000", "1", "4096"])
+        var indices: [Int] = []
+        for await delivered in deliveries {
+            indices.append(delivered.notification.index)
+            if delivered.notification.index == 9999 { break }
+        }
+        #expect(await poster.waitForExit() == 0)
+        #expect(indices == Array(0..<10_000))
+    }
+
     @Test("a poster killed mid-append leaves a torn tail that the next writer repairs; nothing torn is delivered")
     func tornTailRepaired() async throws {
         let directory = try makeTemporaryDirectory()
