@@ -57,7 +57,12 @@ enum FileLog {
     /// Whether segment `number` exists as a regular file; a symbolic link or
     /// anything else planted under a segment's name does not count.
     static func isSegment(_ root: String, _ name: NotificationName, _ number: UInt64) -> Bool {
-        guard case .success(let info) = System.linkStatus(segmentPath(root, name, number)) else { return false }
+        isSegment(at: segmentPath(root, name, number))
+    }
+
+    /// Whether `path` is a regular file (not followed if a symbolic link).
+    static func isSegment(at path: String) -> Bool {
+        guard case .success(let info) = System.linkStatus(path) else { return false }
         return info.st_mode & S_IFMT == S_IFREG
     }
 

@@ -407,6 +407,21 @@ final class LogReader {
     let name: NotificationName
     private(set) var segment: UInt64
     private(set) var offset: Int
+    // The segment being read, kept open between wake-ups, with the path of
+    // the one after it, whose existence says this one is finished.
+    private var open: OpenSegment?
+
+    /// An open segment and the path of its successor.
+    private final class OpenSegment {
+        let number: UInt64
+        let file: FileDescriptor
+        let nextPath: String
+        init(number: UInt64, file: consuming FileDescriptor, nextPath: String) {
+            self.number = number
+            self.file = file
+            self.nextPath = nextPath
+        }
+    }
 
     init(name: NotificationName, segment: UInt64, offset: Int) {
         self.name = name
@@ -418,20 +433,26 @@ final class LogReader {
     func readNew(root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters) -> [TransportMessage] {
         var messages: [TransportMessage] = []
         while true {
-            let path = FileLog.segmentPath(root, name, segment)
-            guard case .success(let file) = FileLog.open(path, create: false, mode: 0) else {
-                // Deleted by retention (or not created yet): go to the next segment there is.
-                if let next = FileLog.segments(root, name).first(where: { $0 > segment }) {
-                    segment = next
-                    offset = 0
-                    continue
+            if open?.number != segment {
+                open = nil
+                let path = FileLog.segmentPath(root, name, segment)
+                guard case .success(let opened) = FileLog.open(path, create: false, mode: 0) else {
+                    // Deleted by retention (or not created yet): go to the next segment there is.
+                    if let next = FileLog.segments(root, name).first(where: { $0 > segment }) {
+                        segment = next
+                        offset = 0
+                        continue
+                    }
+                    return messages
                 }
-                return messages
+                open = OpenSegment(
+                    number: segment, file: opened, nextPath: FileLog.segmentPath(root, name, segment + 1))
             }
-            guard case .success(let info) = System.fileStatus(file) else { return messages }
+            guard let current = open else { return messages }
+            guard case .success(let info) = System.fileStatus(current.file) else { return messages }
             let size = Int(info.st_size)
             var stoppedShort = false
-            if offset < size, case .success(let bytes) = FileLog.read(file, at: offset, count: size - offset) {
+            if offset < size, case .success(let bytes) = FileLog.read(current.file, at: offset, count: size - offset) {
                 let walked = FileLog.walk(
                     bytes,
                     record: { position, _ in
@@ -450,9 +471,9 @@ final class LogReader {
             // One lstat in the common case; a directory listing only when
             // something that is not a segment occupies the next number.
             let next: UInt64
-            if FileLog.isSegment(root, name, segment + 1) {
+            if FileLog.isSegment(at: current.nextPath) {
                 next = segment + 1
-            } else if case .success = System.linkStatus(FileLog.segmentPath(root, name, segment + 1)),
+            } else if case .success = System.linkStatus(current.nextPath),
                 let found = FileLog.segments(root, name).first(where: { $0 > segment })
             {
                 next = found
@@ -462,7 +483,7 @@ final class LogReader {
             // A writer finishes a segment before it starts the next, so now this
             // one's size is final; appends made since it was measured are read
             // before moving on.
-            if case .success(let final) = System.fileStatus(file), Int(final.st_size) > size {
+            if case .success(let final) = System.fileStatus(current.file), Int(final.st_size) > size {
                 continue
             }
             if stoppedShort { counters.corruptRecordsSkipped.add(1, ordering: .relaxed) }

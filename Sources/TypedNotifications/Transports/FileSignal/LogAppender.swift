@@ -23,6 +23,8 @@ final class LogAppender {
     private let configuration: FileSignalConfiguration
     private let lock: FileDescriptor
     private var segmentNumber: UInt64
+    // The path of segment `segmentNumber + 1`, checked on every append.
+    private var nextSegmentPath = ""
     private var segment: FileDescriptor
     // Bytes of the active segment known to hold only complete records; -1: unknown.
     private var validatedEnd = -1
@@ -47,6 +49,7 @@ final class LogAppender {
                 FileLog.segmentPath(root, name, number), create: true, mode: configuration.sharing.fileMode
             ).get()
             segmentNumber = number
+            nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
         } catch {
             throw SharedDirectory.failure(error, "could not open the log of \(name)")
         }
@@ -98,7 +101,7 @@ final class LogAppender {
 
     /// Moves to the newest segment if another writer started one.
     private func followRollover() throws(TypedNotificationError) {
-        while FileLog.isSegment(root, name, segmentNumber + 1) {
+        while FileLog.isSegment(at: nextSegmentPath) {
             try open(segmentNumber + 1, create: false)
         }
     }
@@ -153,6 +156,7 @@ final class LogAppender {
             throw SharedDirectory.failure(error, "could not open segment \(number) of \(name)")
         }
         segmentNumber = number
+        nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
         validatedEnd = -1
     }
 }
