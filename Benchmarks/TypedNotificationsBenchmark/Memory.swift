@@ -11,10 +11,10 @@ import TypedNotifications
 // set after each; for the in-process hub it also weighs one observer.
 // Prints "result JSON".
 
-/// Counts deliveries and wakes the poster at the end of each batch.
+/// Counts deliveries and wakes the poster at the end of each chunk.
 ///
 /// `@unchecked Sendable`: `delivered` is written only by the one handler
-/// (serial), and read by the poster only after `batchDone` was signalled.
+/// (serial) and never read elsewhere; the poster only waits on `batchDone`.
 final class BatchCounter: @unchecked Sendable {
     private var delivered = 0
     let batchSize: Int
@@ -62,23 +62,28 @@ func runSoak(_ arguments: ArraySlice<String>) throws {
     say("result " + String(decoding: try encoder.encode(output), as: UTF8.self))
 }
 
-/// Posts `count` notifications in batches and samples RSS after each;
-/// a warm-up batch comes first and is not sampled.
+/// Posts `count` notifications in tenths and samples RSS after each; a
+/// warm-up tenth comes first and is not sampled. Each tenth goes out in
+/// chunks that fit a socket poster's queue, each delivered before the next,
+/// so the run measures steady state rather than a growing backlog.
 func soak<T: NotificationTransport>(_ hub: NotificationHub<T>, kind: Kind, count: Int) throws -> MemoryResults.Series {
     let batch = count / 10
-    let counter = BatchCounter(batchSize: batch)
+    let chunk = batch % 5000 == 0 ? 5000 : batch
+    let counter = BatchCounter(batchSize: chunk)
     let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { _, _ in counter.deliver() }
     defer { token.cancel() }
     let filler = BenchTick.filler(forPayloadSize: 16)
     var index: UInt64 = 0
     var samples: [Int] = []
     for round in 0...10 {
-        for _ in 0..<batch {
-            try hub.post(BenchTick(index: index, filler: filler))
-            index += 1
-        }
-        guard counter.batchDone.wait(timeout: .now() + 120) == .success else {
-            fail("soak \(kind.rawValue): batch \(round) was not delivered")
+        for _ in 0..<(batch / chunk) {
+            for _ in 0..<chunk {
+                try hub.post(BenchTick(index: index, filler: filler))
+                index += 1
+            }
+            guard counter.batchDone.wait(timeout: .now() + 120) == .success else {
+                fail("soak \(kind.rawValue): tenth \(round) was not delivered")
+            }
         }
         if round > 0 { samples.append(currentResidentKiB() ?? 0) }
     }

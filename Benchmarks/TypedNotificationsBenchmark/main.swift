@@ -44,6 +44,18 @@ default:
     break
 }
 
+/// Writes the JSON file and, when there are fan-out points, the chart.
+func write(_ report: Report) throws {
+    try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    try encoder.encode(report).write(to: URL(fileURLWithPath: outputDirectory + "/fanout.json"))
+    if !report.points.isEmpty {
+        try chart(report.points, machine: report.machine).write(
+            toFile: outputDirectory + "/fanout.svg", atomically: true, encoding: .utf8)
+    }
+}
+
 func option(_ flag: String) -> String? {
     arguments.firstIndex(of: flag).flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
 }
@@ -107,6 +119,8 @@ if sections.contains("fanout") {
         }
     }
     points = Report.withRatios(points)
+    // Written now too, so a later section's failure cannot lose these figures.
+    try write(Report(machine: machine, micro: micro, points: points, memory: nil, targets: []))
 }
 
 var memory: MemoryResults?
@@ -143,14 +157,7 @@ if !targets.isEmpty {
     for target in targets { print("  [\(target.met ? "met" : "MISSED")] \(target.target): \(target.measured)") }
 }
 if sections.contains("fanout") || sections.contains("memory") {
-    try FileManager.default.createDirectory(atPath: outputDirectory, withIntermediateDirectories: true)
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-    try encoder.encode(report).write(to: URL(fileURLWithPath: outputDirectory + "/fanout.json"))
-    if !points.isEmpty {
-        try chart(points, machine: machine).write(
-            toFile: outputDirectory + "/fanout.svg", atomically: true, encoding: .utf8)
-    }
+    try write(report)
     print("\nWrote \(outputDirectory)/fanout.json" + (points.isEmpty ? "" : " and fanout.svg"))
 }
 if let buildWarning { print(buildWarning) }
