@@ -33,8 +33,15 @@ func processCPUNanoseconds() -> UInt64 {
     return nanoseconds(usage.ru_utime) + nanoseconds(usage.ru_stime)
 }
 
-/// This process's peak resident set, in KiB.
+/// This process's peak resident set, in KiB: VmHWM on Linux, which starts
+/// afresh at exec (getrusage's ru_maxrss would carry the parent's peak over).
 func peakResidentKiB() -> Int {
+    if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+        let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+    {
+        return kilobytes
+    }
     var usage = rusage()
     getrusage(rusageSelf, &usage)
     return Int(usage.ru_maxrss)

@@ -1,0 +1,49 @@
+import Foundation
+import TypedNotifications
+
+/// Posted when someone joins. Both processes compile this same type, so both
+/// agree on its name and its payload.
+struct UserJoined: TypedNotification, Codable {
+    static let name: NotificationName = "com.example.presence.joined"
+    var user: String
+}
+
+func run() async throws(TypedNotificationError) {
+    // A Unix datagram socket per process in a private directory (0700) under
+    // $XDG_RUNTIME_DIR; no daemon. Every process that opens one can be reached.
+    let transport = try SocketTransport()
+    let center = try NotificationHub(endpoint: "presence", transport: transport)
+    defer { center.close() }
+
+    let arguments = CommandLine.arguments.dropFirst()
+    switch arguments.first {
+    case "watch":
+        // Only other processes' posts; the kernel vouches for each sender's uid.
+        let joins = try center.deliveries(of: UserJoined.self, from: .others)
+        print("watching; run `swift run Presence announce NAME` in another terminal")
+        for await joined in joins {
+            let delivery = joined.delivery
+            print("\(joined.notification.user) joined (from \(delivery.sender), #\(delivery.sequence))")
+        }
+    case "announce":
+        for user in arguments.dropFirst() {
+            try center.post(UserJoined(user: user))
+        }
+        // A process about to exit hands over what a busy observer could not
+        // take yet; flush says whether everything went out in time.
+        if !transport.flush(timeout: .seconds(2)) {
+            print("some observers did not take everything in 2 s")
+        }
+    default:
+        print("usage: Presence watch | Presence announce NAME…")
+    }
+}
+
+// Every failure is a TypedNotificationError with a code to switch on and a
+// message that says what to do; nothing traps.
+do throws(TypedNotificationError) {
+    try await run()
+} catch {
+    print("Presence: \(error.code): \(error.message)")
+    exit(1)
+}
