@@ -42,18 +42,12 @@ func runSoak(_ arguments: ArraySlice<String>) throws {
     var output: SoakOutput
     switch kind {
     case .hubHandlers:
-        let hub = try NotificationHub(endpoint: "soak", transport: InProcessTransport(bus: InProcessBus()))
-        output = SoakOutput(series: try soak(hub, kind: kind, count: count))
+        output = SoakOutput(series: try soak(InProcessTransport(bus: InProcessBus()), kind: kind, count: count))
         (output.heapBytesPerHandlerObserver, output.heapBytesPerSequenceObserver) = try observerCost()
-        hub.close()
     case .socket:
-        let hub = try NotificationHub(endpoint: "soak", transport: SocketTransport(directory: directory))
-        output = SoakOutput(series: try soak(hub, kind: kind, count: count))
-        hub.close()
+        output = SoakOutput(series: try soak(SocketTransport(directory: directory), kind: kind, count: count))
     case .file:
-        let hub = try NotificationHub(endpoint: "soak", transport: FileSignalTransport(directory: directory))
-        output = SoakOutput(series: try soak(hub, kind: kind, count: count))
-        hub.close()
+        output = SoakOutput(series: try soak(FileSignalTransport(directory: directory), kind: kind, count: count))
     default:
         fail("soak runs hub-handlers, socket or file")
     }
@@ -66,7 +60,9 @@ func runSoak(_ arguments: ArraySlice<String>) throws {
 /// warm-up tenth comes first and is not sampled. Each tenth goes out in
 /// chunks that fit a socket poster's queue, each delivered before the next,
 /// so the run measures steady state rather than a growing backlog.
-func soak<T: NotificationTransport>(_ hub: NotificationHub<T>, kind: Kind, count: Int) throws -> MemoryResults.Series {
+func soak<T: NotificationTransport>(_ transport: T, kind: Kind, count: Int) throws -> MemoryResults.Series {
+    let hub = try NotificationHub(endpoint: "soak", transport: transport)
+    defer { hub.close() }
     let batch = count / 10
     let chunk = batch % 5000 == 0 ? 5000 : batch
     let counter = BatchCounter(batchSize: chunk)

@@ -25,23 +25,9 @@ func runObserver(_ arguments: ArraySlice<String>) throws {
     let recorder = Recorder(total: total, primed: Countdown())
     switch kind {
     case .socket:
-        let hub = try NotificationHub(endpoint: "observer", transport: SocketTransport(directory: directory))
-        let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { tick, _ in
-            recorder.record(tick.index)
-        }
-        say("ready")
-        recorder.finished.wait()
-        token.cancel()
-        hub.close()
+        try observeWithHub(SocketTransport(directory: directory), recorder)
     case .file:
-        let hub = try NotificationHub(endpoint: "observer", transport: FileSignalTransport(directory: directory))
-        let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { tick, _ in
-            recorder.record(tick.index)
-        }
-        say("ready")
-        recorder.finished.wait()
-        token.cancel()
-        hub.close()
+        try observeWithHub(FileSignalTransport(directory: directory), recorder)
     case .rawDatagram:
         observeRawDatagrams(path: rawSocketPath(directory, index), payloadBytes: payloadBytes, recorder)
     case .rawAppend:
@@ -52,6 +38,18 @@ func runObserver(_ arguments: ArraySlice<String>) throws {
     let data = Data(buffer: recorder.stamps)
     guard FileManager.default.createFile(atPath: values[3], contents: data) else { fail("cannot write \(values[3])") }
     say("done received=\(recorder.received) rss=\(peakResidentKiB())")
+}
+
+/// One of our transports: a handler files each notification until the end marker.
+func observeWithHub<T: NotificationTransport>(_ transport: T, _ recorder: Recorder) throws {
+    let hub = try NotificationHub(endpoint: "observer", transport: transport)
+    let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { tick, _ in
+        recorder.record(tick.index)
+    }
+    say("ready")
+    recorder.finished.wait()
+    token.cancel()
+    hub.close()
 }
 
 /// The raw datagram floor: a blocking socket, one recv per notification.

@@ -110,17 +110,6 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
     let allocationsAfter = allocationCount()
     poster.close()
 
-    if ProcessInfo.processInfo.environment["TNB_DEBUG_LOST"] != nil {
-        for (observer, stamps) in observerStamps.enumerated() {
-            let missing = (0..<spec.total).filter { stamps[$0] == 0 }
-            if !missing.isEmpty {
-                FileHandle.standardError.write(
-                    Data(
-                        "observer \(observer) missing \(missing.count): \(missing.prefix(5)) ... \(missing.suffix(3))\n"
-                            .utf8))
-            }
-        }
-    }
     // Latency of the paced phase, to each observer and to the last one.
     var toEach: [UInt64] = []
     var toLast: [UInt64] = []
