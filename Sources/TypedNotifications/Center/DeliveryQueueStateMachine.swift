@@ -51,7 +51,7 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
 
     mutating func enqueue(_ element: Element, missedBefore: Int) -> EnqueueAction {
         guard !isFinished else { return .discarded }
-        var entry = Entry(element: element, missedBefore: missedBefore + missedCarry)
+        var entry = Entry(element: element, missedBefore: missedBefore.addingSaturating(missedCarry))
         missedCarry = 0
         if let waiter {
             // A waiter exists only while the buffer is empty.
@@ -64,15 +64,15 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
         }
         dropped += 1
         if keepsNewest {
-            let lost = 1 + (buffer.removeFirst()?.missedBefore ?? 0)
+            let lost = (buffer.removeFirst()?.missedBefore ?? 0).addingSaturating(1)
             if buffer.isEmpty {
-                entry.missedBefore += lost
+                entry.missedBefore = entry.missedBefore.addingSaturating(lost)
             } else {
-                buffer.updateFirst { $0.missedBefore += lost }
+                buffer.updateFirst { $0.missedBefore = $0.missedBefore.addingSaturating(lost) }
             }
             buffer.append(entry)
         } else {
-            missedCarry = entry.missedBefore + 1
+            missedCarry = entry.missedBefore.addingSaturating(1)
         }
         return .dropped
     }
@@ -81,7 +81,7 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     /// observer could not decode, say): the next accepted element carries them.
     mutating func noteMissed(_ count: Int) {
         guard !isFinished else { return }
-        missedCarry += count
+        missedCarry = missedCarry.addingSaturating(count)
     }
 
     enum TakeAction {
@@ -93,14 +93,15 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
         case suspended
     }
 
-    /// Moves every buffered entry, oldest first, to the end of `batch`; if there
-    /// are none, stores `waiter` (when given) to be resumed with the next one.
+    /// Moves at most `limit` buffered entries, oldest first, to the end of
+    /// `batch`; if there are none, stores `waiter` (when given) to be resumed
+    /// with the next one.
     ///
-    /// Taking everything at once lets a consumer that fell behind catch up
-    /// with one lock acquisition instead of one per element.
-    mutating func take(into batch: inout [Entry], waiter newWaiter: Waiter?) -> TakeAction {
+    /// Taking many at once lets a consumer that fell behind catch up with one
+    /// lock acquisition instead of one per element.
+    mutating func take(into batch: inout [Entry], limit: Int = .max, waiter newWaiter: Waiter?) -> TakeAction {
         if count > 0 {
-            buffer.moveAll(into: &batch)
+            buffer.move(upTo: Swift.max(1, limit), into: &batch)
             return .taken
         }
         if isFinished {

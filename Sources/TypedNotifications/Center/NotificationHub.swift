@@ -235,6 +235,11 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         }
     }
 
+    /// How many senders of `name` the hub remembers for gap detection.
+    var rememberedSenders: Int {
+        table.withLock { $0.slots.values.reduce(0) { $0 + $1.sequences.count } }
+    }
+
     private func receive(_ message: TransportMessage) {
         let tracksGaps = tracksSequenceGaps
         let delivery = table.withLock { table -> (observers: [any ObservationSink], gap: Int)? in
@@ -242,7 +247,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
                 return table.slots[message.name].map { ($0.observers, 0) }
             }
             guard var slot = table.slots.removeValue(forKey: message.name) else { return nil }
-            let gap = slot.noteSequence(message)
+            let gap = slot.sequences.note(message.sequence, from: message.sender)
             let observers = slot.observers
             table.slots[message.name] = slot
             return (observers, gap)
@@ -250,7 +255,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         guard let delivery else { return }
         counters.received.add(1, ordering: .relaxed)
         if delivery.gap > 0 {
-            counters.sequenceGaps.add(delivery.gap, ordering: .relaxed)
+            counters.sequenceGaps.addSaturating(delivery.gap)
         }
         for observer in delivery.observers {
             observer.offer(message, gap: delivery.gap)
@@ -289,20 +294,8 @@ private struct HubObserverTable {
 
 private struct HubNameSlot {
     var observers: [any ObservationSink] = []
-    // The last sequence number seen from each sender, for gap detection.
-    // Forgotten when the name loses its last observer, so posts made while
-    // nobody listened are not reported as missed.
-    var lastSequence: [NotificationSender: UInt64] = [:]
-
-    /// Records the message's sequence number; returns how many of the
-    /// sender's notifications went missing just before it.
-    mutating func noteSequence(_ message: TransportMessage) -> Int {
-        defer {
-            if message.sequence > lastSequence[message.sender] ?? 0 {
-                lastSequence[message.sender] = message.sequence
-            }
-        }
-        guard let last = lastSequence[message.sender], message.sequence > last &+ 1 else { return 0 }
-        return Int(clamping: message.sequence - last - 1)
-    }
+    // The last sequence number heard from each sender, for gap detection, in
+    // bounded memory. Forgotten when the name loses its last observer, so posts
+    // made while nobody listened are not reported as missed.
+    var sequences = SenderSequenceTracker()
 }

@@ -24,7 +24,22 @@ struct FIFOBuffer<Element> {
     mutating func removeFirst() -> Element? {
         guard !isEmpty else { return nil }
         let element = storage[head]
-        head += 1
+        advanceHead(by: 1)
+        return element
+    }
+
+    /// Moves at most `limit` elements, oldest first, to the end of `batch`.
+    mutating func move(upTo limit: Int, into batch: inout [Element]) {
+        guard limit < count else { return moveAll(into: &batch) }
+        guard limit > 0 else { return }
+        batch.append(contentsOf: storage[head..<(head + limit)])
+        advanceHead(by: limit)
+    }
+
+    // Forgets the `n` oldest elements, compacting once the dead prefix is at
+    // least half the storage so memory follows the live count.
+    private mutating func advanceHead(by n: Int) {
+        head += n
         if head == storage.count {
             storage.removeAll(keepingCapacity: true)
             head = 0
@@ -32,7 +47,6 @@ struct FIFOBuffer<Element> {
             storage.removeFirst(head)
             head = 0
         }
-        return element
     }
 
     /// Moves every element, oldest first, to the end of `batch`. When `batch`

@@ -1,0 +1,54 @@
+/// Gap detection for one notification name: the last sequence number heard
+/// from each sender, in bounded memory.
+///
+/// A pure value: no locks, no clocks, no I/O. The hub keeps one per observed
+/// name under its table lock.
+///
+/// - **Bounded**: at most `2 × capacity` senders are remembered. Senders are
+///   kept in two generations; when the newer one fills, the older one is
+///   forgotten and the newer one takes its place. A sender heard from again is
+///   moved to the newer generation, so a sender that posts at least once while
+///   `capacity` other senders post is never forgotten. A long-lived observer of
+///   a name that thousands of short-lived processes post to stays flat.
+/// - **Never traps**: sequence numbers come from other processes. A step
+///   forward of `n` reports `n − 1` missed (saturating at `Int.max`); a step
+///   back or a repeat (a restart of the numbering, a replay, a duplicate) starts
+///   a new run and reports nothing.
+/// - **Forgotten means unknown**: the first number heard from a sender, or from
+///   one forgotten, reports nothing; nobody can know what came before it.
+struct SenderSequenceTracker {
+    /// Senders per generation in every hub.
+    static let defaultCapacity = 1_024
+
+    private var newer: [NotificationSender: UInt64] = [:]
+    private var older: [NotificationSender: UInt64] = [:]
+    private let capacity: Int
+
+    init(capacity: Int = Self.defaultCapacity) {
+        self.capacity = Swift.max(1, capacity)
+    }
+
+    /// How many senders are remembered now.
+    var count: Int { newer.count + older.count }
+
+    /// Records that `sender` sent `sequence`; returns how many of its
+    /// notifications went missing just before it.
+    mutating func note(_ sequence: UInt64, from sender: NotificationSender) -> Int {
+        let last: UInt64?
+        if let inNewer = newer.updateValue(sequence, forKey: sender) {
+            last = inNewer
+        } else {
+            last = older.removeValue(forKey: sender)
+            if newer.count > capacity {
+                // The sender just added is the only one the newer generation
+                // must keep: it becomes the first of the next generation.
+                newer.removeValue(forKey: sender)
+                older = newer
+                newer = [sender: sequence]
+            }
+        }
+        guard let last, sequence > last else { return 0 }
+        // sequence > last, so the subtraction cannot overflow.
+        return Int(clamping: sequence - last - 1)
+    }
+}

@@ -1,0 +1,52 @@
+import Synchronization
+import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A sender identity in this process with a label and instance of the
+/// forger's choosing, as another program of the same user could claim.
+func forgedSender(endpoint: String = "forger", instance: UInt64) throws -> NotificationSender {
+    try NotificationSender(processID: getpid(), userID: getuid(), endpoint: endpoint, instance: instance)
+}
+
+/// A complete, valid envelope of `value` with any sequence number: what a
+/// forger who knows the wire format can write.
+func forgedMessage<N: TypedNotification>(
+    _ value: N,
+    from sender: NotificationSender,
+    sequence: UInt64
+) throws -> TransportMessage {
+    let timestamp = NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+    let encoded = try NotificationEnvelope.encode(
+        name: N.name, sender: sender, sequence: sequence, timestamp: timestamp
+    ) { buffer in
+        try value.encodePayload(into: &buffer)
+    }
+    return TransportMessage(
+        name: N.name, sender: sender, sequence: sequence, timestamp: timestamp, payload: .encoded(encoded))
+}
+
+/// A cross-process transport whose received messages come from the test:
+/// ``inject(_:)`` hands any message to the hub as if it had arrived from
+/// another process. Posts go nowhere.
+final class InjectingTransport: NotificationTransport {
+    private let receiver = Locked<TransportReceiver?>(nil)
+
+    var payloadForm: TransportPayloadForm { .encoded }
+
+    func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+        self.receiver.withLock { $0 = receiver }
+    }
+
+    func subscribe(to name: NotificationName) throws(TypedNotificationError) {}
+    func unsubscribe(from name: NotificationName) {}
+    func send(_ message: TransportMessage) throws(TypedNotificationError) {}
+    func close() { receiver.withLock { $0 = nil } }
+
+    /// Delivers `message` to the hub, as a transport's receive thread would.
+    func inject(_ message: TransportMessage) {
+        receiver.withLock { $0 }?.receive(message)
+    }
+}
