@@ -61,7 +61,7 @@ struct Micro {
         for index in 0..<count { try hub.post(Tick(index: index)) }
         var iterator = done.stream.makeAsyncIterator()
         let result = await iterator.next() ?? 0
-        await token.cancel()
+        await token.cancelAndWait()
         return result
     }
 

@@ -33,4 +33,4 @@ try center.post(DownloadFinished(url: "https://example.com/last", bytes: 2048))
 await listener.value
 
 // Once cancel returns, the handler is not running and never runs again.
-await token.cancel()
+await token.cancelAndWait()

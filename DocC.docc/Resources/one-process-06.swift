@@ -46,4 +46,4 @@ for await delivered in deliveries {
 }
 
 // Once cancel returns, the handler is not running and never runs again.
-await token.cancel()
+await token.cancelAndWait()

@@ -10,7 +10,7 @@
 
 /// Which thread is running, so a thread can tell whether it is about to wait
 /// for itself.
-package struct ThreadIdentity: Sendable, Equatable {
+package struct ThreadIdentity: Sendable, Hashable {
     // pthread_t as a number: an integer on Linux, a pointer on Darwin.
     private let bits: UInt
 

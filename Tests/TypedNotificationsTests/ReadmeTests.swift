@@ -28,7 +28,7 @@ struct ReadmeTests {
             break
         }
         await seen.wait(forCount: 1)
-        await token.cancel()
+        await token.cancelAndWait()
         #expect(seen.values == [id])
     }
 }

@@ -34,22 +34,36 @@ final class DeliveryQueue: Sendable {
     /// How many messages the buffering policy has dropped.
     var dropped: Int { machine.withLock { $0.dropped } }
 
-    /// Appends every waiting message to `batch`, suspending until there is at
-    /// least one. Returns `false` once the queue is finished and drained.
+    /// What ``take(into:limit:isolation:)`` did.
+    enum TakeResult {
+        /// Entries were waiting and were taken at once.
+        case taken
+        /// None were waiting; the consumer suspended until one arrived.
+        case tookAfterWaiting
+        /// The queue is finished and drained.
+        case finished
+    }
+
+    /// Appends waiting messages to `batch`, at most `limit` of them, suspending
+    /// until there is at least one.
     ///
     /// Runs on the caller's actor, so a delivery loop isolated to an actor does
     /// not hop off it to wait.
-    func take(into batch: inout [Entry], isolation actor: isolated (any Actor)? = #isolation) async -> Bool {
-        switch machine.withLock({ $0.take(into: &batch, waiter: nil) }) {
-        case .taken: return true
-        case .finished: return false
+    func take(
+        into batch: inout [Entry],
+        limit: Int = .max,
+        isolation actor: isolated (any Actor)? = #isolation
+    ) async -> TakeResult {
+        switch machine.withLock({ $0.take(into: &batch, limit: limit, waiter: nil) }) {
+        case .taken: return .taken
+        case .finished: return .finished
         case .suspended: break
         }
         // Slow path: nothing buffered. `batch` cannot be captured across the
         // continuation, so the state machine hands the next entry over directly.
         var handedOver: [Entry] = []
         let entry: Entry? = await withUnsafeContinuation(isolation: actor) { continuation in
-            let action = machine.withLock { $0.take(into: &handedOver, waiter: continuation) }
+            let action = machine.withLock { $0.take(into: &handedOver, limit: limit, waiter: continuation) }
             switch action {
             case .taken: continuation.resume(returning: nil)
             case .finished: continuation.resume(returning: nil)
@@ -58,13 +72,13 @@ final class DeliveryQueue: Sendable {
         }
         if let entry {
             batch.append(entry)
-            return true
+            return .tookAfterWaiting
         }
         if !handedOver.isEmpty {
             batch.append(contentsOf: handedOver)
-            return true
+            return .taken
         }
-        return false
+        return .finished
     }
 
     /// Ends the queue; a suspended consumer gets `nil`.

@@ -51,7 +51,7 @@ public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, 
             let observation = cursor.observation
             return await withTaskCancellationHandler(
                 operation: { await cursor.next(isolation: actor) },
-                onCancel: { observation.cancel() },
+                onCancel: { observation.cancel(waitingForRun: false) },
                 isolation: actor
             )
         }
@@ -127,7 +127,7 @@ final class SequenceRegistration<N: TypedNotification>: Sendable {
     }
 
     deinit {
-        observation.cancel()
+        observation.cancel(waitingForRun: false)
     }
 }
 
@@ -141,6 +141,6 @@ final class SequenceIteration<N: TypedNotification>: Sendable {
     }
 
     deinit {
-        registration.observation.cancel()
+        registration.observation.cancel(waitingForRun: false)
     }
 }

@@ -12,8 +12,9 @@ protocol ObservationSink: AnyObject, Sendable {
 
 /// Cancelling, as tokens and sequences see it.
 protocol ObservationControl: AnyObject, Sendable {
-    /// Cancels; returns whether this call did it.
-    @discardableResult func cancel() -> Bool
+    /// Cancels. With `waitingForRun`, returns only once no run of a handler
+    /// can begin (see ``RunGate``). Returns whether this call did it.
+    @discardableResult func cancel(waitingForRun: Bool) -> Bool
     /// Cancelled, or its center closed.
     var isEnded: Bool { get }
 }
@@ -26,8 +27,10 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
     private let filter: SenderFilter
     private let observer: NotificationSender
 
-    // Read by the consumer right before each delivery: a handler run that
-    // begins after `cancel()` stored `true` never calls the handler.
+    /// Decides whether a handler run may begin; closed by cancel. A handler
+    /// loop passes it after decoding, immediately before each call.
+    let gate = RunGate()
+    // Mirrors the gate for cheap reads: sequences check it before each delivery.
     private let cancelled = Atomic<Bool>(false)
     // Set when the center closed: deliveries already queued still go out.
     private let endedByCenter = Atomic<Bool>(false)
@@ -74,16 +77,22 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
     var isEnded: Bool { isCancelled || endedByCenter.load(ordering: .acquiring) }
 
     @discardableResult
-    func cancel() -> Bool {
-        guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return false }
-        let unregister = unregistration.withLock { state -> (@Sendable () -> Void)? in
-            defer { state = .done }
-            if case .registered(let unregister) = state { return unregister }
-            return nil
+    func cancel(waitingForRun: Bool) -> Bool {
+        // The gate first: from here on no handler run begins.
+        let closing = gate.close()
+        if closing.closedNow {
+            cancelled.store(true, ordering: .releasing)
+            let unregister = unregistration.withLock { state -> (@Sendable () -> Void)? in
+                defer { state = .done }
+                if case .registered(let unregister) = state { return unregister }
+                return nil
+            }
+            if let unregister { cleanUp(unregister) }
+            queue.finish(discardingBuffered: true)
         }
-        if let unregister { cleanUp(unregister) }
-        queue.finish(discardingBuffered: true)
-        return true
+        // Unregistered and woken before blocking, so the loop ends promptly.
+        if waitingForRun { gate.waitForRunInFlight(closing) }
+        return closing.closedNow
     }
 
     func finishFromCenter() {
@@ -124,8 +133,38 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
     }
 }
 
-/// The consuming end of an observation: takes queued messages in batches and
-/// turns them into typed deliveries, in order.
+/// Turns queued entries into typed deliveries, in order, and carries what
+/// could not be decoded into the next delivery's ``NotificationDelivery/missed``.
+///
+/// Shared by async sequences and handler loops; holds only the running count.
+struct DeliveryDecoder<N: TypedNotification>: Sendable {
+    private var missed = 0
+
+    /// The entry as a delivery, or `nil` (counted as undecodable and as missed)
+    /// when its payload is not an `N`.
+    mutating func delivery(from entry: DeliveryQueue.Entry, metrics: MetricsCounters) -> DeliveredNotification<N>? {
+        missed = missed.addingSaturating(entry.missedBefore)
+        let message = entry.element
+        guard let value = Observation<N>.decode(message.payload) else {
+            metrics.undecodable.add(1, ordering: .relaxed)
+            missed = missed.addingSaturating(1)
+            return nil
+        }
+        defer { missed = 0 }
+        return DeliveredNotification(
+            notification: value,
+            delivery: NotificationDelivery(
+                sender: message.sender,
+                sequence: message.sequence,
+                timestamp: message.timestamp,
+                missed: missed
+            )
+        )
+    }
+}
+
+/// The consuming end of an observation for an async sequence: takes queued
+/// messages in batches and turns them into typed deliveries, in order.
 ///
 /// Decoding happens here, on the consumer, never on the poster's thread or a
 /// transport's receive thread. A payload this observer cannot decode is
@@ -134,7 +173,7 @@ struct ObservationCursor<N: TypedNotification> {
     let observation: Observation<N>
     private var batch: [DeliveryQueue.Entry] = []
     private var index = 0
-    private var missed = 0
+    private var decoder = DeliveryDecoder<N>()
 
     init(_ observation: Observation<N>) {
         self.observation = observation
@@ -146,63 +185,22 @@ struct ObservationCursor<N: TypedNotification> {
             if index == batch.count {
                 batch.removeAll(keepingCapacity: true)
                 index = 0
-                guard await observation.queue.take(into: &batch, isolation: actor) else { return nil }
+                guard await observation.queue.take(into: &batch, isolation: actor) != .finished else { return nil }
             }
             let entry = batch[index]
             index += 1
             // A cancelled observer delivers nothing more, even what it holds.
+            // A sequence is consumed by the task that iterates it, and task
+            // cancellation is cooperative, so this flag is enough: the exact
+            // promise of the run gate is for handlers, which run elsewhere.
             if observation.isCancelled {
                 batch.removeAll()
                 index = 0
                 return nil
             }
-            missed += entry.missedBefore
-            let message = entry.element
-            guard let value = Observation<N>.decode(message.payload) else {
-                observation.metrics.undecodable.add(1, ordering: .relaxed)
-                missed += 1
-                continue
-            }
-            defer { missed = 0 }
+            guard let delivered = decoder.delivery(from: entry, metrics: observation.metrics) else { continue }
             observation.metrics.delivered.add(1, ordering: .relaxed)
-            return DeliveredNotification(
-                notification: value,
-                delivery: NotificationDelivery(
-                    sender: message.sender,
-                    sequence: message.sequence,
-                    timestamp: message.timestamp,
-                    missed: missed
-                )
-            )
+            return delivered
         }
-    }
-}
-
-/// Starts the loop that runs a handler on `actor`, one notification at a time,
-/// in order, and returns the token that controls it.
-func startHandler<N: TypedNotification, A: Actor>(
-    for observation: Observation<N>,
-    on actor: A,
-    handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
-) -> ObservationToken {
-    let loop = Task {
-        await runHandlerLoop(observation, on: actor, handler: handler)
-    }
-    return ObservationToken(control: observation, loop: loop)
-}
-
-/// The handler loop. Everything between taking a notification and calling the
-/// handler runs on `actor` without a suspension point, and the cancelled flag
-/// is checked there; `ObservationToken.cancel()` then awaits this loop's end.
-/// Together: once cancel returns, no run is in flight and none starts.
-private func runHandlerLoop<N: TypedNotification, A: Actor>(
-    _ observation: Observation<N>,
-    on actor: isolated A,
-    handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
-) async {
-    var cursor = ObservationCursor(observation)
-    // The cursor checks the cancelled flag right before returning each delivery.
-    while let delivered = await cursor.next() {
-        handler(actor, delivered.notification, delivered.delivery)
     }
 }

@@ -4,7 +4,8 @@
 /// ```swift
 /// let token = try center.addObserver(Reload.self) { note, delivery in … }
 /// …
-/// await token.cancel()   // no run of the handler is in flight or will start
+/// token.cancel()               // from any code: no run of the handler begins after this
+/// await token.cancelAndWait()  // from async code: the same, without blocking a thread
 /// ```
 ///
 /// Copies share one registration. Hold the token for as long as you want
@@ -19,18 +20,29 @@ public struct ObservationToken: Hashable, Sendable {
     /// Whether the observer has been cancelled, or its center closed.
     public var isCancelled: Bool { handle.control.isEnded }
 
-    /// Cancels without waiting: no run of the handler starts after this
-    /// returns, but one already running elsewhere may still be finishing.
+    /// Cancels: once this returns, no run of the handler begins, whatever
+    /// thread or actor calls it.
     ///
-    /// Use this from inside the handler itself, or from synchronous code.
+    /// A run that had already begun on another thread is waited for, so it has
+    /// ended too, with two exceptions: a handler that cancels its own token
+    /// goes on to the end of its run; and a run whose thread is itself blocked
+    /// cancelling (two handlers cancelling each other) is not waited for, as
+    /// its body has begun and waiting could deadlock.
+    ///
+    /// This may block the calling thread for as long as a run in flight takes.
+    /// Do not call it while holding something the handler waits for (a lock it
+    /// takes, or the main thread while the handler calls
+    /// `DispatchQueue.main.sync`). In async code, ``cancelAndWait()`` gives the
+    /// same promise without blocking a thread. Releasing the last copy of the
+    /// token does what this does.
     public func cancel() {
-        handle.control.cancel()
+        handle.control.cancel(waitingForRun: true)
     }
 
-    /// Cancels and waits: once this returns, the handler never runs again and
-    /// no run of it is in flight.
-    public func cancel() async {
-        handle.control.cancel()
+    /// Cancels and waits without blocking a thread: once this returns, the
+    /// handler never runs again and no run of it is in flight.
+    public func cancelAndWait() async {
+        handle.control.cancel(waitingForRun: false)
         await handle.loop.value
     }
 
@@ -50,7 +62,7 @@ public struct ObservationToken: Hashable, Sendable {
         }
 
         deinit {
-            control.cancel()
+            control.cancel(waitingForRun: true)
         }
     }
 }

@@ -36,13 +36,13 @@ struct FoundationBridgeTests {
         let sequences = received.values.map(\.1)
         #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $0 + 1 == $1 })
         #expect(center.sender.endpoint == "foundation")
-        await token.cancel()
+        await token.cancelAndWait()
     }
 
-    @Test("cancel waits for a running handler and removes the Foundation observer")
-    func cancel() async throws {
+    @Test("cancel waits for a running handler and removes the Foundation observer", arguments: [false, true])
+    func cancel(synchronously: Bool) async throws {
         let center = NotificationCenter()
-        let outcome = try await cancelDuringHandlerRun(on: center)
+        let outcome = try await cancelDuringHandlerRun(on: center, synchronously: synchronously)
         #expect(outcome.runFinishedBeforeCancelReturned)
         #expect(outcome.runsAfterCancel == 0)
         // The Foundation observer is gone, so a later post is not even received.

@@ -10,15 +10,22 @@ struct CancelOutcome {
 
 /// Cancels an observer on `center` while its handler is blocked in a run, with
 /// a second notification queued behind it; then posts a third. Works the same
-/// on every center.
-func cancelDuringHandlerRun(on center: some TypedNotificationCenter) async throws -> CancelOutcome {
+/// on every center. `synchronously` cancels with the blocking `cancel()` from
+/// a thread of the cooperative pool instead of `cancelAndWait()`.
+func cancelDuringHandlerRun(
+    on center: some TypedNotificationCenter,
+    synchronously: Bool = false
+) async throws -> CancelOutcome {
     let entered = Signal()
     let release = DispatchSemaphore(value: 0)
     let runFinished = Flag()
     let cancelReturned = Flag()
     let runsAfterCancel = Counter()
     // On its own thread, so blocking it cannot starve the cooperative pool.
-    let token = try center.addObserver(Ping.self, on: BlockingActor()) { _, _, _ in
+    // Held here: a center holds the actor it runs a handler on weakly.
+    let actor = BlockingActor()
+    defer { withExtendedLifetime(actor) {} }
+    let token = try center.addObserver(Ping.self, on: actor) { _, _, _ in
         if cancelReturned.isSet { runsAfterCancel.increment() }
         entered.fire()
         release.wait()
@@ -28,8 +35,12 @@ func cancelDuringHandlerRun(on center: some TypedNotificationCenter) async throw
     try center.post(Ping(index: 2))
     await entered.wait()
 
-    let canceller = Task {
-        await token.cancel()
+    let canceller = Task.detached {
+        if synchronously {
+            token.cancel()
+        } else {
+            await token.cancelAndWait()
+        }
         // The run that was in flight must have finished before cancel returned.
         let finishedFirst = runFinished.isSet
         cancelReturned.set()
@@ -46,10 +57,12 @@ func cancelDuringHandlerRun(on center: some TypedNotificationCenter) async throw
 
 @Suite("Guarantee 3: cancel never races the handler", .timeLimit(.minutes(1)))
 struct CancellationTests {
-    @Test("await cancel() waits for a handler run in flight, and none runs after")
-    func cancelWaitsForRunningHandler() async throws {
+    @Test(
+        "cancelAndWait() and the blocking cancel() wait for a handler run in flight, and none runs after",
+        arguments: [false, true])
+    func cancelWaitsForRunningHandler(synchronously: Bool) async throws {
         let hub = try makeHub()
-        let outcome = try await cancelDuringHandlerRun(on: hub)
+        let outcome = try await cancelDuringHandlerRun(on: hub, synchronously: synchronously)
         #expect(outcome.runFinishedBeforeCancelReturned)
         #expect(outcome.runsAfterCancel == 0)
         #expect(hub.metrics.activeObservers == 0)
@@ -68,7 +81,7 @@ struct CancellationTests {
         for index in 1...10 { try hub.post(Ping(index: index)) }
         await runs.wait(forCount: 2)
         // Waiting on the loop's end proves the handler did not deadlock itself.
-        await token.cancel()
+        await token.cancelAndWait()
         #expect(runs.values == [1, 2])
         #expect(token.isCancelled)
     }
@@ -199,7 +212,9 @@ struct BufferingTests {
         let entered = Signal()
         let release = DispatchSemaphore(value: 0)
         let received = Collector<(Int, Int)>()
-        let token = try hub.addObserver(Ping.self, bufferingPolicy: .bufferingNewest(2), on: BlockingActor()) {
+        let actor = BlockingActor()
+        defer { withExtendedLifetime(actor) {} }
+        let token = try hub.addObserver(Ping.self, bufferingPolicy: .bufferingNewest(2), on: actor) {
             _, note, delivery in
             received.append((note.index, delivery.missed))
             if note.index == 0 {
@@ -216,7 +231,7 @@ struct BufferingTests {
         #expect(received.values.map(\.0) == [0, 5, 6])
         #expect(received.values.map(\.1) == [0, 4, 0])
         #expect(hub.metrics.dropped == 4)
-        await token.cancel()
+        await token.cancelAndWait()
     }
 
     @Test("the default policy is bounded")
@@ -250,7 +265,7 @@ struct LeakTests {
         try hub.post(Ping(index: 1))
         while seen.count == 0 { await Task.yield() }
         #expect(weakWitness != nil)
-        await token.cancel()
+        await token.cancelAndWait()
         #expect(weakWitness == nil)
         withExtendedLifetime(token) {}
     }
@@ -280,6 +295,6 @@ struct LeakTests {
         }
         #expect(weakHub == nil)
         #expect(token.isCancelled)
-        await token.cancel()
+        await token.cancelAndWait()
     }
 }

@@ -30,7 +30,7 @@ struct IsolationTests {
         for index in 0..<100 { try hub.post(Ping(index: index)) }
         await done.wait()
         #expect(await tally.seen == Array(0..<100))
-        await token.cancel()
+        await token.cancelAndWait()
     }
 
     @Test("a handler on the main actor can update main-actor state")
@@ -47,7 +47,7 @@ struct IsolationTests {
         for index in 0..<10 { try hub.post(Ping(index: index)) }
         await done.wait()
         #expect(model.received == Array(0..<10))
-        await token.cancel()
+        await token.cancelAndWait()
     }
 
     @Test("handlers on the center's executor never run concurrently")
@@ -71,7 +71,7 @@ struct IsolationTests {
         for index in 0..<2_000 { try hub.post(Ping(index: index)) }
         await runs.wait(forCount: 8_000)
         #expect(overlaps.count == 0)
-        for token in tokens { await token.cancel() }
+        for token in tokens { await token.cancelAndWait() }
     }
 }
 

@@ -122,7 +122,7 @@ struct RegistrationTests {
         try hub.post(Ping(index: 3))
         await seen.wait(forCount: 1)
         #expect(seen.values == [3])
-        await token.cancel()
+        await token.cancelAndWait()
     }
 }
 

@@ -114,7 +114,7 @@ struct StressTests {
                             completed - 1 >= registered + 1 ? completed - 1 : -1
                         }
                         await record.waitUntilSeen(target)
-                        await token.cancel()
+                        await token.cancelAndWait()
                         record.cancelReturned.set()
 
                         let seen = record.snapshot

@@ -101,4 +101,9 @@ final class Slot<Value: Sendable>: Sendable {
     private let value = Locked<Value?>(nil)
     func set(_ newValue: Value) { value.withLock { $0 = newValue } }
     var current: Value? { value.withLock { $0 } }
+    /// Empties the slot; the value is released after the lock, never under it.
+    func clear() {
+        let old = value.withLock { $0.take() }
+        withExtendedLifetime(old) {}
+    }
 }

@@ -63,7 +63,7 @@ struct SocketTransportLocalTests {
         try poster.post(HelperPing(poster: 0, index: 1))
         await received.wait(forCount: 1)
         #expect(posterTransport.statistics.connectedEndpoints == 1)
-        await token.cancel()
+        await token.cancelAndWait()
         try poster.post(HelperPing(poster: 0, index: 2))
         #expect(posterTransport.statistics.connectedEndpoints == 0)
         #expect(received.values == [1])

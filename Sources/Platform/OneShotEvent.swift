@@ -1,0 +1,65 @@
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#else
+    #error("TypedNotifications does not support this platform yet.")
+#endif
+
+/// An event that one thread signals once and another thread blocks on until
+/// it has been signalled.
+///
+/// Built on a pthread mutex and condition variable rather than a dispatch
+/// semaphore so that ThreadSanitizer sees the ordering it creates: what the
+/// signalling thread wrote before `signal()` is visible after `wait()`.
+package final class OneShotEvent: @unchecked Sendable {
+    // Sendable: `signalled` is read and written only between lock and unlock
+    // of `mutex`; the two pthread objects exist to be shared between threads
+    // and their addresses never change.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var signalled = false
+
+    /// Creates an event that has not been signalled.
+    ///
+    /// The corresponding C functions are `pthread_mutex_init` and `pthread_cond_init`.
+    package init() {
+        mutex.initialize(to: pthread_mutex_t())
+        condition.initialize(to: pthread_cond_t())
+        // Neither fails with default attributes on Linux or Darwin.
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Marks the event signalled and wakes the thread blocked in ``wait()``.
+    ///
+    /// The corresponding C function is `pthread_cond_broadcast`.
+    package func signal() {
+        pthread_mutex_lock(mutex)
+        signalled = true
+        pthread_cond_broadcast(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Blocks the calling thread until ``signal()`` has been called; returns at
+    /// once if it already was.
+    ///
+    /// The corresponding C function is `pthread_cond_wait`.
+    package func wait() {
+        pthread_mutex_lock(mutex)
+        // A loop, because pthread_cond_wait may wake spuriously.
+        while !signalled {
+            pthread_cond_wait(condition, mutex)
+        }
+        pthread_mutex_unlock(mutex)
+    }
+}
