@@ -46,6 +46,26 @@ final class Signal: Sendable {
             if fired { continuation.resume() }
         }
     }
+
+    /// Waits for the signal, giving up after `limit` (a safety net for a
+    /// signal that a broken promise would never fire). Returns whether it fired.
+    func wait(upTo limit: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await self.wait()
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? false
+            // The waiter, if it lost, stays parked: fire to let the group end.
+            if !first { self.fire() }
+            group.cancelAll()
+            return first
+        }
+    }
 }
 
 /// Collects values from any thread; a test can await a count.
