@@ -40,9 +40,19 @@ func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     }
 }
 
-/// `tnotify watch NAME... [--transport …] [--dir …] [--cursor ID] [--json]`
+/// How many notifications `watch` holds for a slow terminal by default.
+let defaultWatchBuffer = 10_000
+
+/// `tnotify watch NAME... [--transport …] [--dir …] [--cursor ID] [--buffer N] [--json]`
 func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
-    let arguments = try Arguments(words, options: ["transport", "dir", "cursor"], flags: ["json"])
+    let arguments = try Arguments(words, options: ["transport", "dir", "cursor", "buffer"], flags: ["json"])
+    var buffer = defaultWatchBuffer
+    if let text = arguments.option("buffer") {
+        guard let value = Int(text), value > 0 else {
+            throw CommandFailure(code: .usage, message: "--buffer needs a whole number above 0, not \(text)")
+        }
+        buffer = value
+    }
     guard !arguments.positional.isEmpty else {
         throw CommandFailure(code: .usage, message: "watch needs at least one NAME")
     }
@@ -58,7 +68,11 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
         hub = try AnyHub.make(
             choice, directory: choice.directory(arguments), endpoint: "tnotify-watch",
             identity: arguments.option("cursor"))
-        for name in names { sequences.append((name, try hub.deliveries(ofRaw: name))) }
+        // Bounded, so a stalled terminal cannot grow the watcher without end;
+        // what it drops is printed as `missed` on the next line.
+        for name in names {
+            sequences.append((name, try hub.deliveries(ofRaw: name, bufferingPolicy: .bufferingNewest(buffer))))
+        }
     } catch {
         throw failure(error)
     }

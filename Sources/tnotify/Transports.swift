@@ -49,10 +49,13 @@ enum AnyHub: Sendable {
         }
     }
 
-    func deliveries(ofRaw name: NotificationName) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
+    func deliveries(
+        ofRaw name: NotificationName,
+        bufferingPolicy: NotificationBufferingPolicy
+    ) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
         switch self {
-        case .socket(let hub): try hub.deliveries(ofRaw: name, bufferingPolicy: .unbounded)
-        case .file(let hub): try hub.deliveries(ofRaw: name, bufferingPolicy: .unbounded)
+        case .socket(let hub): try hub.deliveries(ofRaw: name, bufferingPolicy: bufferingPolicy)
+        case .file(let hub): try hub.deliveries(ofRaw: name, bufferingPolicy: bufferingPolicy)
         }
     }
 

@@ -27,12 +27,14 @@ let help: [String: String] = [
     or standard input's bytes; none gives an empty payload.
     """,
     "watch": """
-    usage: tnotify watch NAME... [--transport socket|file] [--dir DIR] [--cursor ID] [--json]
+    usage: tnotify watch NAME... [--transport socket|file] [--dir DIR] [--cursor ID] [--buffer N] [--json]
 
     Prints one line per notification: time, name, sender, sequence number and
     payload; with --json, one JSON object per line. --cursor ID (file transport)
-    resumes the durable cursor ID where it stopped. Ctrl-C or SIGTERM unregisters
-    and exits.
+    resumes the durable cursor ID where it stopped. --buffer N (default 10000)
+    is how many notifications wait while output is slow; beyond it the oldest
+    are dropped and the next line says how many were missed. Ctrl-C or SIGTERM
+    unregisters and exits.
     """,
     "latest": """
     usage: tnotify latest NAME [--dir DIR] [--json]

@@ -16,7 +16,8 @@ import NotificationPlatform
 /// `N.name.rawValue`, carrying the value in its `userInfo`; typed observers
 /// ignore untyped posts of the same name. Typed observers get the same
 /// guarantees as on ``NotificationHub``: posts are queued in order, handlers
-/// run on an actor, and `await token.cancel()` waits for a running handler.
+/// run on an actor, and `token.cancel()` or `await token.cancelAndWait()` waits
+/// for a running handler.
 /// Every `NotificationCenter` shares one sender identity per process, with
 /// the endpoint label `foundation`.
 extension NotificationCenter: TypedNotificationCenter {
@@ -46,6 +47,7 @@ extension NotificationCenter: TypedNotificationCenter {
             object: nil,
             userInfo: [FoundationBridge.userInfoKey: FoundationBridge.Carrier(message)]
         )
+        FoundationBridge.counters.posted.add(1, ordering: .relaxed)
     }
 
     /// Registers a handler that runs isolated to `actor`.

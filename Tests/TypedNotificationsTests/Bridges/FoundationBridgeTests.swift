@@ -51,6 +51,14 @@ struct FoundationBridgeTests {
         #expect(NotificationCenter.typedMetrics.received == before)
     }
 
+    @Test("typed posts are counted in typedMetrics.posted")
+    func postsAreCounted() throws {
+        let center = NotificationCenter()
+        let before = NotificationCenter.typedMetrics.posted
+        for index in 0..<3 { try center.post(Ping(index: index)) }
+        #expect(NotificationCenter.typedMetrics.posted == before + 3)
+    }
+
     @Test("untyped posts of the same name are ignored by typed observers")
     func untypedPostsIgnored() async throws {
         let center = NotificationCenter()

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc
@@ -83,6 +84,40 @@ struct TnotifyTests {
         #expect(lines.contains { $0.contains("app.a") && $0.hasSuffix(" from stdin") })
         #expect(lines.contains { $0.contains("app.b") && $0.hasSuffix(" second") })
         #expect(lines.count == 2)
+    }
+
+    @Test("watch holds a bounded buffer (--buffer N) and accounts for every notification it drops")
+    func boundedWatch() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let file = ["--transport", "file", "--dir", directory]
+        let first = try HelperProcess(
+            ["watch", "app.flood", "--cursor", "tool"] + file, executable: HelperProcess.tnotify)
+        await first.waitForLine(startingWith: "watching app.flood")
+        first.signal(SIGINT)
+        #expect(await first.waitForExit() == 0)
+
+        // 3,000 waiting in the log; the durable watcher replays them as fast as
+        // it reads, faster than it prints, through a buffer of 4.
+        let poster = try fileHub(directory, endpoint: "flood")
+        for index in 1...3_000 { try poster.post(RawNotification(bytes: Array("\(index)".utf8)), as: "app.flood") }
+        let second = try HelperProcess(
+            ["watch", "app.flood", "--cursor", "tool", "--buffer", "4", "--json"] + file,
+            executable: HelperProcess.tnotify)
+        let last = await second.waitForLine(startingWith: "{", containing: #""sequence":3000"#)
+        second.signal(SIGTERM)
+        #expect(await second.waitForExit() == 0)
+        #expect(last.contains(#""payload":3000"#))
+        // Every notification is printed or counted as missed on a later line.
+        var accounted = 0
+        for line in second.lines.values where line.hasPrefix("{") {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            accounted += 1 + (object?["missed"] as? Int ?? 0)
+        }
+        #expect(accounted == 3_000)
+
+        #expect(try await tnotify(["watch", "a", "--buffer", "0"]).status == 64)
+        #expect(try await tnotify(["watch", "a", "--buffer", "lots"]).status == 64)
     }
 
     @Test("latest, ls and gc report what is there")

@@ -98,12 +98,14 @@ final class HelperProcess: Sendable {
 
     /// Returns once the helper has printed a line that starts with `prefix`.
     @discardableResult
-    func waitForLine(startingWith prefix: String) async -> String {
+    func waitForLine(startingWith prefix: String, containing part: String = "") async -> String {
         var seen = 0
         while true {
             await lines.wait(forCount: seen + 1)
             let all = lines.values
-            if let match = all[seen...].first(where: { $0.hasPrefix(prefix) }) { return match }
+            if let match = all[seen...].first(where: { $0.hasPrefix(prefix) && (part.isEmpty || $0.contains(part)) }) {
+                return match
+            }
             seen = all.count
         }
     }
