@@ -12,7 +12,12 @@ let package = Package(
             name: "FuzzEnvelope",
             dependencies: [.product(name: "TypedNotifications", package: "TypedNotifications")],
             path: "FuzzEnvelope"
-        )
+        ),
+        .executableTarget(
+            name: "FuzzSequenceGaps",
+            dependencies: [.product(name: "TypedNotifications", package: "TypedNotifications")],
+            path: "FuzzSequenceGaps"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
