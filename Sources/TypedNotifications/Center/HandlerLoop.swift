@@ -6,7 +6,7 @@ import NotificationPlatform
 /// executor) runs in between, even under a flood.
 enum HandlerLoopBudget {
     /// Deliveries before the loop gives its actor up.
-    static let deliveries = 64
+    static let deliveries = 256
     /// Nanoseconds a loop may hold its actor before giving it up: 1 ms.
     static let nanoseconds: UInt64 = 1_000_000
 }

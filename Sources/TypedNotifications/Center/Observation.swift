@@ -142,6 +142,10 @@ struct DeliveryDecoder<N: TypedNotification>: Sendable {
 
     /// The entry as a delivery, or `nil` (counted as undecodable and as missed)
     /// when its payload is not an `N`.
+    ///
+    /// Inlined: callers are generic and, called from another module,
+    /// unspecialized, where each extra generic call costs a metadata lookup.
+    @inline(__always)
     mutating func delivery(from entry: DeliveryQueue.Entry, metrics: MetricsCounters) -> DeliveredNotification<N>? {
         missed = missed.addingSaturating(entry.missedBefore)
         let message = entry.element
