@@ -19,6 +19,11 @@ extension NotificationCenter.MessageIdentifier where Self == NotificationCenter.
     static var microTick: Self { .init() }
 }
 
+/// An actor of the benchmark's own, as an application's would be.
+actor TickCounter {
+    var seen = 0
+}
+
 struct Micro {
     var count: Int
     var runs: Int
@@ -62,6 +67,25 @@ struct Micro {
         var iterator = done.stream.makeAsyncIterator()
         let result = await iterator.next() ?? 0
         await token.cancelAndWait()
+        return result
+    }
+
+    /// The same, with the handler on an actor of the caller's (held weakly by
+    /// the hub while it waits, taken strongly for each slice).
+    func hubActorHandler() async throws -> Int {
+        let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
+        let done = AsyncStream<Int>.makeStream()
+        let last = count - 1
+        let actor = TickCounter()
+        let token = try hub.addObserver(Tick.self, bufferingPolicy: .unbounded, on: actor) { actor, tick, _ in
+            actor.seen &+= 1
+            if tick.index == last { done.continuation.yield(actor.seen) }
+        }
+        for index in 0..<count { try hub.post(Tick(index: index)) }
+        var iterator = done.stream.makeAsyncIterator()
+        let result = await iterator.next() ?? 0
+        await token.cancelAndWait()
+        withExtendedLifetime(actor) {}
         return result
     }
 
@@ -189,6 +213,9 @@ struct Micro {
         }
         results.hubSequenceNanoseconds = try await measure("NotificationHub, for await sequence") {
             try await hubSequence()
+        }
+        results.hubActorHandlerNanoseconds = try await measure("NotificationHub, handler on a caller's actor") {
+            try await hubActorHandler()
         }
         results.foundationBlockNanoseconds = await measure("Foundation NotificationCenter, block observer") {
             foundationBlock()

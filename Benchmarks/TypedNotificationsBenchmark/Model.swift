@@ -139,6 +139,7 @@ struct MicroResults: Codable, Sendable {
     /// Cost per notification, post until one handler ran, back to back.
     var floorNanoseconds: Double?
     var hubHandlerNanoseconds: Double?
+    var hubActorHandlerNanoseconds: Double?
     var hubSequenceNanoseconds: Double?
     var foundationBlockNanoseconds: Double?
     var asyncMessageNanoseconds: Double?
@@ -161,6 +162,8 @@ struct MemoryResults: Codable, Sendable {
     var heapBytesPerHandlerObserver: Int?
     /// Heap bytes one more sequence observer costs on a hub.
     var heapBytesPerSequenceObserver: Int?
+    /// One observer, every notification from a sender never seen before.
+    var distinctSenders: SenderSeries?
 }
 
 /// One target of the issue: what was measured against what was asked.

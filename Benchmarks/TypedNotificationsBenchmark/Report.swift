@@ -82,6 +82,15 @@ extension Report {
                         measured: "\(series.growthKiB) KiB growth after warm-up (\(series.residentKiB.first ?? 0) KiB)",
                         met: series.growthKiB <= 1024))
             }
+            if let distinct = memory.distinctSenders {
+                targets.append(
+                    TargetResult(
+                        target:
+                            "memory: RSS flat over \(distinct.senders) distinct short-lived senders to one observer",
+                        measured:
+                            "\(distinct.growthKiB) KiB growth after warm-up (\(distinct.residentKiB.first ?? 0) KiB)",
+                        met: distinct.growthKiB <= 1024))
+            }
         }
         return targets
     }

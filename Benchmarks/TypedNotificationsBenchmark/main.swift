@@ -18,6 +18,7 @@ import Foundation
 //   point SPEC-JSON                                  one scenario; prints "result JSON"
 //   observe KIND DIR TOTAL STAMPS PAYLOAD INDEX      an observer process
 //   soak KIND COUNT                                  the memory run
+//   soak-senders COUNT                               the memory run, distinct senders
 
 #if DEBUG
     let buildWarning: String? =
@@ -39,6 +40,9 @@ case "point":
     exit(0)
 case "soak":
     try runSoak(arguments.dropFirst(2))
+    exit(0)
+case "soak-senders":
+    try runSenderSoak(arguments.dropFirst(2))
     exit(0)
 default:
     break
@@ -140,6 +144,14 @@ if sections.contains("memory") {
         let samples = output.series.residentKiB.map(String.init).joined(separator: " ")
         print("  \(padded(kind.label, 26)) RSS KiB by tenth: \(samples)  growth \(output.series.growthKiB) KiB")
     }
+    let senders = Child(["soak-senders", "\(notifications)"])
+    let sendersLine = senders.expect("result ")
+    senders.wait()
+    let distinct = try JSONDecoder().decode(SenderSeries.self, from: Data(sendersLine.dropFirst(7).utf8))
+    results.distinctSenders = distinct
+    print(
+        "  \(padded("\(distinct.senders) distinct senders", 26)) RSS KiB by tenth: "
+            + "\(distinct.residentKiB.map(String.init).joined(separator: " "))  growth \(distinct.growthKiB) KiB")
     if let handler = results.heapBytesPerHandlerObserver, let sequence = results.heapBytesPerSequenceObserver {
         print("  one more observer on a hub: \(handler) heap bytes (handler), \(sequence) (sequence)")
     }
