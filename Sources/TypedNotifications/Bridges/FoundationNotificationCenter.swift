@@ -50,7 +50,8 @@ extension NotificationCenter: TypedNotificationCenter {
         FoundationBridge.counters.posted.add(1, ordering: .relaxed)
     }
 
-    /// Registers a handler that runs isolated to `actor`.
+    /// Registers a handler that runs isolated to `actor`, which the center
+    /// holds weakly while it waits, as every ``TypedNotificationCenter`` does.
     public func addObserver<N: TypedNotification, A: Actor>(
         _ type: N.Type,
         from senders: SenderFilter,

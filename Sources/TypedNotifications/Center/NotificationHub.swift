@@ -153,7 +153,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         counters.posted.add(1, ordering: .relaxed)
     }
 
-    /// Registers a handler that runs isolated to `actor`.
+    /// Registers a handler that runs isolated to `actor`, which the center
+    /// holds weakly while it waits, as every ``TypedNotificationCenter`` does.
     public func addObserver<N: TypedNotification, A: Actor>(
         _ type: N.Type,
         from senders: SenderFilter,

@@ -10,8 +10,11 @@
 ///   post order.
 /// - **Immediate registration**: once an `addObserver` or `deliveries(of:)`
 ///   call has returned, every later post reaches that observer.
-/// - **Race-free cancel**: once `await token.cancel()` returns, the handler
-///   never runs again and no run of it is in flight.
+/// - **Race-free cancel**: once `token.cancel()` or `await token.cancelAndWait()`
+///   returns, no run of the handler begins, and none is in flight (see
+///   ``ObservationToken/cancel()`` for the two exceptions).
+/// - **Fair handlers**: a handler loop gives its actor up after 256 deliveries
+///   or 1 ms, so a flood never starves other work on that actor.
 /// - **No silent loss**: every observer has a bounded buffer with a stated
 ///   policy; what it drops is counted and reported as
 ///   ``NotificationDelivery/missed`` on the next delivery.
@@ -34,6 +37,12 @@ public protocol TypedNotificationCenter: Sendable {
 
     /// Registers a handler that runs isolated to `actor`, one notification at a
     /// time, in order.
+    ///
+    /// The center holds `actor` weakly while it waits for notifications, so an
+    /// actor that observes on itself and stores the token is released when the
+    /// last other reference goes, and the observation ends with it. Hold the
+    /// actor you pass: one that nothing else holds ends its observation at its
+    /// first notification. The main actor and the center's executor are kept.
     ///
     /// - Returns: A token; the observer lives until it is cancelled or released.
     func addObserver<N: TypedNotification, A: Actor>(
@@ -70,6 +79,12 @@ extension TypedNotificationCenter {
     }
 
     /// Registers a handler that runs isolated to `actor`.
+    ///
+    /// The center holds `actor` weakly while it waits for notifications, so an
+    /// actor that observes on itself and stores the token is released when the
+    /// last other reference goes, and the observation ends with it. Hold the
+    /// actor you pass: one that nothing else holds ends its observation at its
+    /// first notification. The main actor and the center's executor are kept.
     ///
     /// - Returns: A token; the observer lives until it is cancelled or released.
     public func addObserver<N: TypedNotification, A: Actor>(
