@@ -29,12 +29,51 @@ func tick(
     return (due, onTime)
 }
 
-// Both tests compare the flooded actor with a control that nothing floods,
-// measured at the same time: the suite runs beside others (and under
-// ThreadSanitizer), so a loaded machine makes both late together, while a
-// handler that keeps its actor makes only the flooded side late.
+/// The most flood deliveries that run on an actor while other work waits for
+/// it: one budget of a handler loop, and as many again for the slice that
+/// was under way when the other work was queued.
+let mostDeliveriesWhileOthersWait = 2 * 256
+
+// Each test measures fairness twice. In deliveries: how many flood deliveries
+// ran on the actor while other work was queued for it, which no load on the
+// machine can change, so it is always asserted. And in time, as a user sees
+// it: a ticker due every 10 ms, asserted whenever the machine can keep an
+// unflooded ticker on time (beside the rest of the suite, or under
+// ThreadSanitizer, it sometimes cannot, and then late ticks say nothing about
+// the actor).
 @Suite("A busy handler shares its actor", .serialized, .timeLimit(.minutes(3)))
 struct FairnessTests {
+    @Test("a main-actor handler under a 100k flood lets other main-actor work in after every slice")
+    @MainActor
+    func mainActorWorkInterleaves() async throws {
+        let hub = try makeHub()
+        let total = 100_000
+        let handled = Counter()
+        let floodHandled = Signal()
+        let token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded, on: .main) { note, _ in
+            spin(microseconds: 2)
+            handled.increment()
+            if note.index == total - 1 { floodHandled.fire() }
+        }
+        for index in 0..<total { try hub.post(Ping(index: index)) }
+        // Other main-actor work: each yield queues it behind the flood.
+        var turns = 0
+        var mostInBetween = 0
+        var last = handled.count
+        while !floodHandled.hasFired {
+            await Task.yield()
+            let now = handled.count
+            mostInBetween = max(mostInBetween, now - last)
+            last = now
+            turns += 1
+        }
+        #expect(turns >= 100, "other main-actor work ran only \(turns) times during the flood")
+        #expect(
+            mostInBetween <= mostDeliveriesWhileOthersWait,
+            "\(mostInBetween) flood deliveries ran while other main-actor work waited")
+        await token.cancelAndWait()
+    }
+
     @Test(
         "a main-actor ticker keeps at least 80% of its ticks on time while 100k notifications flood a main-actor handler"
     )
@@ -55,53 +94,72 @@ struct FairnessTests {
         let free = try await control.value
         // Enough ticks fell within the flood for the ratio to mean something.
         #expect(main.due >= 10, "the flood lasted only \(main.due) ticks")
-        let mainRatio = Double(main.onTime) / Double(main.due)
-        let freeRatio = Double(free.onTime) / Double(max(1, free.due))
-        #expect(
-            mainRatio >= 0.8 * freeRatio,
-            "main actor: \(main.onTime) of \(main.due) on time; a free thread: \(free.onTime) of \(free.due)")
+        let report = "main actor: \(main.onTime) of \(main.due) on time; a free thread: \(free.onTime) of \(free.due)"
+        if Double(free.onTime) >= 0.8 * Double(free.due) {
+            #expect(Double(main.onTime) >= 0.8 * Double(main.due), "\(report)")
+        } else {
+            print(
+                "FairnessTests: the machine kept only \(free.onTime) of \(free.due) unflooded ticks on time; \(report)")
+        }
         await token.cancelAndWait()
     }
 
-    @Test("two observers on one executor: while one is flooded, the other's latency stays bounded")
+    @Test("two observers on one executor: while one is flooded, the other waits at most a slice")
     func twoObserversOneExecutor() async throws {
         let hub = try makeHub()
         let total = 100_000
+        let handled = Counter()
         let floodHandled = Signal()
         let flood = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in
             spin(microseconds: 5)
+            handled.increment()
             if note.index == total - 1 { floodHandled.fire() }
         }
-        // Latency of each quiet notification on the flooded executor, and on
-        // an actor of its own, and whether the flood was still on.
-        let quietLatencies = Collector<(nanoseconds: UInt64, duringFlood: Bool)>()
-        let controlLatencies = Collector<UInt64>()
-        let quiet = try hub.addObserver(Note.self, bufferingPolicy: .unbounded) { _, delivery in
+        // Each quiet notification carries how many flood deliveries had run
+        // when it was posted; its handler sees how many ran while it waited,
+        // and how long it waited, and whether the flood was still on.
+        let waits = Collector<(deliveries: Int, nanoseconds: UInt64, duringFlood: Bool)>()
+        let quiet = try hub.addObserver(Note.self, bufferingPolicy: .unbounded) { note, delivery in
             let now = SystemClock.monotonicNanoseconds()
-            quietLatencies.append((now &- delivery.timestamp.monotonicNanoseconds, !floodHandled.hasFired))
+            waits.append(
+                (
+                    handled.count - (Int(note.text) ?? 0), now &- delivery.timestamp.monotonicNanoseconds,
+                    !floodHandled.hasFired
+                ))
         }
+        // The same notifications on an actor of their own: what the machine's
+        // load alone costs.
         let controlActor = Tally()
+        let controlWaits = Collector<UInt64>()
         let control = try hub.addObserver(Note.self, bufferingPolicy: .unbounded, on: controlActor) { _, _, delivery in
-            controlLatencies.append(SystemClock.monotonicNanoseconds() &- delivery.timestamp.monotonicNanoseconds)
+            controlWaits.append(SystemClock.monotonicNanoseconds() &- delivery.timestamp.monotonicNanoseconds)
         }
         for index in 0..<total { try hub.post(Ping(index: index)) }
-        // One quiet notification every 5 ms while the flood lasts (pacing a
+        // One quiet notification every 2 ms while the flood lasts (pacing a
         // load, not waiting for anything).
         var sent = 0
         while !floodHandled.hasFired {
-            try hub.post(Note(text: "\(sent)"))
+            try hub.post(Note(text: "\(handled.count)"))
             sent += 1
-            try await Task.sleep(for: .milliseconds(5))
+            try await Task.sleep(for: .milliseconds(2))
         }
-        await quietLatencies.wait(forCount: sent)
-        await controlLatencies.wait(forCount: sent)
-        let during = quietLatencies.values.filter(\.duringFlood).map(\.nanoseconds)
-        let worst = during.max() ?? 0
-        let controlWorst = controlLatencies.values.max() ?? 0
-        #expect(during.count >= 10, "only \(during.count) quiet notifications arrived during the flood")
+        await waits.wait(forCount: sent)
+        await controlWaits.wait(forCount: sent)
+        let during = waits.values.filter(\.duringFlood)
+        #expect(!during.isEmpty, "no quiet notification arrived during the flood")
+        let mostDeliveries = during.map(\.deliveries).max() ?? 0
         #expect(
-            worst <= controlWorst + 100_000_000,
-            "worst latency during the flood: \(worst / 1_000_000) ms; on a free actor: \(controlWorst / 1_000_000) ms")
+            mostDeliveries <= mostDeliveriesWhileOthersWait,
+            "\(mostDeliveries) flood deliveries ran while a quiet notification waited")
+        let worst = during.map(\.nanoseconds).max() ?? 0
+        let controlWorst = controlWaits.values.max() ?? 0
+        let report =
+            "worst wait during the flood \(worst / 1_000_000) ms; on a free actor \(controlWorst / 1_000_000) ms"
+        if controlWorst <= 20_000_000 {
+            #expect(worst <= controlWorst + 100_000_000, "\(report)")
+        } else {
+            print("FairnessTests: the machine delayed even a free actor; \(report)")
+        }
         await flood.cancelAndWait()
         await quiet.cancelAndWait()
         await control.cancelAndWait()
