@@ -1,3 +1,4 @@
+import Dispatch
 import NotificationPlatform
 import Testing
 import TypedNotifications
@@ -110,7 +111,12 @@ struct FairnessTests {
         let total = 100_000
         let handled = Counter()
         let floodHandled = Signal()
+        // The flood's first delivery holds the executor until the whole flood
+        // and the first quiet notification are queued behind it, so a fast
+        // handler cannot keep pace with the poster and leave no flood at all.
+        let queued = DispatchSemaphore(value: 0)
         let flood = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in
+            if note.index == 0 { _ = queued.wait(timeout: .now() + .seconds(60)) }
             spin(microseconds: 5)
             handled.increment()
             if note.index == total - 1 { floodHandled.fire() }
@@ -135,9 +141,11 @@ struct FairnessTests {
             controlWaits.append(SystemClock.monotonicNanoseconds() &- delivery.timestamp.monotonicNanoseconds)
         }
         for index in 0..<total { try hub.post(Ping(index: index)) }
+        try hub.post(Note(text: "0"))
+        var sent = 1
+        queued.signal()
         // One quiet notification every 2 ms while the flood lasts (pacing a
         // load, not waiting for anything).
-        var sent = 0
         while !floodHandled.hasFired {
             try hub.post(Note(text: "\(handled.count)"))
             sent += 1
