@@ -236,8 +236,9 @@ func makeInProcessPoster(_ spec: PointSpec, _ recorders: [Recorder]) throws -> P
 func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
     switch spec.kind {
     case .socket:
-        // No drops: the queue for a slower reader holds the whole burst.
-        let configuration = SocketTransportConfiguration(pendingLimitPerEndpoint: 1 << 20)
+        // No drops: what a slower reader has not taken yet waits in the
+        // spool, whose limit holds far more than a whole burst.
+        let configuration = SocketTransportConfiguration(spoolLimitPerEndpoint: 1 << 30)
         let transport = try SocketTransport(directory: spec.directory, configuration: configuration)
         let hub = try NotificationHub(endpoint: "poster", transport: transport)
         return Poster(

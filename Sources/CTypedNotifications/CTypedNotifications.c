@@ -44,6 +44,31 @@ int ctn_connect_unix(int fd, const char *path) {
     return connect(fd, (struct sockaddr *)&address, length);
 }
 
+int ctn_peer_path(int fd, char *buffer, size_t length) {
+    struct sockaddr_un address;
+    socklen_t address_length = sizeof(address);
+    memset(&address, 0, sizeof(address));
+    if (length == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (getpeername(fd, (struct sockaddr *)&address, &address_length) != 0) return -1;
+    size_t offset = offsetof(struct sockaddr_un, sun_path);
+    size_t path_length = 0;
+    if (address_length > offset && address.sun_path[0] != 0) {
+        size_t available = (size_t)address_length - offset;
+        if (available > sizeof(address.sun_path)) available = sizeof(address.sun_path);
+        path_length = strnlen(address.sun_path, available);
+    }
+    if (path_length >= length) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buffer, address.sun_path, path_length);
+    buffer[path_length] = 0;
+    return 0;
+}
+
 int ctn_credentials_supported(void) {
 #ifdef SO_PASSCRED
     return 1;

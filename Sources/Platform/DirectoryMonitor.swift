@@ -23,6 +23,7 @@ package final class DirectoryMonitor {
     #endif
     private var paths: [String] = []
     private var lastModified: [Int: timespec] = [:]
+    private var lost: Set<Int> = []
 
     private let includesModifications: Bool
 
@@ -61,6 +62,14 @@ package final class DirectoryMonitor {
         return index
     }
 
+    /// The indices whose directory went away since the last call, so their
+    /// watch ended (inotify's `IN_IGNORED`); watch the path again to follow a
+    /// directory made anew there. Also reported by ``changes()`` as changed.
+    package func takeLostWatches() -> Set<Int> {
+        defer { lost = [] }
+        return lost
+    }
+
     /// A descriptor that becomes readable when a change is waiting, for
     /// `poll`; `nil` where changes are found by comparing times instead.
     package var pollDescriptor: CInt? {
@@ -91,7 +100,17 @@ package final class DirectoryMonitor {
                         )
                     }
                     if mask & UInt32(IN_Q_OVERFLOW) != 0 { return nil }
-                    if let index = watches[descriptor] { changed.insert(index) }
+                    if let index = watches[descriptor] {
+                        changed.insert(index)
+                        // The directory is gone (removed, or its file system
+                        // unmounted) and the kernel dropped the watch: a
+                        // directory made again under the same path is not
+                        // watched until ``watch(_:)`` is called for it again.
+                        if mask & UInt32(IN_IGNORED) != 0 {
+                            watches[descriptor] = nil
+                            lost.insert(index)
+                        }
+                    }
                     offset += headerSize + nameLength
                 }
             }

@@ -34,6 +34,11 @@ package enum System {
         retrying { unlink(path) }.map { _ in }
     }
 
+    /// The corresponding C function is `rmdir`.
+    package static func removeDirectory(_ path: String) -> Result<Void, Errno> {
+        retrying { rmdir(path) }.map { _ in }
+    }
+
     /// The corresponding C function is `mkdir`.
     package static func makeDirectory(_ path: String, mode: mode_t) -> Result<Void, Errno> {
         retrying { mkdir(path, mode) }.map { _ in }
@@ -139,6 +144,23 @@ package enum System {
         retrying { ctn_connect_unix(descriptor.rawValue, path) }.map { _ in }
     }
 
+    /// The path the peer of a connected Unix socket is bound to; empty for an
+    /// unbound peer.
+    ///
+    /// The corresponding C function is `getpeername`.
+    package static func peerSocketPath(_ descriptor: borrowing FileDescriptor) -> Result<String, Errno> {
+        var buffer = [CChar](repeating: 0, count: maximumSocketPathLength + 2)
+        return retrying { ctn_peer_path(descriptor.rawValue, &buffer, buffer.count) }.map { _ in
+            String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
+    /// The corresponding C function is `stat` (it follows symbolic links).
+    package static func status(_ path: String) -> Result<stat, Errno> {
+        var info = stat()
+        return retrying { stat(path, &info) }.map { _ in info }
+    }
+
     /// The longest Unix socket path, in bytes.
     package static var maximumSocketPathLength: Int { Int(ctn_max_socket_path_length()) }
 
@@ -233,6 +255,18 @@ package enum System {
     package static func lockFile(_ descriptor: borrowing FileDescriptor, exclusive: Bool) -> Result<Void, Errno> {
         let operation = exclusive ? LOCK_EX : LOCK_SH
         return retrying { flock(descriptor.rawValue, operation) }.map { _ in }
+    }
+
+    /// Takes an exclusive advisory lock on a whole file if nobody holds one;
+    /// returns `false` at once when another holds it.
+    ///
+    /// The corresponding C function is `flock(LOCK_EX | LOCK_NB)`.
+    package static func tryLockFile(_ descriptor: borrowing FileDescriptor) -> Result<Bool, Errno> {
+        switch retrying({ flock(descriptor.rawValue, LOCK_EX | LOCK_NB) }) {
+        case .success: return .success(true)
+        case .failure(.wouldBlock): return .success(false)
+        case .failure(let error): return .failure(error)
+        }
     }
 
     /// The corresponding C function is `flock(LOCK_UN)`.

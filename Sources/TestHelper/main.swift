@@ -13,6 +13,13 @@ import TypedNotifications
 //   tnotify-test-helper observe DIR COUNT        "ready", "progress N" every 100,
 //                                                then "done count=… inorder=… missed=…"
 //   tnotify-test-helper post DIR COUNT POSTER    posts COUNT pings, flushes, "posted"
+//   tnotify-test-helper post-exit DIR COUNT POSTER [SPOOL-LIMIT]
+//                                                posts COUNT pings and exits at once, without
+//                                                flushing: "posted undelivered=N spooled=N"
+//   tnotify-test-helper observe-total DIR TOTAL  like observe, but ends once received plus
+//                                                missed reach TOTAL
+//   tnotify-test-helper send-forged-pid          sends an envelope claiming pid 1 and the
+//                                                endpoint "launchd" on the socket that is its stdin
 //   tnotify-test-helper send-forged              sends an envelope claiming uid 12345
 //                                                on the socket that is its stdin
 //   tnotify-test-helper send-as USER             switches to USER, then sends an
@@ -46,7 +53,7 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-func observe(directory: String, count: Int) async throws {
+func observe(directory: String, count: Int, countingMissed: Bool = false) async throws {
     let hub = try NotificationHub(endpoint: "observer", transport: SocketTransport(directory: directory))
     let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
     say("ready")
@@ -61,7 +68,7 @@ func observe(directory: String, count: Int) async throws {
         missed += delivered.delivery.missed
         received += 1
         if received % 100 == 0 { say("progress \(received)") }
-        if received == count { break }
+        if received + (countingMissed ? missed : 0) >= count { break }
     }
     say("done count=\(received) inorder=\(inOrder) missed=\(missed)")
     hub.close()
@@ -169,13 +176,38 @@ func post(directory: String, count: Int, poster: Int) throws {
     hub.close()
 }
 
+/// Posts and exits at once: what the socket did not take waits in the spool,
+/// which outlives this process.
+func postAndExit(directory: String, count: Int, poster: Int, spoolLimit: Int?) throws {
+    var configuration = SocketTransportConfiguration()
+    if let spoolLimit { configuration.spoolLimitPerEndpoint = spoolLimit }
+    let transport = try SocketTransport(directory: directory, configuration: configuration)
+    let hub = try NotificationHub(endpoint: "poster\(poster)", transport: transport)
+    var undelivered = 0
+    var named = Set<String>()
+    for index in 0..<count {
+        do {
+            try hub.post(HelperPing(poster: poster, index: index))
+        } catch {
+            guard error.code == .undelivered else { throw error }
+            undelivered += 1
+            named.formUnion(error.undeliveredEndpoints)
+        }
+    }
+    let statistics = transport.statistics
+    say(
+        "posted undelivered=\(undelivered) spooled=\(statistics.spooled) dropped=\(statistics.dropped) endpoints=\(named.sorted().joined(separator: ","))"
+    )
+    hub.close()
+}
+
 /// Sends one valid envelope on standard input, which the test connected to an
 /// observer's socket.
-func sendOnStandardInput(claimingUser: UInt32) throws {
+func sendOnStandardInput(claimingUser: UInt32, claimingProcess: Int32? = nil, endpoint: String = "intruder") throws {
     let sender = try NotificationSender(
-        processID: getpid(),
+        processID: claimingProcess ?? getpid(),
         userID: claimingUser,
-        endpoint: "intruder",
+        endpoint: endpoint,
         instance: 99
     )
     let encoded = try NotificationEnvelope.encode(
@@ -201,6 +233,16 @@ do {
             fail("COUNT and POSTER must be numbers")
         }
         try post(directory: arguments[1], count: count, poster: poster)
+    case "observe-total" where arguments.count == 3:
+        guard let total = Int(arguments[2]) else { fail("TOTAL must be a number") }
+        try await observe(directory: arguments[1], count: total, countingMissed: true)
+    case "post-exit" where arguments.count == 4 || arguments.count == 5:
+        guard let count = Int(arguments[2]), let poster = Int(arguments[3]) else {
+            fail("COUNT and POSTER must be numbers")
+        }
+        try postAndExit(
+            directory: arguments[1], count: count, poster: poster,
+            spoolLimit: arguments.count == 5 ? Int(arguments[4]) : nil)
     case "fobserve" where arguments.count == 3 || arguments.count == 4:
         guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
         try await observeFiles(
@@ -221,6 +263,8 @@ do {
         try postLimited(directory: arguments[1], bytes: bytes)
     case "send-forged" where arguments.count == 1:
         try sendOnStandardInput(claimingUser: 12345)
+    case "send-forged-pid" where arguments.count == 1:
+        try sendOnStandardInput(claimingUser: getuid(), claimingProcess: 1, endpoint: "launchd")
     case "send-as" where arguments.count == 2:
         guard let user = getpwnam(arguments[1]) else { fail("no user \(arguments[1])") }
         let (uid, gid) = (user.pointee.pw_uid, user.pointee.pw_gid)

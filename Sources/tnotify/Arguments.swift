@@ -6,6 +6,7 @@ enum ExitCode: Int32 {
     case unavailable = 69
     case software = 70
     case ioError = 74
+    case temporaryFailure = 75
     case permission = 77
 }
 

@@ -8,9 +8,9 @@ import TypedNotifications
     import Darwin
 #endif
 
-/// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file] [--dir DIR]`
+/// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file] [--dir DIR] [--wait TIME]`
 func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
-    let arguments = try Arguments(words, options: ["json", "text", "transport", "dir"], flags: ["stdin"])
+    let arguments = try Arguments(words, options: ["json", "text", "transport", "dir", "wait"], flags: ["stdin"])
     guard arguments.positional.count == 1 else {
         throw CommandFailure(code: .usage, message: "post takes exactly one NAME")
     }
@@ -31,13 +31,51 @@ func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
         payload = Array(FileHandle.standardInput.readDataToEndOfFile())
     }
     let choice = try TransportChoice.from(arguments)
+    var wait: Duration?
+    if let text = arguments.option("wait") {
+        guard choice == .socket else {
+            throw CommandFailure(
+                code: .usage, message: "--wait needs --transport socket: a file post is durable once written")
+        }
+        wait = try duration(text)
+    }
+    let hub: AnyHub
     do {
-        let hub = try AnyHub.make(choice, directory: choice.directory(arguments), endpoint: "tnotify")
-        defer { hub.close() }
+        hub = try AnyHub.make(choice, directory: choice.directory(arguments), endpoint: "tnotify")
+    } catch {
+        throw failure(error)
+    }
+    defer { hub.close() }
+    do {
         try hub.post(RawNotification(bytes: payload), as: name)
     } catch {
         throw failure(error)
     }
+    if let wait, case .socket(let socketHub) = hub, !socketHub.transport.flush(timeout: wait) {
+        let waiting = socketHub.transport.endpointsWithUnreadSpool.joined(separator: ", ")
+        throw CommandFailure(
+            code: .temporaryFailure,
+            message:
+                "\(name) was posted, but not read within \(text(wait)) by: \(waiting); it waits in their spool until they resume"
+        )
+    }
+}
+
+/// `5s`, `250ms`, `2m` or a plain number of seconds.
+func duration(_ text: String) throws(CommandFailure) -> Duration {
+    let units: [(suffix: String, nanoseconds: Double)] = [("ms", 1e6), ("s", 1e9), ("m", 60e9)]
+    for unit in units where text.hasSuffix(unit.suffix) {
+        if let value = Double(text.dropLast(unit.suffix.count)), value >= 0, value < 1e6 {
+            return .nanoseconds(Int64(value * unit.nanoseconds))
+        }
+    }
+    if let value = Double(text), value >= 0, value < 1e6 { return .nanoseconds(Int64(value * 1e9)) }
+    throw CommandFailure(code: .usage, message: "--wait needs a time such as 5s or 250ms, not \(text.prefix(40))")
+}
+
+private func text(_ duration: Duration) -> String {
+    let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    return milliseconds % 1000 == 0 ? "\(milliseconds / 1000) s" : "\(milliseconds) ms"
 }
 
 /// How many notifications `watch` holds for a slow terminal by default.
@@ -147,11 +185,14 @@ func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
         emit("\(choice.rawValue) transport, \(directory):")
         switch choice {
         case .socket:
-            let registrations = SocketTransport.registrations(in: directory)
-            if registrations.isEmpty { emit("  no registered endpoints") }
-            for registration in registrations {
-                let state = registration.isAlive ? "alive" : "dead"
-                emit("  \(registration.name)  \(registration.endpoint) pid \(registration.processID) \(state)")
+            let endpoints = SocketTransport.endpoints(in: directory)
+            if endpoints.isEmpty { emit("  no sockets") }
+            for endpoint in endpoints {
+                let state = endpoint.isAlive ? "alive" : "dead"
+                let owner = endpoint.endpoint.map { "\($0) pid \(endpoint.processID ?? 0)" } ?? "unregistered"
+                let names = endpoint.names.isEmpty ? "no names" : endpoint.names.map(\.rawValue).joined(separator: " ")
+                let spool = endpoint.spooledBytes > 0 ? ", \(endpoint.spooledBytes) bytes spooled" : ""
+                emit("  \(endpoint.identifier)  \(owner) \(state): \(names)\(spool)")
             }
         case .file:
             let logs = FileSignalTransport.logs(in: directory)

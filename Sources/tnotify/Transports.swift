@@ -73,14 +73,11 @@ enum AnyHub: Sendable {
         }
     }
 
-    /// Sends what is still held for slow endpoints, then closes and unregisters.
+    /// Closes and unregisters; takes a bounded time (nothing waits in memory).
     func close() {
         switch self {
-        case .socket(let hub):
-            _ = hub.transport.flush(timeout: .seconds(5))
-            hub.close()
-        case .file(let hub):
-            hub.close()
+        case .socket(let hub): hub.close()
+        case .file(let hub): hub.close()
         }
     }
 }
@@ -93,6 +90,7 @@ func failure(_ error: TypedNotificationError) -> CommandFailure {
         case .invalidPayload, .payloadEncodingFailed, .payloadTooLarge: .badPayload
         case .permissionDenied, .insecureDirectory: .permission
         case .storageFull, .transportFailure: .ioError
+        case .undelivered: .temporaryFailure
         default: .unavailable
         }
     return CommandFailure(code: code, message: error.message)

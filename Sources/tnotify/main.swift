@@ -18,13 +18,18 @@ let help: [String: String] = [
 
     Every command takes --help. post and watch use the socket transport and its
     default directory unless told otherwise, so they meet with no flags.
-    Exit codes: 0 success, 64 usage, 65 bad payload, 69 unavailable, 74 I/O, 77 permission.
+    Exit codes: 0 success, 64 usage, 65 bad payload, 69 unavailable, 74 I/O,
+    75 an observer did not take a post, 77 permission.
     """,
     "post": """
-    usage: tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file] [--dir DIR]
+    usage: tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file] [--dir DIR] [--wait TIME]
 
     Posts one notification named NAME. The payload is JSON (checked), UTF-8 text,
-    or standard input's bytes; none gives an empty payload.
+    or standard input's bytes; none gives an empty payload. Returns at once: an
+    observer that cannot take it now (a stopped process) finds it in its spool
+    when it resumes. Exits 75 naming each observer that did not take it (its
+    spool is full). --wait TIME (socket transport; 5s, 250ms) also waits until
+    every observer has read it, and exits 75 naming those that have not.
     """,
     "watch": """
     usage: tnotify watch NAME... [--transport socket|file] [--dir DIR] [--cursor ID] [--buffer N] [--json]
@@ -45,15 +50,16 @@ let help: [String: String] = [
     "ls": """
     usage: tnotify ls [--transport socket|file] [--dir DIR]
 
-    Lists each transport's directory: registered endpoints with their pid and
-    whether they are alive; logs with their size and every durable cursor with
-    how far behind it is.
+    Lists each transport's directory: every socket, alive or dead, with the
+    names it is registered for, its pid and what waits in its spool; logs with
+    their size and every durable cursor with how far behind it is.
     """,
     "gc": """
     usage: tnotify gc [--transport socket|file] [--dir DIR]
 
-    Removes the registrations of dead endpoints and deletes log segments past
-    the default retention policy (kept while a durable cursor needs them).
+    Removes what dead endpoints left (registrations, sockets, spools), also of
+    processes that never registered, and deletes log segments past the default
+    retention policy (kept while a durable cursor needs them).
     """,
     "demo": """
     usage: tnotify demo

@@ -24,6 +24,11 @@ int ctn_bind_unix(int fd, const char *path);
 /// Connects `fd` to the Unix socket path `path`. ENAMETOOLONG if it does not fit.
 int ctn_connect_unix(int fd, const char *path);
 
+/// Writes the path the peer of the connected socket `fd` is bound to into
+/// `buffer` (NUL-terminated, at most `length` bytes with the NUL); an unbound
+/// or abstract peer gives the empty string.
+int ctn_peer_path(int fd, char *buffer, size_t length);
+
 /// Asks the kernel to attach the sender's credentials to every datagram
 /// received on `fd` (SO_PASSCRED). Returns 0 where the platform has no such
 /// option; `credentials_supported` says which.

@@ -31,6 +31,12 @@ final class DeliveryQueue: Sendable {
         }
     }
 
+    /// Adds misses that no message carries (a poster's drop record) to the
+    /// next entry's missed count.
+    func noteMissed(_ count: Int) {
+        machine.withLock { $0.noteMissed(count) }
+    }
+
     /// How many messages the buffering policy has dropped.
     var dropped: Int { machine.withLock { $0.dropped } }
 

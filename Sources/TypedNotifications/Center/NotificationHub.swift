@@ -35,7 +35,10 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     // Guards the per-name sequence counters and the closed flag. Held across
     // `transport.send` so that sequence numbers leave in the order they were
-    // assigned: receivers rely on that to detect gaps. Sends never block.
+    // assigned: receivers rely on that to detect gaps. So a send must never
+    // wait for a receiver: the socket transport's sends are non-blocking and
+    // its spool appends never wait for a lock; the file transport's append
+    // waits only for another poster's append to the same log (one write).
     private let outbound = Locked<HubOutbound>(HubOutbound())
 
     // Guards the observer table and each name's transport subscription, which
@@ -68,7 +71,13 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         self.transport = transport
         self.configuration = configuration
         self.tracksSequenceGaps = transport.payloadForm == .encoded
-        try transport.open(as: sender, receiver: TransportReceiver { [weak self] message in self?.receive(message) })
+        try transport.open(
+            as: sender,
+            receiver: TransportReceiver(
+                receive: { [weak self] message in self?.receive(message) },
+                missed: { [weak self] report in self?.noteMissed(report) }
+            )
+        )
     }
 
     deinit {
@@ -82,7 +91,10 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     ///
     /// - Throws: ``TypedNotificationError`` if the hub is closed, the payload
     ///   cannot be encoded or exceeds ``NotificationHubConfiguration/maximumPayloadSize``, or
-    ///   the transport fails. Nothing is sent when it throws.
+    ///   the transport fails; nothing is sent then. One exception:
+    ///   ``TypedNotificationError/Code/undelivered`` means it was sent, and
+    ///   only the endpoints the error names did not take it (they see it as
+    ///   missed).
     public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
         try post(notification, named: N.name)
     }
@@ -123,6 +135,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
                 try notification.encodePayload(into: &buffer)
             }
         }
+        var undelivered: TypedNotificationError?
         try outbound.withLock { (outbound: inout HubOutbound) throws(TypedNotificationError) in
             guard !outbound.isClosed else {
                 throw TypedNotificationError(code: .closed, message: "post of \(name) to a closed center")
@@ -138,19 +151,27 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             } else {
                 payload = .value(notification)
             }
-            try transport.send(
-                TransportMessage(
-                    name: name,
-                    sender: sender,
-                    sequence: sequence,
-                    timestamp: timestamp,
-                    payload: payload
+            do throws(TypedNotificationError) {
+                try transport.send(
+                    TransportMessage(
+                        name: name,
+                        sender: sender,
+                        sequence: sequence,
+                        timestamp: timestamp,
+                        payload: payload
+                    )
                 )
-            )
+            } catch  where error.code == .undelivered {
+                // Sent, though not to everyone: the number is used.
+                outbound.sequences[name] = sequence
+                undelivered = error
+                return
+            }
             // Counted only once sent, so a failed send leaves no gap behind.
             outbound.sequences[name] = sequence
         }
         counters.posted.add(1, ordering: .relaxed)
+        if let undelivered { throw undelivered }
     }
 
     /// Registers a handler that runs isolated to `actor`, which the center
@@ -239,6 +260,24 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// How many senders of `name` the hub remembers for gap detection.
     var rememberedSenders: Int {
         table.withLock { $0.slots.values.reduce(0) { $0 + $1.sequences.count } }
+    }
+
+    private func noteMissed(_ report: MissedNotifications) {
+        let tracksGaps = tracksSequenceGaps
+        let found = table.withLock { table -> (observers: [any ObservationSink], missed: Int)? in
+            guard var slot = table.slots.removeValue(forKey: report.name) else { return nil }
+            var missed = report.count
+            if tracksGaps, let sender = report.sender, let last = report.lastSequence {
+                // Counted once: the sender's next notification reveals no gap.
+                missed = slot.sequences.skip(through: last, from: sender, reported: report.count)
+            }
+            let observers = slot.observers
+            table.slots[report.name] = slot
+            return (observers, missed)
+        }
+        guard let found, found.missed > 0 else { return }
+        counters.sequenceGaps.addSaturating(found.missed)
+        for observer in found.observers { observer.noteMissed(found.missed) }
     }
 
     private func receive(_ message: TransportMessage) {

@@ -5,6 +5,9 @@ import Synchronization
 protocol ObservationSink: AnyObject, Sendable {
     /// Filters, decodes and queues one message. Never runs user code, never blocks.
     func offer(_ message: TransportMessage, gap: Int)
+    /// Adds `count` notifications that will never arrive to the next
+    /// delivery's missed count. Never runs user code, never blocks.
+    func noteMissed(_ count: Int)
     /// Ends the observation because its center closed: already queued
     /// notifications are still delivered.
     func finishFromCenter()
@@ -116,6 +119,10 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
         if queue.enqueue(message, missedBefore: gap) {
             metrics.dropped.add(1, ordering: .relaxed)
         }
+    }
+
+    func noteMissed(_ count: Int) {
+        queue.noteMissed(count)
     }
 
     /// The value as type `N`: a value of that type as it is; anything else

@@ -34,21 +34,34 @@ struct SenderSequenceTracker {
     /// Records that `sender` sent `sequence`; returns how many of its
     /// notifications went missing just before it.
     mutating func note(_ sequence: UInt64, from sender: NotificationSender) -> Int {
-        let last: UInt64?
-        if let inNewer = newer.updateValue(sequence, forKey: sender) {
-            last = inNewer
-        } else {
-            last = older.removeValue(forKey: sender)
-            if newer.count > capacity {
-                // The sender just added is the only one the newer generation
-                // must keep: it becomes the first of the next generation.
-                newer.removeValue(forKey: sender)
-                older = newer
-                newer = [sender: sequence]
-            }
-        }
-        guard let last, sequence > last else { return 0 }
+        guard let last = remember(sequence, from: sender), sequence > last else { return 0 }
         // sequence > last, so the subtraction cannot overflow.
         return Int(clamping: sequence - last - 1)
+    }
+
+    /// Records that `sender`'s notifications up to `sequence` were lost, as
+    /// its own report of `count` says; returns how many of them were not
+    /// already counted: everything after the last one heard, through
+    /// `sequence`. A sender not remembered (or a step back) counts as `count`.
+    mutating func skip(through sequence: UInt64, from sender: NotificationSender, reported count: Int) -> Int {
+        guard let last = remember(sequence, from: sender), sequence >= last else { return count }
+        return Int(clamping: sequence - last)
+    }
+
+    /// Makes `sequence` the last one heard from `sender`; returns the one
+    /// before it, if the sender was remembered.
+    private mutating func remember(_ sequence: UInt64, from sender: NotificationSender) -> UInt64? {
+        if let inNewer = newer.updateValue(sequence, forKey: sender) {
+            return inNewer
+        }
+        let last = older.removeValue(forKey: sender)
+        if newer.count > capacity {
+            // The sender just added is the only one the newer generation
+            // must keep: it becomes the first of the next generation.
+            newer.removeValue(forKey: sender)
+            older = newer
+            newer = [sender: sequence]
+        }
+        return last
     }
 }

@@ -32,7 +32,9 @@ public protocol TypedNotificationCenter: Sendable {
     ///
     /// - Throws: ``TypedNotificationError`` if the center is closed, the payload
     ///   cannot be encoded or is over the limit (cross-process transports), or
-    ///   the transport fails. Nothing is sent when it throws.
+    ///   the transport fails; nothing is sent then. One exception:
+    ///   ``TypedNotificationError/Code/undelivered`` means it was sent, and only
+    ///   the endpoints the error names did not take it.
     func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError)
 
     /// Registers a handler that runs isolated to `actor`, one notification at a

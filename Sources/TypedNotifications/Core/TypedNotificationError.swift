@@ -28,6 +28,7 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
             case insecureDirectory
             case permissionDenied
             case storageFull
+            case undelivered
         }
 
         private let base: Base
@@ -74,6 +75,12 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         /// A write did not fit: the disk or a quota is full, or the process's
         /// file-size limit (RLIMIT_FSIZE) was reached. Nothing partial was kept.
         public static let storageFull = Code(.storageFull)
+        /// A post reached some observers but not all: the endpoints in
+        /// ``TypedNotificationError/undeliveredEndpoints`` did not take it (their
+        /// spool was full, or the file system refused it) and will see it as
+        /// missed. Unlike every other error from a post, the notification was
+        /// sent: everyone else has it.
+        public static let undelivered = Code(.undelivered)
 
         /// The code's name, for example `invalidName`.
         public var description: String { base.rawValue }
@@ -85,6 +92,10 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
     public var message: String
     /// The lower-level error that caused this one, if any.
     public var cause: (any Error)?
+    /// For ``Code/undelivered``: the endpoints that did not take the
+    /// notification, as `label(pid)` where the registry names them, else by
+    /// their socket's identifier. Empty for every other code.
+    public var undeliveredEndpoints: [String] = []
 
     /// Creates an error.
     public init(code: Code, message: String, cause: (any Error)? = nil) {

@@ -30,7 +30,9 @@ public protocol NotificationTransport: Sendable {
     /// Sends one message to every subscriber of its name that the transport
     /// reaches, including this transport's own receiver when it subscribed.
     ///
-    /// Must not block on a slow receiver.
+    /// Must not block on a slow receiver. When the message reached some
+    /// receivers but not others, throw ``TypedNotificationError/Code/undelivered``
+    /// naming the others: the center then still counts the message as sent.
     func send(_ message: TransportMessage) throws(TypedNotificationError)
 
     /// Stops receiving, releases the receiver and frees the transport's
@@ -85,18 +87,67 @@ public struct TransportMessage: Sendable {
     }
 }
 
+/// Notifications posted to a receiver that will never arrive, as a poster
+/// recorded them: how many, of which name, and, when known, whose and up to
+/// which sequence number.
+public struct MissedNotifications: Sendable, Hashable {
+    /// How many were lost.
+    public var count: Int
+    /// Their name.
+    public var name: NotificationName
+    /// The center that posted them, when known.
+    public var sender: NotificationSender?
+    /// The sender's sequence number of the last one lost, when known. With
+    /// ``sender``, it lets the center count each loss once: a later
+    /// notification of that sender does not report the same gap again.
+    public var lastSequence: UInt64?
+
+    /// Creates a report of `count` lost notifications of `name`, from
+    /// `sender` up to `lastSequence` when those are known.
+    public init(count: Int, name: NotificationName, sender: NotificationSender? = nil, lastSequence: UInt64? = nil) {
+        self.count = count
+        self.name = name
+        self.sender = sender
+        self.lastSequence = lastSequence
+    }
+}
+
 /// Where a transport hands the messages it receives: the owning center.
 public struct TransportReceiver: Sendable {
     private let body: @Sendable (TransportMessage) -> Void
+    private let missedBody: @Sendable (MissedNotifications) -> Void
 
-    /// Wraps the function that takes received messages.
+    /// Wraps the function that takes received messages; reports of missed
+    /// notifications are ignored.
     public init(_ body: @escaping @Sendable (TransportMessage) -> Void) {
         self.body = body
+        self.missedBody = { _ in }
+    }
+
+    /// Wraps the function that takes received messages and the one that
+    /// takes reports of notifications that were posted to this receiver but
+    /// will never arrive.
+    public init(
+        receive: @escaping @Sendable (TransportMessage) -> Void,
+        missed: @escaping @Sendable (MissedNotifications) -> Void
+    ) {
+        self.body = receive
+        self.missedBody = missed
     }
 
     /// Passes one received message to the center. Never blocks for long: the
     /// center only queues it for its observers.
     public func receive(_ message: TransportMessage) {
         body(message)
+    }
+
+    /// Tells the center that notifications were posted to it and will never
+    /// arrive (a poster recorded them as dropped); the center adds them to
+    /// the next delivery's ``NotificationDelivery/missed``, once: when the
+    /// report names the sender and its last lost sequence number, a later
+    /// notification of that sender does not count the same gap again.
+    public func missed(_ report: MissedNotifications) {
+        guard report.count > 0 else { return }
+        missedBody(report)
     }
 }

@@ -68,6 +68,20 @@ enum SharedDirectory {
         }
     }
 
+    /// `path` made absolute against the working directory, so that every
+    /// process names the same files the same way (socket peers are compared
+    /// by the path they are bound to). Trailing slashes are dropped.
+    static func absolute(_ path: String) -> String {
+        var path = path
+        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+        guard !path.hasPrefix("/") else { return path }
+        guard let working = getcwd(nil, 0) else { return path }
+        defer { free(working) }
+        let base = String(cString: working)
+        if path == "." { return base }
+        return (base == "/" ? "" : base) + "/" + (path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
+    }
+
     /// A typed error for a failed file-system call.
     static func failure(_ error: Errno, _ what: String) -> TypedNotificationError {
         let code: TypedNotificationError.Code =

@@ -23,6 +23,24 @@ public struct SocketRegistration: Sendable, Hashable {
     public var identifier: String
 }
 
+/// One socket in a socket transport's directory, registered or not.
+public struct SocketEndpoint: Sendable, Hashable {
+    /// The transport's random identifier, which names its socket.
+    public var identifier: String
+    /// Whether a process is still bound to it; `false` for one that ended
+    /// without closing (SIGTERM, SIGKILL, a crash).
+    public var isAlive: Bool
+    /// The names it is registered for.
+    public var names: [NotificationName]
+    /// The registering process's id and endpoint label, from its registry
+    /// entries; `nil` for a socket with none (a poster that never observed).
+    public var processID: Int32?
+    /// See ``processID``.
+    public var endpoint: String?
+    /// Bytes waiting for it in its spool, unread.
+    public var spooledBytes: Int
+}
+
 extension SocketTransport {
     /// Every registration in the directory, by name; for tools such as `tnotify ls`.
     public static func registrations(in directory: String = defaultDirectory) -> [SocketRegistration] {
@@ -40,7 +58,7 @@ extension SocketTransport {
                         name: name,
                         endpoint: fields.endpoint,
                         processID: fields.processID,
-                        isAlive: isListening(SocketRegistry.socketPath(directory, id)),
+                        isAlive: endpointState(directory, id) != .dead,
                         identifier: id
                     )
                 )
@@ -49,26 +67,88 @@ extension SocketTransport {
         return found
     }
 
-    /// Removes the registrations and sockets of endpoints that no longer
-    /// listen; returns how many registrations were removed.
+    /// Every socket file in the directory's `sockets` folder, registered or
+    /// not, with what the registry and the spool say about it; for `tnotify ls`.
+    public static func endpoints(in directory: String = defaultDirectory) -> [SocketEndpoint] {
+        let registrations = registrations(in: directory)
+        guard case .success(let files) = System.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
+            return []
+        }
+        var found: [SocketEndpoint] = []
+        for file in files.sorted() where file.hasSuffix(".sock") {
+            let id = String(file.dropLast(5))
+            guard SocketRegistry.isIdentifier(id) else { continue }
+            let registered = registrations.filter { $0.identifier == id }
+            found.append(
+                SocketEndpoint(
+                    identifier: id,
+                    isAlive: endpointState(directory, id) != .dead,
+                    names: registered.map(\.name),
+                    processID: registered.first?.processID,
+                    endpoint: registered.first?.endpoint,
+                    spooledBytes: SpoolWriter.bytesSpooled(in: Spool.directory(directory, endpoint: id))
+                )
+            )
+        }
+        return found
+    }
+
+    /// Removes everything of endpoints that no longer listen: registry
+    /// entries, socket files (also of processes that never registered, such
+    /// as posters ended by SIGTERM) and spools. Returns how many endpoints
+    /// were removed.
     public static func reapDeadEndpoints(in directory: String = defaultDirectory) -> Int {
-        var removed = 0
+        let directory = SharedDirectory.absolute(directory)
+        var dead = Set<String>()
         for registration in registrations(in: directory) where !registration.isAlive {
             let entry = SocketRegistry.entryPath(directory, registration.name, registration.identifier)
-            if case .success = System.removeFile(entry) { removed += 1 }
-            _ = System.removeFile(SocketRegistry.socketPath(directory, registration.identifier))
+            _ = System.removeFile(entry)
+            dead.insert(registration.identifier)
         }
-        return removed
+        if case .success(let files) = System.directoryEntries(SocketRegistry.socketsDirectory(directory)) {
+            for file in files where file.hasSuffix(".sock") {
+                let id = String(file.dropLast(5))
+                guard SocketRegistry.isIdentifier(id), endpointState(directory, id) == .dead else { continue }
+                dead.insert(id)
+            }
+        }
+        // Spools whose endpoint has no socket any more.
+        if case .success(let spools) = System.directoryEntries(Spool.directory(directory)) {
+            for id in spools where SocketRegistry.isIdentifier(id) && endpointState(directory, id) == .dead {
+                dead.insert(id)
+            }
+        }
+        for id in dead {
+            _ = System.removeFile(SocketRegistry.socketPath(directory, id))
+            removeSpool(Spool.directory(directory, endpoint: id))
+        }
+        return dead.count
     }
 
-    private static func isListening(_ path: String) -> Bool {
-        guard let socket = try? System.datagramSocket().get() else { return false }
-        if case .success = System.connectSocket(socket, toSocketPath: path) { return true }
-        return false
+    enum EndpointState { case alive, dead, unknown }
+
+    /// Whether an endpoint's socket still has a process bound to it: `dead`
+    /// when the file is gone or a connect is refused; `unknown` for a file
+    /// that is not a socket, or a connect that failed otherwise (another
+    /// user's socket), which is left alone.
+    static func endpointState(_ directory: String, _ id: String) -> EndpointState {
+        let path = SocketRegistry.socketPath(directory, id)
+        switch System.linkStatus(path) {
+        case .success(let info):
+            guard info.st_mode & S_IFMT == S_IFSOCK else { return .unknown }
+        case .failure(.noSuchFile): return .dead
+        case .failure: return .unknown
+        }
+        guard let socket = try? System.datagramSocket().get() else { return .unknown }
+        switch System.connectSocket(socket, toSocketPath: path) {
+        case .success: return .alive
+        case .failure(.connectionRefused), .failure(.noSuchFile): return .dead
+        case .failure: return .unknown
+        }
     }
 
-    private static func entryFields(_ path: String) -> (processID: Int32, endpoint: String) {
-        guard case .success(let file) = System.openFile(path, O_RDONLY | O_NOFOLLOW),
+    static func entryFields(_ path: String) -> (processID: Int32, endpoint: String) {
+        guard case .success(let file) = System.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK),
             let bytes = try? FileLog.read(file, at: 0, count: 256).get()
         else { return (0, "?") }
         let fields = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })

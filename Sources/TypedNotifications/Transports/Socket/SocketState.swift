@@ -1,6 +1,13 @@
-import Dispatch
 import NotificationPlatform
 import Synchronization
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// Everything a ``SocketTransport`` changes after it is created, guarded by
 /// one lock: the phase, the registry cache and the endpoints it sends to.
@@ -19,38 +26,57 @@ struct SocketState {
     /// Endpoint ids per name; a name missing here is scanned on its next post.
     var routes: [NotificationName: [String]] = [:]
     var peers: [String: SocketPeer] = [:]
-    var flushWaiters: [DispatchSemaphore] = []
     var ioThread: ThreadIdentity?
+    /// The spool's monitor between ``SocketTransport/open(as:receiver:)`` and
+    /// the start of its I/O thread, which takes it and is its only user.
+    var spoolMonitor: DirectoryMonitor?
 
     init(monitor: DirectoryMonitor) {
         self.monitor = monitor
     }
 }
 
-/// One endpoint this transport sends to: a socket connected to it, and what
-/// waits for it.
+/// One endpoint this transport sends to: a socket connected to it, and this
+/// poster's spool for it.
 final class SocketPeer {
     let id: String
     let descriptor: FileDescriptor
-    var queue: PeerQueueStateMachine<EncodedNotification>
+    let spool: SpoolWriter
 
-    private init(id: String, descriptor: consuming FileDescriptor, limit: Int) {
+    private init(id: String, descriptor: consuming FileDescriptor, spool: SpoolWriter) {
         self.id = id
         self.descriptor = descriptor
-        self.queue = PeerQueueStateMachine(limit: limit)
+        self.spool = spool
     }
 
     enum Connection {
         case connected(SocketPeer)
         /// Nobody is bound there any more: the endpoint died.
         case dead
+        /// Not a socket of this directory (a symbolic link, another owner's
+        /// file, or a connection that ended somewhere else): never sent to.
+        case refused
         /// Some other failure; try again on the next scan.
         case unreachable
     }
 
-    /// Connects a socket to the endpoint at `path`. A connected datagram socket
-    /// lets poll report when that endpoint can take more.
-    static func connect(_ id: String, path: String, limit: Int) -> Connection {
+    /// Connects a socket to the endpoint at `path`, refusing anything but a
+    /// socket in the directory: the path must be a socket (not a link to one)
+    /// of an allowed owner, and after connecting, the peer must be bound to
+    /// that very file (same device and inode), so a link planted between the
+    /// check and the connect is caught too.
+    static func connect(
+        _ id: String, path: String, spoolDirectory: String, poster: String, sharing: DirectorySharing, spoolLimit: Int
+    ) -> Connection {
+        let before: stat
+        switch System.linkStatus(path) {
+        case .success(let info): before = info
+        case .failure(.noSuchFile): return .dead
+        case .failure: return .unreachable
+        }
+        guard before.st_mode & S_IFMT == S_IFSOCK, sharing == .group || before.st_uid == SystemProcess.userID else {
+            return .refused
+        }
         let socket: FileDescriptor
         do throws(Errno) {
             socket = try System.datagramSocket().get()
@@ -59,13 +85,19 @@ final class SocketPeer {
         }
         switch System.connectSocket(socket, toSocketPath: path) {
         case .success:
-            _ = System.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
-            return .connected(SocketPeer(id: id, descriptor: socket, limit: limit))
+            break
         case .failure(.connectionRefused), .failure(.noSuchFile):
             return .dead
         case .failure:
             return .unreachable
         }
+        guard case .success(let peerPath) = System.peerSocketPath(socket), !peerPath.isEmpty,
+            case .success(let bound) = System.status(peerPath),
+            bound.st_dev == before.st_dev, bound.st_ino == before.st_ino
+        else { return .refused }
+        _ = System.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
+        let spool = SpoolWriter(directory: spoolDirectory, poster: poster, sharing: sharing, limit: spoolLimit)
+        return .connected(SocketPeer(id: id, descriptor: socket, spool: spool))
     }
 
     enum SendResult {
@@ -82,7 +114,8 @@ final class SocketPeer {
         switch result {
         case .success: return .sent
         case .failure(.wouldBlock), .failure(.noBufferSpace): return .wouldBlock
-        case .failure(.connectionRefused), .failure(.noSuchFile): return .dead
+        case .failure(.connectionRefused), .failure(.noSuchFile):
+            return .dead
         case .failure(.notConnected), .failure(.connectionReset):
             return .dead
         case .failure(let error): return .failed(error)
@@ -93,9 +126,11 @@ final class SocketPeer {
 /// Relaxed counters behind ``SocketTransportStatistics``.
 final class SocketCounters: Sendable {
     let sent = Atomic<Int>(0)
-    let queued = Atomic<Int>(0)
-    let droppedFromQueue = Atomic<Int>(0)
+    let spooled = Atomic<Int>(0)
+    let dropped = Atomic<Int>(0)
     let received = Atomic<Int>(0)
+    let receivedFromSpool = Atomic<Int>(0)
+    let refusedEndpoints = Atomic<Int>(0)
     let refusedForeignSender = Atomic<Int>(0)
     let refusedMalformed = Atomic<Int>(0)
     let reapedEndpoints = Atomic<Int>(0)
@@ -107,9 +142,11 @@ final class SocketCounters: Sendable {
     var snapshot: SocketTransportStatistics {
         SocketTransportStatistics(
             sent: sent.load(ordering: .relaxed),
-            queued: queued.load(ordering: .relaxed),
-            droppedFromQueue: droppedFromQueue.load(ordering: .relaxed),
+            spooled: spooled.load(ordering: .relaxed),
+            dropped: dropped.load(ordering: .relaxed),
             received: received.load(ordering: .relaxed),
+            receivedFromSpool: receivedFromSpool.load(ordering: .relaxed),
+            refusedEndpoints: refusedEndpoints.load(ordering: .relaxed),
             refusedForeignSender: refusedForeignSender.load(ordering: .relaxed),
             refusedMalformed: refusedMalformed.load(ordering: .relaxed),
             reapedEndpoints: reapedEndpoints.load(ordering: .relaxed),

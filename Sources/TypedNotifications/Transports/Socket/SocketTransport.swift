@@ -14,23 +14,25 @@ import NotificationPlatform
 public struct SocketTransportConfiguration: Sendable {
     /// Who besides the owner may use the directory. Default: ``DirectorySharing/ownerOnly``.
     public var sharing: DirectorySharing
-    /// How many notifications a poster holds for one endpoint that cannot take
-    /// more (a suspended or slow process) before it drops the oldest. Default
-    /// 16,384: a burst of that many posts reaches a reader that is slower than
-    /// the poster, at a cost of up to that many envelopes in memory per endpoint
-    /// (a few MB for small payloads).
-    public var pendingLimitPerEndpoint: Int
+    /// How many bytes of notifications a poster spools for one endpoint whose
+    /// socket cannot take more (a suspended or slow process), counting what
+    /// other posters already spooled there when it starts. Default 16 MiB:
+    /// about 150,000 notifications with small payloads. Past it, posts to that
+    /// endpoint throw ``TypedNotificationError/Code/undelivered`` and the
+    /// endpoint is told how many it missed. The spool is a file in the shared
+    /// directory, so what it holds outlives the poster.
+    public var spoolLimitPerEndpoint: Int
     /// Whether a post also reaches observers of this same transport. Default `true`.
     public var deliversToSelf: Bool
 
     /// Creates a configuration.
     public init(
         sharing: DirectorySharing = .ownerOnly,
-        pendingLimitPerEndpoint: Int = 16_384,
+        spoolLimitPerEndpoint: Int = 16 * 1024 * 1024,
         deliversToSelf: Bool = true
     ) {
         self.sharing = sharing
-        self.pendingLimitPerEndpoint = pendingLimitPerEndpoint
+        self.spoolLimitPerEndpoint = spoolLimitPerEndpoint
         self.deliversToSelf = deliversToSelf
     }
 }
@@ -40,12 +42,21 @@ public struct SocketTransportConfiguration: Sendable {
 public struct SocketTransportStatistics: Hashable, Sendable {
     /// Datagrams sent to endpoints, including this transport's own.
     public var sent: Int
-    /// Notifications held for an endpoint that could not take more at once.
-    public var queued: Int
-    /// Held notifications dropped because an endpoint's queue was full.
-    public var droppedFromQueue: Int
-    /// Envelopes received and handed to the center.
+    /// Notifications written to an endpoint's spool because its socket could
+    /// not take more at once.
+    public var spooled: Int
+    /// Notifications an endpoint did not take: its spool was over the limit
+    /// (the endpoint is told how many) or could not be written.
+    public var dropped: Int
+    /// Envelopes received and handed to the center, from the socket and from
+    /// this endpoint's spool.
     public var received: Int
+    /// Of ``received``, those read from this endpoint's spool.
+    public var receivedFromSpool: Int
+    /// Endpoints never sent to because their socket file was not a socket of
+    /// this directory: a symbolic link, another owner's file, or a socket
+    /// that turned out to be bound elsewhere.
+    public var refusedEndpoints: Int
     /// Datagrams refused because they came from a user who may not post here,
     /// or claimed to come from another user than they did.
     public var refusedForeignSender: Int
@@ -56,8 +67,8 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     /// Files in the registry that were not valid entries (wrong name, a
     /// symbolic link, another owner) and were ignored.
     public var ignoredRegistryFiles: Int
-    /// Sends that failed for a reason other than a full or dead endpoint; the
-    /// receiver sees the gap in sequence numbers as missed.
+    /// Sends and spool writes that failed for a reason other than a full or
+    /// dead endpoint.
     public var failedSends: Int
     /// The `errno` of the last such failure, or 0.
     public var lastSendError: Int32
@@ -78,20 +89,33 @@ public struct SocketTransportStatistics: Hashable, Sendable {
 ///
 /// - **Fast posts:** the registry is cached and refreshed when it changes (inotify
 ///   on Linux), so a post to N endpoints costs N non-blocking sends.
-/// - **Never blocked by a slow reader:** when an endpoint cannot take more (a
-///   suspended process), its notifications queue in this process, in order, and
-///   go out when it can; beyond ``SocketTransportConfiguration/pendingLimitPerEndpoint``
-///   the oldest are dropped, and the receiver learns how many it missed.
-/// - **Dead endpoints are reaped:** a process that died leaves a registry entry
-///   and a socket file; the next post finds it refused and removes both, once.
+/// - **Nothing lost to a suspended observer, whoever posts:** a socket queues
+///   only a few datagrams (`net.unix.max_dgram_qlen`, 10 by default). When an
+///   endpoint's socket is full, the poster appends to that endpoint's spool, a
+///   file in the shared directory that outlives the poster, and keeps doing so,
+///   in post order, until the endpoint has read it. A stopped observer receives
+///   on resume everything posted while it slept, up to
+///   ``SocketTransportConfiguration/spoolLimitPerEndpoint`` (16 MiB, about
+///   150,000 small notifications, by default), even if every poster has exited.
+///   Beyond it, the post throws ``TypedNotificationError/Code/undelivered``
+///   naming the endpoint, and the endpoint is told how many it missed.
+/// - **A post never waits for a receiver:** sends are non-blocking and spool
+///   appends never wait for a lock, so a post takes microseconds whatever
+///   state the observers are in; closing takes no longer, because nothing is
+///   held in memory for later. ``flush(timeout:)`` waits, when asked, until
+///   the endpoints have read what was spooled for them.
+/// - **Dead endpoints are reaped:** a process that died leaves a registry entry,
+///   a socket file and perhaps a spool; the next post to it, and every new
+///   transport for the sockets of the directory, finds it gone and removes them.
 /// - **Safe by default:** the directory is 0700 and sockets 0600; symbolic links
-///   and foreign files are refused; on Linux every datagram's sender is checked
-///   with `SCM_CREDENTIALS` and other users' messages are dropped and counted.
+///   and foreign files are refused, in the registry and in `sockets/`; on Linux
+///   every datagram's sender is checked with `SCM_CREDENTIALS` (user and
+///   process id) and messages that claim another sender are dropped and counted.
 ///
 /// Delivery is live: a process that is not running when a notification is
 /// posted does not get it. Use the file-plus-signal transport for durability.
 public final class SocketTransport: NotificationTransport {
-    /// The shared directory.
+    /// The shared directory, as an absolute path.
     public let directory: String
     /// Limits and policies.
     public let configuration: SocketTransportConfiguration
@@ -103,6 +127,7 @@ public final class SocketTransport: NotificationTransport {
     public let socketPath: String
 
     private let identifier: String
+    private let spoolDirectory: String
     private let receiveSocket: FileDescriptor
     private let wakePipe: System.Pipe
     private let counters = SocketCounters()
@@ -130,11 +155,12 @@ public final class SocketTransport: NotificationTransport {
         directory: String = SocketTransport.defaultDirectory,
         configuration: SocketTransportConfiguration = SocketTransportConfiguration()
     ) throws(TypedNotificationError) {
-        let directory = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+        let directory = SharedDirectory.absolute(directory)
         self.directory = directory
         self.configuration = configuration
         identifier = SocketRegistry.makeIdentifier()
         socketPath = SocketRegistry.socketPath(directory, identifier)
+        spoolDirectory = Spool.directory(directory, endpoint: identifier)
         let limit = System.maximumSocketPathLength
         guard socketPath.utf8.count <= limit else {
             throw TypedNotificationError(
@@ -146,6 +172,7 @@ public final class SocketTransport: NotificationTransport {
         try SharedDirectory.prepare(directory, sharing: configuration.sharing)
         try SharedDirectory.prepare(SocketRegistry.socketsDirectory(directory), sharing: configuration.sharing)
         try SharedDirectory.prepare(SocketRegistry.namesDirectory(directory), sharing: configuration.sharing)
+        try SharedDirectory.prepare(Spool.directory(directory), sharing: configuration.sharing)
 
         let socket: FileDescriptor
         do throws(Errno) {
@@ -153,12 +180,22 @@ public final class SocketTransport: NotificationTransport {
         } catch {
             throw SharedDirectory.failure(error, "could not create a socket")
         }
+        // The spool directory first: a poster that finds the socket full
+        // writes there, so it must exist once the socket does.
+        try SharedDirectory.prepare(spoolDirectory, sharing: configuration.sharing)
         if case .failure(let error) = System.bindSocket(socket, toSocketPath: socketPath) {
+            _ = System.removeDirectory(spoolDirectory)
             throw SharedDirectory.failure(error, "could not bind \(socketPath)")
         }
         _ = System.changeMode(socketPath, mode: configuration.sharing.fileMode)
-        if case .failure(let error) = System.enableCredentials(socket) {
+        let spoolDirectory = spoolDirectory
+        let socketPath = socketPath
+        func undo() {
             _ = System.removeFile(socketPath)
+            _ = System.removeDirectory(spoolDirectory)
+        }
+        if case .failure(let error) = System.enableCredentials(socket) {
+            undo()
             throw SharedDirectory.failure(error, "could not ask for sender credentials on \(socketPath)")
         }
         // Large envelopes need a large send buffer; the kernel caps the request.
@@ -170,14 +207,14 @@ public final class SocketTransport: NotificationTransport {
         do throws(Errno) {
             wakePipe = try System.makePipe().get()
         } catch {
-            _ = System.removeFile(socketPath)
+            undo()
             throw SharedDirectory.failure(error, "could not create a wake-up pipe")
         }
         let monitor: DirectoryMonitor
         do {
             monitor = try DirectoryMonitor()
         } catch {
-            _ = System.removeFile(socketPath)
+            undo()
             throw SharedDirectory.failure(error, "could not watch the registry")
         }
         state = Locked(SocketState(monitor: monitor))
@@ -199,11 +236,19 @@ public final class SocketTransport: NotificationTransport {
 
     /// Starts receiving on a thread of the transport's own.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+        let spoolMonitor: DirectoryMonitor
+        do {
+            spoolMonitor = try DirectoryMonitor(includingModifications: true)
+            _ = try spoolMonitor.watch(spoolDirectory)
+        } catch {
+            throw SharedDirectory.failure(error, "could not watch the spool \(spoolDirectory)")
+        }
         try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
             guard case .created = state.phase else {
                 throw TypedNotificationError(code: .closed, message: "this socket transport was already opened")
             }
             state.phase = .open(sender)
+            state.spoolMonitor = spoolMonitor
         }
         let thread = Thread { [self] in
             self.runIO(receiver: receiver)
@@ -237,12 +282,15 @@ public final class SocketTransport: NotificationTransport {
         }
     }
 
-    /// Sends the envelope to every endpoint registered for its name, without
-    /// blocking.
+    /// Sends the envelope to every endpoint registered for its name, or to
+    /// their spools, without ever waiting for one of them.
     ///
     /// - Throws: ``TypedNotificationError/Code/payloadTooLarge`` when the envelope
     ///   is larger than one datagram carries (``maximumEnvelopeSize``), before
-    ///   anything is sent; ``TypedNotificationError/Code/closed`` after ``close()``.
+    ///   anything is sent; ``TypedNotificationError/Code/closed`` after ``close()``;
+    ///   ``TypedNotificationError/Code/undelivered`` when some endpoints did not
+    ///   take it (their spool is over the limit or could not be written): every
+    ///   other endpoint has it, and the error names those that do not.
     public func send(_ message: TransportMessage) throws(TypedNotificationError) {
         guard case .encoded(let encoded) = message.payload else {
             throw TypedNotificationError(code: .transportFailure, message: "the socket transport sends envelopes only")
@@ -254,100 +302,159 @@ public final class SocketTransport: NotificationTransport {
                     "\(message.name): a \(encoded.envelopeRange.count)-byte envelope is larger than one datagram carries on this system (\(maximumEnvelopeSize) bytes); nothing was sent. Lower the payload or use the file-plus-signal transport"
             )
         }
-        let mustWake = try state.withLock { (state: inout SocketState) throws(TypedNotificationError) -> Bool in
+        let undelivered = try state.withLock {
+            (state: inout SocketState) throws(TypedNotificationError) -> [(id: String, reason: String)] in
             guard case .open = state.phase else {
                 throw TypedNotificationError(
                     code: .closed, message: "post of \(message.name) to a closed socket transport")
             }
             refreshRoute(for: message.name, in: &state)
-            var mustWake = false
+            var undelivered: [(id: String, reason: String)] = []
             for id in state.routes[message.name] ?? [] {
                 guard let peer = state.peers[id] else { continue }
-                if deliver(encoded, to: peer, in: &state) { mustWake = true }
+                if let reason = deliver(encoded, of: message, to: peer, in: &state) {
+                    undelivered.append((id, reason))
+                }
             }
-            return mustWake
+            return undelivered
         }
-        if mustWake { wakeIO() }
+        guard !undelivered.isEmpty else { return }
+        let named = undelivered.map { endpointLabel($0.id, of: message.name) }
+        let reasons = zip(named, undelivered).map { "\($0) (\($1.reason))" }.joined(separator: ", ")
+        var error = TypedNotificationError(
+            code: .undelivered,
+            message:
+                "\(message.name) was posted, but \(undelivered.count == 1 ? "one endpoint" : "\(undelivered.count) endpoints") did not take it: \(reasons); they will see it as missed"
+        )
+        error.undeliveredEndpoints = named
+        throw error
     }
 
-    /// Waits until every notification held for a slow endpoint has been sent
-    /// (or its endpoint found dead), or `timeout` passes. Returns whether
-    /// nothing is held any more. Call before exiting a process that posted,
-    /// so that a suspended observer still gets what was posted while it slept.
+    /// Waits until every endpoint has read what this transport spooled for it
+    /// (or was found dead), or `timeout` passes. Returns whether nothing this
+    /// transport posted still waits in a spool. Posting never needs this: a
+    /// spool outlives its poster. Call it to know that observers took
+    /// everything, for example before reporting success to a person.
     public func flush(timeout: Duration) -> Bool {
-        let waiter = DispatchSemaphore(value: 0)
-        let empty = state.withLock { state -> Bool in
-            if state.peers.values.allSatisfy({ $0.queue.isEmpty }) { return true }
-            state.flushWaiters.append(waiter)
-            return false
+        let deadline = SystemClock.monotonicNanoseconds() &+ UInt64(clamping: timeout.clampedNanoseconds)
+        var pause: UInt32 = 200
+        while true {
+            let waiting = state.withLock { state in state.peers.values.filter { !$0.spool.isTaken }.map(\.id) }
+            // An endpoint that died never reads its spool; it has nothing to wait for.
+            if waiting.allSatisfy({ SocketTransport.endpointState(directory, $0) == .dead }) { return true }
+            guard SystemClock.monotonicNanoseconds() < deadline else { return false }
+            usleep(pause)
+            pause = min(pause * 2, 10_000)
         }
-        if empty { return true }
-        return waiter.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout.clampedNanoseconds))) == .success
     }
 
-    /// Unregisters every name, unlinks the socket, and stops the receiving
-    /// thread. Idempotent.
+    /// The endpoints that still hold, unread in their spool, something this
+    /// transport posted, named as ``TypedNotificationError/undeliveredEndpoints`` are.
+    public var endpointsWithUnreadSpool: [String] {
+        let ids = state.withLock { state in state.peers.values.filter { !$0.spool.isTaken }.map(\.id) }
+        return ids.sorted().map { endpointLabel($0, of: nil) }
+    }
+
+    /// Unregisters every name, unlinks the socket and this endpoint's spool,
+    /// and stops the receiving thread. Takes a bounded time: nothing waits to
+    /// be sent. Idempotent.
     public func close() {
         enum Before { case alreadyClosed, created, open }
-        let before = state.withLock { state -> Before in
+        let (before, names) = state.withLock { state -> (Before, Set<NotificationName>) in
             let before: Before
             switch state.phase {
-            case .closed: return .alreadyClosed
+            case .closed: return (.alreadyClosed, [])
             case .created: before = .created
             case .open: before = .open
             }
             state.phase = .closed
-            for name in state.subscribed {
-                _ = System.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+            defer {
+                state.subscribed = []
+                state.peers = [:]
             }
-            state.subscribed = []
-            state.peers = [:]
-            for waiter in state.flushWaiters { waiter.signal() }
-            state.flushWaiters = []
-            return before
+            return (before, state.subscribed)
         }
         guard before != .alreadyClosed else { return }
-        _ = System.removeFile(socketPath)
-        guard before == .open else { return }
-        wakeIO()
-        // The receiving thread may itself end up here (a center released while
-        // it delivered); it must not wait for itself.
-        if state.withLock({ $0.ioThread })?.isCurrent != true {
-            ioFinished.wait()
+        for name in names {
+            _ = System.removeFile(SocketRegistry.entryPath(directory, name, identifier))
         }
+        _ = System.removeFile(socketPath)
+        if before == .open {
+            wakeIO()
+            // The receiving thread may itself end up here (a center released while
+            // it delivered); it must not wait for itself.
+            if state.withLock({ $0.ioThread })?.isCurrent != true {
+                ioFinished.wait()
+            }
+        }
+        Self.removeSpool(spoolDirectory)
     }
 
     // MARK: - Posting
 
-    /// Sends to one endpoint or queues for it. Returns whether the I/O thread
-    /// must start watching it for writability.
-    private func deliver(_ encoded: EncodedNotification, to peer: SocketPeer, in state: inout SocketState) -> Bool {
-        switch peer.queue.post(encoded) {
-        case .queued:
-            counters.queued.add(1, ordering: .relaxed)
-            return false
-        case .queuedDroppingOldest:
-            counters.queued.add(1, ordering: .relaxed)
-            counters.droppedFromQueue.add(1, ordering: .relaxed)
-            return false
-        case .sendNow:
-            break
+    /// Sends to one endpoint or spools for it. Returns why it did not take
+    /// the notification, or `nil` when it did (or is dead).
+    private func deliver(
+        _ encoded: EncodedNotification, of message: TransportMessage, to peer: SocketPeer, in state: inout SocketState
+    ) -> String? {
+        if peer.spool.isActive {
+            switch peer.spool.append(encoded, of: message) {
+            case .spooled:
+                counters.spooled.add(1, ordering: .relaxed)
+                return nil
+            case .taken:
+                break  // read by the endpoint: send directly again
+            case .dropped:
+                counters.dropped.add(1, ordering: .relaxed)
+                return "its spool is full"
+            case .failed(let error):
+                return spoolFailed(error)
+            }
         }
         switch peer.send(encoded) {
         case .sent:
             counters.sent.add(1, ordering: .relaxed)
-            return false
+            return nil
         case .wouldBlock:
-            counters.queued.add(1, ordering: .relaxed)
-            return peer.queue.blocked(encoded)
+            switch peer.spool.start(with: encoded, of: message) {
+            case .spooled:
+                counters.spooled.add(1, ordering: .relaxed)
+                return nil
+            case .dropped:
+                counters.dropped.add(1, ordering: .relaxed)
+                return "its spool is full"
+            case .taken:
+                return nil
+            case .failed(let error):
+                return spoolFailed(error)
+            }
         case .dead:
             reap(peer.id, in: &state)
-            return false
+            return nil
         case .failed(let error):
             counters.failedSends.add(1, ordering: .relaxed)
             counters.lastSendError.store(error.rawValue, ordering: .relaxed)
-            return false
+            return "send failed: \(error)"
         }
+    }
+
+    private func spoolFailed(_ error: Errno) -> String {
+        counters.dropped.add(1, ordering: .relaxed)
+        counters.failedSends.add(1, ordering: .relaxed)
+        counters.lastSendError.store(error.rawValue, ordering: .relaxed)
+        return "its spool could not be written: \(error)"
+    }
+
+    /// `label(pid)` from the endpoint's registry entry for `name` (or any
+    /// name this transport routes it for), else its identifier.
+    private func endpointLabel(_ id: String, of name: NotificationName?) -> String {
+        var names: [NotificationName] = name.map { [$0] } ?? []
+        names += state.withLock { state in state.routes.filter { $0.value.contains(id) }.map(\.key) }
+        for candidate in names {
+            let fields = SocketTransport.entryFields(SocketRegistry.entryPath(directory, candidate, id))
+            if fields.processID > 0 { return "\(fields.endpoint)(\(fields.processID)) [\(id)]" }
+        }
+        return id
     }
 
     /// Makes sure the cached endpoints of `name` are current: rescans its
@@ -359,6 +466,13 @@ public final class SocketTransport: NotificationTransport {
             }
         } else {
             state.routes = [:]
+        }
+        // A name directory that was removed lost its watch: watch it anew.
+        for index in state.monitor.takeLostWatches() {
+            if let lostName = state.watchedNames.removeValue(forKey: index) {
+                state.watchIndex[lostName] = nil
+                state.routes[lostName] = nil
+            }
         }
         guard state.routes[name] == nil else { return }
         let nameDirectory = SocketRegistry.nameDirectory(directory, name)
@@ -383,11 +497,19 @@ public final class SocketTransport: NotificationTransport {
                 if id == identifier && !configuration.deliversToSelf { continue }
                 if state.peers[id] == nil {
                     switch SocketPeer.connect(
-                        id, path: SocketRegistry.socketPath(directory, id), limit: configuration.pendingLimitPerEndpoint
+                        id,
+                        path: SocketRegistry.socketPath(directory, id),
+                        spoolDirectory: Spool.directory(directory, endpoint: id),
+                        poster: identifier,
+                        sharing: configuration.sharing,
+                        spoolLimit: configuration.spoolLimitPerEndpoint
                     ) {
                     case .connected(let peer): state.peers[id] = peer
                     case .dead:
                         reapEntry(id, of: name)
+                        continue
+                    case .refused:
+                        counters.refusedEndpoints.add(1, ordering: .relaxed)
                         continue
                     case .unreachable:
                         continue
@@ -398,16 +520,17 @@ public final class SocketTransport: NotificationTransport {
         }
         state.routes[name] = ids
         // Close sockets to endpoints no name routes to any more (they
-        // unsubscribed), unless notifications still wait for them.
+        // unsubscribed), unless they have not read this poster's spool yet:
+        // its order must hold until they have.
         let routed = Set(state.routes.values.joined())
-        for (id, peer) in state.peers where !routed.contains(id) && peer.queue.isEmpty {
+        for (id, peer) in state.peers where !routed.contains(id) && peer.spool.isTaken {
             state.peers[id] = nil
         }
     }
 
     /// Removes a dead endpoint: its entries under every name this transport
-    /// routes, and its socket file. Each removal is counted only by the
-    /// transport whose `unlink` succeeded, so racing posters reap once.
+    /// routes, its socket file and its spool. Each removal is counted only by
+    /// the transport whose `unlink` succeeded, so racing posters reap once.
     private func reap(_ id: String, in state: inout SocketState) {
         state.peers[id] = nil
         for (name, ids) in state.routes where ids.contains(id) {
@@ -415,6 +538,7 @@ public final class SocketTransport: NotificationTransport {
             reapEntry(id, of: name)
         }
         _ = System.removeFile(SocketRegistry.socketPath(directory, id))
+        Self.removeSpool(Spool.directory(directory, endpoint: id))
     }
 
     private func reapEntry(_ id: String, of name: NotificationName) {
@@ -422,6 +546,16 @@ public final class SocketTransport: NotificationTransport {
             counters.reapedEndpoints.add(1, ordering: .relaxed)
         }
         _ = System.removeFile(SocketRegistry.socketPath(directory, id))
+        Self.removeSpool(Spool.directory(directory, endpoint: id))
+    }
+
+    /// Removes a spool directory and the files in it; never follows a link.
+    static func removeSpool(_ path: String) {
+        guard case .success(let info) = System.linkStatus(path), info.st_mode & S_IFMT == S_IFDIR else { return }
+        if case .success(let names) = System.directoryEntries(path) {
+            for name in names { _ = System.removeFile(path + "/" + name) }
+        }
+        _ = System.removeDirectory(path)
     }
 
     // MARK: - The I/O thread
@@ -431,67 +565,177 @@ public final class SocketTransport: NotificationTransport {
         _ = withUnsafeBytes(of: &byte) { System.writeAll(wakePipe.writeEnd, $0) }
     }
 
+    private var isOpen: Bool {
+        state.withLock { state in
+            if case .open = state.phase { return true }
+            return false
+        }
+    }
+
     private func runIO(receiver: TransportReceiver) {
-        state.withLock { $0.ioThread = ThreadIdentity.current }
+        let taken = state.withLock { state in
+            state.ioThread = ThreadIdentity.current
+            let monitor = state.spoolMonitor
+            state.spoolMonitor = nil
+            return monitor
+        }
         defer { ioFinished.signal() }
+        guard let spoolMonitor = taken else { return }
         var decoder = EnvelopeDecoder(maximumPayloadSize: maximumEnvelopeSize)
         var buffer = [UInt8](repeating: 0, count: maximumEnvelopeSize + 1)
         var scratch = [UInt8](repeating: 0, count: 64)
-        while true {
-            let watched = state.withLock { state -> [(id: String, descriptor: CInt)]? in
-                guard case .open = state.phase else { return nil }
-                return state.peers.values.filter { !$0.queue.isEmpty }.map { ($0.id, $0.descriptor.rawValue) }
-            }
-            guard let watched else { return }
+        sweepDeadSockets()
+        // Whether a spool file was busy (a poster mid-append) and must be
+        // looked at again shortly.
+        var spoolPending = false
+        while isOpen {
             var descriptors = [
                 pollfd(fd: receiveSocket.rawValue, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: wakePipe.readEnd.rawValue, events: Int16(POLLIN), revents: 0),
             ]
-            descriptors += watched.map { pollfd(fd: $0.descriptor, events: Int16(POLLOUT), revents: 0) }
-            guard case .success = System.pollDescriptors(&descriptors, timeout: -1) else { continue }
+            if let spoolDescriptor = spoolMonitor.pollDescriptor {
+                descriptors.append(pollfd(fd: spoolDescriptor, events: Int16(POLLIN), revents: 0))
+            }
+            // Without inotify (Apple platforms) the spool is looked at every
+            // 20 ms; with it, only when it changed or a file was busy.
+            let timeout: CInt = spoolPending ? 2 : (spoolMonitor.pollDescriptor == nil ? 20 : -1)
+            guard case .success = System.pollDescriptors(&descriptors, timeout: timeout) else { continue }
             if descriptors[1].revents != 0 {
                 _ = scratch.withUnsafeMutableBytes { System.readBytes(wakePipe.readEnd, into: $0) }
             }
             if descriptors[0].revents != 0 {
-                receiveAll(into: &buffer, decoder: &decoder, receiver: receiver)
+                // Bounded, so a flood of datagrams cannot keep the spool unread.
+                receiveAll(into: &buffer, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
             }
-            let ready = zip(watched, descriptors.dropFirst(2)).filter { $0.1.revents != 0 }.map(\.0.id)
-            if !ready.isEmpty {
-                state.withLock { state in
-                    for id in ready { drain(id, in: &state) }
-                    if state.peers.values.allSatisfy({ $0.queue.isEmpty }) {
-                        for waiter in state.flushWaiters { waiter.signal() }
-                        state.flushWaiters = []
-                    }
+            let spoolChanged =
+                descriptors.count > 2 ? descriptors[2].revents != 0 : spoolMonitor.changes().map { !$0.isEmpty } ?? true
+            if spoolChanged || spoolPending {
+                if descriptors.count > 2 { _ = spoolMonitor.changes() }
+                spoolPending = takeSpool(buffer: &buffer, decoder: &decoder, receiver: receiver)
+            }
+        }
+    }
+
+    /// Reads every spool file posters left for this endpoint, oldest
+    /// generation first per poster. Returns whether one was busy and must be
+    /// tried again.
+    private func takeSpool(buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver) -> Bool {
+        guard case .success(let names) = System.directoryEntries(spoolDirectory) else { return false }
+        var byPoster: [String: [(generation: UInt32, file: String)]] = [:]
+        for name in names where !name.hasPrefix(".") {
+            guard let parsed = Spool.parseFileName(name) else {
+                // Not ours to read: count it and clear it out of the way.
+                counters.refusedMalformed.add(1, ordering: .relaxed)
+                _ = System.removeFile(spoolDirectory + "/" + name)
+                continue
+            }
+            byPoster[parsed.poster, default: []].append((parsed.generation, name))
+        }
+        var busy = false
+        for (_, files) in byPoster.sorted(by: { $0.key < $1.key }) {
+            for (_, file) in files.sorted(by: { $0.generation < $1.generation }) {
+                switch takeSpoolFile(
+                    spoolDirectory + "/" + file, buffer: &buffer, decoder: &decoder, receiver: receiver)
+                {
+                case .taken: continue
+                case .busy: busy = true
                 }
+                break  // a later generation waits for this one
+            }
+        }
+        return busy
+    }
+
+    private enum SpoolFileOutcome { case taken, busy }
+
+    private func takeSpoolFile(
+        _ path: String, buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver
+    ) -> SpoolFileOutcome {
+        // O_NONBLOCK: a FIFO planted here must not stall the thread in open().
+        guard case .success(let file) = System.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else {
+            _ = System.removeFile(path)
+            return .taken
+        }
+        guard case .success(let info) = System.fileStatus(file), info.st_mode & S_IFMT == S_IFREG,
+            configuration.sharing == .group || info.st_uid == SystemProcess.userID
+        else {
+            counters.refusedForeignSender.add(1, ordering: .relaxed)
+            _ = System.removeFile(path)
+            return .taken
+        }
+        switch System.tryLockFile(file) {
+        case .success(true): break
+        case .success(false): return .busy
+        case .failure: return .busy
+        }
+        defer { System.unlockFile(file) }
+        // Datagrams already queued were sent before this file was started:
+        // they go first, so each poster's order holds.
+        receiveAll(into: &buffer, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
+        var bytes: [UInt8] = []
+        if case .success(let locked) = System.fileStatus(file), locked.st_size > 0 {
+            bytes = [UInt8](repeating: 0, count: Int(locked.st_size))
+            var offset = 0
+            while offset < bytes.count {
+                let read = bytes.withUnsafeMutableBytes { raw in
+                    System.readBytes(file, into: UnsafeMutableRawBufferPointer(rebasing: raw[offset...]), at: offset)
+                }
+                guard case .success(let count) = read, count > 0 else { break }
+                offset += count
+            }
+            bytes.removeSubrange(offset...)
+        }
+        _ = System.removeFile(path)
+        let (records, malformed) = Spool.parse(bytes, decoder: &decoder)
+        if malformed { counters.refusedMalformed.add(1, ordering: .relaxed) }
+        for record in records {
+            switch record {
+            case .envelope(let message):
+                // The file's owner is who wrote it; the envelope may not claim another user.
+                guard message.sender.userID == info.st_uid else {
+                    counters.refusedForeignSender.add(1, ordering: .relaxed)
+                    continue
+                }
+                counters.received.add(1, ordering: .relaxed)
+                counters.receivedFromSpool.add(1, ordering: .relaxed)
+                receiver.receive(message)
+            case .dropped(let report):
+                // The file's owner is who wrote it; the report may not claim another user.
+                guard report.sender?.userID == info.st_uid else {
+                    counters.refusedForeignSender.add(1, ordering: .relaxed)
+                    continue
+                }
+                receiver.missed(report)
+            }
+        }
+        return .taken
+    }
+
+    /// Removes the sockets (and spools) in the directory that nobody is bound
+    /// to any more: processes that ended without closing, by SIGTERM or
+    /// SIGKILL. Their registry entries go on the next post that routes to them.
+    private func sweepDeadSockets() {
+        guard case .success(let names) = System.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
+            return
+        }
+        for name in names where name.hasSuffix(".sock") {
+            guard isOpen else { return }
+            let id = String(name.dropLast(5))
+            guard id != identifier, SocketRegistry.isIdentifier(id) else { continue }
+            if SocketTransport.endpointState(directory, id) == .dead {
+                _ = System.removeFile(SocketRegistry.socketPath(directory, id))
+                Self.removeSpool(Spool.directory(directory, endpoint: id))
             }
         }
     }
 
-    /// Sends what is held for an endpoint until it would block again.
-    private func drain(_ id: String, in state: inout SocketState) {
-        guard let peer = state.peers[id] else { return }
-        while let next = peer.queue.next {
-            switch peer.send(next) {
-            case .sent:
-                counters.sent.add(1, ordering: .relaxed)
-                peer.queue.removeNext()
-            case .wouldBlock:
-                return
-            case .dead:
-                reap(id, in: &state)
-                return
-            case .failed(let error):
-                counters.failedSends.add(1, ordering: .relaxed)
-                counters.lastSendError.store(error.rawValue, ordering: .relaxed)
-                peer.queue.removeNext()
-            }
-        }
-    }
-
-    private func receiveAll(into buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver) {
+    private func receiveAll(
+        into buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
+    ) {
         let ownUser = SystemProcess.userID
-        while true {
+        var taken = 0
+        while taken < limit {
+            taken += 1
             let result = buffer.withUnsafeMutableBytes { System.receiveDatagram(receiveSocket, into: $0) }
             guard case .success(let datagram) = result else { return }
             guard !datagram.truncated else {
@@ -517,8 +761,13 @@ public final class SocketTransport: NotificationTransport {
                 counters.refusedMalformed.add(1, ordering: .relaxed)
                 continue
             }
+            // The envelope may not claim another user or process than the
+            // one the kernel says sent it.
             if let user = datagram.senderUserID, message.sender.userID != user {
-                // The envelope claims another user than the one who sent it.
+                counters.refusedForeignSender.add(1, ordering: .relaxed)
+                continue
+            }
+            if let process = datagram.senderProcessID, message.sender.processID != process {
                 counters.refusedForeignSender.add(1, ordering: .relaxed)
                 continue
             }

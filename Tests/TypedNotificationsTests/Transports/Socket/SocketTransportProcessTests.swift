@@ -138,8 +138,12 @@ struct SocketTransportProcessTests {
 
         observer.signal(SIGSTOP)
         for index in 0..<1_000 { try hub.post(HelperPing(poster: 3, index: index)) }
-        // The stopped process's socket filled up, and the poster held the rest: posting never blocked.
-        #expect(transport.statistics.queued > 0)
+        // The stopped process's socket filled up and the rest went to its
+        // spool: every post returned while it was stopped.
+        #expect(transport.statistics.spooled > 0)
+        #expect(transport.statistics.sent + transport.statistics.spooled == 1_000)
+        #expect(transport.endpointsWithUnreadSpool.count == 1)
+        #expect(!transport.flush(timeout: .milliseconds(50)))
         observer.signal(SIGCONT)
 
         let done = parseDone(await observer.waitForLine(startingWith: "done"))
@@ -147,32 +151,40 @@ struct SocketTransportProcessTests {
         #expect(done["inorder"] == "true")
         #expect(done["missed"] == "0")
         #expect(transport.flush(timeout: .seconds(30)))
-        #expect(transport.statistics.droppedFromQueue == 0)
+        #expect(transport.statistics.dropped == 0)
         hub.close()
     }
 
-    @Test("beyond the per-endpoint bound the oldest are dropped and the observer learns how many")
-    func boundedQueueReportsMissed() async throws {
+    @Test("beyond the spool limit, the post names the endpoint and the observer learns how many it missed")
+    func boundedSpoolReportsMissed() async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        let observer = try HelperProcess(["observe", directory, "100"])
+        let observer = try HelperProcess(["observe-total", directory, "501"])
         await observer.waitForLine(startingWith: "ready")
-        let transport = try SocketTransport(
-            directory: directory,
-            configuration: .init(pendingLimitPerEndpoint: 50)
-        )
+        let transport = try SocketTransport(directory: directory, configuration: .init(spoolLimitPerEndpoint: 4096))
         let hub = try NotificationHub(endpoint: "poster", transport: transport)
         observer.signal(SIGSTOP)
-        for index in 0..<500 { try hub.post(HelperPing(poster: 4, index: index)) }
-        let dropped = transport.statistics.droppedFromQueue
-        #expect(dropped > 0)
+        var refused = 0
+        for index in 0..<500 {
+            do {
+                try hub.post(HelperPing(poster: 4, index: index))
+            } catch {
+                #expect(error.code == .undelivered)
+                #expect(error.undeliveredEndpoints.count == 1)
+                #expect(error.undeliveredEndpoints.first?.hasPrefix("observer(\(observer.pid))") == true)
+                refused += 1
+            }
+        }
+        #expect(refused > 0)
+        #expect(transport.statistics.dropped == refused)
+        // Whatever was refused is still counted as posted, with its sequence number used.
+        #expect(hub.metrics.posted == 500)
         observer.signal(SIGCONT)
         #expect(transport.flush(timeout: .seconds(30)))
-        // Post until the observer has 100 deliveries; what was dropped shows up as missed.
-        for index in 500..<600 { try hub.post(HelperPing(poster: 4, index: index)) }
+        try hub.post(HelperPing(poster: 4, index: 500))
         let done = parseDone(await observer.waitForLine(startingWith: "done"))
-        #expect(done["count"] == "100")
-        #expect(Int(done["missed"] ?? "") ?? 0 >= dropped)
+        #expect(done["count"] == "\(501 - refused)")
+        #expect(done["missed"] == "\(refused)")
         hub.close()
     }
 
