@@ -7,6 +7,7 @@
 #include <notify.h>
 #endif
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <fcntl.h>
@@ -67,6 +68,24 @@ int ctn_peer_path(int fd, char *buffer, size_t length) {
     memcpy(buffer, address.sun_path, path_length);
     buffer[path_length] = 0;
     return 0;
+}
+
+int ctn_unread_sent_bytes(int fd) {
+#if defined(__linux__)
+    /* For a Unix datagram socket, TIOCOUTQ (SIOCOUTQ) is the memory of the
+       datagrams it sent that their receiver has not read yet. */
+    int value = 0;
+    if (ioctl(fd, TIOCOUTQ, &value) != 0) return -1;
+    return value;
+#elif defined(__APPLE__)
+    int value = 0;
+    socklen_t length = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_NWRITE, &value, &length) != 0) return -1;
+    return value;
+#else
+    errno = ENOTSUP;
+    return -1;
+#endif
 }
 
 int ctn_credentials_supported(void) {

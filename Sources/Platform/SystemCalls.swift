@@ -155,6 +155,15 @@ package enum System {
         }
     }
 
+    /// Bytes a connected datagram socket sent that its receiver has not read
+    /// yet: zero once the receiver took everything.
+    ///
+    /// The corresponding calls are `ioctl(TIOCOUTQ)` on Linux and
+    /// `getsockopt(SO_NWRITE)` on Apple platforms.
+    package static func unreadSentBytes(_ descriptor: borrowing FileDescriptor) -> Result<Int, Errno> {
+        retrying { ctn_unread_sent_bytes(descriptor.rawValue) }.map { Int($0) }
+    }
+
     /// The corresponding C function is `stat` (it follows symbolic links).
     package static func status(_ path: String) -> Result<stat, Errno> {
         var info = stat()

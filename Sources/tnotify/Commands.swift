@@ -52,11 +52,11 @@ func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
         throw failure(error)
     }
     if let wait, case .socket(let socketHub) = hub, !socketHub.transport.flush(timeout: wait) {
-        let waiting = socketHub.transport.endpointsWithUnreadSpool.joined(separator: ", ")
+        let waiting = socketHub.transport.endpointsWithUnreadPosts.joined(separator: ", ")
         throw CommandFailure(
             code: .temporaryFailure,
             message:
-                "\(name) was posted, but not read within \(text(wait)) by: \(waiting); it waits in their spool until they resume"
+                "\(name) was posted, but not read within \(text(wait)) by: \(waiting); it waits for them until they resume"
         )
     }
 }

@@ -29,6 +29,9 @@ int ctn_connect_unix(int fd, const char *path);
 /// or abstract peer gives the empty string.
 int ctn_peer_path(int fd, char *buffer, size_t length);
 
+/// Bytes a socket sent that its peer has not read yet, or -1 with errno.
+int ctn_unread_sent_bytes(int fd);
+
 /// Asks the kernel to attach the sender's credentials to every datagram
 /// received on `fd` (SO_PASSCRED). Returns 0 where the platform has no such
 /// option; `credentials_supported` says which.

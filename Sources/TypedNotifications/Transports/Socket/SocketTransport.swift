@@ -330,29 +330,48 @@ public final class SocketTransport: NotificationTransport {
         throw error
     }
 
-    /// Waits until every endpoint has read what this transport spooled for it
-    /// (or was found dead), or `timeout` passes. Returns whether nothing this
-    /// transport posted still waits in a spool. Posting never needs this: a
-    /// spool outlives its poster. Call it to know that observers took
-    /// everything, for example before reporting success to a person.
+    /// Waits until every endpoint has read everything this transport posted
+    /// to it, from its socket and from its spool (or was found dead), or
+    /// `timeout` passes. Returns whether nothing is left unread. Posting never
+    /// needs this: a spool outlives its poster. Call it to know that observers
+    /// took everything, for example before reporting success to a person.
     public func flush(timeout: Duration) -> Bool {
         let deadline = SystemClock.monotonicNanoseconds() &+ UInt64(clamping: timeout.clampedNanoseconds)
         var pause: UInt32 = 200
         while true {
-            let waiting = state.withLock { state in state.peers.values.filter { !$0.spool.isTaken }.map(\.id) }
-            // An endpoint that died never reads its spool; it has nothing to wait for.
-            if waiting.allSatisfy({ SocketTransport.endpointState(directory, $0) == .dead }) { return true }
+            if unreadPeers().isEmpty { return true }
             guard SystemClock.monotonicNanoseconds() < deadline else { return false }
             usleep(pause)
             pause = min(pause * 2, 10_000)
         }
     }
 
-    /// The endpoints that still hold, unread in their spool, something this
-    /// transport posted, named as ``TypedNotificationError/undeliveredEndpoints`` are.
-    public var endpointsWithUnreadSpool: [String] {
-        let ids = state.withLock { state in state.peers.values.filter { !$0.spool.isTaken }.map(\.id) }
-        return ids.sorted().map { endpointLabel($0, of: nil) }
+    /// The endpoints that have not yet read everything this transport posted
+    /// to them (on their socket or in their spool), named as
+    /// ``TypedNotificationError/undeliveredEndpoints`` are.
+    public var endpointsWithUnreadPosts: [String] {
+        unreadPeers().sorted().map { endpointLabel($0, of: nil) }
+    }
+
+    /// The identifiers of live endpoints that have not read everything yet.
+    /// Decides what to look at under the lock, and makes the calls after it.
+    private func unreadPeers() -> [String] {
+        let peers = state.withLock { state in state.peers.values.map { (peer: $0, spool: $0.spool.file) } }
+        var unread: [String] = []
+        for (peer, spool) in peers {
+            var waiting = false
+            if let spool, case .success(let info) = System.fileStatus(spool.descriptor), info.st_nlink > 0 {
+                waiting = true
+            }
+            if case .success(let bytes) = System.unreadSentBytes(peer.descriptor), bytes > 0 {
+                waiting = true
+            }
+            // An endpoint that died never reads; there is nothing to wait for.
+            if waiting && SocketTransport.endpointState(directory, peer.id) != .dead {
+                unread.append(peer.id)
+            }
+        }
+        return unread
     }
 
     /// Unregisters every name, unlinks the socket and this endpoint's spool,
@@ -616,9 +635,16 @@ public final class SocketTransport: NotificationTransport {
         }
     }
 
-    /// Reads every spool file posters left for this endpoint, oldest
-    /// generation first per poster. Returns whether one was busy and must be
-    /// tried again.
+    /// Reads every spool file posters left for this endpoint and hands their
+    /// records over in post order. Returns whether a file was busy (a poster
+    /// mid-append) and must be tried again.
+    ///
+    /// Files are taken in batches of at most ``Spool/filesPerPass``, oldest
+    /// first. A batch's files are all locked, the socket is drained (what it
+    /// holds was sent before any of them started), and their records are
+    /// merged by the time they were posted: each poster's in its own order,
+    /// posters interleaved as they posted, so 200 short-lived posters that
+    /// posted one after another are delivered one after another.
     private func takeSpool(buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver) -> Bool {
         guard case .success(let names) = System.directoryEntries(spoolDirectory) else { return false }
         var byPoster: [String: [(generation: UInt32, file: String)]] = [:]
@@ -631,84 +657,118 @@ public final class SocketTransport: NotificationTransport {
             }
             byPoster[parsed.poster, default: []].append((parsed.generation, name))
         }
+        // Each poster's generations in order; posters by their oldest file.
+        var posters: [(started: Int64, files: [String])] = byPoster.values.map { files in
+            let ordered = files.sorted { $0.generation < $1.generation }.map { spoolDirectory + "/" + $0.file }
+            var started = Int64.max
+            if let first = ordered.first, case .success(let info) = System.linkStatus(first) {
+                started = Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec)
+            }
+            return (started, ordered)
+        }
+        posters.sort { $0.started < $1.started }
         var busy = false
-        for (_, files) in byPoster.sorted(by: { $0.key < $1.key }) {
-            for (_, file) in files.sorted(by: { $0.generation < $1.generation }) {
-                switch takeSpoolFile(
-                    spoolDirectory + "/" + file, buffer: &buffer, decoder: &decoder, receiver: receiver)
-                {
-                case .taken: continue
-                case .busy: busy = true
+        var batch: [[SpoolFileLock]] = []
+        var lockedFiles = 0
+        for poster in posters {
+            var locks: [SpoolFileLock] = []
+            files: for path in poster.files {
+                switch lockSpoolFile(path) {
+                case .locked(let lock): locks.append(lock)
+                case .refused: continue
+                case .busy:
+                    busy = true
+                    break files  // a later generation waits for this one
                 }
-                break  // a later generation waits for this one
+            }
+            if !locks.isEmpty {
+                batch.append(locks)
+                lockedFiles += locks.count
+            }
+            if lockedFiles >= Spool.filesPerPass {
+                deliverSpoolBatch(batch, buffer: &buffer, decoder: &decoder, receiver: receiver)
+                batch = []
+                lockedFiles = 0
             }
         }
+        if !batch.isEmpty { deliverSpoolBatch(batch, buffer: &buffer, decoder: &decoder, receiver: receiver) }
         return busy
     }
 
-    private enum SpoolFileOutcome { case taken, busy }
+    private enum SpoolFileOutcome {
+        case locked(SpoolFileLock)
+        /// Not a file this endpoint reads (removed and counted).
+        case refused
+        /// A poster holds it: try again shortly.
+        case busy
+    }
 
-    private func takeSpoolFile(
-        _ path: String, buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver
-    ) -> SpoolFileOutcome {
-        // O_NONBLOCK: a FIFO planted here must not stall the thread in open().
+    /// Opens and locks one spool file, refusing anything but a regular file
+    /// of an allowed owner; never blocks (a FIFO planted here included).
+    private func lockSpoolFile(_ path: String) -> SpoolFileOutcome {
         guard case .success(let file) = System.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else {
+            counters.refusedMalformed.add(1, ordering: .relaxed)
             _ = System.removeFile(path)
-            return .taken
+            return .refused
         }
-        guard case .success(let info) = System.fileStatus(file), info.st_mode & S_IFMT == S_IFREG,
-            configuration.sharing == .group || info.st_uid == SystemProcess.userID
-        else {
+        guard case .success(let info) = System.fileStatus(file), info.st_mode & S_IFMT == S_IFREG else {
+            counters.refusedMalformed.add(1, ordering: .relaxed)
+            _ = System.removeFile(path)
+            return .refused
+        }
+        guard configuration.sharing == .group || info.st_uid == SystemProcess.userID else {
             counters.refusedForeignSender.add(1, ordering: .relaxed)
             _ = System.removeFile(path)
-            return .taken
+            return .refused
         }
         switch System.tryLockFile(file) {
-        case .success(true): break
-        case .success(false): return .busy
-        case .failure: return .busy
+        case .success(true): return .locked(SpoolFileLock(path: path, descriptor: file, owner: info.st_uid))
+        case .success(false), .failure: return .busy
         }
-        defer { System.unlockFile(file) }
-        // Datagrams already queued were sent before this file was started:
+    }
+
+    /// Drains the socket, reads every locked file, hands their records over
+    /// merged by post time, then unlinks the files (only then: an empty spool
+    /// means everything in it reached the center) and unlocks them.
+    private func deliverSpoolBatch(
+        _ posters: [[SpoolFileLock]], buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver
+    ) {
+        // Datagrams already queued were sent before these files were started:
         // they go first, so each poster's order holds.
         receiveAll(into: &buffer, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
-        var bytes: [UInt8] = []
-        if case .success(let locked) = System.fileStatus(file), locked.st_size > 0 {
-            bytes = [UInt8](repeating: 0, count: Int(locked.st_size))
-            var offset = 0
-            while offset < bytes.count {
-                let read = bytes.withUnsafeMutableBytes { raw in
-                    System.readBytes(file, into: UnsafeMutableRawBufferPointer(rebasing: raw[offset...]), at: offset)
+        // (key, poster, index): keys are post times made non-decreasing per
+        // poster, so sorting merges posters without reordering any one.
+        var merged: [(key: UInt64, poster: Int, index: Int, record: Spool.Record)] = []
+        for (posterIndex, files) in posters.enumerated() {
+            var key: UInt64 = 0
+            for file in files {
+                let (records, malformed) = Spool.parse(file.readAll(), decoder: &decoder)
+                if malformed { counters.refusedMalformed.add(1, ordering: .relaxed) }
+                for record in records {
+                    // The file's owner is who wrote it; a record may not claim another user.
+                    guard record.message.sender.userID == file.owner else {
+                        counters.refusedForeignSender.add(1, ordering: .relaxed)
+                        continue
+                    }
+                    key = max(key, record.message.timestamp.monotonicNanoseconds)
+                    merged.append((key, posterIndex, merged.count, record))
                 }
-                guard case .success(let count) = read, count > 0 else { break }
-                offset += count
             }
-            bytes.removeSubrange(offset...)
         }
-        _ = System.removeFile(path)
-        let (records, malformed) = Spool.parse(bytes, decoder: &decoder)
-        if malformed { counters.refusedMalformed.add(1, ordering: .relaxed) }
-        for record in records {
-            switch record {
+        merged.sort { ($0.key, $0.poster, $0.index) < ($1.key, $1.poster, $1.index) }
+        for entry in merged {
+            switch entry.record {
             case .envelope(let message):
-                // The file's owner is who wrote it; the envelope may not claim another user.
-                guard message.sender.userID == info.st_uid else {
-                    counters.refusedForeignSender.add(1, ordering: .relaxed)
-                    continue
-                }
                 counters.received.add(1, ordering: .relaxed)
                 counters.receivedFromSpool.add(1, ordering: .relaxed)
                 receiver.receive(message)
-            case .dropped(let report):
-                // The file's owner is who wrote it; the report may not claim another user.
-                guard report.sender?.userID == info.st_uid else {
-                    counters.refusedForeignSender.add(1, ordering: .relaxed)
-                    continue
-                }
-                receiver.missed(report)
+            case .dropped:
+                if let report = entry.record.report { receiver.missed(report) }
             }
         }
-        return .taken
+        for files in posters {
+            for file in files { _ = System.removeFile(file.path) }
+        }
     }
 
     /// Removes the sockets (and spools) in the directory that nobody is bound
@@ -774,5 +834,36 @@ public final class SocketTransport: NotificationTransport {
             counters.received.add(1, ordering: .relaxed)
             receiver.receive(message)
         }
+    }
+}
+
+/// A spool file the endpoint has open and locked; closing the descriptor
+/// (when this is released) unlocks it.
+private final class SpoolFileLock {
+    let path: String
+    let descriptor: FileDescriptor
+    /// The file's owner: the only user its records may claim.
+    let owner: uid_t
+
+    init(path: String, descriptor: consuming FileDescriptor, owner: uid_t) {
+        self.path = path
+        self.descriptor = descriptor
+        self.owner = owner
+    }
+
+    /// The whole file, or as much of it as could be read.
+    func readAll() -> [UInt8] {
+        guard case .success(let info) = System.fileStatus(descriptor), info.st_size > 0 else { return [] }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var offset = 0
+        while offset < bytes.count {
+            let read = bytes.withUnsafeMutableBytes { raw in
+                System.readBytes(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[offset...]), at: offset)
+            }
+            guard case .success(let count) = read, count > 0 else { break }
+            offset += count
+        }
+        bytes.removeSubrange(offset...)
+        return bytes
     }
 }

@@ -55,6 +55,9 @@ enum Spool {
     /// file: everything queued when it locked the file, which the kernel caps
     /// at `max_dgram_qlen` + 1.
     static let socketDrainLimit = 4_096
+    /// How many files an endpoint locks and merges at once: enough for
+    /// hundreds of short-lived posters, few enough for any descriptor limit.
+    static let filesPerPass = 256
 
     static func directory(_ base: String) -> String { base + "/spool" }
     static func directory(_ base: String, endpoint: String) -> String { base + "/spool/" + endpoint }
@@ -98,7 +101,23 @@ enum Spool {
     /// What one spool file held.
     enum Record {
         case envelope(TransportMessage)
-        case dropped(MissedNotifications)
+        /// `count` notifications dropped, the last of which `marker` (a
+        /// message without payload) stands for.
+        case dropped(count: Int, marker: TransportMessage)
+
+        /// The envelope, or the drop record's marker.
+        var message: TransportMessage {
+            switch self {
+            case .envelope(let message), .dropped(_, let message): message
+            }
+        }
+
+        /// What a drop record reports.
+        var report: MissedNotifications? {
+            guard case .dropped(let count, let marker) = self else { return nil }
+            return MissedNotifications(
+                count: count, name: marker.name, sender: marker.sender, lastSequence: marker.sequence)
+        }
     }
 
     /// Parses a whole file. Stops at the first record that is not valid (a
@@ -127,16 +146,7 @@ enum Spool {
                     return (records, true)
                 }
                 let count = bytes[(offset + 1)..<(offset + 9)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-                records.append(
-                    .dropped(
-                        MissedNotifications(
-                            count: Int(clamping: count),
-                            name: marker.name,
-                            sender: marker.sender,
-                            lastSequence: marker.sequence
-                        )
-                    )
-                )
+                records.append(.dropped(count: Int(clamping: count), marker: marker))
                 offset = end
             } else {
                 return (records, true)

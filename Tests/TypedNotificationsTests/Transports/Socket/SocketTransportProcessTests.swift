@@ -142,7 +142,7 @@ struct SocketTransportProcessTests {
         // spool: every post returned while it was stopped.
         #expect(transport.statistics.spooled > 0)
         #expect(transport.statistics.sent + transport.statistics.spooled == 1_000)
-        #expect(transport.endpointsWithUnreadSpool.count == 1)
+        #expect(transport.endpointsWithUnreadPosts.count == 1)
         #expect(!transport.flush(timeout: .milliseconds(50)))
         observer.signal(SIGCONT)
 
