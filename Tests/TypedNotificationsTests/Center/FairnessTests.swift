@@ -121,15 +121,19 @@ struct FairnessTests {
             handled.increment()
             if note.index == total - 1 { floodHandled.fire() }
         }
-        // Each quiet notification carries how many flood deliveries had run
-        // when it was posted; its handler sees how many ran while it waited,
-        // and how long it waited, and whether the flood was still on.
-        let waits = Collector<(deliveries: Int, nanoseconds: UInt64, duringFlood: Bool)>()
+        // Each quiet notification is numbered; its handler records how many
+        // flood deliveries had run by then, how long it waited, and whether
+        // the flood was still on. The poster records how many had run right
+        // after the post returned, when the notification was surely queued:
+        // the difference is what ran while it waited (a poster descheduled
+        // between the two cannot inflate it).
+        let waits = Collector<(note: Int, handledBy: Int, nanoseconds: UInt64, duringFlood: Bool)>()
+        let queuedAt = Locked<[Int: Int]>([:])
         let quiet = try hub.addObserver(Note.self, bufferingPolicy: .unbounded) { note, delivery in
             let now = SystemClock.monotonicNanoseconds()
             waits.append(
                 (
-                    handled.count - (Int(note.text) ?? 0), now &- delivery.timestamp.monotonicNanoseconds,
+                    Int(note.text) ?? -1, handled.count, now &- delivery.timestamp.monotonicNanoseconds,
                     !floodHandled.hasFired
                 ))
         }
@@ -142,12 +146,15 @@ struct FairnessTests {
         }
         for index in 0..<total { try hub.post(Ping(index: index)) }
         try hub.post(Note(text: "0"))
+        queuedAt.withLock { $0[0] = 0 }
         var sent = 1
         queued.signal()
         // One quiet notification every 2 ms while the flood lasts (pacing a
         // load, not waiting for anything).
         while !floodHandled.hasFired {
-            try hub.post(Note(text: "\(handled.count)"))
+            try hub.post(Note(text: "\(sent)"))
+            let count = handled.count
+            queuedAt.withLock { [sent] in $0[sent] = count }
             sent += 1
             try await Task.sleep(for: .milliseconds(2))
         }
@@ -155,7 +162,8 @@ struct FairnessTests {
         await controlWaits.wait(forCount: sent)
         let during = waits.values.filter(\.duringFlood)
         #expect(!during.isEmpty, "no quiet notification arrived during the flood")
-        let mostDeliveries = during.map(\.deliveries).max() ?? 0
+        let baselines = queuedAt.withLock { $0 }
+        let mostDeliveries = during.map { $0.handledBy - (baselines[$0.note] ?? $0.handledBy) }.max() ?? 0
         #expect(
             mostDeliveries <= mostDeliveriesWhileOthersWait,
             "\(mostDeliveries) flood deliveries ran while a quiet notification waited")
