@@ -8,7 +8,7 @@ import Foundation
 //   TypedNotificationsBenchmark [--quick] [--only LIST] [--kinds LIST]
 //       [--observers LIST] [--sizes LIST] [--count N] [--output DIR]
 //
-//   --only      any of envelope, delivery, fanout, memory (default: all)
+//   --only      any of envelope, delivery, fanout, stopped, memory (default: all)
 //   --kinds     fan-out scenarios, e.g. socket,raw-datagram (default: all)
 //   --observers 1,4,16 by default;  --sizes 16,4096 by default
 //   --count     measured notifications per point (default 20,000; quick 1,000)
@@ -19,6 +19,7 @@ import Foundation
 //   observe KIND DIR TOTAL STAMPS PAYLOAD INDEX      an observer process
 //   soak KIND COUNT                                  the memory run
 //   soak-senders COUNT                               the memory run, distinct senders
+//   stopped-observer DIR TOTAL                       the observer the stopped section stops
 
 #if DEBUG
     let buildWarning: String? =
@@ -44,6 +45,9 @@ case "soak":
 case "soak-senders":
     try runSenderSoak(arguments.dropFirst(2))
     exit(0)
+case "stopped-observer":
+    try runStoppedObserver(arguments.dropFirst(2))
+    exit(0)
 default:
     break
 }
@@ -66,7 +70,7 @@ func option(_ flag: String) -> String? {
 func list(_ flag: String) -> [String]? { option(flag)?.split(separator: ",").map(String.init) }
 
 let quick = arguments.contains("--quick")
-let sections = Set(list("--only") ?? ["envelope", "delivery", "fanout", "memory"])
+let sections = Set(list("--only") ?? ["envelope", "delivery", "fanout", "stopped", "memory"])
 let kinds =
     try list("--kinds").map { names in
         try names.map { name in
@@ -125,6 +129,22 @@ if sections.contains("fanout") {
     points = Report.withRatios(points)
     // Written now too, so a later section's failure cannot lose these figures.
     try write(Report(machine: machine, micro: micro, points: points, memory: nil, targets: []))
+}
+
+if sections.contains("stopped") {
+    let count = quick ? 2_000 : 20_000
+    print("\nA stopped observer: \(count) socket posts to an observer process running, then \(count) with it stopped")
+    let stopped = try measureStoppedObserver(count: count)
+    let ratio = Double(stopped.stopped.p50) / Double(max(1, stopped.running.p50))
+    print(
+        "  post, observer running:  p50 \(microseconds(stopped.running.p50)), p99 \(microseconds(stopped.running.p99)), max \(microseconds(stopped.running.max))"
+    )
+    print(
+        "  post, observer stopped:  p50 \(microseconds(stopped.stopped.p50)), p99 \(microseconds(stopped.stopped.p99)), max \(microseconds(stopped.stopped.max)) "
+            + "(p50 \(String(format: "%.2f", ratio))× running; \(stopped.spooled) spooled)")
+    print("  close with all of it unread: \(microseconds(stopped.closeNanoseconds))")
+    print(
+        "  on resume the observer received \(stopped.received) of \(2 * count), missed \(stopped.missed)")
 }
 
 var memory: MemoryResults?

@@ -238,7 +238,7 @@ public final class SocketTransport: NotificationTransport {
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         let spoolMonitor: DirectoryMonitor
         do {
-            spoolMonitor = try DirectoryMonitor(includingModifications: true)
+            spoolMonitor = try DirectoryMonitor()
             _ = try spoolMonitor.watch(spoolDirectory)
         } catch {
             throw SharedDirectory.failure(error, "could not watch the spool \(spoolDirectory)")
@@ -607,6 +607,10 @@ public final class SocketTransport: NotificationTransport {
         // Whether a spool file was busy (a poster mid-append) and must be
         // looked at again shortly.
         var spoolPending = false
+        // When this endpoint first saw each spool file, and when it last
+        // took one (see takeSpool).
+        var firstSeen: [String: UInt64] = [:]
+        var lastTake: UInt64 = 0
         while isOpen {
             var descriptors = [
                 pollfd(fd: receiveSocket.rawValue, events: Int16(POLLIN), revents: 0),
@@ -617,7 +621,7 @@ public final class SocketTransport: NotificationTransport {
             }
             // Without inotify (Apple platforms) the spool is looked at every
             // 20 ms; with it, only when it changed or a file was busy.
-            let timeout: CInt = spoolPending ? 2 : (spoolMonitor.pollDescriptor == nil ? 20 : -1)
+            let timeout: CInt = spoolPending ? 1 : (spoolMonitor.pollDescriptor == nil ? 20 : -1)
             guard case .success = System.pollDescriptors(&descriptors, timeout: timeout) else { continue }
             if descriptors[1].revents != 0 {
                 _ = scratch.withUnsafeMutableBytes { System.readBytes(wakePipe.readEnd, into: $0) }
@@ -630,14 +634,24 @@ public final class SocketTransport: NotificationTransport {
                 descriptors.count > 2 ? descriptors[2].revents != 0 : spoolMonitor.changes().map { !$0.isEmpty } ?? true
             if spoolChanged || spoolPending {
                 if descriptors.count > 2 { _ = spoolMonitor.changes() }
-                spoolPending = takeSpool(buffer: &buffer, decoder: &decoder, receiver: receiver)
+                spoolPending = takeSpool(
+                    buffer: &buffer, decoder: &decoder, receiver: receiver, firstSeen: &firstSeen,
+                    lastTake: &lastTake)
             }
         }
     }
 
     /// Reads every spool file posters left for this endpoint and hands their
-    /// records over in post order. Returns whether a file was busy (a poster
-    /// mid-append) and must be tried again.
+    /// records over in post order. Returns whether a file must be looked at
+    /// again shortly: busy (a poster mid-append), or not settled yet.
+    ///
+    /// A file is taken at once, unless this endpoint took one less than
+    /// ``Spool/burstNanoseconds`` (10 ms) ago: then only once it has existed
+    /// for ``Spool/settleNanoseconds`` (1 ms) since this endpoint first saw
+    /// it. A poster that finds a socket full keeps appending to its file until
+    /// the file is taken, so under a sustained burst letting it fill for a
+    /// moment gives a few large files instead of a file per datagram the
+    /// socket could not take, while an occasional spill costs no latency.
     ///
     /// Files are taken in batches of at most ``Spool/filesPerPass``, oldest
     /// first. A batch's files are all locked, the socket is drained (what it
@@ -645,10 +659,23 @@ public final class SocketTransport: NotificationTransport {
     /// merged by the time they were posted: each poster's in its own order,
     /// posters interleaved as they posted, so 200 short-lived posters that
     /// posted one after another are delivered one after another.
-    private func takeSpool(buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver) -> Bool {
+    private func takeSpool(
+        buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver,
+        firstSeen: inout [String: UInt64], lastTake: inout UInt64
+    ) -> Bool {
         guard case .success(let names) = System.directoryEntries(spoolDirectory) else { return false }
+        let now = SystemClock.monotonicNanoseconds()
+        let settle = lastTake != 0 && now &- lastTake < Spool.burstNanoseconds ? Spool.settleNanoseconds : 0
+        var unsettled = false
+        firstSeen = firstSeen.filter { names.contains($0.key) }
         var byPoster: [String: [(generation: UInt32, file: String)]] = [:]
         for name in names where !name.hasPrefix(".") {
+            let seen = firstSeen[name] ?? now
+            firstSeen[name] = seen
+            if now &- seen < settle {
+                unsettled = true
+                continue
+            }
             guard let parsed = Spool.parseFileName(name) else {
                 // Not ours to read: count it and clear it out of the way.
                 counters.refusedMalformed.add(1, ordering: .relaxed)
@@ -668,6 +695,7 @@ public final class SocketTransport: NotificationTransport {
         }
         posters.sort { $0.started < $1.started }
         var busy = false
+        var lockedAny = false
         var batch: [[SpoolFileLock]] = []
         var lockedFiles = 0
         for poster in posters {
@@ -682,6 +710,7 @@ public final class SocketTransport: NotificationTransport {
                 }
             }
             if !locks.isEmpty {
+                lockedAny = true
                 batch.append(locks)
                 lockedFiles += locks.count
             }
@@ -692,7 +721,8 @@ public final class SocketTransport: NotificationTransport {
             }
         }
         if !batch.isEmpty { deliverSpoolBatch(batch, buffer: &buffer, decoder: &decoder, receiver: receiver) }
-        return busy
+        if lockedAny { lastTake = now }
+        return busy || unsettled
     }
 
     private enum SpoolFileOutcome {
@@ -721,10 +751,15 @@ public final class SocketTransport: NotificationTransport {
             _ = System.removeFile(path)
             return .refused
         }
-        switch System.tryLockFile(file) {
-        case .success(true): return .locked(SpoolFileLock(path: path, descriptor: file, owner: info.st_uid))
-        case .success(false), .failure: return .busy
+        // A poster holds the lock only for one append (microseconds): look
+        // again a few times, briefly, before leaving the file for the next pass.
+        for attempt in 0..<Spool.lockAttempts {
+            if case .success(true) = System.tryLockFile(file) {
+                return .locked(SpoolFileLock(path: path, descriptor: file, owner: info.st_uid))
+            }
+            if attempt + 1 < Spool.lockAttempts { usleep(20) }
         }
+        return .busy
     }
 
     /// Drains the socket, reads every locked file, hands their records over

@@ -58,6 +58,15 @@ enum Spool {
     /// How many files an endpoint locks and merges at once: enough for
     /// hundreds of short-lived posters, few enough for any descriptor limit.
     static let filesPerPass = 256
+    /// How often an endpoint tries a file's lock, 20 µs apart, before it
+    /// leaves the file to a pass 2 ms later.
+    static let lockAttempts = 10
+    /// How long an endpoint lets a spool file fill before taking it, during
+    /// a burst.
+    static let settleNanoseconds: UInt64 = 1_000_000
+    /// An endpoint that took a spool file less than this long ago is in a
+    /// burst.
+    static let burstNanoseconds: UInt64 = 10_000_000
 
     static func directory(_ base: String) -> String { base + "/spool" }
     static func directory(_ base: String, endpoint: String) -> String { base + "/spool/" + endpoint }
