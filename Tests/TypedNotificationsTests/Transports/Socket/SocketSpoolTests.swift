@@ -399,8 +399,11 @@ struct SocketSpoolTests {
         var iterator = deliveries.makeAsyncIterator()
         #expect(await iterator.next()?.notification == HelperPing(poster: 5, index: 1))
         #expect(await iterator.next()?.notification == HelperPing(poster: 5, index: 2))
-        // Everything planted was dealt with in the pass that read the torn file.
-        #expect(files(in: spool).filter { !$0.hasPrefix(".") }.isEmpty)
+        // Everything planted was dealt with in the pass that read the torn
+        // file: the refused entries removed, every refusal counted (files
+        // that were read are unlinked just after their records are handed over).
+        let left = Set(files(in: spool).filter { !$0.hasPrefix(".") })
+        #expect(left.isSubset(of: ["00000000000000a1-00000000.spool", "00000000000000ff-00000000.spool"]), "\(left)")
         #expect(transport.statistics.refusedMalformed == 5)
         // The thread is not stuck on the FIFO: live posts still arrive.
         try hub.post(HelperPing(poster: 0, index: 9))
