@@ -446,13 +446,14 @@ private func fnv1a(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
 
 extension UnsafeRawBufferPointer {
     /// A little-endian integer at `offset`; the caller has checked the bounds.
-    fileprivate func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+    func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
         T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 }
 
 extension [UInt8] {
-    fileprivate mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
+    /// Appends `value` in little-endian byte order.
+    mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
         var little = value.littleEndian
         Swift.withUnsafeBytes(of: &little) { append(contentsOf: $0) }
     }

@@ -93,9 +93,8 @@ enum Spool {
     /// (a payload-less envelope) stands for.
     static func dropRecord(count: UInt64, marker: EncodedNotification) -> [UInt8] {
         var bytes: [UInt8] = [dropKind]
-        withUnsafeBytes(of: count.littleEndian) { bytes.append(contentsOf: $0) }
-        let crc = bytes.withUnsafeBytes { CRC32C.checksum($0) }
-        withUnsafeBytes(of: crc.littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.appendLittleEndian(count)
+        bytes.appendLittleEndian(bytes.withUnsafeBytes { CRC32C.checksum($0) })
         bytes.append(contentsOf: marker.envelope)
         return bytes
     }
@@ -147,14 +146,16 @@ enum Spool {
             } else if kind == dropKind {
                 // kind, count (8), CRC (4), payload-less envelope
                 guard offset + 13 <= bytes.count else { return (records, true) }
-                let stored = bytes[(offset + 9)..<(offset + 13)].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-                let computed = bytes.withUnsafeBytes { all in
-                    CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[offset..<(offset + 9)]))
+                let (count, stored, computed) = bytes.withUnsafeBytes { all in
+                    (
+                        all.loadLittleEndian(UInt64.self, at: offset + 1),
+                        all.loadLittleEndian(UInt32.self, at: offset + 9),
+                        CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[offset..<(offset + 9)]))
+                    )
                 }
                 guard stored == computed, let (marker, end) = try? decoder.decode(bytes, at: offset + 13) else {
                     return (records, true)
                 }
-                let count = bytes[(offset + 1)..<(offset + 9)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 records.append(.dropped(count: Int(clamping: count), marker: marker))
                 offset = end
             } else {
