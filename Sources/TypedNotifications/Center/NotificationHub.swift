@@ -35,10 +35,12 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     // Guards the per-name sequence counters and the closed flag. Held across
     // `transport.send` so that sequence numbers leave in the order they were
-    // assigned: receivers rely on that to detect gaps. So a send must never
-    // wait for a receiver: the socket transport's sends are non-blocking and
-    // its spool appends never wait for a lock; the file transport's append
-    // waits only for another poster's append to the same log (one write).
+    // assigned: receivers rely on that to detect gaps. So a send must not
+    // wait for a receiver beyond a small bound: the socket transport's sends
+    // are non-blocking, its spool appends never wait for a lock, and a post
+    // that finds a socket full waits at most `fullSocketWait` (1 ms) before
+    // spooling; the file transport's append waits only for another poster's
+    // append to the same log (one write).
     private let outbound = Locked<HubOutbound>(HubOutbound())
 
     // Guards the observer table and each name's transport subscription, which

@@ -127,6 +127,7 @@ final class SocketPeer {
 final class SocketCounters: Sendable {
     let sent = Atomic<Int>(0)
     let spooled = Atomic<Int>(0)
+    let fullSocketWaits = Atomic<Int>(0)
     let dropped = Atomic<Int>(0)
     let received = Atomic<Int>(0)
     let receivedFromSpool = Atomic<Int>(0)
@@ -143,6 +144,7 @@ final class SocketCounters: Sendable {
         SocketTransportStatistics(
             sent: sent.load(ordering: .relaxed),
             spooled: spooled.load(ordering: .relaxed),
+            fullSocketWaits: fullSocketWaits.load(ordering: .relaxed),
             dropped: dropped.load(ordering: .relaxed),
             received: received.load(ordering: .relaxed),
             receivedFromSpool: receivedFromSpool.load(ordering: .relaxed),

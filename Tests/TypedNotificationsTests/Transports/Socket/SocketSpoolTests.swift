@@ -164,6 +164,9 @@ struct SocketSpoolTests {
         }
         #expect(isStopped(observer.pid))
         #expect(transport.statistics.sent + transport.statistics.spooled == 10_000)
+        // Only the post that first found the socket full waited (at most
+        // fullSocketWait); every later one went to the spool at once.
+        #expect(transport.statistics.fullSocketWaits == 1)
         // Closing with everything still unread takes no waiting either; the spool keeps it.
         hub.close()
         #expect(isStopped(observer.pid))
