@@ -281,6 +281,10 @@ public final class SocketTransport: NotificationTransport {
             state.phase = .open(sender)
             state.spoolMonitor = spoolMonitor
         }
+        // Before open returns, so that a transport that is up has reaped the
+        // endpoints that were dead when it started, and never reaps later
+        // ones behind its caller's back.
+        sweepDeadSockets()
         let thread = Thread { [self] in
             self.runIO(receiver: receiver)
         }
@@ -729,7 +733,6 @@ public final class SocketTransport: NotificationTransport {
         var decoder = EnvelopeDecoder(maximumPayloadSize: maximumEnvelopeSize)
         var buffer = [UInt8](repeating: 0, count: maximumEnvelopeSize + 1)
         var scratch = [UInt8](repeating: 0, count: 64)
-        sweepDeadSockets()
         // Whether a spool file was busy (a poster mid-append) and must be
         // looked at again shortly.
         var spoolPending = false
