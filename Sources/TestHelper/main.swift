@@ -107,6 +107,36 @@ func observeFiles(directory: String, count: Int, identity: String?, pollInterval
     hub.close()
 }
 
+/// A durable observer that prints `got INDEX 0|1` (1: marked as a
+/// redelivery) for each notification it handles, before acknowledging it,
+/// and `done` once it has handled index `last`. `mode` is `sequence` (a `for
+/// await` loop) or `handler` (a handler on the center's executor).
+func observeDurably(directory: String, identity: String, last: Int, mode: String) async throws {
+    let hub = try NotificationHub(
+        endpoint: "durable", transport: FileSignalTransport(directory: directory, identity: identity))
+    switch mode {
+    case "handler":
+        let finished = AsyncStream<Void>.makeStream()
+        let token = try hub.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, delivery in
+            say("got \(ping.index) \(delivery.isRedelivery ? 1 : 0)")
+            if ping.index == last { finished.continuation.finish() }
+        }
+        say("ready")
+        for await _ in finished.stream {}
+        say("done")
+        withExtendedLifetime(token) {}
+    default:
+        let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        say("ready")
+        for await delivered in deliveries {
+            say("got \(delivered.notification.index) \(delivered.delivery.isRedelivery ? 1 : 0)")
+            if delivered.notification.index == last { break }
+        }
+        say("done")
+    }
+    hub.close()
+}
+
 func postFiles(directory: String, count: Int, poster: Int, segmentSize: Int? = nil) throws {
     var configuration = FileSignalConfiguration()
     if let segmentSize { configuration.segmentSize = max(4096, segmentSize) }
@@ -250,6 +280,9 @@ do {
     case "fobserve-events" where arguments.count == 3:
         guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
         try await observeFiles(directory: arguments[1], count: count, identity: nil, pollInterval: .seconds(3600))
+    case "fdurable" where arguments.count == 5:
+        guard let last = Int(arguments[3]) else { fail("LAST must be a number") }
+        try await observeDurably(directory: arguments[1], identity: arguments[2], last: last, mode: arguments[4])
     case "fpost" where arguments.count == 4 || arguments.count == 5:
         guard let count = Int(arguments[2]), let poster = Int(arguments[3]) else {
             fail("COUNT and POSTER must be numbers")

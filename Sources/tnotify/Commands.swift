@@ -117,7 +117,17 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     // Ctrl-C or SIGTERM: unregister, then exit cleanly.
     let stop = SignalStop(hub: hub)
     emit("watching \(names.map(\.rawValue).joined(separator: " ")) over the \(choice.rawValue) transport")
+    for name in names {
+        if let problem = hub.cursorProblem(for: name) {
+            warn(
+                "tnotify: the cursor of \(name) could not be used (\(problem)); reading from the oldest notification kept, each marked as a redelivery"
+            )
+        }
+    }
     let asJSON = arguments.flag("json")
+    // Each line is written before the loop asks for the next delivery, and
+    // asking acknowledges: a durable cursor moves past a notification only
+    // once its line was printed.
     await withTaskGroup(of: Void.self) { group in
         for (name, sequence) in sequences {
             group.addTask {
@@ -128,6 +138,7 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
         }
     }
     withExtendedLifetime(stop) {}
+    if let failure = hub.failure { throw CommandFailure(code: .unavailable, message: failure.message) }
 }
 
 /// Closes the hub (unregistering it) and exits 0 when SIGINT or SIGTERM
@@ -200,7 +211,11 @@ func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
             for log in logs {
                 emit("  \(log.name)  \(log.bytes) bytes in \(log.segments) segment(s)")
                 for cursor in log.cursors {
-                    emit("    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind")
+                    if let problem = cursor.problem {
+                        emit("    cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept")
+                    } else {
+                        emit("    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind")
+                    }
                 }
             }
         }

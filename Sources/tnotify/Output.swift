@@ -27,6 +27,7 @@ func textLine(_ name: NotificationName, _ delivered: DeliveredNotification<RawNo
     var line =
         "\(isoTime(delivery.timestamp)) \(name) from \(delivery.sender.endpoint)(\(delivery.sender.processID)) #\(delivery.sequence)"
     if delivery.missed > 0 { line += " missed=\(delivery.missed)" }
+    if delivery.isRedelivery { line += " redelivery" }
     return line + " " + readablePayload(delivered.notification.bytes)
 }
 
@@ -44,6 +45,7 @@ func jsonLine(_ name: NotificationName, _ delivered: DeliveredNotification<RawNo
         "sequence": Int(clamping: delivery.sequence),
         "missed": delivery.missed,
     ]
+    if delivery.isRedelivery { object["redelivery"] = true }
     let bytes = Data(delivered.notification.bytes)
     if !bytes.isEmpty, let json = try? JSONSerialization.jsonObject(with: bytes, options: [.fragmentsAllowed]) {
         object["payload"] = json
@@ -56,4 +58,9 @@ func jsonLine(_ name: NotificationName, _ delivered: DeliveredNotification<RawNo
         let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
     else { return "{}" }
     return String(decoding: data, as: UTF8.self)
+}
+
+/// Writes one line to standard error at once.
+func warn(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
 }

@@ -42,6 +42,22 @@ enum AnyHub: Sendable {
         }
     }
 
+    /// Why the transport ended the hub, if it did.
+    var failure: TypedNotificationError? {
+        switch self {
+        case .socket(let hub): hub.failure
+        case .file(let hub): hub.failure
+        }
+    }
+
+    /// Why a durable cursor could not be used, for the file transport.
+    func cursorProblem(for name: NotificationName) -> String? {
+        switch self {
+        case .socket: nil
+        case .file(let hub): hub.transport.cursorProblem(for: name)
+        }
+    }
+
     func post(_ raw: RawNotification, as name: NotificationName) throws(TypedNotificationError) {
         switch self {
         case .socket(let hub): try hub.post(raw, as: name)

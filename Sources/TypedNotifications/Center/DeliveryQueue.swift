@@ -16,7 +16,9 @@ final class DeliveryQueue: Sendable {
         machine = Locked(Machine(policy: policy))
     }
 
-    /// Adds a message. Returns whether the policy had to drop one.
+    /// Adds a message. Returns whether the policy had to drop one. A message
+    /// that leaves the queue unhandled (dropped, or refused because the queue
+    /// is finished) lets go of its ``DeliveryReceipt`` hold.
     @discardableResult
     func enqueue(_ message: TransportMessage, missedBefore: Int) -> Bool {
         let action = machine.withLock { $0.enqueue(message, missedBefore: missedBefore) }
@@ -24,9 +26,13 @@ final class DeliveryQueue: Sendable {
         case .resume(let waiter, let entry):
             waiter.resume(returning: entry)
             return false
-        case .buffered, .discarded:
+        case .buffered:
             return false
-        case .dropped:
+        case .discarded:
+            message.receipt?.release()
+            return false
+        case .dropped(let lost):
+            lost.receipt?.release()
             return true
         }
     }
@@ -87,8 +93,13 @@ final class DeliveryQueue: Sendable {
         return .finished
     }
 
-    /// Ends the queue; a suspended consumer gets `nil`.
-    func finish(discardingBuffered: Bool) {
-        machine.withLock { $0.finish(discardingBuffered: discardingBuffered) }?.resume(returning: nil)
+    /// Ends the queue; a suspended consumer gets `nil`. Returns the entries
+    /// discarded, whose receipts the caller lets go of.
+    @discardableResult
+    func finish(discardingBuffered: Bool) -> [Entry] {
+        var discarded: [Entry] = []
+        machine.withLock { $0.finish(discardingBuffered: discardingBuffered, discarded: &discarded) }?
+            .resume(returning: nil)
+        return discarded
     }
 }

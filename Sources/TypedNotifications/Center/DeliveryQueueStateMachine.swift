@@ -43,8 +43,9 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
         /// Buffered; nothing to do.
         case buffered
         /// Buffered after dropping the oldest entry, or not buffered because the
-        /// buffer keeps its oldest: either way one element was dropped.
-        case dropped
+        /// buffer keeps its oldest: either way one element, this one, was
+        /// dropped.
+        case dropped(Element)
         /// The queue is finished; the element was discarded.
         case discarded
     }
@@ -63,18 +64,18 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
             return .buffered
         }
         dropped += 1
-        if keepsNewest {
-            let lost = (buffer.removeFirst()?.missedBefore ?? 0).addingSaturating(1)
+        if keepsNewest, let oldest = buffer.removeFirst() {
+            let lost = oldest.missedBefore.addingSaturating(1)
             if buffer.isEmpty {
                 entry.missedBefore = entry.missedBefore.addingSaturating(lost)
             } else {
                 buffer.updateFirst { $0.missedBefore = $0.missedBefore.addingSaturating(lost) }
             }
             buffer.append(entry)
-        } else {
-            missedCarry = entry.missedBefore.addingSaturating(1)
+            return .dropped(oldest.element)
         }
-        return .dropped
+        missedCarry = entry.missedBefore.addingSaturating(1)
+        return .dropped(element)
     }
 
     /// Records misses that happened before any element arrived (a payload this
@@ -118,9 +119,16 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     /// (a cancelled observer must not see them); otherwise they are still handed
     /// out before the end.
     mutating func finish(discardingBuffered: Bool) -> Waiter? {
+        var discarded: [Entry] = []
+        return finish(discardingBuffered: discardingBuffered, discarded: &discarded)
+    }
+
+    /// Ends the queue, as ``finish(discardingBuffered:)``, and appends the
+    /// entries it discards to `discarded`.
+    mutating func finish(discardingBuffered: Bool, discarded: inout [Entry]) -> Waiter? {
         isFinished = true
         if discardingBuffered {
-            buffer.removeAll()
+            buffer.move(upTo: .max, into: &discarded)
         }
         defer { waiter = nil }
         return waiter

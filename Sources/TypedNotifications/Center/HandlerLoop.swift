@@ -67,6 +67,7 @@ private func runWeakHandlerLoop<N: TypedNotification, A: Actor>(
         guard let actor = reference.actor else {
             // Nobody else holds the actor: nothing is left to deliver to.
             observation.cancel(waitingForRun: false)
+            _ = run.end()
             return
         }
         // Each slice queues for the actor behind work that arrived on it while
@@ -156,13 +157,18 @@ private struct HandlerRun<N: TypedNotification>: Sendable {
     ) -> Outcome {
         if budgetStart == 0 { budgetStart = SystemClock.monotonicNanoseconds() }
         while index < batch.count {
-            guard !observation.isCancelled else { return .ended }
+            guard !observation.isCancelled else { return end() }
             let entry = batch[index]
             index += 1
             guard let next = decoder.delivery(from: entry, metrics: observation.metrics) else { continue }
-            guard observation.gate.begin() else { return .ended }
+            guard observation.gate.begin() else {
+                index -= 1
+                return end()
+            }
             handler(actor, next.notification, next.delivery)
             observation.gate.end()
+            // Handled: a durable transport may move its cursor past it.
+            entry.element.receipt?.release()
             observation.metrics.delivered.add(1, ordering: .relaxed)
             budgetUsed += 1
             if budgetUsed >= HandlerLoopBudget.deliveries
@@ -172,6 +178,14 @@ private struct HandlerRun<N: TypedNotification>: Sendable {
             }
         }
         return .budgetLeft
+    }
+
+    /// Ends the run: what it took and did not handle is discarded.
+    mutating func end() -> Outcome {
+        observation.discard(batch[index...])
+        batch.removeAll()
+        index = 0
+        return .ended
     }
 }
 

@@ -42,6 +42,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     // spooling; the file transport's append waits only for another poster's
     // append to the same log (one write).
     private let outbound = Locked<HubOutbound>(HubOutbound())
+    private let failureState = Locked<TypedNotificationError?>(nil)
 
     // Guards the observer table and each name's transport subscription, which
     // change together: a name is subscribed exactly while it has observers.
@@ -77,7 +78,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             as: sender,
             receiver: TransportReceiver(
                 receive: { [weak self] message in self?.receive(message) },
-                missed: { [weak self] report in self?.noteMissed(report) }
+                missed: { [weak self] report in self?.noteMissed(report) },
+                failed: { [weak self] error in self?.fail(error) }
             )
         )
     }
@@ -202,6 +204,18 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             observation: try register(type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy))
     }
 
+    /// Why the transport stopped receiving and ended this hub, or `nil`: its
+    /// shared directory was removed, for example. Every observation has then
+    /// ended (sequences finish, handlers stop) and the hub is closed.
+    public var failure: TypedNotificationError? {
+        failureState.withLock { $0 }
+    }
+
+    private func fail(_ error: TypedNotificationError) {
+        failureState.withLock { $0 = $0 ?? error }
+        close()
+    }
+
     /// Closes the transport and ends every observation. Later posts and
     /// registrations throw ``TypedNotificationError/Code/closed``. Idempotent.
     public func close() {
@@ -294,6 +308,9 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             table.slots[message.name] = slot
             return (observers, gap)
         }
+        // The transport's hold on a durable message's receipt goes once every
+        // observer that queued it holds it: with none, it is handled now.
+        defer { message.receipt?.release() }
         guard let delivery else { return }
         counters.received.add(1, ordering: .relaxed)
         if delivery.gap > 0 {

@@ -37,20 +37,17 @@ public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, 
     public struct AsyncIterator: AsyncIteratorProtocol {
         // Nil for every iterator but the first: a queue has one consumer.
         let iteration: SequenceIteration<Notification>?
-        var cursor: ObservationCursor<Notification>?
 
         init(iteration: SequenceIteration<Notification>?) {
             self.iteration = iteration
-            self.cursor = iteration.map { ObservationCursor($0.registration.observation) }
         }
 
         /// The next delivery, or `nil` once the observation has ended.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
-            guard var cursor else { return nil }
-            defer { self.cursor = cursor }
-            let observation = cursor.observation
+            guard let iteration else { return nil }
+            let observation = iteration.registration.observation
             return await withTaskCancellationHandler(
-                operation: { await cursor.next(isolation: actor) },
+                operation: { await iteration.cursor.next(isolation: actor) },
                 onCancel: { observation.cancel(waitingForRun: false) },
                 isolation: actor
             )
@@ -132,15 +129,25 @@ final class SequenceRegistration<N: TypedNotification>: Sendable {
 }
 
 /// Owned by an iterator alone, so that ending iteration removes the observer
-/// even while the sequence value is still around.
-final class SequenceIteration<N: TypedNotification>: Sendable {
+/// even while the sequence value is still around, and then lets go of the
+/// receipts of what it took (see ``ObservationCursor/end()``).
+///
+/// Not `Sendable`: like the iterator that owns it, it is used by one task at a
+/// time.
+final class SequenceIteration<N: TypedNotification> {
     let registration: SequenceRegistration<N>
+    var cursor: ObservationCursor<N>
 
     init(_ registration: SequenceRegistration<N>) {
         self.registration = registration
+        self.cursor = ObservationCursor(registration.observation)
     }
 
     deinit {
+        // Leaving the loop finished the body for the last delivery: handled,
+        // before the observer goes (and, if it was the last, its name with it).
+        cursor.releaseHandedOut()
         registration.observation.cancel(waitingForRun: false)
+        cursor.end()
     }
 }

@@ -49,6 +49,15 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
         case done
     }
 
+    // Receipts of messages this observer will never handle, kept until it has
+    // been removed from its center (see `discard`).
+    private let leftovers = Locked<Leftovers>(Leftovers())
+
+    private struct Leftovers {
+        var removed = false
+        var receipts: [DeliveryReceipt] = []
+    }
+
     init(
         filter: SenderFilter,
         observer: NotificationSender,
@@ -91,7 +100,8 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
                 return nil
             }
             if let unregister { cleanUp(unregister) }
-            queue.finish(discardingBuffered: true)
+            let discarded = queue.finish(discardingBuffered: true)
+            markRemoved(releasing: discarded.compactMap(\.element.receipt))
         }
         // Unregistered and woken before blocking, so the loop ends promptly.
         if waitingForRun { gate.waitForRunInFlight(closing) }
@@ -107,6 +117,34 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
         }
         if wasRegistered { metrics.activeObservers.subtract(1, ordering: .relaxed) }
         queue.finish(discardingBuffered: false)
+        markRemoved(releasing: [])
+    }
+
+    /// Lets go of the receipts of messages this observer took from its queue
+    /// but will never handle (it ended with them in hand), once it has been
+    /// removed from its center: a durable transport that loses its last
+    /// observer of a name first forgets what was in flight, so a later
+    /// observer gets those messages again instead of the cursor skipping them.
+    func discard(_ entries: ArraySlice<DeliveryQueue.Entry>) {
+        let receipts = entries.compactMap(\.element.receipt)
+        guard !receipts.isEmpty else { return }
+        let releaseNow = leftovers.withLock { state -> Bool in
+            guard state.removed else {
+                state.receipts += receipts
+                return false
+            }
+            return true
+        }
+        if releaseNow { receipts.forEach { $0.release() } }
+    }
+
+    private func markRemoved(releasing receipts: [DeliveryReceipt]) {
+        let stashed = leftovers.withLock { state -> [DeliveryReceipt] in
+            state.removed = true
+            defer { state.receipts = [] }
+            return state.receipts
+        }
+        for receipt in receipts + stashed { receipt.release() }
     }
 
     private func cleanUp(_ unregister: @Sendable () -> Void) {
@@ -116,6 +154,9 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
 
     func offer(_ message: TransportMessage, gap: Int) {
         guard filter.accepts(message.sender, observer: observer) else { return }
+        // Held until this observer is done with it; the queue lets go of a
+        // message it drops or refuses.
+        message.receipt?.hold()
         if queue.enqueue(message, missedBefore: gap) {
             metrics.dropped.add(1, ordering: .relaxed)
         }
@@ -159,6 +200,8 @@ struct DeliveryDecoder<N: TypedNotification>: Sendable {
         guard let value = Observation<N>.decode(message.payload) else {
             metrics.undecodable.add(1, ordering: .relaxed)
             missed = missed.addingSaturating(1)
+            // Counted as missed: as handled as it will ever be.
+            message.receipt?.release()
             return nil
         }
         defer { missed = 0 }
@@ -168,7 +211,8 @@ struct DeliveryDecoder<N: TypedNotification>: Sendable {
                 sender: message.sender,
                 sequence: message.sequence,
                 timestamp: message.timestamp,
-                missed: missed
+                missed: missed,
+                isRedelivery: message.isRedelivery
             )
         )
     }
@@ -185,6 +229,9 @@ struct ObservationCursor<N: TypedNotification> {
     private var batch: [DeliveryQueue.Entry] = []
     private var index = 0
     private var decoder = DeliveryDecoder<N>()
+    // The receipt of the delivery returned last: the loop is done with it
+    // when it asks for the next.
+    private var handing: DeliveryReceipt?
 
     init(_ observation: Observation<N>) {
         self.observation = observation
@@ -192,6 +239,7 @@ struct ObservationCursor<N: TypedNotification> {
 
     /// The next delivery, or `nil` once the observation has ended.
     mutating func next(isolation actor: isolated (any Actor)? = #isolation) async -> DeliveredNotification<N>? {
+        releaseHandedOut()
         while true {
             if index == batch.count {
                 batch.removeAll(keepingCapacity: true)
@@ -205,13 +253,33 @@ struct ObservationCursor<N: TypedNotification> {
             // cancellation is cooperative, so this flag is enough: the exact
             // promise of the run gate is for handlers, which run elsewhere.
             if observation.isCancelled {
+                observation.discard(batch[(index - 1)...])
                 batch.removeAll()
                 index = 0
                 return nil
             }
             guard let delivered = decoder.delivery(from: entry, metrics: observation.metrics) else { continue }
             observation.metrics.delivered.add(1, ordering: .relaxed)
+            handing = entry.element.receipt
             return delivered
         }
+    }
+
+    /// The loop is done with the delivery handed out last: it asked for the
+    /// next, or left the loop.
+    mutating func releaseHandedOut() {
+        if let handled = handing {
+            handing = nil
+            handled.release()
+        }
+    }
+
+    /// Called when iteration ends: what was taken and not handed out is
+    /// discarded.
+    mutating func end() {
+        releaseHandedOut()
+        observation.discard(batch[index...])
+        batch.removeAll()
+        index = 0
     }
 }

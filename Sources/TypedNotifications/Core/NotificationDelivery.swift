@@ -32,18 +32,26 @@ public struct NotificationDelivery: Hashable, Sendable {
     /// one: those its full buffer dropped plus, across processes, any gap in the
     /// sender's sequence numbers. Zero when nothing was missed.
     public var missed: Int
+    /// Whether this observer's durable identity may have handled this
+    /// notification before: its process stopped (a crash, `kill -9`) after the
+    /// notification was handed over and before it was known to be handled, so
+    /// it is delivered again. Always `false` on live transports. Make handling
+    /// idempotent, or use this flag to check for a duplicate.
+    public var isRedelivery: Bool
 
     /// Creates delivery metadata.
     public init(
         sender: NotificationSender,
         sequence: UInt64,
         timestamp: NotificationTimestamp,
-        missed: Int
+        missed: Int,
+        isRedelivery: Bool = false
     ) {
         self.sender = sender
         self.sequence = sequence
         self.timestamp = timestamp
         self.missed = missed
+        self.isRedelivery = isRedelivery
     }
 }
 

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Moves notifications between centers: within a process, or between
 /// processes on one host.
 ///
@@ -70,6 +72,14 @@ public struct TransportMessage: Sendable {
     public var timestamp: NotificationTimestamp
     /// The payload, as a value or as bytes.
     public var payload: TransportPayload
+    /// Whether this receiver may have been handed this message before (a
+    /// durable reader that crashed after handing it over and before it was
+    /// handled). Becomes ``NotificationDelivery/isRedelivery``.
+    public var isRedelivery: Bool
+    /// For a durable transport: what the center tells once every observer
+    /// of the name has handled this message, so the transport may move its
+    /// cursor past it. `nil` for live transports.
+    public var receipt: DeliveryReceipt?
 
     /// Creates a message.
     public init(
@@ -77,13 +87,60 @@ public struct TransportMessage: Sendable {
         sender: NotificationSender,
         sequence: UInt64,
         timestamp: NotificationTimestamp,
-        payload: TransportPayload
+        payload: TransportPayload,
+        isRedelivery: Bool = false,
+        receipt: DeliveryReceipt? = nil
     ) {
         self.name = name
         self.sender = sender
         self.sequence = sequence
         self.timestamp = timestamp
         self.payload = payload
+        self.isRedelivery = isRedelivery
+        self.receipt = receipt
+    }
+}
+
+/// How a center tells a durable transport that a received message was
+/// handled by every observer of its name, so that the transport's cursor may
+/// move past it: at-least-once delivery.
+///
+/// The transport creates one per message and passes it in
+/// ``TransportMessage/receipt``. The center holds it once for each observer
+/// that queued the message and lets go of each hold when that observer is
+/// done with it:
+///
+/// - a handler, once it has returned;
+/// - a `for await` loop, once it asks for the next element (or ends);
+/// - an observer whose buffering policy dropped the message (the loss is
+///   reported in ``NotificationDelivery/missed``), or that could not decode it
+///   (counted as undecodable and missed);
+/// - an observer that was cancelled, once it has been removed from the center.
+///
+/// When the last hold goes, `whenHandled` runs, once, on the thread that let
+/// go of it: keep it short and never block in it.
+public final class DeliveryReceipt: Sendable {
+    // Holds not yet let go of: one for the transport until the center took
+    // the message, plus one per observer that queued it.
+    private let holds = Atomic<Int>(1)
+    private let whenHandled: @Sendable () -> Void
+
+    /// Creates a receipt held once, by the transport, until the center has
+    /// passed the message to its observers.
+    public init(whenHandled: @escaping @Sendable () -> Void) {
+        self.whenHandled = whenHandled
+    }
+
+    /// Adds a hold: an observer queued the message.
+    func hold() {
+        holds.add(1, ordering: .relaxed)
+    }
+
+    /// Lets go of one hold; the last runs `whenHandled`.
+    func release() {
+        if holds.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
+            whenHandled()
+        }
     }
 }
 
@@ -116,23 +173,39 @@ public struct MissedNotifications: Sendable, Hashable {
 public struct TransportReceiver: Sendable {
     private let body: @Sendable (TransportMessage) -> Void
     private let missedBody: @Sendable (MissedNotifications) -> Void
+    private let failedBody: @Sendable (TypedNotificationError) -> Void
 
     /// Wraps the function that takes received messages; reports of missed
     /// notifications are ignored.
     public init(_ body: @escaping @Sendable (TransportMessage) -> Void) {
         self.body = body
         self.missedBody = { _ in }
+        self.failedBody = { _ in }
     }
 
     /// Wraps the function that takes received messages and the one that
     /// takes reports of notifications that were posted to this receiver but
     /// will never arrive.
+    ///
+    /// `failed` takes the reason when the transport can receive no more (its
+    /// shared directory was removed, say); the center then ends every
+    /// observation.
     public init(
         receive: @escaping @Sendable (TransportMessage) -> Void,
-        missed: @escaping @Sendable (MissedNotifications) -> Void
+        missed: @escaping @Sendable (MissedNotifications) -> Void,
+        failed: @escaping @Sendable (TypedNotificationError) -> Void = { _ in }
     ) {
         self.body = receive
         self.missedBody = missed
+        self.failedBody = failed
+    }
+
+    /// Tells the center that the transport can receive no more, and why: the
+    /// center records the error in its ``NotificationHub/failure`` and ends
+    /// every observation, so no observer stays alive and deaf. May be called
+    /// from the transport's own thread; the center then closes the transport.
+    public func fail(_ error: TypedNotificationError) {
+        failedBody(error)
     }
 
     /// Passes one received message to the center. Never blocks for long: the

@@ -93,3 +93,95 @@ enum SharedDirectory {
         return TypedNotificationError(code: code, message: "\(what): \(error)", cause: error)
     }
 }
+
+/// Opening files of a shared directory so that nothing planted there can hang
+/// or fool a reader, a poster or the tool.
+enum SharedFile {
+    /// Opens `path` without blocking (a FIFO would block `open` until a writer
+    /// came) and without following a symbolic link, then checks that it is a
+    /// regular file owned by this user (or, with ``DirectorySharing/group``,
+    /// by anyone, since members create files too) with no permission bits
+    /// beyond the sharing's. Anything else is refused with
+    /// ``TypedNotificationError/Code/insecureDirectory`` naming the path.
+    static func open(
+        _ path: String, _ flags: CInt, mode: mode_t = 0, sharing: DirectorySharing
+    ) -> Result<FileDescriptor, TypedNotificationError> {
+        let file: FileDescriptor
+        switch System.openFile(path, flags | O_NOFOLLOW | O_NONBLOCK, mode: mode) {
+        case .success(let opened): file = opened
+        case .failure(.tooManySymbolicLinks):
+            // O_NOFOLLOW on a symbolic link.
+            return .failure(refusal(path, "is a symbolic link"))
+        case .failure(let error):
+            return .failure(SharedDirectory.failure(error, "could not open \(path)"))
+        }
+        guard case .success(let info) = System.fileStatus(file) else {
+            return .failure(TypedNotificationError(code: .transportFailure, message: "could not inspect \(path)"))
+        }
+        if let problem = problem(with: info, sharing: sharing) {
+            return .failure(refusal(path, problem))
+        }
+        return .success(file)
+    }
+
+    /// What is wrong with a file of a shared directory, or `nil`.
+    static func problem(with info: stat, sharing: DirectorySharing) -> String? {
+        let kind = info.st_mode & S_IFMT
+        guard kind == S_IFREG else {
+            let name =
+                switch kind {
+                case S_IFIFO: "a FIFO"
+                case S_IFDIR: "a directory"
+                case S_IFSOCK: "a socket"
+                case S_IFLNK: "a symbolic link"
+                case S_IFCHR, S_IFBLK: "a device"
+                default: "not a regular file"
+                }
+            return "is \(name), not a regular file"
+        }
+        if sharing == .ownerOnly && info.st_uid != SystemProcess.userID {
+            return "belongs to user \(info.st_uid), not to this user (\(SystemProcess.userID))"
+        }
+        if info.st_mode & sharing.forbiddenBits != 0 {
+            return
+                "has mode \(String(info.st_mode & 0o777, radix: 8)), open to more users than \(sharing) allows; run chmod \(String(sharing.fileMode, radix: 8)) on it"
+        }
+        return nil
+    }
+
+    private static func refusal(_ path: String, _ problem: String) -> TypedNotificationError {
+        TypedNotificationError(code: .insecureDirectory, message: "refused \(path): it \(problem)")
+    }
+}
+
+/// Which file a path named when it was recorded (device and inode), to
+/// notice that it was removed or replaced since: a transport whose shared
+/// directory is gone must say so instead of staying alive and deaf.
+struct FileIdentity: Sendable, Equatable {
+    let path: String
+    let device: UInt64
+    let inode: UInt64
+
+    /// The identity of what `path` names now (not following a link), or `nil`.
+    init?(_ path: String) {
+        guard case .success(let info) = System.linkStatus(path) else { return nil }
+        self.path = path
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    /// Whether `path` still names the same file.
+    var isStillThere: Bool {
+        guard case .success(let info) = System.linkStatus(path) else { return false }
+        return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
+    }
+
+    /// The error a transport reports when its directory went away.
+    static func removedError(_ what: String) -> TypedNotificationError {
+        TypedNotificationError(
+            code: .transportFailure,
+            message:
+                "\(what) was removed or replaced while in use; nothing more can be received. Create the transport again"
+        )
+    }
+}

@@ -16,13 +16,21 @@ public struct FileLogSummary: Sendable, Hashable {
 public struct FileCursorSummary: Sendable, Hashable {
     /// The durable identity.
     public var identity: String
-    /// Bytes of the log not yet read by it.
+    /// Bytes of the log it has not yet handled.
     public var bytesBehind: Int
+    /// Why its cursor file cannot be used, or `nil`: not a regular file of
+    /// this user (a FIFO, a link), too open a mode, or not a cursor at all.
+    /// Its next run starts at the oldest record the log still has, every one
+    /// marked as a redelivery.
+    public var problem: String?
 }
 
 extension FileSignalTransport {
-    /// Every log in the directory; for tools such as `tnotify ls`.
-    public static func logs(in directory: String = defaultDirectory) -> [FileLogSummary] {
+    /// Every log in the directory; for tools such as `tnotify ls`. Never
+    /// blocks on a file someone planted there.
+    public static func logs(
+        in directory: String = defaultDirectory, sharing: DirectorySharing = .ownerOnly
+    ) -> [FileLogSummary] {
         guard case .success(let names) = System.directoryEntries(FileLog.logsDirectory(directory)) else { return [] }
         let identities = (try? System.directoryEntries(FileLog.cursorsDirectory(directory)).get()) ?? []
         return names.sorted().compactMap { rawName -> FileLogSummary? in
@@ -35,13 +43,22 @@ extension FileSignalTransport {
                 }
             }
             let cursors = identities.sorted().compactMap { identity -> FileCursorSummary? in
-                guard let cursor = FileCursor.load(root: directory, identity: identity, name: name) else { return nil }
+                let position: LogPosition
+                switch FileCursor.load(root: directory, identity: identity, name: name, sharing: sharing) {
+                case .missing:
+                    return nil
+                case .invalid(let problem):
+                    let all = sizes.values.reduce(0, +)
+                    return FileCursorSummary(identity: identity, bytesBehind: all, problem: problem)
+                case .valid(let cursor):
+                    position = cursor.committed
+                }
                 let behind = segments.reduce(0) { total, number in
-                    if number < cursor.segment { return total }
-                    if number == cursor.segment { return total + max(0, (sizes[number] ?? 0) - cursor.offset) }
+                    if number < position.segment { return total }
+                    if number == position.segment { return total + max(0, (sizes[number] ?? 0) - position.offset) }
                     return total + (sizes[number] ?? 0)
                 }
-                return FileCursorSummary(identity: identity, bytesBehind: behind)
+                return FileCursorSummary(identity: identity, bytesBehind: behind, problem: nil)
             }
             return FileLogSummary(
                 name: name,
@@ -59,7 +76,7 @@ extension FileSignalTransport {
         configuration: FileSignalConfiguration = FileSignalConfiguration()
     ) -> Int {
         let counters = FileSignalCounters()
-        for summary in logs(in: directory) {
+        for summary in logs(in: directory, sharing: configuration.sharing) {
             guard let newest = FileLog.segments(directory, summary.name).last else { continue }
             FileRetention.apply(
                 root: directory,

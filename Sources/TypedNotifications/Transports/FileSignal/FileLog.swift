@@ -66,9 +66,13 @@ enum FileLog {
         return info.st_mode & S_IFMT == S_IFREG
     }
 
-    /// Opens a segment for reading or appending, never through a symbolic link.
-    static func open(_ path: String, create: Bool, mode: mode_t) -> Result<FileDescriptor, Errno> {
-        System.openFile(path, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW, mode: mode)
+    /// Opens a segment (or the lock file) for reading or appending: never
+    /// through a symbolic link, never blocking, and only a regular file of
+    /// this user with the sharing's mode (see ``SharedFile``).
+    static func open(_ path: String, create: Bool, sharing: DirectorySharing) -> Result<
+        FileDescriptor, TypedNotificationError
+    > {
+        SharedFile.open(path, create ? O_RDWR | O_CREAT : O_RDONLY, mode: sharing.fileMode, sharing: sharing)
     }
 
     /// Reads `count` bytes at `offset` (fewer at the end of the file).

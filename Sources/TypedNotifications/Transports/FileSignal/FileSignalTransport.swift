@@ -72,6 +72,20 @@ public struct FileSignalStatistics: Hashable, Sendable {
     public var corruptRecordsSkipped: Int
     /// Old segments deleted by the retention policy.
     public var deletedSegments: Int
+    /// Durable cursors that could not be used: not a regular file of this
+    /// user (a FIFO, a link), not a cursor, or pointing past the end of the
+    /// log. Each such identity resumed at the oldest record the log still
+    /// had, every record up to the end marked as a redelivery; see
+    /// ``FileSignalTransport/cursorProblem(for:)``.
+    public var invalidCursors: Int
+    /// Times a segment was found shorter than what this transport had read
+    /// (truncated by someone): reading went on at the first record it had not
+    /// delivered, nothing delivered twice.
+    public var shrunkSegments: Int
+    /// Files in a log refused because they were not a regular file of this
+    /// user with the sharing's mode (a FIFO, a link, mode 0666): never opened
+    /// for reading, never read.
+    public var refusedFiles: Int
 }
 
 final class FileSignalCounters: Sendable {
@@ -81,6 +95,9 @@ final class FileSignalCounters: Sendable {
     let delivered = Atomic<Int>(0)
     let corruptRecordsSkipped = Atomic<Int>(0)
     let deletedSegments = Atomic<Int>(0)
+    let invalidCursors = Atomic<Int>(0)
+    let shrunkSegments = Atomic<Int>(0)
+    let refusedFiles = Atomic<Int>(0)
 
     var snapshot: FileSignalStatistics {
         FileSignalStatistics(
@@ -89,7 +106,10 @@ final class FileSignalCounters: Sendable {
             repairedTails: repairedTails.load(ordering: .relaxed),
             delivered: delivered.load(ordering: .relaxed),
             corruptRecordsSkipped: corruptRecordsSkipped.load(ordering: .relaxed),
-            deletedSegments: deletedSegments.load(ordering: .relaxed)
+            deletedSegments: deletedSegments.load(ordering: .relaxed),
+            invalidCursors: invalidCursors.load(ordering: .relaxed),
+            shrunkSegments: shrunkSegments.load(ordering: .relaxed),
+            refusedFiles: refusedFiles.load(ordering: .relaxed)
         )
     }
 }
@@ -106,10 +126,16 @@ final class FileSignalCounters: Sendable {
 ///
 /// - A plain observer starts at the end of the log: new notifications only.
 /// - A transport created with an `identity` (say `"widget"`) keeps a durable
-///   cursor per name and resumes exactly where it stopped after a restart or a
-///   suspension. The cursor is saved after each batch handed to the center, so
-///   a crash in the middle of a batch can deliver that batch's tail again;
-///   nothing is ever skipped.
+///   cursor per name and resumes where it stopped after a restart, a crash or
+///   a suspension: **at least once, never less.** The cursor moves past a
+///   notification only once every observer of the name has handled it (a
+///   handler returned; a `for await` loop asked for the next element; see
+///   ``DeliveryReceipt``). After a crash, what was handed over and not yet
+///   handled is delivered again, marked ``NotificationDelivery/isRedelivery``;
+///   nothing is skipped. A cursor file that cannot be used (a FIFO, garbage,
+///   past the end) is reported in ``FileSignalStatistics/invalidCursors`` and
+///   ``cursorProblem(for:)``, and reading starts at the oldest record the log
+///   still has, each marked as a redelivery.
 /// - ``latestMessage(of:)`` reads the newest notification without observing.
 /// - Segments roll by size and are deleted by ``FileRetentionPolicy`` once every
 ///   durable cursor is past them, so disk use stays bounded.
@@ -123,8 +149,13 @@ public final class FileSignalTransport: NotificationTransport {
 
     private let counters = FileSignalCounters()
     private let state: Locked<FileSignalState>
+    // What the durable identity's observers handled: its own lock, taken by
+    // whatever thread lets go of a receipt, never across a system call.
+    private let commits = Locked<CommitTable>(CommitTable())
     private let appenders = Locked<[NotificationName: LogAppender]>([:])
     private let wakePipe: System.Pipe
+    // The shared directory as it was when opened: if it goes, observers are told.
+    private let root: FileIdentity?
     private let readerFinished = DispatchSemaphore(value: 0)
 
     /// A directory for this user: `$XDG_RUNTIME_DIR/typed-notifications-files`,
@@ -166,6 +197,7 @@ public final class FileSignalTransport: NotificationTransport {
             try SharedDirectory.prepare(
                 FileLog.cursorsDirectory(directory) + "/" + identity, sharing: configuration.sharing)
         }
+        root = FileIdentity(directory)
         do throws(Errno) {
             wakePipe = try System.makePipe().get()
             state = Locked(FileSignalState(monitor: try DirectoryMonitor(includingModifications: true)))
@@ -197,7 +229,9 @@ public final class FileSignalTransport: NotificationTransport {
         thread.start()
     }
 
-    /// Starts reading `name`'s log: at the end, or at this identity's saved cursor.
+    /// Starts reading `name`'s log: at the end, or at this identity's saved
+    /// cursor. A cursor that cannot be used starts at the oldest record the
+    /// log still has (see ``cursorProblem(for:)``).
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
         try SharedDirectory.prepare(FileLog.nameDirectory(directory, name), sharing: configuration.sharing)
         let start = startingPoint(for: name)
@@ -213,7 +247,9 @@ public final class FileSignalTransport: NotificationTransport {
                     throw SharedDirectory.failure(error, "could not watch the log of \(name)")
                 }
             }
-            state.readers[name] = LogReader(name: name, segment: start.segment, offset: start.offset)
+            state.readers[name] = LogReader(
+                name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
+                sharing: configuration.sharing)
             #if canImport(Darwin)
                 state.signalDescriptor =
                     DarwinChangeSignal.register(
@@ -223,16 +259,35 @@ public final class FileSignalTransport: NotificationTransport {
             #endif
         }
         if let identity {
-            FileCursor.save(
-                root: directory, identity: identity, name: name, segment: start.segment, offset: start.offset,
-                sharing: configuration.sharing)
+            let cursor = FileCursor(committed: start.position, delivered: start.redeliverThrough ?? start.position)
+            commits.withLock { table in
+                table.generation &+= 1
+                table.slots[name] = CommitSlot(
+                    generation: table.generation,
+                    machine: CursorCommitStateMachine(committed: cursor.committed, delivered: cursor.delivered))
+            }
+            // Saved now, so retention keeps what this identity has yet to read.
+            cursor.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
         }
         wake()
     }
 
-    /// Stops reading `name`'s log. A durable cursor stays where it is.
+    /// Stops reading `name`'s log. A durable cursor stays where its handled
+    /// notifications left it; what was in flight is delivered again (marked
+    /// as a redelivery) to the next subscription.
     public func unsubscribe(from name: NotificationName) {
         state.withLock { _ = $0.readers.removeValue(forKey: name) }
+        let slot = commits.withLock { $0.slots.removeValue(forKey: name) }
+        if let identity, let slot, slot.savePending {
+            slot.cursor.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
+        }
+    }
+
+    /// Why this identity's saved cursor for `name` could not be used when it
+    /// subscribed, or `nil`. Reading then started at the oldest record the log
+    /// still had, every record up to the end marked as a redelivery.
+    public func cursorProblem(for name: NotificationName) -> String? {
+        commits.withLock { $0.problems[name] }
     }
 
     /// Appends the envelope to its name's log.
@@ -269,7 +324,7 @@ public final class FileSignalTransport: NotificationTransport {
         for number in FileLog.segments(directory, name).reversed() {
             guard
                 case .success(let file) = FileLog.open(
-                    FileLog.segmentPath(directory, name, number), create: false, mode: 0),
+                    FileLog.segmentPath(directory, name, number), create: false, sharing: configuration.sharing),
                 case .success(let info) = System.fileStatus(file),
                 case .success(let bytes) = FileLog.read(file, at: 0, count: Int(info.st_size))
             else { continue }
@@ -300,16 +355,52 @@ public final class FileSignalTransport: NotificationTransport {
         }
     }
 
-    private func startingPoint(for name: NotificationName) -> (segment: UInt64, offset: Int) {
-        if let identity, let saved = FileCursor.load(root: directory, identity: identity, name: name) {
-            return saved
-        }
-        let newest = FileLog.segments(directory, name).last ?? 1
+    /// Where reading `name` starts, and up to where what is read may have
+    /// been delivered before.
+    private func startingPoint(for name: NotificationName) -> (position: LogPosition, redeliverThrough: LogPosition?) {
+        let segments = FileLog.segments(directory, name)
+        let newest = segments.last ?? 1
         var size = 0
         if case .success(let info) = System.linkStatus(FileLog.segmentPath(directory, name, newest)) {
             size = Int(info.st_size)
         }
-        return (newest, size)
+        let end = LogPosition(segment: newest, offset: size)
+        guard let identity else { return (end, nil) }
+        let oldest = LogPosition(segment: segments.first ?? 1, offset: 0)
+        let problem: String
+        switch FileCursor.load(root: directory, identity: identity, name: name, sharing: configuration.sharing) {
+        case .missing:
+            return (end, nil)
+        case .invalid(let reason):
+            problem = reason
+        case .valid(let cursor):
+            if cursor.committed > end {
+                problem = "the cursor (\(cursor.committed)) points past the end of the log (\(end))"
+            } else if cursor.committed < oldest {
+                // Retention deleted what it had not read: start at what is left.
+                return (oldest, max(cursor.delivered, oldest))
+            } else {
+                let aligned = recordBoundary(atOrBefore: cursor.committed, of: name)
+                return (aligned, max(cursor.delivered, cursor.committed))
+            }
+        }
+        counters.invalidCursors.add(1, ordering: .relaxed)
+        commits.withLock { $0.problems[name] = problem }
+        return (oldest, end)
+    }
+
+    /// `position` if a record starts there (or it is the end of the
+    /// segment), else the start of the record it falls in: a cursor never
+    /// lands mid-record, where resynchronizing would skip records.
+    private func recordBoundary(atOrBefore position: LogPosition, of name: NotificationName) -> LogPosition {
+        guard position.offset > 0,
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(directory, name, position.segment), create: false, sharing: configuration.sharing),
+            case .success(let bytes) = FileLog.read(file, at: 0, count: position.offset)
+        else { return position }
+        var boundary = 0
+        _ = FileLog.walk(bytes) { offset, length in boundary = offset + length }
+        return LogPosition(segment: position.segment, offset: boundary)
     }
 
     private func wake() {
@@ -324,11 +415,25 @@ public final class FileSignalTransport: NotificationTransport {
             state.readerThread = ThreadIdentity.current
             return usesChangeEvents ? state.monitor.pollDescriptor : nil
         }
-        defer { readerFinished.signal() }
+        defer {
+            // What was handled so far is saved; later commits save themselves.
+            saveDueCursors(closing: true)
+            readerFinished.signal()
+        }
         var decoder = EnvelopeDecoder()
         var scratch = [UInt8](repeating: 0, count: 64)
         let timeout = configuration.pollInterval.clampedMilliseconds
+        var lastLook = SystemClock.monotonicNanoseconds()
         while true {
+            // Once a second at most: is the shared directory still there?
+            let now = SystemClock.monotonicNanoseconds()
+            if now &- lastLook >= 1_000_000_000 {
+                lastLook = now
+                if let root, !root.isStillThere {
+                    receiver.fail(FileIdentity.removedError(root.path))
+                    return
+                }
+            }
             var descriptors = [pollfd(fd: wakePipe.readEnd.rawValue, events: Int16(POLLIN), revents: 0)]
             if let monitorDescriptor {
                 descriptors.append(pollfd(fd: monitorDescriptor, events: Int16(POLLIN), revents: 0))
@@ -338,7 +443,7 @@ public final class FileSignalTransport: NotificationTransport {
                     descriptors.append(pollfd(fd: signal, events: Int16(POLLIN), revents: 0))
                 }
             #endif
-            _ = System.pollDescriptors(&descriptors, timeout: max(1, timeout))
+            _ = System.pollDescriptors(&descriptors, timeout: max(1, min(timeout, 1_000)))
             if descriptors[0].revents != 0 {
                 _ = scratch.withUnsafeMutableBytes { System.readBytes(wakePipe.readEnd, into: $0) }
             }
@@ -350,34 +455,121 @@ public final class FileSignalTransport: NotificationTransport {
                 }
             #endif
             // Read every subscribed log: a change event only says when to look.
-            let batches = state.withLock { state -> [(NotificationName, [TransportMessage], LogReader)]? in
+            let batches = state.withLock { state -> [(NotificationName, [LogRecord])]? in
                 guard case .open = state.phase else { return nil }
                 _ = state.monitor.changes()
                 return state.readers.map { name, reader in
-                    (name, reader.readNew(root: directory, decoder: &decoder, counters: counters), reader)
+                    (name, reader.readNew(root: directory, decoder: &decoder, counters: counters))
                 }
             }
             guard let batches else { return }
-            for (name, messages, reader) in batches where !messages.isEmpty {
-                for message in messages {
-                    counters.delivered.add(1, ordering: .relaxed)
-                    receiver.receive(message)
-                }
-                // Saved after the batch was handed over: a crash can repeat, never skip.
-                if let identity {
-                    let position = state.withLock { _ in (reader.segment, reader.offset) }
-                    FileCursor.save(
-                        root: directory,
-                        identity: identity,
-                        name: name,
-                        segment: position.0,
-                        offset: position.1,
-                        sharing: configuration.sharing
-                    )
-                }
+            saveDueCursors()
+            for (name, records) in batches where !records.isEmpty {
+                deliver(records, of: name, to: receiver)
             }
         }
     }
+
+    /// Hands records to the center. For a durable identity, first saves how
+    /// far delivery got, so a crash from here on marks them as redeliveries,
+    /// and gives each a receipt whose release commits it.
+    private func deliver(_ records: [LogRecord], of name: NotificationName, to receiver: TransportReceiver) {
+        guard let identity else {
+            for record in records {
+                counters.delivered.add(1, ordering: .relaxed)
+                receiver.receive(record.message)
+            }
+            return
+        }
+        let handedOver = commits.withLock { table -> (generation: UInt64, firstToken: UInt64, cursor: FileCursor)? in
+            guard table.slots[name] != nil else { return nil }
+            var first: UInt64?
+            for record in records {
+                let token = table.slots[name]?.machine.handOver(endingAt: record.end)
+                if first == nil { first = token }
+            }
+            guard let slot = table.slots[name], let first else { return nil }
+            return (slot.generation, first, slot.cursor)
+        }
+        // Unsubscribed meanwhile: nobody to hand them to.
+        guard let handedOver else { return }
+        handedOver.cursor.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
+        for (index, record) in records.enumerated() {
+            var message = record.message
+            let token = handedOver.firstToken &+ UInt64(index)
+            let generation = handedOver.generation
+            message.receipt = DeliveryReceipt { [weak self] in
+                self?.handled(token, of: name, generation: generation)
+            }
+            counters.delivered.add(1, ordering: .relaxed)
+            receiver.receive(message)
+        }
+    }
+
+    /// Every observer handled the record with `token`: commit it. The cursor
+    /// file is written by the reader thread (woken once for many commits), or
+    /// here once the transport is closed.
+    private func handled(_ token: UInt64, of name: NotificationName, generation: UInt64) {
+        let action = commits.withLock { table -> (wake: Bool, save: FileCursor?) in
+            guard table.slots[name]?.generation == generation,
+                table.slots[name]?.machine.handled(token) == true
+            else { return (false, nil) }
+            if table.isClosed { return (false, table.slots[name]?.cursor) }
+            guard table.slots[name]?.savePending == false else { return (false, nil) }
+            table.slots[name]?.savePending = true
+            return (true, nil)
+        }
+        if action.wake { wake() }
+        if let cursor = action.save, let identity {
+            cursor.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
+        }
+    }
+
+    /// Writes the cursors whose committed position moved since last saved.
+    /// With `closing`, later commits are saved by whoever makes them.
+    private func saveDueCursors(closing: Bool = false) {
+        guard let identity else { return }
+        let due = commits.withLock { table -> [(NotificationName, FileCursor)] in
+            if closing { table.isClosed = true }
+            var due: [(NotificationName, FileCursor)] = []
+            for name in Array(table.slots.keys) where table.slots[name]?.savePending == true {
+                table.slots[name]?.savePending = false
+                if let cursor = table.slots[name]?.cursor { due.append((name, cursor)) }
+            }
+            return due
+        }
+        for (name, cursor) in due {
+            cursor.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
+        }
+    }
+}
+
+/// A durable identity's commit state for each subscribed name.
+struct CommitTable {
+    /// Counts subscriptions, so receipts of an earlier one are ignored.
+    var generation: UInt64 = 0
+    var slots: [NotificationName: CommitSlot] = [:]
+    /// Why a saved cursor could not be used, by name.
+    var problems: [NotificationName: String] = [:]
+    /// Set once the reader thread has ended: commits are saved by the thread
+    /// that makes them.
+    var isClosed = false
+}
+
+/// One subscribed name's commits.
+struct CommitSlot {
+    let generation: UInt64
+    var machine: CursorCommitStateMachine
+    /// The committed position moved since the cursor file was last written.
+    var savePending = false
+
+    var cursor: FileCursor { FileCursor(committed: machine.committed, delivered: machine.delivered) }
+}
+
+/// A record read from a log, and where it ends.
+struct LogRecord {
+    var message: TransportMessage
+    var end: LogPosition
 }
 
 /// What a ``FileSignalTransport`` changes after creation, under one lock.
@@ -407,9 +599,19 @@ final class LogReader {
     let name: NotificationName
     private(set) var segment: UInt64
     private(set) var offset: Int
+    private let sharing: DirectorySharing
+    // Records ending at or before this may have been delivered by an earlier
+    // run of this durable identity: they are marked as redeliveries.
+    private let redeliverThrough: LogPosition?
     // The segment being read, kept open between wake-ups, with the path of
     // the one after it, whose existence says this one is finished.
     private var open: OpenSegment?
+    // The checksum that ends the last record read from the open segment (the
+    // 4 bytes before `offset`), to notice a segment truncated and written
+    // again, and the last sequence number read from each sender in it, to
+    // find where reading goes on if that happens.
+    private var lastChecksum: [UInt8] = []
+    private var lastSequences: [NotificationSender: UInt64] = [:]
 
     /// An open segment and the path of its successor.
     private final class OpenSegment {
@@ -423,49 +625,71 @@ final class LogReader {
         }
     }
 
-    init(name: NotificationName, segment: UInt64, offset: Int) {
+    init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?, sharing: DirectorySharing) {
         self.name = name
-        self.segment = segment
-        self.offset = offset
+        self.segment = start.segment
+        self.offset = start.offset
+        self.redeliverThrough = redeliveringThrough
+        self.sharing = sharing
     }
 
     /// Reads the records written past the cursor, moving on to newer segments.
-    func readNew(root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters) -> [TransportMessage] {
-        var messages: [TransportMessage] = []
+    func readNew(root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters) -> [LogRecord] {
+        var records: [LogRecord] = []
         while true {
             if open?.number != segment {
                 open = nil
+                lastChecksum = []
+                lastSequences = [:]
                 let path = FileLog.segmentPath(root, name, segment)
-                guard case .success(let opened) = FileLog.open(path, create: false, mode: 0) else {
-                    // Deleted by retention (or not created yet): go to the next segment there is.
+                switch FileLog.open(path, create: false, sharing: sharing) {
+                case .success(let opened):
+                    open = OpenSegment(
+                        number: segment, file: opened, nextPath: FileLog.segmentPath(root, name, segment + 1))
+                case .failure(let error):
+                    if error.code == .insecureDirectory { counters.refusedFiles.add(1, ordering: .relaxed) }
+                    // Deleted by retention, refused, or not created yet: go
+                    // to the next segment there is.
                     if let next = FileLog.segments(root, name).first(where: { $0 > segment }) {
                         segment = next
                         offset = 0
                         continue
                     }
-                    return messages
+                    return records
                 }
-                open = OpenSegment(
-                    number: segment, file: opened, nextPath: FileLog.segmentPath(root, name, segment + 1))
             }
-            guard let current = open else { return messages }
-            guard case .success(let info) = System.fileStatus(current.file) else { return messages }
-            let size = Int(info.st_size)
+            guard let current = open else { return records }
+            guard case .success(let info) = System.fileStatus(current.file) else { return records }
+            var size = Int(info.st_size)
+            if hasShrunk(current.file, size: size) {
+                counters.shrunkSegments.add(1, ordering: .relaxed)
+                offset = resumeOffset(in: current.file, size: size)
+                lastChecksum = []
+            }
             var stoppedShort = false
             if offset < size, case .success(let bytes) = FileLog.read(current.file, at: offset, count: size - offset) {
+                size = offset + bytes.count
+                let start = offset
                 let walked = FileLog.walk(
                     bytes,
-                    record: { position, _ in
-                        if let (message, _) = try? decoder.decode(bytes, at: position) {
-                            messages.append(message)
-                        } else {
+                    record: { position, length in
+                        guard let (message, _) = try? decoder.decode(bytes, at: position) else {
                             counters.corruptRecordsSkipped.add(1, ordering: .relaxed)
+                            return
                         }
+                        let end = LogPosition(segment: segment, offset: start + position + length)
+                        var record = LogRecord(message: message, end: end)
+                        if let redeliverThrough, end <= redeliverThrough { record.message.isRedelivery = true }
+                        lastSequences[message.sender] = message.sequence
+                        records.append(record)
                     },
                     corrupt: { counters.corruptRecordsSkipped.add(1, ordering: .relaxed) }
                 )
                 stoppedShort = walked.stoppedShort
                 offset += walked.consumed
+                if walked.consumed >= 4 {
+                    lastChecksum = Array(bytes[(walked.consumed - 4)..<walked.consumed])
+                }
             }
             // A newer segment means this one is finished: whatever is left is torn.
             // One lstat in the common case; a directory listing only when
@@ -478,7 +702,7 @@ final class LogReader {
             {
                 next = found
             } else {
-                return messages
+                return records
             }
             // A writer finishes a segment before it starts the next, so now this
             // one's size is final; appends made since it was measured are read
@@ -490,6 +714,35 @@ final class LogReader {
             segment = next
             offset = 0
         }
+    }
+
+    /// Whether the open segment no longer holds what was read from it: it is
+    /// shorter than the read position, or the record that ended there is
+    /// gone (truncated and written again).
+    private func hasShrunk(_ file: borrowing FileDescriptor, size: Int) -> Bool {
+        if size < offset { return true }
+        guard lastChecksum.count == 4, offset >= 4 else { return false }
+        guard case .success(let bytes) = FileLog.read(file, at: offset - 4, count: 4) else { return false }
+        return bytes != lastChecksum
+    }
+
+    /// Where to go on in a segment that shrank under this reader: at the
+    /// first record it has not read. Every sender's records are in its
+    /// sequence order, so a record is new when its sequence number is past
+    /// the last one read from that sender; what was read stays read, what
+    /// was written after the truncation is delivered.
+    private func resumeOffset(in file: borrowing FileDescriptor, size: Int) -> Int {
+        guard case .success(let bytes) = FileLog.read(file, at: 0, count: size) else { return min(offset, size) }
+        var decoder = EnvelopeDecoder()
+        var resume: Int?
+        var end = 0
+        _ = FileLog.walk(bytes) { position, length in
+            end = position + length
+            guard resume == nil, let (message, _) = try? decoder.decode(bytes, at: position) else { return }
+            if let last = lastSequences[message.sender], message.sequence <= last { return }
+            resume = position
+        }
+        return resume ?? end
     }
 }
 

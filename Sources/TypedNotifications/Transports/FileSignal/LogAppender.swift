@@ -41,18 +41,12 @@ final class LogAppender {
         self.configuration = configuration
         self.counters = counters
         try SharedDirectory.prepare(FileLog.nameDirectory(root, name), sharing: configuration.sharing)
-        do throws(Errno) {
-            lock = try FileLog.open(FileLog.lockPath(root, name), create: true, mode: configuration.sharing.fileMode)
-                .get()
-            let number = FileLog.segments(root, name).last ?? 1
-            segment = try FileLog.open(
-                FileLog.segmentPath(root, name, number), create: true, mode: configuration.sharing.fileMode
-            ).get()
-            segmentNumber = number
-            nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
-        } catch {
-            throw SharedDirectory.failure(error, "could not open the log of \(name)")
-        }
+        let sharing = configuration.sharing
+        lock = try FileLog.open(FileLog.lockPath(root, name), create: true, sharing: sharing).get()
+        let number = FileLog.segments(root, name).last ?? 1
+        segment = try FileLog.open(FileLog.segmentPath(root, name, number), create: true, sharing: sharing).get()
+        segmentNumber = number
+        nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
     }
 
     /// Appends one envelope, whole or not at all.
@@ -148,13 +142,9 @@ final class LogAppender {
     }
 
     private func open(_ number: UInt64, create: Bool) throws(TypedNotificationError) {
-        do throws(Errno) {
-            segment = try FileLog.open(
-                FileLog.segmentPath(root, name, number), create: create, mode: configuration.sharing.fileMode
-            ).get()
-        } catch {
-            throw SharedDirectory.failure(error, "could not open segment \(number) of \(name)")
-        }
+        segment = try FileLog.open(
+            FileLog.segmentPath(root, name, number), create: create, sharing: configuration.sharing
+        ).get()
         segmentNumber = number
         nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
         validatedEnd = -1
@@ -172,7 +162,8 @@ enum FileRetention {
         keeping active: UInt64
     ) {
         let numbers = FileLog.segments(root, name)
-        let oldestNeeded = FileCursor.oldestSegment(root: root, name: name) ?? UInt64.max
+        let oldestNeeded =
+            FileCursor.oldestSegment(root: root, name: name, sharing: configuration.sharing) ?? UInt64.max
         var sizes: [UInt64: Int] = [:]
         var ages: [UInt64: Int] = [:]
         let now = Int(Date().timeIntervalSince1970)
@@ -193,50 +184,5 @@ enum FileRetention {
                 counters.deletedSegments.add(1, ordering: .relaxed)
             }
         }
-    }
-}
-
-/// A durable reader's position, saved as "segment offset" in
-/// `DIR/cursors/IDENTITY/NAME`, replaced atomically.
-enum FileCursor {
-    static func path(root: String, identity: String, name: NotificationName) -> String {
-        FileLog.cursorsDirectory(root) + "/" + identity + "/" + name.rawValue
-    }
-
-    static func load(root: String, identity: String, name: NotificationName) -> (segment: UInt64, offset: Int)? {
-        guard
-            case .success(let file) = System.openFile(
-                path(root: root, identity: identity, name: name), O_RDONLY | O_NOFOLLOW),
-            case .success(let bytes) = FileLog.read(file, at: 0, count: 64)
-        else { return nil }
-        let parts = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard parts.count == 2, let segment = UInt64(parts[0]), let offset = Int(parts[1]), segment > 0, offset >= 0
-        else {
-            return nil
-        }
-        return (segment, offset)
-    }
-
-    static func save(
-        root: String, identity: String, name: NotificationName, segment: UInt64, offset: Int, sharing: DirectorySharing
-    ) {
-        let final = path(root: root, identity: identity, name: name)
-        let temporary = final + ".tmp"
-        guard
-            case .success(let file) = System.openFile(
-                temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: sharing.fileMode)
-        else {
-            return
-        }
-        guard case .success = System.writeAll(file, Array("\(segment) \(offset)\n".utf8)) else { return }
-        _ = System.renameFile(temporary, to: final)
-    }
-
-    /// The oldest segment any durable reader of `name` still needs.
-    static func oldestSegment(root: String, name: NotificationName) -> UInt64? {
-        guard case .success(let identities) = System.directoryEntries(FileLog.cursorsDirectory(root)) else {
-            return nil
-        }
-        return identities.compactMap { load(root: root, identity: $0, name: name)?.segment }.min()
     }
 }

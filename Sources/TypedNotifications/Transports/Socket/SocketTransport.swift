@@ -153,6 +153,9 @@ public final class SocketTransport: NotificationTransport {
     /// The largest envelope one datagram carries on this system; a larger post
     /// fails with ``TypedNotificationError/Code/payloadTooLarge`` and nothing is sent.
     public let maximumEnvelopeSize: Int
+    // The directory and this endpoint's socket file: if either goes, posters
+    // can no longer reach this endpoint, and observers are told.
+    private let watchedFiles: [FileIdentity]
 
     /// This transport's socket, in the directory's `sockets` folder.
     public let socketPath: String
@@ -234,6 +237,7 @@ public final class SocketTransport: NotificationTransport {
         let sendBuffer = (try? System.sendBufferSize(socket).get()) ?? 212_992
         maximumEnvelopeSize = min(SocketRegistry.largestEnvelope, max(1024, sendBuffer - 1024))
         receiveSocket = socket
+        watchedFiles = [FileIdentity(directory), FileIdentity(socketPath)].compactMap { $0 }
 
         do throws(Errno) {
             wakePipe = try System.makePipe().get()
@@ -740,7 +744,18 @@ public final class SocketTransport: NotificationTransport {
         // took one (see takeSpool).
         var firstSeen: [String: UInt64] = [:]
         var lastTake: UInt64 = 0
+        var lastLook = SystemClock.monotonicNanoseconds()
         while isOpen {
+            // Once a second at most: is the directory, and this endpoint's
+            // socket in it, still there?
+            let now = SystemClock.monotonicNanoseconds()
+            if now &- lastLook >= 1_000_000_000 {
+                lastLook = now
+                if let gone = watchedFiles.first(where: { !$0.isStillThere }) {
+                    receiver.fail(FileIdentity.removedError(gone.path))
+                    return
+                }
+            }
             var descriptors = [
                 pollfd(fd: receiveSocket.rawValue, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: wakePipe.readEnd.rawValue, events: Int16(POLLIN), revents: 0),
@@ -750,7 +765,7 @@ public final class SocketTransport: NotificationTransport {
             }
             // Without inotify (Apple platforms) the spool is looked at every
             // 20 ms; with it, only when it changed or a file was busy.
-            let timeout: CInt = spoolPending ? 1 : (spoolMonitor.pollDescriptor == nil ? 20 : -1)
+            let timeout: CInt = spoolPending ? 1 : (spoolMonitor.pollDescriptor == nil ? 20 : 1_000)
             guard case .success = System.pollDescriptors(&descriptors, timeout: timeout) else { continue }
             if descriptors[1].revents != 0 {
                 _ = scratch.withUnsafeMutableBytes { System.readBytes(wakePipe.readEnd, into: $0) }

@@ -46,6 +46,26 @@ func waitUntilSpoolsAreRead(_ directory: String, timeout: Duration = .seconds(60
     }
 }
 
+/// Returns once `condition` holds, looking again whenever something in
+/// `directory` changes (inotify; a cursor is replaced by a rename there), not
+/// on a clock; the timeout is a safety net.
+func waitUntil(
+    _ what: String, changesIn directory: String, timeout: Duration = .seconds(60), _ condition: () -> Bool
+) throws {
+    let monitor = try DirectoryMonitor()
+    _ = try monitor.watch(directory)
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        guard ContinuousClock.now < deadline, let descriptor = monitor.pollDescriptor else {
+            Issue.record("\(what): not after \(timeout)")
+            return
+        }
+        var descriptors = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
+        _ = System.pollDescriptors(&descriptors, timeout: 1_000)
+        _ = monitor.changes()
+    }
+}
+
 /// Files in `path`, or none.
 func files(in path: String) -> [String] {
     (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []

@@ -1,0 +1,176 @@
+import NotificationPlatform
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A place in a name's log: a segment and a byte offset in it.
+struct LogPosition: Comparable, Hashable, Sendable, CustomStringConvertible {
+    var segment: UInt64
+    var offset: Int
+
+    static func < (lhs: Self, rhs: Self) -> Bool {
+        (lhs.segment, lhs.offset) < (rhs.segment, rhs.offset)
+    }
+
+    var description: String { "\(segment) \(offset)" }
+}
+
+/// A durable reader's saved state in `DIR/cursors/IDENTITY/NAME`, replaced
+/// atomically (written to a temporary file, then renamed):
+///
+///     COMMITTED-SEGMENT COMMITTED-OFFSET DELIVERED-SEGMENT DELIVERED-OFFSET
+///
+/// *Committed* is the end of the last record every observer handled, in
+/// order: where the next run starts. *Delivered* is the end of the last
+/// record handed to the center: what lies between the two may have been
+/// handled by a run that crashed, so the next run marks it as a redelivery.
+/// A file of the first version holds only the committed position.
+struct FileCursor: Equatable, Sendable {
+    var committed: LogPosition
+    var delivered: LogPosition
+
+    static func path(root: String, identity: String, name: NotificationName) -> String {
+        FileLog.cursorsDirectory(root) + "/" + identity + "/" + name.rawValue
+    }
+
+    /// What was found where a cursor is kept.
+    enum Loaded: Equatable {
+        /// No cursor: a new identity.
+        case missing
+        case valid(FileCursor)
+        /// Something that is not a cursor this library wrote: the reason.
+        case invalid(String)
+    }
+
+    /// Reads a cursor file, never blocking on what someone planted there.
+    static func load(root: String, identity: String, name: NotificationName, sharing: DirectorySharing) -> Loaded {
+        let path = path(root: root, identity: identity, name: name)
+        guard case .success = System.linkStatus(path) else { return .missing }
+        let file: FileDescriptor
+        switch SharedFile.open(path, O_RDONLY, sharing: sharing) {
+        case .success(let opened): file = opened
+        case .failure(let error): return .invalid(error.message)
+        }
+        guard case .success(let bytes) = FileLog.read(file, at: 0, count: 128) else {
+            return .invalid("could not read \(path)")
+        }
+        return parse(bytes).map(Loaded.valid) ?? .invalid("\(path) does not hold a cursor")
+    }
+
+    /// The cursor in a file's bytes, or `nil`.
+    static func parse(_ bytes: [UInt8]) -> FileCursor? {
+        guard bytes.count < 128, bytes.last == UInt8(ascii: "\n") else { return nil }
+        let parts = bytes.dropLast().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        let numbers = parts.map { UInt64(String(decoding: $0, as: UTF8.self)) }
+        guard numbers.count == 2 || numbers.count == 4, numbers.allSatisfy({ $0 != nil }) else { return nil }
+        let values = numbers.compactMap { $0 }
+        guard values[0] > 0, values[1] <= UInt64(Int.max) else { return nil }
+        let committed = LogPosition(segment: values[0], offset: Int(values[1]))
+        guard values.count == 4 else { return FileCursor(committed: committed, delivered: committed) }
+        guard values[2] > 0, values[3] <= UInt64(Int.max) else { return nil }
+        let delivered = LogPosition(segment: values[2], offset: Int(values[3]))
+        guard delivered >= committed else { return nil }
+        return FileCursor(committed: committed, delivered: delivered)
+    }
+
+    /// The file's bytes.
+    var bytes: [UInt8] { Array("\(committed) \(delivered)\n".utf8) }
+
+    /// Writes the cursor: a temporary file, then a rename over the old one (a
+    /// FIFO or anything else planted there is replaced, never opened).
+    @discardableResult
+    func save(root: String, identity: String, name: NotificationName, sharing: DirectorySharing) -> Bool {
+        let final = Self.path(root: root, identity: identity, name: name)
+        let temporary = final + ".tmp"
+        _ = System.removeFile(temporary)
+        guard
+            case .success(let file) = SharedFile.open(
+                temporary, O_WRONLY | O_CREAT | O_EXCL, mode: sharing.fileMode, sharing: sharing)
+        else { return false }
+        guard case .success = System.writeAll(file, bytes) else {
+            _ = System.removeFile(temporary)
+            return false
+        }
+        guard case .success = System.renameFile(temporary, to: final) else {
+            _ = System.removeFile(temporary)
+            return false
+        }
+        return true
+    }
+
+    /// The oldest segment any durable reader of `name` still needs.
+    static func oldestSegment(root: String, name: NotificationName, sharing: DirectorySharing) -> UInt64? {
+        guard case .success(let identities) = System.directoryEntries(FileLog.cursorsDirectory(root)) else {
+            return nil
+        }
+        return identities.compactMap { identity -> UInt64? in
+            guard case .valid(let cursor) = load(root: root, identity: identity, name: name, sharing: sharing) else {
+                return nil
+            }
+            return cursor.committed.segment
+        }.min()
+    }
+}
+
+/// Which records a durable reader handed to its center were handled, as a
+/// pure state machine: the committed position moves past a record once it
+/// and every record before it were handled.
+///
+/// Records are handed over in log order and get increasing tokens; they may
+/// be handled out of order (one observer's buffer drops a newer one while an
+/// older one is still being handled).
+struct CursorCommitStateMachine: Sendable {
+    /// The end of the last record handled with all before it.
+    private(set) var committed: LogPosition
+    /// The end of the last record handed over.
+    private(set) var delivered: LogPosition
+    // The records handed over and not yet committed, oldest first, from
+    // `head`; `firstToken` is the token of `pending[head]`.
+    private var pending: [(end: LogPosition, handled: Bool)] = []
+    private var head = 0
+    private var firstToken: UInt64 = 0
+
+    init(committed: LogPosition, delivered: LogPosition) {
+        self.committed = committed
+        self.delivered = max(committed, delivered)
+    }
+
+    /// Records handed over and not yet committed.
+    var inFlight: Int { pending.count - head }
+
+    /// A record ending at `end` is handed over. Returns its token.
+    mutating func handOver(endingAt end: LogPosition) -> UInt64 {
+        let token = firstToken &+ UInt64(pending.count - head)
+        pending.append((end, false))
+        delivered = max(delivered, end)
+        return token
+    }
+
+    /// The record with `token` was handled. Returns whether the committed
+    /// position moved.
+    mutating func handled(_ token: UInt64) -> Bool {
+        guard token >= firstToken, token - firstToken < UInt64(pending.count - head) else { return false }
+        pending[head + Int(token - firstToken)].handled = true
+        var moved = false
+        while head < pending.count, pending[head].handled {
+            committed = max(committed, pending[head].end)
+            head += 1
+            firstToken &+= 1
+            moved = true
+        }
+        // Compact once the dead prefix is most of the storage.
+        if head == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024 && head * 2 >= pending.count {
+            pending.removeFirst(head)
+            head = 0
+        }
+        return moved
+    }
+}

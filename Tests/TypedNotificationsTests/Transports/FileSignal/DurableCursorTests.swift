@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite("Durable cursors: the commit state machine and the cursor file")
+struct CursorCommitStateMachineTests {
+    private func position(_ offset: Int, segment: UInt64 = 1) -> LogPosition {
+        LogPosition(segment: segment, offset: offset)
+    }
+
+    @Test("the committed position moves only past records handled with every record before them")
+    func commitsInOrder() {
+        var machine = CursorCommitStateMachine(committed: position(0), delivered: position(0))
+        let tokens = (1...4).map { machine.handOver(endingAt: position($0 * 100)) }
+        #expect(machine.delivered == position(400))
+        #expect(machine.inFlight == 4)
+        // The second and fourth first: nothing before them is done yet.
+        var moves: [Bool] = []
+        moves.append(machine.handled(tokens[1]))
+        moves.append(machine.handled(tokens[3]))
+        #expect(moves == [false, false])
+        #expect(machine.committed == position(0))
+        moves.append(machine.handled(tokens[0]))
+        #expect(machine.committed == position(200))
+        moves.append(machine.handled(tokens[2]))
+        #expect(machine.committed == position(400))
+        #expect(machine.inFlight == 0)
+        // A token seen twice, or never issued, changes nothing.
+        moves.append(machine.handled(tokens[2]))
+        moves.append(machine.handled(99))
+        #expect(moves == [false, false, true, true, false, false])
+        #expect(machine.committed == position(400))
+    }
+
+    @Test("across segments, and after many records (the pending list compacts)")
+    func manyAcrossSegments() {
+        var machine = CursorCommitStateMachine(committed: position(50), delivered: position(50))
+        var tokens: [UInt64] = []
+        for index in 0..<5_000 {
+            tokens.append(machine.handOver(endingAt: position(100 + index % 1_000, segment: UInt64(1 + index / 1_000))))
+        }
+        for token in tokens.dropLast() { _ = machine.handled(token) }
+        #expect(machine.committed == position(1_098, segment: 5))
+        #expect(machine.inFlight == 1)
+        let moved = machine.handled(tokens[4_999])
+        #expect(moved)
+        #expect(machine.committed == position(1_099, segment: 5))
+        #expect(machine.delivered == position(1_099, segment: 5))
+    }
+
+    @Test("cursor files: both versions parse; anything else is refused")
+    func cursorFiles() {
+        func parse(_ text: String) -> FileCursor? { FileCursor.parse(Array(text.utf8)) }
+        #expect(parse("3 120\n") == FileCursor(committed: position(120, segment: 3), delivered: position(120, segment: 3)))
+        #expect(parse("3 120 4 80\n") == FileCursor(committed: position(120, segment: 3), delivered: position(80, segment: 4)))
+        for bad in [
+            "garbage\n", "", "3 120", "0 5\n", "3 -1\n", "3 120 2 0\n", "3 120 4\n", "1 2 3 4 5\n",
+            "18446744073709551616 0\n", " 3 120\n", "3  120\n", String(repeating: "9", count: 200) + "\n",
+        ] {
+            #expect(parse(bad) == nil, "\(bad.debugDescription)")
+        }
+        let cursor = FileCursor(committed: position(7, segment: 2), delivered: position(9, segment: 2))
+        #expect(FileCursor.parse(cursor.bytes) == cursor)
+    }
+}
+
+@Suite("Durable cursors: at least once, never less", .serialized, .timeLimit(.minutes(10)))
+struct DurableCursorTests {
+    /// Posts `count` notifications to a new directory whose durable identity
+    /// `w` exists already (it subscribed once), so all of them are its backlog.
+    private func backlog(_ count: Int) throws -> String {
+        let directory = try makeTemporaryDirectory()
+        do {
+            let first = try fileHub(directory, endpoint: "durable", identity: "w")
+            _ = try first.deliveries(of: HelperPing.self)
+            first.close()
+        }
+        let poster = try fileHub(directory, endpoint: "poster")
+        for index in 0..<count { try poster.post(HelperPing(poster: 1, index: index)) }
+        poster.close()
+        return directory
+    }
+
+    @Test(
+        "a durable watcher killed with SIGKILL at random points while it handles a backlog of 1,500, 25 times each way: all 1,500 handled, each duplicate marked as a redelivery",
+        arguments: ["sequence", "handler"])
+    func killedWhileHandling(mode: String) async throws {
+        var kills = 0
+        var duplicates = 0
+        for _ in 0..<25 {
+            let directory = try backlog(1_500)
+            defer { removeDirectory(directory) }
+            var handled: [Int: Int] = [:]
+            var finished = false
+            for run in 1...8 where !finished {
+                let helper = try HelperProcess(["fdurable", directory, "w", "1499", mode])
+                let remaining = 1_500 - handled.count
+                // Killed at a random point in its first three runs, while
+                // notifications are being handled; the last run finishes.
+                if run <= 3 && remaining > 1 {
+                    await helper.lines.wait(forCount: 1 + Int.random(in: 1...min(500, remaining - 1)))
+                    helper.signal(SIGKILL)
+                    kills += 1
+                }
+                _ = await helper.waitForExit()
+                await helper.waitForOutputEnd()
+                for line in helper.lines.values where line.hasPrefix("got ") {
+                    let fields = line.split(separator: " ")
+                    guard fields.count == 3, let index = Int(fields[1]) else {
+                        Issue.record("unexpected line \(line)")
+                        continue
+                    }
+                    if handled[index] != nil {
+                        duplicates += 1
+                        #expect(fields[2] == "1", "\(index) was handled before and came again unmarked (run \(run))")
+                    }
+                    handled[index, default: 0] += 1
+                }
+                finished = helper.lines.values.contains("done")
+            }
+            #expect(finished)
+            #expect(Set(handled.keys) == Set(0..<1_500))
+        }
+        print("\(mode): \(kills) kills, \(duplicates) duplicates, each marked")
+        #expect(kills >= 50)
+    }
+}
