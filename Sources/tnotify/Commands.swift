@@ -212,7 +212,9 @@ func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
                 emit("  \(log.name)  \(log.bytes) bytes in \(log.segments) segment(s)")
                 for cursor in log.cursors {
                     if let problem = cursor.problem {
-                        emit("    cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept")
+                        emit(
+                            "    cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept"
+                        )
                     } else {
                         emit("    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind")
                     }

@@ -38,10 +38,6 @@ public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, 
         // Nil for every iterator but the first: a queue has one consumer.
         let iteration: SequenceIteration<Notification>?
 
-        init(iteration: SequenceIteration<Notification>?) {
-            self.iteration = iteration
-        }
-
         /// The next delivery, or `nil` once the observation has ended.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
             guard let iteration else { return nil }

@@ -135,7 +135,8 @@ final class Observation<N: TypedNotification>: ObservationSink, ObservationContr
             }
             return true
         }
-        if releaseNow { receipts.forEach { $0.release() } }
+        guard releaseNow else { return }
+        for receipt in receipts { receipt.release() }
     }
 
     private func markRemoved(releasing receipts: [DeliveryReceipt]) {

@@ -43,7 +43,20 @@ final class LogAppender {
         try SharedDirectory.prepare(FileLog.nameDirectory(root, name), sharing: configuration.sharing)
         let sharing = configuration.sharing
         lock = try FileLog.open(FileLog.lockPath(root, name), create: true, sharing: sharing).get()
-        let number = FileLog.segments(root, name).last ?? 1
+        // The newest segment; a number something else occupies (a FIFO or
+        // a link planted there) is skipped, never opened.
+        var number = FileLog.segments(root, name).last ?? 1
+        while case .success = System.linkStatus(FileLog.segmentPath(root, name, number)),
+            !FileLog.isSegment(root, name, number)
+        {
+            number += 1
+            guard number < 64 + (FileLog.segments(root, name).last ?? 1) else {
+                throw TypedNotificationError(
+                    code: .insecureDirectory,
+                    message: "the log of \(name) is crowded with files that are not segments; remove them"
+                )
+            }
+        }
         segment = try FileLog.open(FileLog.segmentPath(root, name, number), create: true, sharing: sharing).get()
         segmentNumber = number
         nextSegmentPath = FileLog.segmentPath(root, name, number + 1)

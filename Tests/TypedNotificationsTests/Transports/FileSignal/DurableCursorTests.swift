@@ -56,8 +56,11 @@ struct CursorCommitStateMachineTests {
     @Test("cursor files: both versions parse; anything else is refused")
     func cursorFiles() {
         func parse(_ text: String) -> FileCursor? { FileCursor.parse(Array(text.utf8)) }
-        #expect(parse("3 120\n") == FileCursor(committed: position(120, segment: 3), delivered: position(120, segment: 3)))
-        #expect(parse("3 120 4 80\n") == FileCursor(committed: position(120, segment: 3), delivered: position(80, segment: 4)))
+        #expect(
+            parse("3 120\n") == FileCursor(committed: position(120, segment: 3), delivered: position(120, segment: 3)))
+        #expect(
+            parse("3 120 4 80\n")
+                == FileCursor(committed: position(120, segment: 3), delivered: position(80, segment: 4)))
         for bad in [
             "garbage\n", "", "3 120", "0 5\n", "3 -1\n", "3 120 2 0\n", "3 120 4\n", "1 2 3 4 5\n",
             "18446744073709551616 0\n", " 3 120\n", "3  120\n", String(repeating: "9", count: 200) + "\n",

@@ -1,0 +1,231 @@
+import Foundation
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Replaces `path` with a file of mode 0600 holding `text`.
+private func writeFile(_ path: String, _ text: String) throws {
+    _ = unlink(path)
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+    try #require(descriptor >= 0)
+    defer { close(descriptor) }
+    let bytes = Array(text.utf8)
+    try #require(write(descriptor, bytes, bytes.count) == bytes.count)
+}
+
+/// The next `count` deliveries of `sequence`, as (index, isRedelivery).
+private func take(
+    _ count: Int, from iterator: inout DeliverySequence<Ping>.AsyncIterator
+) async -> [(index: Int, redelivery: Bool)] {
+    var seen: [(Int, Bool)] = []
+    while seen.count < count, let delivered = await iterator.next() {
+        seen.append((delivered.notification.index, delivered.delivery.isRedelivery))
+    }
+    return seen
+}
+
+@Suite("File transport: nothing in the directory hangs or silences a reader", .serialized, .timeLimit(.minutes(3)))
+struct HostileDirectoryTests {
+    private func cursorPath(_ directory: String, _ identity: String) -> String {
+        directory + "/cursors/" + identity + "/" + Ping.name.rawValue
+    }
+
+    /// A directory with a durable identity `c` whose cursor is at the start
+    /// of a log holding `waiting` notifications, not yet handled.
+    private func directoryWithBacklog(_ waiting: Int) throws -> String {
+        let directory = try makeTemporaryDirectory()
+        do {
+            let first = try fileHub(directory, endpoint: "durable", identity: "c")
+            _ = try first.deliveries(of: Ping.self)
+            first.close()
+        }
+        let poster = try fileHub(directory, endpoint: "poster")
+        for index in 0..<waiting { try poster.post(Ping(index: index)) }
+        poster.close()
+        return directory
+    }
+
+    @Test("a FIFO planted as a cursor: ls, gc and a durable watcher go on; the watcher reads from the oldest, marked")
+    func fifoCursor() async throws {
+        let directory = try directoryWithBacklog(3)
+        defer { removeDirectory(directory) }
+        let cursor = cursorPath(directory, "c")
+        _ = unlink(cursor)
+        try #require(mkfifo(cursor, 0o600) == 0)
+
+        let list = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(list.status == 0)
+        #expect(list.output.contains { $0.contains("cursor c: unusable") && $0.contains("FIFO") })
+        #expect(try await tnotify(["gc", "--transport", "file", "--dir", directory]).status == 0)
+
+        let hub = try fileHub(directory, endpoint: "durable", identity: "c")
+        var iterator = try hub.deliveries(of: Ping.self).makeAsyncIterator()
+        let seen = await take(3, from: &iterator)
+        #expect(seen.map(\.index) == [0, 1, 2])
+        #expect(seen.allSatisfy { $0.redelivery })
+        #expect(hub.transport.statistics.invalidCursors == 1)
+        #expect(hub.transport.cursorProblem(for: Ping.name)?.contains("FIFO") == true)
+        hub.close()
+        // The FIFO was replaced by a real cursor.
+        var info = stat()
+        #expect(lstat(cursor, &info) == 0 && info.st_mode & S_IFMT == S_IFREG)
+    }
+
+    @Test("a FIFO planted as a segment is never opened: posts go to the next segment, a watcher reads them and closes")
+    func fifoSegment() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try fileHub(directory, endpoint: "watcher")
+        let logDirectory = directory + "/logs/" + Ping.name.rawValue
+        try FileManager.default.createDirectory(
+            atPath: logDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try #require(mkfifo(logDirectory + "/00000000000000000001.log", 0o600) == 0)
+        let deliveries = try watcher.deliveries(of: Ping.self)
+        let poster = try fileHub(directory, endpoint: "poster")
+        for index in 0..<3 { try poster.post(Ping(index: index)) }
+        var iterator = deliveries.makeAsyncIterator()
+        #expect(await take(3, from: &iterator).map(\.index) == [0, 1, 2])
+        #expect(FileManager.default.fileExists(atPath: logDirectory + "/00000000000000000002.log"))
+        #expect(watcher.transport.statistics.refusedFiles >= 1)
+        // Closing does not wait on a thread stuck in open(2): none is.
+        watcher.close()
+        poster.close()
+        let list = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(list.status == 0)
+    }
+
+    @Test("a segment with mode 0666 is refused by posters (a typed error naming it) and never read")
+    func openSegmentMode() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        try poster.post(Ping(index: 0))
+        poster.close()
+        let segment = directory + "/logs/" + Ping.name.rawValue + "/00000000000000000001.log"
+        try #require(chmod(segment, 0o666) == 0)
+        let again = try fileHub(directory, endpoint: "poster")
+        #expect {
+            try again.post(Ping(index: 1))
+        } throws: { error in
+            guard let error = error as? TypedNotificationError else { return false }
+            return error.code == .insecureDirectory && error.message.contains(segment) && error.message.contains("666")
+        }
+        again.close()
+        // A durable reader whose cursor is at its start refuses it too:
+        // nothing from it is delivered.
+        try FileManager.default.createDirectory(
+            atPath: directory + "/cursors/r", withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        try writeFile(cursorPath(directory, "r"), "1 0\n")
+        let watcher = try fileHub(directory, endpoint: "watcher", identity: "r")
+        let deliveries = try watcher.deliveries(of: Ping.self)
+        try waitUntil("the reader looked at the segment", changesIn: directory + "/cursors/r") {
+            watcher.transport.statistics.refusedFiles >= 1
+        }
+        #expect(watcher.transport.statistics.delivered == 0)
+        #expect(watcher.transport.statistics.invalidCursors == 0)
+        watcher.close()
+        withExtendedLifetime(deliveries) {}
+    }
+
+    @Test(
+        "a corrupt cursor, and one past the end: the watcher says so and reads from the oldest, marked, then new posts")
+    func unusableCursors() async throws {
+        for content in ["garbage\n", "999 999999999\n"] {
+            let directory = try directoryWithBacklog(3)
+            defer { removeDirectory(directory) }
+            try writeFile(cursorPath(directory, "c"), content)
+            let hub = try fileHub(directory, endpoint: "durable", identity: "c")
+            var iterator = try hub.deliveries(of: Ping.self).makeAsyncIterator()
+            let backlog = await take(3, from: &iterator)
+            #expect(backlog.map(\.index) == [0, 1, 2], "\(content)")
+            #expect(backlog.allSatisfy { $0.redelivery })
+            #expect(hub.transport.statistics.invalidCursors == 1)
+            #expect(hub.transport.cursorProblem(for: Ping.name) != nil)
+            // Not deaf: a new post arrives, not marked.
+            let poster = try fileHub(directory, endpoint: "poster")
+            try poster.post(Ping(index: 3))
+            let next = await take(1, from: &iterator)
+            #expect(next.map(\.index) == [3])
+            #expect(next.first?.redelivery == false)
+            poster.close()
+            hub.close()
+        }
+    }
+
+    @Test("tnotify watch --cursor with a garbage cursor warns and prints the backlog marked as redeliveries")
+    func tnotifyWarnsAboutCursor() async throws {
+        let directory = try directoryWithBacklog(2)
+        defer { removeDirectory(directory) }
+        try writeFile(cursorPath(directory, "c"), "garbage\n")
+        let watcher = try HelperProcess(
+            ["watch", Ping.name.rawValue, "--transport", "file", "--dir", directory, "--cursor", "c", "--json"],
+            executable: HelperProcess.tnotify)
+        await watcher.lines.wait(forCount: 3)
+        let lines = watcher.lines.values.dropFirst()
+        #expect(lines.count == 2)
+        #expect(lines.allSatisfy { $0.contains("\"redelivery\":true") })
+        #expect(watcher.errors.values.contains { $0.contains("could not be used") })
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+    }
+
+    @Test("a segment truncated under a reader and written again: the reader misses none of the new records")
+    func shrunkSegment() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try fileHub(directory, endpoint: "watcher")
+        var iterator = try watcher.deliveries(of: Ping.self).makeAsyncIterator()
+        let poster = try fileHub(directory, endpoint: "poster")
+        for index in 1...10 { try poster.post(Ping(index: index)) }
+        #expect(await take(10, from: &iterator).map(\.index) == Array(1...10))
+        let segment = directory + "/logs/" + Ping.name.rawValue + "/00000000000000000001.log"
+        try #require(truncate(segment, 700) == 0)
+        for index in 11...20 { try poster.post(Ping(index: index)) }
+        #expect(await take(10, from: &iterator).map(\.index) == Array(11...20))
+        #expect(watcher.transport.statistics.shrunkSegments == 1)
+        poster.close()
+        watcher.close()
+    }
+
+    @Test(
+        "the shared directory removed while watching: every observation ends and the hub says why",
+        arguments: ["file", "socket"])
+    func removedDirectory(transport: String) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let failure: TypedNotificationError?
+        if transport == "file" {
+            let hub = try fileHub(directory, endpoint: "watcher")
+            let deliveries = try hub.deliveries(of: Ping.self)
+            removeDirectory(directory)
+            for await _ in deliveries {}
+            failure = hub.failure
+        } else {
+            let hub = try NotificationHub(endpoint: "watcher", transport: SocketTransport(directory: directory))
+            let deliveries = try hub.deliveries(of: Ping.self)
+            removeDirectory(directory)
+            for await _ in deliveries {}
+            failure = hub.failure
+        }
+        #expect(failure?.code == .transportFailure)
+        #expect(failure?.message.contains("removed") == true)
+    }
+
+    @Test("tnotify watch ends with an error when its directory is removed", arguments: ["file", "socket"])
+    func tnotifyNoticesRemovedDirectory(transport: String) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try HelperProcess(
+            ["watch", Ping.name.rawValue, "--transport", transport, "--dir", directory],
+            executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        removeDirectory(directory)
+        #expect(await watcher.waitForExit() == 69)
+        #expect(watcher.errors.values.contains { $0.contains("removed") })
+    }
+}
