@@ -337,7 +337,10 @@ public final class FileSignalTransport: NotificationTransport {
         return nil
     }
 
-    /// Stops reading and closes the logs. Idempotent.
+    /// Stops reading and closes the logs, saving how far this identity's
+    /// observers got. Waits for the reader thread, at most 2 seconds: nothing
+    /// it does blocks (every open is non-blocking), and a thread stuck anyway
+    /// (a hung network file system) is left to end on its own. Idempotent.
     public func close() {
         let wasOpen = state.withLock { state -> Bool in
             defer {
@@ -351,7 +354,7 @@ public final class FileSignalTransport: NotificationTransport {
         guard wasOpen else { return }
         wake()
         if state.withLock({ $0.readerThread })?.isCurrent != true {
-            readerFinished.wait()
+            _ = readerFinished.wait(timeout: .now() + .seconds(2))
         }
     }
 
