@@ -82,6 +82,10 @@ public struct FileSignalStatistics: Hashable, Sendable {
     /// (truncated by someone): reading went on at the first record it had not
     /// delivered, nothing delivered twice.
     public var shrunkSegments: Int
+    /// Times the segment being read was removed or replaced under the reader
+    /// (its log deleted, say): reading went on in the log as it is now, from
+    /// its oldest segment's start.
+    public var vanishedSegments: Int
     /// Files in a log refused because they were not a regular file of this
     /// user with the sharing's mode (a FIFO, a link, mode 0666): never opened
     /// for reading, never read.
@@ -97,6 +101,7 @@ final class FileSignalCounters: Sendable {
     let deletedSegments = Atomic<Int>(0)
     let invalidCursors = Atomic<Int>(0)
     let shrunkSegments = Atomic<Int>(0)
+    let vanishedSegments = Atomic<Int>(0)
     let refusedFiles = Atomic<Int>(0)
 
     var snapshot: FileSignalStatistics {
@@ -109,6 +114,7 @@ final class FileSignalCounters: Sendable {
             deletedSegments: deletedSegments.load(ordering: .relaxed),
             invalidCursors: invalidCursors.load(ordering: .relaxed),
             shrunkSegments: shrunkSegments.load(ordering: .relaxed),
+            vanishedSegments: vanishedSegments.load(ordering: .relaxed),
             refusedFiles: refusedFiles.load(ordering: .relaxed)
         )
     }
@@ -304,7 +310,9 @@ public final class FileSignalTransport: NotificationTransport {
         // A lock of their own: file I/O for appends never holds up the reader thread.
         try appenders.withLock { (appenders: inout [NotificationName: LogAppender]) throws(TypedNotificationError) in
             let appender: LogAppender
-            if let existing = appenders[message.name] {
+            // A log removed since (rm -rf) is started again, not written
+            // into deleted files.
+            if let existing = appenders[message.name], !existing.isRemoved {
                 appender = existing
             } else {
                 appender = try LogAppender(
@@ -461,6 +469,18 @@ public final class FileSignalTransport: NotificationTransport {
             let batches = state.withLock { state -> [(NotificationName, [LogRecord])]? in
                 guard case .open = state.phase else { return nil }
                 _ = state.monitor.changes()
+                // A log directory removed (and perhaps created again) lost its
+                // watch: watch it again once it exists; until then the poll
+                // looks at it.
+                let lost = state.monitor.takeLostWatches()
+                for (name, index) in state.watchIndex where lost.contains(index) {
+                    state.watchIndex[name] = nil
+                }
+                for name in state.readers.keys where state.watchIndex[name] == nil {
+                    if let index = try? state.monitor.watch(FileLog.nameDirectory(directory, name)) {
+                        state.watchIndex[name] = index
+                    }
+                }
                 return state.readers.map { name, reader in
                     (name, reader.readNew(root: directory, decoder: &decoder, counters: counters))
                 }
@@ -620,10 +640,12 @@ final class LogReader {
     private final class OpenSegment {
         let number: UInt64
         let file: FileDescriptor
+        let path: String
         let nextPath: String
-        init(number: UInt64, file: consuming FileDescriptor, nextPath: String) {
+        init(number: UInt64, file: consuming FileDescriptor, path: String, nextPath: String) {
             self.number = number
             self.file = file
+            self.path = path
             self.nextPath = nextPath
         }
     }
@@ -648,7 +670,8 @@ final class LogReader {
                 switch FileLog.open(path, create: false, sharing: sharing) {
                 case .success(let opened):
                     open = OpenSegment(
-                        number: segment, file: opened, nextPath: FileLog.segmentPath(root, name, segment + 1))
+                        number: segment, file: opened, path: path,
+                        nextPath: FileLog.segmentPath(root, name, segment + 1))
                 case .failure(let error):
                     if error.code == .insecureDirectory { counters.refusedFiles.add(1, ordering: .relaxed) }
                     // Deleted by retention, refused, or not created yet: go
@@ -663,6 +686,17 @@ final class LogReader {
             }
             guard let current = open else { return records }
             guard case .success(let info) = System.fileStatus(current.file) else { return records }
+            // A segment deleted by retention is still read to its end through
+            // the open descriptor. But a log removed and started again leaves
+            // this reader holding a file no longer in it: go on in the log as
+            // it is now, from its oldest segment.
+            if info.st_nlink == 0, hasRestarted(current, info: info, root: root) {
+                counters.vanishedSegments.add(1, ordering: .relaxed)
+                open = nil
+                segment = FileLog.segments(root, name).first ?? segment
+                offset = 0
+                continue
+            }
             var size = Int(info.st_size)
             if hasShrunk(current.file, size: size) {
                 counters.shrunkSegments.add(1, ordering: .relaxed)
@@ -717,6 +751,17 @@ final class LogReader {
             segment = next
             offset = 0
         }
+    }
+
+    /// Whether the log was started again under the deleted segment this
+    /// reader holds: its path names another file now, or every segment the
+    /// log has is older than it.
+    private func hasRestarted(_ current: OpenSegment, info: stat, root: String) -> Bool {
+        if case .success(let now) = System.linkStatus(current.path) {
+            return now.st_dev != info.st_dev || now.st_ino != info.st_ino
+        }
+        guard let newest = FileLog.segments(root, name).last else { return false }
+        return newest < current.number
     }
 
     /// Whether the open segment no longer holds what was read from it: it is

@@ -62,6 +62,13 @@ final class LogAppender {
         nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
     }
 
+    /// Whether the log this appender holds was removed (its lock file is no
+    /// longer linked): appending through it would write into deleted files.
+    var isRemoved: Bool {
+        guard case .success(let info) = System.fileStatus(lock) else { return true }
+        return info.st_nlink == 0
+    }
+
     /// Appends one envelope, whole or not at all.
     func append(_ envelope: EncodedNotification) throws(TypedNotificationError) {
         if case .failure(let error) = System.lockFile(lock, exclusive: true) {

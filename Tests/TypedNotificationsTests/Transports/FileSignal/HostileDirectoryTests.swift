@@ -192,6 +192,23 @@ struct HostileDirectoryTests {
         watcher.close()
     }
 
+    @Test("a log removed while watched and posted to: the same poster starts it again and the watcher reads on")
+    func removedLog() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try fileHub(directory, endpoint: "watcher")
+        var iterator = try watcher.deliveries(of: Ping.self).makeAsyncIterator()
+        let poster = try fileHub(directory, endpoint: "poster")
+        for index in 1...3 { try poster.post(Ping(index: index)) }
+        #expect(await take(3, from: &iterator).map(\.index) == [1, 2, 3])
+        removeDirectory(directory + "/logs/" + Ping.name.rawValue)
+        for index in 4...6 { try poster.post(Ping(index: index)) }
+        #expect(await take(3, from: &iterator).map(\.index) == [4, 5, 6])
+        #expect(watcher.transport.statistics.vanishedSegments == 1)
+        poster.close()
+        watcher.close()
+    }
+
     @Test(
         "the shared directory removed while watching: every observation ends and the hub says why",
         arguments: ["file", "socket"])
