@@ -289,6 +289,12 @@ public final class FileSignalTransport: NotificationTransport {
         }
     }
 
+    /// How far this identity's observers of `name` have handled the log, in
+    /// memory (the cursor file follows shortly); for tests.
+    func committedPosition(of name: NotificationName) -> LogPosition? {
+        commits.withLock { $0.slots[name]?.machine.committed }
+    }
+
     /// Why this identity's saved cursor for `name` could not be used when it
     /// subscribed, or `nil`. Reading then started at the oldest record the log
     /// still had, every record up to the end marked as a redelivery.

@@ -72,6 +72,15 @@ struct CursorCommitStateMachineTests {
     }
 }
 
+/// Where each record of segment 1 of a name's log ends.
+private func logRecordEnds(_ directory: String, _ name: NotificationName) -> [Int] {
+    guard let bytes = FileManager.default.contents(atPath: FileLog.segmentPath(directory, name, 1)).map(Array.init)
+    else { return [] }
+    var ends: [Int] = []
+    _ = FileLog.walk(bytes) { offset, length in ends.append(offset + length) }
+    return ends
+}
+
 @Suite("Durable cursors: at least once, never less", .serialized, .timeLimit(.minutes(10)))
 struct DurableCursorTests {
     /// Posts `count` notifications to a new directory whose durable identity
@@ -87,6 +96,39 @@ struct DurableCursorTests {
         for index in 0..<count { try poster.post(HelperPing(poster: 1, index: index)) }
         poster.close()
         return directory
+    }
+
+    @Test("the cursor moves past a notification only once every observer of the name has handled it")
+    func commitWaitsForEveryObserver() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let hub = try fileHub(directory, endpoint: "durable", identity: "w")
+        let handled = Collector<Int>()
+        let token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { ping, _ in handled.append(ping.index)
+        }
+        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .unbounded)
+        let start = try #require(hub.transport.committedPosition(of: Ping.name))
+        let poster = try fileHub(directory, endpoint: "poster")
+        for index in 0..<3 { try poster.post(Ping(index: index)) }
+        poster.close()
+        let ends = logRecordEnds(directory, Ping.name)
+        try #require(ends.count == 3)
+        // The handler has handled all three; the loop has not started.
+        await handled.wait(forCount: 3)
+        #expect(hub.transport.committedPosition(of: Ping.name) == start)
+        var iterator = sequence.makeAsyncIterator()
+        _ = await iterator.next()
+        _ = await iterator.next()
+        // Asking for the second acknowledged the first; the second is in hand.
+        #expect(hub.transport.committedPosition(of: Ping.name)?.offset == ends[0])
+        _ = await iterator.next()
+        #expect(hub.transport.committedPosition(of: Ping.name)?.offset == ends[1])
+        withExtendedLifetime(token) {}
+        hub.close()
+        // Closing saved what was handled, and only that.
+        let cursor = try String(contentsOfFile: directory + "/cursors/w/" + Ping.name.rawValue, encoding: .utf8)
+        #expect(cursor.hasPrefix("1 \(ends[1]) "))
+        withExtendedLifetime(iterator) {}
     }
 
     @Test(
@@ -124,7 +166,9 @@ struct DurableCursorTests {
                     }
                     handled[index, default: 0] += 1
                 }
-                finished = helper.lines.values.contains("done")
+                // Done, or killed just after handling the last one (then the
+                // next run would find nothing left to handle).
+                finished = helper.lines.values.contains("done") || handled.count == 1_500
             }
             #expect(finished)
             #expect(Set(handled.keys) == Set(0..<1_500))
