@@ -45,6 +45,7 @@ private func runPinnedHandlerLoop<N: TypedNotification, A: Actor>(
     while await run.refill(isolation: actor) {
         switch run.deliver(on: actor, to: handler) {
         case .ended:
+            run.end()
             return
         case .budgetLeft:
             continue
@@ -67,7 +68,7 @@ private func runWeakHandlerLoop<N: TypedNotification, A: Actor>(
         guard let actor = reference.actor else {
             // Nobody else holds the actor: nothing is left to deliver to.
             observation.cancel(waitingForRun: false)
-            _ = run.end()
+            run.end()
             return
         }
         // Each slice queues for the actor behind work that arrived on it while
@@ -75,7 +76,10 @@ private func runWeakHandlerLoop<N: TypedNotification, A: Actor>(
         run.startBudget()
         let (outcome, next) = await deliverSlice(run, on: actor, to: handler)
         run = next
-        if outcome == .ended { return }
+        if outcome == .ended {
+            run.end()
+            return
+        }
     }
 }
 
@@ -157,13 +161,13 @@ private struct HandlerRun<N: TypedNotification>: Sendable {
     ) -> Outcome {
         if budgetStart == 0 { budgetStart = SystemClock.monotonicNanoseconds() }
         while index < batch.count {
-            guard !observation.isCancelled else { return end() }
+            guard !observation.isCancelled else { return .ended }
             let entry = batch[index]
             index += 1
             guard let next = decoder.delivery(from: entry, metrics: observation.metrics) else { continue }
             guard observation.gate.begin() else {
                 index -= 1
-                return end()
+                return .ended
             }
             handler(actor, next.notification, next.delivery)
             observation.gate.end()
@@ -180,12 +184,13 @@ private struct HandlerRun<N: TypedNotification>: Sendable {
         return .budgetLeft
     }
 
-    /// Ends the run: what it took and did not handle is discarded.
-    mutating func end() -> Outcome {
+    /// Ends the run: what it took and did not handle is discarded. Kept
+    /// out of `deliver`, whose loop stays as small as it can.
+    @inline(never)
+    mutating func end() {
         observation.discard(batch[index...])
         batch.removeAll()
         index = 0
-        return .ended
     }
 }
 
