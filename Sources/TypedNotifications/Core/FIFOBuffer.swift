@@ -14,6 +14,12 @@ struct FIFOBuffer<Element> {
         storage.append(element)
     }
 
+    /// Changes the element `offset` places after the oldest, in place.
+    mutating func update(at offset: Int, _ body: (inout Element) -> Void) {
+        guard offset >= 0, offset < count else { return }
+        body(&storage[head + offset])
+    }
+
     /// Changes the oldest element in place.
     mutating func updateFirst(_ body: (inout Element) -> Void) {
         guard !isEmpty else { return }

@@ -176,12 +176,31 @@ struct FileIdentity: Sendable, Equatable {
         return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
     }
 
-    /// The error a transport reports when its directory went away.
-    static func removedError(_ what: String) -> TypedNotificationError {
-        TypedNotificationError(
+}
+
+/// What a transport's reader thread looks at, once a second at most, to
+/// notice that the files it depends on (its shared directory, its socket)
+/// were removed or replaced.
+struct RemovalWatch {
+    private let files: [FileIdentity]
+    private var lastLook = SystemClock.monotonicNanoseconds()
+
+    /// Watches `files` as they are now.
+    init(_ files: [FileIdentity]) {
+        self.files = files
+    }
+
+    /// The error to report if, at this look, one of the files is gone; `nil`
+    /// when they are all there or the last look was under a second ago.
+    mutating func removal() -> TypedNotificationError? {
+        let now = SystemClock.monotonicNanoseconds()
+        guard now &- lastLook >= 1_000_000_000 else { return nil }
+        lastLook = now
+        guard let gone = files.first(where: { !$0.isStillThere }) else { return nil }
+        return TypedNotificationError(
             code: .transportFailure,
             message:
-                "\(what) was removed or replaced while in use; nothing more can be received. Create the transport again"
+                "\(gone.path) was removed or replaced while in use; nothing more can be received. Create the transport again"
         )
     }
 }

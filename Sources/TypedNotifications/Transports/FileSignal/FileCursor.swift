@@ -1,4 +1,5 @@
 import NotificationPlatform
+import Synchronization
 
 #if canImport(Darwin)
     import Darwin
@@ -78,6 +79,8 @@ struct FileCursor: Equatable, Sendable {
         return FileCursor(committed: committed, delivered: delivered)
     }
 
+    private static let saves = Atomic<UInt64>(0)
+
     /// The file's bytes.
     var bytes: [UInt8] { Array("\(committed) \(delivered)\n".utf8) }
 
@@ -86,8 +89,11 @@ struct FileCursor: Equatable, Sendable {
     @discardableResult
     func save(root: String, identity: String, name: NotificationName, sharing: DirectorySharing) -> Bool {
         let final = Self.path(root: root, identity: identity, name: name)
-        let temporary = final + ".tmp"
-        _ = System.removeFile(temporary)
+        // A name of its own per save: the reader thread and a thread that
+        // commits after close may save at once, and neither may remove or
+        // rename the other's half-written file.
+        let temporary =
+            final + ".tmp." + String(SystemProcess.id) + "." + String(Self.saves.add(1, ordering: .relaxed).oldValue)
         guard
             case .success(let file) = SharedFile.open(
                 temporary, O_WRONLY | O_CREAT | O_EXCL, mode: sharing.fileMode, sharing: sharing)
@@ -129,10 +135,9 @@ struct CursorCommitStateMachine: Sendable {
     private(set) var committed: LogPosition
     /// The end of the last record handed over.
     private(set) var delivered: LogPosition
-    // The records handed over and not yet committed, oldest first, from
-    // `head`; `firstToken` is the token of `pending[head]`.
-    private var pending: [(end: LogPosition, handled: Bool)] = []
-    private var head = 0
+    // The records handed over and not yet committed, oldest first;
+    // `firstToken` is the token of the oldest.
+    private var pending = FIFOBuffer<(end: LogPosition, handled: Bool)>()
     private var firstToken: UInt64 = 0
 
     init(committed: LogPosition, delivered: LogPosition) {
@@ -141,11 +146,11 @@ struct CursorCommitStateMachine: Sendable {
     }
 
     /// Records handed over and not yet committed.
-    var inFlight: Int { pending.count - head }
+    var inFlight: Int { pending.count }
 
     /// A record ending at `end` is handed over. Returns its token.
     mutating func handOver(endingAt end: LogPosition) -> UInt64 {
-        let token = firstToken &+ UInt64(pending.count - head)
+        let token = firstToken &+ UInt64(pending.count)
         pending.append((end, false))
         delivered = max(delivered, end)
         return token
@@ -154,22 +159,14 @@ struct CursorCommitStateMachine: Sendable {
     /// The record with `token` was handled. Returns whether the committed
     /// position moved.
     mutating func handled(_ token: UInt64) -> Bool {
-        guard token >= firstToken, token - firstToken < UInt64(pending.count - head) else { return false }
-        pending[head + Int(token - firstToken)].handled = true
+        guard token >= firstToken, token - firstToken < UInt64(pending.count) else { return false }
+        pending.update(at: Int(token - firstToken)) { $0.handled = true }
         var moved = false
-        while head < pending.count, pending[head].handled {
-            committed = max(committed, pending[head].end)
-            head += 1
+        while let oldest = pending.first, oldest.handled {
+            committed = max(committed, oldest.end)
+            pending.removeFirst()
             firstToken &+= 1
             moved = true
-        }
-        // Compact once the dead prefix is most of the storage.
-        if head == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 1024 && head * 2 >= pending.count {
-            pending.removeFirst(head)
-            head = 0
         }
         return moved
     }

@@ -315,16 +315,15 @@ public final class FileSignalTransport: NotificationTransport {
         }
         // A lock of their own: file I/O for appends never holds up the reader thread.
         try appenders.withLock { (appenders: inout [NotificationName: LogAppender]) throws(TypedNotificationError) in
-            let appender: LogAppender
-            // A log removed since (rm -rf) is started again, not written
-            // into deleted files.
-            if let existing = appenders[message.name], !existing.isRemoved {
-                appender = existing
-            } else {
-                appender = try LogAppender(
-                    root: directory, name: message.name, configuration: configuration, counters: counters)
-                appenders[message.name] = appender
+            if let existing = appenders[message.name] {
+                try existing.append(encoded)
+                guard existing.isRemoved else { return }
             }
+            // The first post of this name, or its log was removed since
+            // (rm -rf): start it (again), never writing into deleted files.
+            let appender = try LogAppender(
+                root: directory, name: message.name, configuration: configuration, counters: counters)
+            appenders[message.name] = appender
             try appender.append(encoded)
         }
         #if canImport(Darwin)
@@ -440,16 +439,11 @@ public final class FileSignalTransport: NotificationTransport {
         var decoder = EnvelopeDecoder()
         var scratch = [UInt8](repeating: 0, count: 64)
         let timeout = configuration.pollInterval.clampedMilliseconds
-        var lastLook = SystemClock.monotonicNanoseconds()
+        var removalWatch = RemovalWatch([root].compactMap { $0 })
         while true {
-            // Once a second at most: is the shared directory still there?
-            let now = SystemClock.monotonicNanoseconds()
-            if now &- lastLook >= 1_000_000_000 {
-                lastLook = now
-                if let root, !root.isStillThere {
-                    receiver.fail(FileIdentity.removedError(root.path))
-                    return
-                }
+            if let removal = removalWatch.removal() {
+                receiver.fail(removal)
+                return
             }
             var descriptors = [pollfd(fd: wakePipe.readEnd.rawValue, events: Int16(POLLIN), revents: 0)]
             if let monitorDescriptor {

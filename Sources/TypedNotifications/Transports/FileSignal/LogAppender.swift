@@ -62,14 +62,13 @@ final class LogAppender {
         nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
     }
 
-    /// Whether the log this appender holds was removed (its lock file is no
-    /// longer linked): appending through it would write into deleted files.
-    var isRemoved: Bool {
-        guard case .success(let info) = System.fileStatus(lock) else { return true }
-        return info.st_nlink == 0
-    }
+    /// Whether the log this appender holds was found removed (`rm -rf`):
+    /// its newest segment is no longer linked. Appending through it would
+    /// write into deleted files; the transport starts a new appender.
+    private(set) var isRemoved = false
 
-    /// Appends one envelope, whole or not at all.
+    /// Appends one envelope, whole or not at all. Writes nothing, and sets
+    /// ``isRemoved``, when the log was removed.
     func append(_ envelope: EncodedNotification) throws(TypedNotificationError) {
         if case .failure(let error) = System.lockFile(lock, exclusive: true) {
             throw SharedDirectory.failure(error, "could not lock the log of \(name)")
@@ -79,6 +78,7 @@ final class LogAppender {
         while true {
             try followRollover()
             try validateTail()
+            if isRemoved { return }
             if validatedEnd > 0 && validatedEnd + length > configuration.segmentSize {
                 try roll()
                 continue
@@ -125,6 +125,12 @@ final class LogAppender {
     private func validateTail() throws(TypedNotificationError) {
         guard case .success(let info) = System.fileStatus(segment) else {
             throw TypedNotificationError(code: .transportFailure, message: "could not inspect the log of \(name)")
+        }
+        // After following any rollover this is the newest segment, which
+        // retention never deletes: unlinked, the whole log was removed.
+        if info.st_nlink == 0 {
+            isRemoved = true
+            return
         }
         let size = Int(info.st_size)
         guard size != validatedEnd else { return }

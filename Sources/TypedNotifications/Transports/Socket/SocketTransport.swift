@@ -744,17 +744,11 @@ public final class SocketTransport: NotificationTransport {
         // took one (see takeSpool).
         var firstSeen: [String: UInt64] = [:]
         var lastTake: UInt64 = 0
-        var lastLook = SystemClock.monotonicNanoseconds()
+        var removalWatch = RemovalWatch(watchedFiles)
         while isOpen {
-            // Once a second at most: is the directory, and this endpoint's
-            // socket in it, still there?
-            let now = SystemClock.monotonicNanoseconds()
-            if now &- lastLook >= 1_000_000_000 {
-                lastLook = now
-                if let gone = watchedFiles.first(where: { !$0.isStillThere }) {
-                    receiver.fail(FileIdentity.removedError(gone.path))
-                    return
-                }
+            if let removal = removalWatch.removal() {
+                receiver.fail(removal)
+                return
             }
             var descriptors = [
                 pollfd(fd: receiveSocket.rawValue, events: Int16(POLLIN), revents: 0),

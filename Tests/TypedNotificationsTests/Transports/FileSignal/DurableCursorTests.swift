@@ -72,6 +72,21 @@ struct CursorCommitStateMachineTests {
     }
 }
 
+/// A new directory whose durable `identity` exists already (it subscribed
+/// once), holding `notifications` as its backlog, none handled yet.
+func directoryWithBacklog<N: TypedNotification>(identity: String, _ notifications: [N]) throws -> String {
+    let directory = try makeTemporaryDirectory()
+    do {
+        let first = try fileHub(directory, endpoint: "durable", identity: identity)
+        _ = try first.deliveries(of: N.self)
+        first.close()
+    }
+    let poster = try fileHub(directory, endpoint: "poster")
+    for notification in notifications { try poster.post(notification) }
+    poster.close()
+    return directory
+}
+
 /// Where each record of segment 1 of a name's log ends.
 private func logRecordEnds(_ directory: String, _ name: NotificationName) -> [Int] {
     guard let bytes = FileManager.default.contents(atPath: FileLog.segmentPath(directory, name, 1)).map(Array.init)
@@ -86,16 +101,7 @@ struct DurableCursorTests {
     /// Posts `count` notifications to a new directory whose durable identity
     /// `w` exists already (it subscribed once), so all of them are its backlog.
     private func backlog(_ count: Int) throws -> String {
-        let directory = try makeTemporaryDirectory()
-        do {
-            let first = try fileHub(directory, endpoint: "durable", identity: "w")
-            _ = try first.deliveries(of: HelperPing.self)
-            first.close()
-        }
-        let poster = try fileHub(directory, endpoint: "poster")
-        for index in 0..<count { try poster.post(HelperPing(poster: 1, index: index)) }
-        poster.close()
-        return directory
+        try directoryWithBacklog(identity: "w", (0..<count).map { HelperPing(poster: 1, index: $0) })
     }
 
     @Test("the cursor moves past a notification only once every observer of the name has handled it")

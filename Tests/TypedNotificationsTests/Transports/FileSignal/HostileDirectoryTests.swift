@@ -37,16 +37,7 @@ struct HostileDirectoryTests {
     /// A directory with a durable identity `c` whose cursor is at the start
     /// of a log holding `waiting` notifications, not yet handled.
     private func directoryWithBacklog(_ waiting: Int) throws -> String {
-        let directory = try makeTemporaryDirectory()
-        do {
-            let first = try fileHub(directory, endpoint: "durable", identity: "c")
-            _ = try first.deliveries(of: Ping.self)
-            first.close()
-        }
-        let poster = try fileHub(directory, endpoint: "poster")
-        for index in 0..<waiting { try poster.post(Ping(index: index)) }
-        poster.close()
-        return directory
+        try TypedNotificationsTests.directoryWithBacklog(identity: "c", (0..<waiting).map { Ping(index: $0) })
     }
 
     @Test("a FIFO planted as a cursor: ls, gc and a durable watcher go on; the watcher reads from the oldest, marked")
@@ -215,20 +206,19 @@ struct HostileDirectoryTests {
     func removedDirectory(transport: String) async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
-        let failure: TypedNotificationError?
-        if transport == "file" {
-            let hub = try fileHub(directory, endpoint: "watcher")
+        /// Removes the directory under a watching hub; returns the hub's failure
+        /// once its observation has ended.
+        func removeUnder<T: NotificationTransport>(_ hub: NotificationHub<T>) async throws -> TypedNotificationError? {
             let deliveries = try hub.deliveries(of: Ping.self)
             removeDirectory(directory)
             for await _ in deliveries {}
-            failure = hub.failure
-        } else {
-            let hub = try NotificationHub(endpoint: "watcher", transport: SocketTransport(directory: directory))
-            let deliveries = try hub.deliveries(of: Ping.self)
-            removeDirectory(directory)
-            for await _ in deliveries {}
-            failure = hub.failure
+            return hub.failure
         }
+        let failure =
+            transport == "file"
+            ? try await removeUnder(fileHub(directory, endpoint: "watcher"))
+            : try await removeUnder(
+                NotificationHub(endpoint: "watcher", transport: SocketTransport(directory: directory)))
         #expect(failure?.code == .transportFailure)
         #expect(failure?.message.contains("removed") == true)
     }
