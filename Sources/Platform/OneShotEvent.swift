@@ -62,4 +62,23 @@ package final class OneShotEvent: @unchecked Sendable {
         }
         pthread_mutex_unlock(mutex)
     }
+
+    /// Blocks the calling thread until ``signal()`` has been called or
+    /// `nanoseconds` have passed. Returns whether it was signalled.
+    ///
+    /// The corresponding C function is `pthread_cond_timedwait`.
+    package func wait(nanoseconds: UInt64) -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let total = UInt64(now.tv_nsec) + nanoseconds % 1_000_000_000
+        var deadline = now
+        deadline.tv_sec += Int(nanoseconds / 1_000_000_000) + Int(total / 1_000_000_000)
+        deadline.tv_nsec = Int(total % 1_000_000_000)
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while !signalled {
+            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return signalled }
+        }
+        return true
+    }
 }

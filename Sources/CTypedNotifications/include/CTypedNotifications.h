@@ -1,11 +1,18 @@
 // The few things Swift cannot reach directly: the CMSG_* macros that carry
-// sender credentials, and struct sockaddr_un's fixed-size path. Each function
+// sender credentials, struct sockaddr_un's fixed-size path, and the headers
+// of epoll and eventfd. Each function
 // returns -1 and leaves errno set on failure, like the calls it wraps.
 #ifndef C_TYPED_NOTIFICATIONS_H
 #define C_TYPED_NOTIFICATIONS_H
 
 #include <stddef.h>
 #include <sys/types.h>
+
+#ifdef __linux__
+// Not in Swift's Glibc module: the event loop's epoll and eventfd.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#endif
 
 /// The sender of a datagram, as the kernel reported it.
 typedef struct {

@@ -1,0 +1,340 @@
+import Foundation
+import Synchronization
+
+/// One thread that waits for descriptors, fires timers and runs jobs, in that
+/// rhythm, until it is stopped: the I/O thread of a transport.
+///
+/// It is also a serial executor and a task executor. An actor whose executor
+/// it is runs its jobs on this thread, so a message the thread receives is
+/// handed to such an actor without waking another thread: the job it enqueues
+/// runs on this thread as soon as the current I/O handler returns. Jobs run
+/// one at a time, in the order they were enqueued.
+///
+/// Jobs get a time slice of ``jobSliceNanoseconds`` (1 ms) before the thread
+/// looks at its descriptors again, so I/O waits at most for one slice plus the
+/// job that was running when it ended.
+///
+/// Stopping ends the I/O and the timers, never the jobs: jobs still queued,
+/// and jobs enqueued later, run one at a time on a thread of the system's
+/// shared pool, so a task waiting on this executor is never stranded.
+///
+/// The thread never waits for itself: ``join(nanoseconds:)`` refuses on it.
+package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
+    // Sendable: every mutable field is in `state`, behind its mutex; `poller`
+    // is used for `add`/`remove`/`wake`, which the kernel makes safe from
+    // any thread, and for `wait`, which only the loop's thread calls.
+
+    /// How long queued jobs may run before the loop looks at its descriptors.
+    package static let jobSliceNanoseconds: UInt64 = 1_000_000
+
+    /// The name of the loop's thread.
+    package let name: String
+
+    private let poller: EventPoller
+    private let state = Mutex(LoopState())
+    private let finished = OneShotEvent()
+
+    /// Creates a loop; its thread starts with ``start()``.
+    ///
+    /// The corresponding C functions are `epoll_create1` and `eventfd`
+    /// (Linux) or `kqueue` (Apple platforms).
+    package init(name: String) throws(Errno) {
+        self.name = name
+        self.poller = try EventPoller()
+    }
+
+    /// Starts the loop's thread. Has no effect after the first call.
+    package func start() {
+        let starts = state.withLock { state in
+            guard case .created = state.phase else { return false }
+            state.phase = .running
+            return true
+        }
+        guard starts else { return }
+        let thread = Thread { [self] in self.run() }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Whether the calling thread is the one running this loop's jobs now:
+    /// the loop's own thread, or, once stopped, the pool thread draining them.
+    package var isCurrent: Bool {
+        let current = ThreadIdentity.current
+        return state.withLock { $0.thread == current || $0.drainingThread == current }
+    }
+
+    /// Calls `handler` on the loop's thread whenever `descriptor` is readable,
+    /// until ``deregister(_:)``. The caller keeps the descriptor open until then.
+    package func register(_ descriptor: CInt, onReadable handler: @escaping @Sendable () -> Void) -> Result<
+        Void, Errno
+    > {
+        state.withLock { $0.handlers[descriptor] = handler }
+        let added = poller.add(descriptor)
+        if case .failure = added {
+            state.withLock { _ = $0.handlers.removeValue(forKey: descriptor) }
+        }
+        return added
+    }
+
+    /// Stops watching `descriptor`; its handler is not called again once this returns
+    /// on the loop's thread, or after the handler running now on another.
+    package func deregister(_ descriptor: CInt) {
+        state.withLock { _ = $0.handlers.removeValue(forKey: descriptor) }
+        poller.remove(descriptor)
+    }
+
+    /// Runs `body` on the loop's thread once `nanoseconds` have passed. Timers
+    /// end when the loop stops.
+    package func schedule(after nanoseconds: UInt64, _ body: @escaping @Sendable () -> Void) {
+        let deadline = SystemClock.monotonicNanoseconds() &+ nanoseconds
+        let wakes = state.withLock { state in
+            state.timers.append(LoopTimer(deadline: deadline, body: body))
+            return state.takeWakeUp()
+        }
+        if wakes { poller.wake() }
+    }
+
+    /// Runs `body` on the loop's thread, after the jobs queued before it.
+    package func execute(_ body: @escaping @Sendable () -> Void) {
+        push(.closure(body))
+    }
+
+    /// Enqueues a task's job; it runs on the loop's thread.
+    package func enqueue(_ job: consuming ExecutorJob) {
+        push(.task(UnownedJob(job)))
+    }
+
+    /// This loop as an actor's executor.
+    package func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    /// This loop as a task's preferred executor.
+    package func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    /// Traps unless the caller runs on this executor, as `assumeIsolated` requires.
+    package func checkIsolated() {
+        precondition(isCurrent, "not running on the event loop \(name)")
+    }
+
+    /// Ends the I/O and timers. Queued jobs still run. Idempotent; never waits.
+    package func stop() {
+        let wakes = state.withLock { state -> Bool in
+            switch state.phase {
+            case .created:
+                // Never started: the jobs are drained elsewhere from now on.
+                state.phase = .stopped
+                return false
+            case .running:
+                state.phase = .stopping
+                return true
+            case .stopping, .stopped:
+                return false
+            }
+        }
+        if wakes { poller.wake() }
+        // A loop that never ran signals its own end.
+        if state.withLock({ $0.thread == nil && $0.phase == .stopped }) {
+            finished.signal()
+            drainDetachedIfNeeded()
+        }
+    }
+
+    /// What ``join(nanoseconds:)`` did.
+    package enum JoinOutcome: Equatable, Sendable {
+        /// The loop's thread has finished.
+        case joined
+        /// It had not finished in time.
+        case timedOut
+        /// Called on the loop's own thread, which cannot wait for itself.
+        case refusedOnLoopThread
+    }
+
+    /// Waits at most `nanoseconds` for the loop's thread to finish after
+    /// ``stop()``. Never blocks when called on that thread.
+    package func join(nanoseconds: UInt64) -> JoinOutcome {
+        if isCurrent { return .refusedOnLoopThread }
+        return finished.wait(nanoseconds: nanoseconds) ? .joined : .timedOut
+    }
+
+    // MARK: - The loop
+
+    private func push(_ job: LoopJob) {
+        let action = state.withLock { state -> PushAction in
+            state.jobs.append(job)
+            switch state.phase {
+            case .created, .running, .stopping:
+                return state.takeWakeUp() ? .wake : .none
+            case .stopped:
+                guard !state.isDraining else { return .none }
+                state.isDraining = true
+                return .drain
+            }
+        }
+        switch action {
+        case .none: break
+        case .wake: poller.wake()
+        case .drain: DispatchQueue.global().async { self.drainDetached() }
+        }
+    }
+
+    private func run() {
+        state.withLock { $0.thread = ThreadIdentity.current }
+        var ready: [CInt] = []
+        // The jobs taken from the queue, and how many of them have run: the
+        // queue and this array trade buffers, so taking jobs allocates nothing.
+        var batch: [LoopJob] = []
+        var next = 0
+        while true {
+            runJobs(&batch, from: &next)
+            let timeout = state.withLock { state -> CInt? in
+                guard state.phase == .running else { return nil }
+                guard next == batch.count, state.jobs.isEmpty else { return 0 }
+                state.isSleeping = true
+                return state.timeoutMilliseconds(now: SystemClock.monotonicNanoseconds())
+            }
+            guard let timeout else { break }
+            poller.wait(milliseconds: timeout, into: &ready)
+            state.withLock { state in
+                state.isSleeping = false
+                state.wakePending = false
+            }
+            for descriptor in ready {
+                // Looked up one at a time: an earlier handler may deregister a later one.
+                if let handler = state.withLock({ $0.handlers[descriptor] }) { handler() }
+            }
+            let due = state.withLock { $0.takeDueTimers(now: SystemClock.monotonicNanoseconds()) }
+            for timer in due { timer.body() }
+        }
+        // Stopped: what is still queued runs on the pool, one job at a time.
+        let carried = batch[next...]
+        state.withLock { state in
+            state.phase = .stopped
+            state.thread = nil
+            state.timers = []
+            state.handlers = [:]
+            state.jobs.insert(contentsOf: carried, at: 0)
+        }
+        finished.signal()
+        drainDetachedIfNeeded()
+    }
+
+    /// Runs queued jobs in order for at most one slice. Jobs of `batch` from
+    /// `next` on were taken but have not run: they go first next time.
+    private func runJobs(_ batch: inout [LoopJob], from next: inout Int) {
+        let start = SystemClock.monotonicNanoseconds()
+        while true {
+            if next == batch.count {
+                batch.removeAll(keepingCapacity: true)
+                next = 0
+                state.withLock { swap(&$0.jobs, &batch) }
+                if batch.isEmpty { return }
+            }
+            while next < batch.count {
+                let job = batch[next]
+                next += 1
+                run(job)
+                if SystemClock.monotonicNanoseconds() &- start >= Self.jobSliceNanoseconds { return }
+            }
+        }
+    }
+
+    private func run(_ job: LoopJob) {
+        switch job {
+        case .closure(let body):
+            body()
+        case .task(let job):
+            job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+        }
+    }
+
+    private func drainDetachedIfNeeded() {
+        let drains = state.withLock { state -> Bool in
+            guard !state.jobs.isEmpty, !state.isDraining else { return false }
+            state.isDraining = true
+            return true
+        }
+        if drains { DispatchQueue.global().async { self.drainDetached() } }
+    }
+
+    /// After the loop stopped: runs jobs until none are left. One drainer at
+    /// a time, so they still run one at a time and in order.
+    private func drainDetached() {
+        let current = ThreadIdentity.current
+        while true {
+            let batch = state.withLock { state -> [LoopJob] in
+                defer { state.jobs.removeAll(keepingCapacity: true) }
+                if state.jobs.isEmpty {
+                    state.isDraining = false
+                    state.drainingThread = nil
+                } else {
+                    state.drainingThread = current
+                }
+                return state.jobs
+            }
+            if batch.isEmpty { return }
+            for job in batch { run(job) }
+        }
+    }
+}
+
+private enum LoopJob: Sendable {
+    case closure(@Sendable () -> Void)
+    case task(UnownedJob)
+}
+
+private enum PushAction {
+    case none
+    case wake
+    case drain
+}
+
+private struct LoopTimer: Sendable {
+    let deadline: UInt64
+    let body: @Sendable () -> Void
+}
+
+private enum LoopPhase: Equatable {
+    case created
+    case running
+    case stopping
+    case stopped
+}
+
+private struct LoopState {
+    var phase = LoopPhase.created
+    var jobs: [LoopJob] = []
+    var handlers: [CInt: @Sendable () -> Void] = [:]
+    var timers: [LoopTimer] = []
+    // The loop's thread while it runs; the pool thread draining jobs after.
+    var thread: ThreadIdentity?
+    var drainingThread: ThreadIdentity?
+    var isDraining = false
+    // The loop is (about to be) blocked in the poller and nobody woke it yet.
+    var isSleeping = false
+    var wakePending = false
+
+    /// Whether the caller must wake the poller: only when the loop sleeps,
+    /// once per sleep.
+    mutating func takeWakeUp() -> Bool {
+        guard isSleeping, !wakePending else { return false }
+        wakePending = true
+        return true
+    }
+
+    func timeoutMilliseconds(now: UInt64) -> CInt {
+        guard let next = timers.lazy.map(\.deadline).min() else { return -1 }
+        guard next > now else { return 0 }
+        // Rounded up, so a timer never fires early.
+        return CInt(min((next - now + 999_999) / 1_000_000, 60_000))
+    }
+
+    mutating func takeDueTimers(now: UInt64) -> [LoopTimer] {
+        guard timers.contains(where: { $0.deadline <= now }) else { return [] }
+        let due = timers.filter { $0.deadline <= now }.sorted { $0.deadline < $1.deadline }
+        timers.removeAll { $0.deadline <= now }
+        return due
+    }
+}

@@ -1,0 +1,170 @@
+import NotificationPlatform
+import Synchronization
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// An actor whose jobs run on an event loop.
+private actor LoopBound {
+    let loop: EventLoop
+    private(set) var count = 0
+
+    init(loop: EventLoop) {
+        self.loop = loop
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    func bump() -> Bool {
+        count += 1
+        return loop.isCurrent
+    }
+}
+
+@Suite("Event loop")
+struct EventLoopTests {
+    @Test("jobs run on the loop's thread, one at a time, in the order they were enqueued")
+    func jobsInOrder() async throws {
+        let loop = try EventLoop(name: "test.order")
+        loop.start()
+        defer { loop.stop() }
+        let seen = Collector<(Int, Bool)>()
+        for index in 0..<10_000 {
+            loop.execute { seen.append((index, loop.isCurrent)) }
+        }
+        await seen.wait(forCount: 10_000)
+        #expect(seen.values.map(\.0) == Array(0..<10_000))
+        #expect(seen.values.allSatisfy { $0.1 })
+    }
+
+    @Test("a readable descriptor's handler runs on the loop's thread until it is deregistered")
+    func readableDescriptor() async throws {
+        let loop = try EventLoop(name: "test.read")
+        loop.start()
+        defer { loop.stop() }
+        let pipe = try System.makePipe().get()
+        let reads = Collector<Bool>()
+        let readEnd = pipe.readEnd.rawValue
+        _ = try loop.register(readEnd) {
+            var byte: UInt8 = 0
+            _ = read(readEnd, &byte, 1)
+            reads.append(loop.isCurrent)
+        }.get()
+        _ = System.writeAll(pipe.writeEnd, [1])
+        await reads.wait(forCount: 1)
+        _ = System.writeAll(pipe.writeEnd, [2])
+        await reads.wait(forCount: 2)
+        #expect(reads.values == [true, true])
+        // Deregistered on the loop itself, so no later readiness can race it.
+        let done = Signal()
+        loop.execute {
+            loop.deregister(readEnd)
+            done.fire()
+        }
+        await done.wait()
+        _ = System.writeAll(pipe.writeEnd, [3])
+        let after = Signal()
+        loop.execute { after.fire() }
+        await after.wait()
+        #expect(reads.values.count == 2)
+    }
+
+    @Test("a timer fires on the loop's thread, never before its time")
+    func timer() async throws {
+        let loop = try EventLoop(name: "test.timer")
+        loop.start()
+        defer { loop.stop() }
+        let start = SystemClock.monotonicNanoseconds()
+        let fired = Collector<(UInt64, Bool)>()
+        loop.schedule(after: 20_000_000) { fired.append((SystemClock.monotonicNanoseconds(), loop.isCurrent)) }
+        await fired.wait(forCount: 1)
+        #expect(fired.values[0].0 - start >= 20_000_000)
+        #expect(fired.values[0].1)
+    }
+
+    @Test("an actor on the loop runs there; a task that prefers the loop runs its nonisolated code there")
+    func executors() async throws {
+        let loop = try EventLoop(name: "test.executors")
+        loop.start()
+        defer { loop.stop() }
+        let bound = LoopBound(loop: loop)
+        var onLoop = true
+        for _ in 0..<100 { onLoop = await bound.bump() && onLoop }
+        #expect(onLoop)
+        #expect(await bound.count == 100)
+        let preferred = await Task(executorPreference: loop) { loop.isCurrent }.value
+        #expect(preferred)
+        #expect(!loop.isCurrent)
+    }
+
+    @Test("a flood of jobs that enqueue each other does not keep the loop from its descriptors")
+    func jobsDoNotStarveIO() async throws {
+        let loop = try EventLoop(name: "test.flood")
+        loop.start()
+        let stopFlood = Flag()
+        let floodRuns = Counter()
+        @Sendable func flood() {
+            floodRuns.increment()
+            if !stopFlood.isSet { loop.execute(flood) }
+        }
+        loop.execute(flood)
+        loop.execute(flood)
+        let pipe = try System.makePipe().get()
+        let readEnd = pipe.readEnd.rawValue
+        let readable = Signal()
+        _ = try loop.register(readEnd) { readable.fire() }.get()
+        _ = System.writeAll(pipe.writeEnd, [1])
+        let arrived = await readable.wait(upTo: .seconds(30))
+        stopFlood.set()
+        loop.deregister(readEnd)
+        loop.stop()
+        #expect(arrived)
+        #expect(floodRuns.count > 0)
+    }
+
+    @Test("the loop never waits for itself: join on its own thread refuses at once")
+    func joinOnItself() async throws {
+        let loop = try EventLoop(name: "test.join")
+        loop.start()
+        let outcome = Collector<EventLoop.JoinOutcome>()
+        loop.execute {
+            loop.stop()
+            outcome.append(loop.join(nanoseconds: 60_000_000_000))
+        }
+        await outcome.wait(forCount: 1)
+        #expect(outcome.values == [.refusedOnLoopThread])
+        #expect(loop.join(nanoseconds: 30_000_000_000) == .joined)
+    }
+
+    @Test("after stop, queued and later jobs still run one at a time in order, so no task is stranded")
+    func jobsOutliveTheLoop() async throws {
+        let loop = try EventLoop(name: "test.detached")
+        loop.start()
+        let bound = LoopBound(loop: loop)
+        _ = await bound.bump()
+        loop.stop()
+        #expect(loop.join(nanoseconds: 30_000_000_000) == .joined)
+        let seen = Collector<Int>()
+        for index in 0..<1000 { loop.execute { seen.append(index) } }
+        await seen.wait(forCount: 1000)
+        #expect(seen.values == Array(0..<1000))
+        for _ in 0..<100 { _ = await bound.bump() }
+        #expect(await bound.count == 101)
+    }
+
+    @Test("a loop stopped before it started runs its jobs elsewhere and joins at once")
+    func neverStarted() async throws {
+        let loop = try EventLoop(name: "test.unstarted")
+        let ran = Signal()
+        loop.execute { ran.fire() }
+        loop.stop()
+        await ran.wait()
+        #expect(loop.join(nanoseconds: 1_000_000_000) == .joined)
+    }
+}
