@@ -23,5 +23,13 @@
             var value = descriptor ?? -1
             return ctn_signal_register(name, &value) == 0 ? value : nil
         }
+
+        /// Reads the tokens waiting on `descriptor`, so it stops being readable.
+        ///
+        /// The corresponding C function is `read`.
+        package static func drain(_ descriptor: CInt) {
+            var tokens = [UInt8](repeating: 0, count: 64)
+            _ = tokens.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        }
     }
 #endif

@@ -27,8 +27,10 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     public let transport: Transport
     /// The hub's limits.
     public let configuration: Configuration
-    /// The serial executor for handlers registered without an actor.
-    public let executor = NotificationExecutor()
+    /// The serial executor for handlers registered without an actor: the
+    /// transport's receiving thread when it has one (see
+    /// ``NotificationTransport/deliveryExecutor``).
+    public let executor: NotificationExecutor
 
     private let counters = MetricsCounters()
     private let tracksSequenceGaps: Bool
@@ -72,6 +74,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         }
         self.sender = try NotificationSender.current(endpoint: endpoint)
         self.transport = transport
+        self.executor = NotificationExecutor(sharing: transport.deliveryExecutor)
         self.configuration = configuration
         self.tracksSequenceGaps = transport.payloadForm == .encoded
         try transport.open(

@@ -18,7 +18,7 @@
 /// - **No silent loss**: every observer has a bounded buffer with a stated
 ///   policy; what it drops is counted and reported as
 ///   ``NotificationDelivery/missed`` on the next delivery.
-public protocol TypedNotificationCenter: Sendable {
+public protocol TypedNotificationCenter<Executor>: Sendable {
     /// The actor that runs handlers registered without one.
     associatedtype Executor: Actor
 

@@ -40,6 +40,20 @@ public protocol NotificationTransport: Sendable {
     /// Stops receiving, releases the receiver and frees the transport's
     /// resources. Idempotent.
     func close()
+
+    /// The executor of the thread that receives, if the transport has one.
+    /// A center runs the handlers of its own ``NotificationExecutor`` there,
+    /// so a received message reaches them without waking another thread.
+    ///
+    /// Jobs enqueued on it must run one at a time, in order, and keep running
+    /// after ``close()``. `nil` (the default): the center's executor runs on
+    /// the shared pool.
+    var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { get }
+}
+
+extension NotificationTransport {
+    /// No executor of its own: handlers on a center's executor run on the shared pool.
+    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { nil }
 }
 
 /// Whether a transport carries values or bytes.

@@ -159,10 +159,12 @@ public final class FileSignalTransport: NotificationTransport {
     // whatever thread lets go of a receipt, never across a system call.
     private let commits = Locked<CommitTable>(CommitTable())
     private let appenders = Locked<[NotificationName: LogAppender]>([:])
-    private let wakePipe: System.Pipe
+    // Reads the logs, saves cursors and runs the jobs of the hub's executor.
+    private let loop: EventLoop
+    // A read pass is queued on the loop and has not started yet.
+    private let passQueued = Atomic<Bool>(false)
     // The shared directory as it was when opened: if it goes, observers are told.
     private let root: FileIdentity?
-    private let readerFinished = DispatchSemaphore(value: 0)
 
     /// A directory for this user: `$XDG_RUNTIME_DIR/typed-notifications-files`,
     /// else `/tmp/typed-notifications-files-<uid>`.
@@ -205,7 +207,7 @@ public final class FileSignalTransport: NotificationTransport {
         }
         root = FileIdentity(directory)
         do throws(Errno) {
-            wakePipe = try System.makePipe().get()
+            loop = try EventLoop(name: "TypedNotifications.FileSignalTransport")
             state = Locked(FileSignalState(monitor: try DirectoryMonitor(includingModifications: true)))
         } catch {
             throw SharedDirectory.failure(error, "could not set up change notifications for \(directory)")
@@ -222,17 +224,48 @@ public final class FileSignalTransport: NotificationTransport {
     /// File-plus-signal transports carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
 
-    /// Starts the thread that reads the logs.
+    /// Starts the event-loop thread that reads the logs.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
-        try state.withLock { (state: inout FileSignalState) throws(TypedNotificationError) in
+        let monitorDescriptor = try state.withLock {
+            (state: inout FileSignalState) throws(TypedNotificationError) -> CInt? in
             guard case .created = state.phase else {
                 throw TypedNotificationError(code: .closed, message: "this file transport was already opened")
             }
             state.phase = .open
+            state.receiving = FileReading(receiver: receiver, root: root)
+            return state.monitor.pollDescriptor
         }
-        let thread = Thread { [self] in self.runReader(receiver: receiver) }
-        thread.name = "TypedNotifications.FileSignalTransport"
-        thread.start()
+        if configuration.usesChangeEvents, let monitorDescriptor {
+            do throws(Errno) {
+                try loop.register(monitorDescriptor) { [weak self] in self?.readPass() }.get()
+            } catch {
+                throw SharedDirectory.failure(error, "could not watch the logs in \(directory)")
+            }
+        }
+        // Also the safety net where change events are used: a pass at least
+        // once a second.
+        let interval = UInt64(max(1, min(configuration.pollInterval.clampedMilliseconds, 1_000))) * 1_000_000
+        schedulePolls(every: interval)
+        loop.start()
+    }
+
+    /// The transport's event loop, which also runs the jobs of its hub's
+    /// executor, so a notification it reads reaches a handler there without
+    /// waking another thread.
+    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
+
+    private func schedulePolls(every interval: UInt64) {
+        loop.schedule(after: interval) { [weak self] in
+            guard let self else { return }
+            readPass()
+            schedulePolls(every: interval)
+        }
+    }
+
+    /// Queues one read pass on the loop, unless one is queued already.
+    private func requestPass() {
+        guard !passQueued.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        loop.execute { [weak self] in self?.readPass() }
     }
 
     /// Starts reading `name`'s log: at the end, or at this identity's saved
@@ -241,6 +274,9 @@ public final class FileSignalTransport: NotificationTransport {
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
         try SharedDirectory.prepare(FileLog.nameDirectory(directory, name), sharing: configuration.sharing)
         let start = startingPoint(for: name)
+        #if canImport(Darwin)
+            var newSignal: CInt?
+        #endif
         try state.withLock { (state: inout FileSignalState) throws(TypedNotificationError) in
             guard case .open = state.phase else {
                 throw TypedNotificationError(code: .closed, message: "subscribe on a file transport that is not open")
@@ -257,13 +293,23 @@ public final class FileSignalTransport: NotificationTransport {
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
                 sharing: configuration.sharing)
             #if canImport(Darwin)
+                let before = state.signalDescriptor
                 state.signalDescriptor =
                     DarwinChangeSignal.register(
                         FileLog.signalName(directory, name),
                         descriptor: state.signalDescriptor
                     ) ?? state.signalDescriptor
+                newSignal = before == nil && configuration.usesChangeEvents ? state.signalDescriptor : nil
             #endif
         }
+        #if canImport(Darwin)
+            if let newSignal {
+                _ = loop.register(newSignal) { [weak self] in
+                    DarwinChangeSignal.drain(newSignal)
+                    self?.readPass()
+                }
+            }
+        #endif
         if let identity {
             let cursor = FileCursor(committed: start.position, delivered: start.redeliverThrough ?? start.position)
             commits.withLock { table in
@@ -275,7 +321,7 @@ public final class FileSignalTransport: NotificationTransport {
             // Saved now, so retention keeps what this identity has yet to read.
             cursor.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
         }
-        wake()
+        requestPass()
     }
 
     /// Stops reading `name`'s log. A durable cursor stays where its handled
@@ -351,9 +397,11 @@ public final class FileSignalTransport: NotificationTransport {
     }
 
     /// Stops reading and closes the logs, saving how far this identity's
-    /// observers got. Waits for the reader thread, at most 2 seconds: nothing
-    /// it does blocks (every open is non-blocking), and a thread stuck anyway
-    /// (a hung network file system) is left to end on its own. Idempotent.
+    /// observers got. Waits for the event-loop thread, at most 2 seconds:
+    /// nothing it does blocks (every open is non-blocking), and a thread
+    /// stuck anyway (a hung network file system) is left to end on its own.
+    /// Called on that thread (a center released while it delivered), it
+    /// does not wait for itself. Idempotent.
     public func close() {
         let wasOpen = state.withLock { state -> Bool in
             defer {
@@ -364,11 +412,11 @@ public final class FileSignalTransport: NotificationTransport {
             return false
         }
         appenders.withLock { $0 = [:] }
+        loop.stop()
         guard wasOpen else { return }
-        wake()
-        if state.withLock({ $0.readerThread })?.isCurrent != true {
-            _ = readerFinished.wait(timeout: .now() + .seconds(2))
-        }
+        _ = loop.join(nanoseconds: 2_000_000_000)
+        // What was handled so far is saved; later commits save themselves.
+        saveDueCursors(closing: true)
     }
 
     /// Where reading `name` starts, and up to where what is read may have
@@ -419,77 +467,40 @@ public final class FileSignalTransport: NotificationTransport {
         return LogPosition(segment: position.segment, offset: boundary)
     }
 
-    private func wake() {
-        _ = System.writeAll(wakePipe.writeEnd, [1])
-    }
+    // MARK: - Reading, on the event loop
 
-    // MARK: - The reading thread
-
-    private func runReader(receiver: TransportReceiver) {
-        let usesChangeEvents = configuration.usesChangeEvents
-        let monitorDescriptor = state.withLock { state -> CInt? in
-            state.readerThread = ThreadIdentity.current
-            return usesChangeEvents ? state.monitor.pollDescriptor : nil
+    /// Reads every subscribed log and hands what is new to the center: a
+    /// change event only says when to look.
+    private func readPass() {
+        passQueued.store(false, ordering: .releasing)
+        let batches = state.withLock { state -> (FileReading, [(NotificationName, [LogRecord])])? in
+            guard case .open = state.phase, let receiving = state.receiving else { return nil }
+            _ = state.monitor.changes()
+            // A log directory removed (and perhaps created again) lost its
+            // watch: watch it again once it exists; until then the poll
+            // looks at it.
+            let lost = state.monitor.takeLostWatches()
+            for (name, index) in state.watchIndex where lost.contains(index) {
+                state.watchIndex[name] = nil
+            }
+            for name in state.readers.keys where state.watchIndex[name] == nil {
+                if let index = try? state.monitor.watch(FileLog.nameDirectory(directory, name)) {
+                    state.watchIndex[name] = index
+                }
+            }
+            let batches = state.readers.map { name, reader in
+                (name, reader.readNew(root: directory, decoder: &receiving.decoder, counters: counters))
+            }
+            return (receiving, batches)
         }
-        defer {
-            // What was handled so far is saved; later commits save themselves.
-            saveDueCursors(closing: true)
-            readerFinished.signal()
+        guard let (receiving, batches) = batches else { return }
+        if let removal = receiving.removalWatch.removal() {
+            receiving.receiver.fail(removal)
+            return
         }
-        var decoder = EnvelopeDecoder()
-        var scratch = [UInt8](repeating: 0, count: 64)
-        let timeout = configuration.pollInterval.clampedMilliseconds
-        var removalWatch = RemovalWatch([root].compactMap { $0 })
-        while true {
-            if let removal = removalWatch.removal() {
-                receiver.fail(removal)
-                return
-            }
-            var descriptors = [pollfd(fd: wakePipe.readEnd.rawValue, events: Int16(POLLIN), revents: 0)]
-            if let monitorDescriptor {
-                descriptors.append(pollfd(fd: monitorDescriptor, events: Int16(POLLIN), revents: 0))
-            }
-            #if canImport(Darwin)
-                if usesChangeEvents, let signal = state.withLock({ $0.signalDescriptor }) {
-                    descriptors.append(pollfd(fd: signal, events: Int16(POLLIN), revents: 0))
-                }
-            #endif
-            _ = System.pollDescriptors(&descriptors, timeout: max(1, min(timeout, 1_000)))
-            if descriptors[0].revents != 0 {
-                _ = scratch.withUnsafeMutableBytes { System.readBytes(wakePipe.readEnd, into: $0) }
-            }
-            #if canImport(Darwin)
-                // Drain the notify(3) tokens so the descriptor stops being readable.
-                for descriptor in descriptors.dropFirst()
-                where descriptor.revents != 0 && descriptor.fd != monitorDescriptor {
-                    _ = scratch.withUnsafeMutableBytes { Darwin.read(descriptor.fd, $0.baseAddress, $0.count) }
-                }
-            #endif
-            // Read every subscribed log: a change event only says when to look.
-            let batches = state.withLock { state -> [(NotificationName, [LogRecord])]? in
-                guard case .open = state.phase else { return nil }
-                _ = state.monitor.changes()
-                // A log directory removed (and perhaps created again) lost its
-                // watch: watch it again once it exists; until then the poll
-                // looks at it.
-                let lost = state.monitor.takeLostWatches()
-                for (name, index) in state.watchIndex where lost.contains(index) {
-                    state.watchIndex[name] = nil
-                }
-                for name in state.readers.keys where state.watchIndex[name] == nil {
-                    if let index = try? state.monitor.watch(FileLog.nameDirectory(directory, name)) {
-                        state.watchIndex[name] = index
-                    }
-                }
-                return state.readers.map { name, reader in
-                    (name, reader.readNew(root: directory, decoder: &decoder, counters: counters))
-                }
-            }
-            guard let batches else { return }
-            saveDueCursors()
-            for (name, records) in batches where !records.isEmpty {
-                deliver(records, of: name, to: receiver)
-            }
+        saveDueCursors()
+        for (name, records) in batches where !records.isEmpty {
+            deliver(records, of: name, to: receiving.receiver)
         }
     }
 
@@ -542,7 +553,7 @@ public final class FileSignalTransport: NotificationTransport {
             table.slots[name]?.savePending = true
             return (true, nil)
         }
-        if action.wake { wake() }
+        if action.wake { loop.execute { [weak self] in self?.saveDueCursors() } }
         if let cursor = action.save, let identity {
             cursor.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
         }
@@ -607,7 +618,8 @@ struct FileSignalState {
     let monitor: DirectoryMonitor
     var watchIndex: [NotificationName: Int] = [:]
     var readers: [NotificationName: LogReader] = [:]
-    var readerThread: ThreadIdentity?
+    /// What the loop's read passes keep, from `open` on.
+    var receiving: FileReading?
     /// Apple platforms: the notify(3) descriptor that wakes the reader.
     var signalDescriptor: CInt?
 
@@ -813,5 +825,19 @@ extension NotificationHub where Transport == FileSignalTransport {
                 missed: 0
             )
         )
+    }
+}
+
+/// What the read passes keep between them.
+final class FileReading: @unchecked Sendable {
+    // Sendable: created by `open` and then used only by read passes, which
+    // run on the transport's event loop, one at a time.
+    let receiver: TransportReceiver
+    var decoder = EnvelopeDecoder()
+    var removalWatch: RemovalWatch
+
+    init(receiver: TransportReceiver, root: FileIdentity?) {
+        self.receiver = receiver
+        self.removalWatch = RemovalWatch([root].compactMap { $0 })
     }
 }

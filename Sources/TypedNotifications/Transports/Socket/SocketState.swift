@@ -26,10 +26,6 @@ struct SocketState {
     /// Endpoint ids per name; a name missing here is scanned on its next post.
     var routes: [NotificationName: [String]] = [:]
     var peers: [String: SocketPeer] = [:]
-    var ioThread: ThreadIdentity?
-    /// The spool's monitor between ``SocketTransport/open(as:receiver:)`` and
-    /// the start of its I/O thread, which takes it and is its only user.
-    var spoolMonitor: DirectoryMonitor?
 
     init(monitor: DirectoryMonitor) {
         self.monitor = monitor

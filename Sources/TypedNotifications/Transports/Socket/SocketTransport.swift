@@ -163,10 +163,10 @@ public final class SocketTransport: NotificationTransport {
     private let identifier: String
     private let spoolDirectory: String
     private let receiveSocket: FileDescriptor
-    private let wakePipe: System.Pipe
     private let counters = SocketCounters()
     private let state: Locked<SocketState>
-    private let ioFinished = DispatchSemaphore(value: 0)
+    // Receives, reads the spool and runs the jobs of the hub's executor.
+    private let loop: EventLoop
 
     /// A directory for this user that survives as long as the login session:
     /// `$XDG_RUNTIME_DIR/typed-notifications`, else `/tmp/typed-notifications-<uid>`.
@@ -240,10 +240,10 @@ public final class SocketTransport: NotificationTransport {
         watchedFiles = [FileIdentity(directory), FileIdentity(socketPath)].compactMap { $0 }
 
         do throws(Errno) {
-            wakePipe = try System.makePipe().get()
+            loop = try EventLoop(name: "TypedNotifications.SocketTransport")
         } catch {
             undo()
-            throw SharedDirectory.failure(error, "could not create a wake-up pipe")
+            throw SharedDirectory.failure(error, "could not create an event loop")
         }
         let monitor: DirectoryMonitor
         do {
@@ -269,7 +269,7 @@ public final class SocketTransport: NotificationTransport {
     /// Socket transports carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
 
-    /// Starts receiving on a thread of the transport's own.
+    /// Starts receiving on the transport's event-loop thread.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         let spoolMonitor: DirectoryMonitor
         do {
@@ -283,18 +283,40 @@ public final class SocketTransport: NotificationTransport {
                 throw TypedNotificationError(code: .closed, message: "this socket transport was already opened")
             }
             state.phase = .open(sender)
-            state.spoolMonitor = spoolMonitor
         }
         // Before open returns, so that a transport that is up has reaped the
         // endpoints that were dead when it started, and never reaps later
         // ones behind its caller's back.
         sweepDeadSockets()
-        let thread = Thread { [self] in
-            self.runIO(receiver: receiver)
+        let receiving = SocketReceiving(
+            receiver: receiver, spoolMonitor: spoolMonitor, maximumEnvelopeSize: maximumEnvelopeSize,
+            watchedFiles: watchedFiles)
+        do throws(Errno) {
+            try loop.register(receiveSocket.rawValue) { [unowned self] in
+                // Bounded, so a flood of datagrams cannot keep the spool unread:
+                // the loop comes back while datagrams are waiting.
+                receiveAll(into: receiving, limit: Spool.socketDrainLimit)
+            }.get()
+            if let descriptor = spoolMonitor.pollDescriptor {
+                try loop.register(descriptor) { [unowned self] in
+                    _ = receiving.spoolMonitor.changes()
+                    takeSpool(receiving)
+                }.get()
+            } else {
+                // Without inotify (Apple platforms) the spool is looked at every 20 ms.
+                scheduleSpoolLook(receiving, after: 20_000_000, repeating: true)
+            }
+        } catch {
+            throw SharedDirectory.failure(error, "could not watch \(socketPath)")
         }
-        thread.name = "TypedNotifications.SocketTransport"
-        thread.start()
+        scheduleRemovalLook(receiving)
+        loop.start()
     }
+
+    /// The transport's event loop, which also runs the jobs of its hub's
+    /// executor, so a notification it receives reaches a handler there
+    /// without waking another thread.
+    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
 
     /// Registers this endpoint for `name`: from now on posts of it reach this transport.
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
@@ -449,13 +471,11 @@ public final class SocketTransport: NotificationTransport {
             _ = System.removeFile(SocketRegistry.entryPath(directory, name, identifier))
         }
         _ = System.removeFile(socketPath)
+        loop.stop()
         if before == .open {
-            wakeIO()
-            // The receiving thread may itself end up here (a center released while
-            // it delivered); it must not wait for itself.
-            if state.withLock({ $0.ioThread })?.isCurrent != true {
-                ioFinished.wait()
-            }
+            // The loop's thread may itself end up here (a center released
+            // while it delivered); it does not wait for itself.
+            _ = loop.join(nanoseconds: 10_000_000_000)
         }
         Self.removeSpool(spoolDirectory)
     }
@@ -713,11 +733,6 @@ public final class SocketTransport: NotificationTransport {
 
     // MARK: - The I/O thread
 
-    private func wakeIO() {
-        var byte: UInt8 = 1
-        _ = withUnsafeBytes(of: &byte) { System.writeAll(wakePipe.writeEnd, $0) }
-    }
-
     private var isOpen: Bool {
         state.withLock { state in
             if case .open = state.phase { return true }
@@ -725,57 +740,40 @@ public final class SocketTransport: NotificationTransport {
         }
     }
 
-    private func runIO(receiver: TransportReceiver) {
-        let taken = state.withLock { state in
-            state.ioThread = ThreadIdentity.current
-            let monitor = state.spoolMonitor
-            state.spoolMonitor = nil
-            return monitor
+    /// Looks at the spool `after` nanoseconds: again and again without
+    /// inotify, else once, when a file was busy or not settled.
+    private func scheduleSpoolLook(_ receiving: SocketReceiving, after nanoseconds: UInt64, repeating: Bool) {
+        loop.schedule(after: nanoseconds) { [weak self] in
+            guard let self, isOpen else { return }
+            if repeating {
+                _ = receiving.spoolMonitor.changes()
+                scheduleSpoolLook(receiving, after: nanoseconds, repeating: true)
+            } else {
+                receiving.recheckScheduled = false
+            }
+            takeSpool(receiving)
         }
-        defer { ioFinished.signal() }
-        guard let spoolMonitor = taken else { return }
-        var decoder = EnvelopeDecoder(maximumPayloadSize: maximumEnvelopeSize)
-        var buffer = [UInt8](repeating: 0, count: maximumEnvelopeSize + 1)
-        var scratch = [UInt8](repeating: 0, count: 64)
-        // Whether a spool file was busy (a poster mid-append) and must be
-        // looked at again shortly.
-        var spoolPending = false
-        // When this endpoint first saw each spool file, and when it last
-        // took one (see takeSpool).
-        var firstSeen: [String: UInt64] = [:]
-        var lastTake: UInt64 = 0
-        var removalWatch = RemovalWatch(watchedFiles)
-        while isOpen {
-            if let removal = removalWatch.removal() {
-                receiver.fail(removal)
+    }
+
+    /// Once a second: is the directory, or this endpoint's socket, gone?
+    private func scheduleRemovalLook(_ receiving: SocketReceiving) {
+        loop.schedule(after: 1_000_000_000) { [weak self] in
+            guard let self, isOpen else { return }
+            if let removal = receiving.removalWatch.removal() {
+                receiving.receiver.fail(removal)
                 return
             }
-            var descriptors = [
-                pollfd(fd: receiveSocket.rawValue, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: wakePipe.readEnd.rawValue, events: Int16(POLLIN), revents: 0),
-            ]
-            if let spoolDescriptor = spoolMonitor.pollDescriptor {
-                descriptors.append(pollfd(fd: spoolDescriptor, events: Int16(POLLIN), revents: 0))
-            }
-            // Without inotify (Apple platforms) the spool is looked at every
-            // 20 ms; with it, only when it changed or a file was busy.
-            let timeout: CInt = spoolPending ? 1 : (spoolMonitor.pollDescriptor == nil ? 20 : 1_000)
-            guard case .success = System.pollDescriptors(&descriptors, timeout: timeout) else { continue }
-            if descriptors[1].revents != 0 {
-                _ = scratch.withUnsafeMutableBytes { System.readBytes(wakePipe.readEnd, into: $0) }
-            }
-            if descriptors[0].revents != 0 {
-                // Bounded, so a flood of datagrams cannot keep the spool unread.
-                receiveAll(into: &buffer, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
-            }
-            let spoolChanged =
-                descriptors.count > 2 ? descriptors[2].revents != 0 : spoolMonitor.changes().map { !$0.isEmpty } ?? true
-            if spoolChanged || spoolPending {
-                if descriptors.count > 2 { _ = spoolMonitor.changes() }
-                spoolPending = takeSpool(
-                    buffer: &buffer, decoder: &decoder, receiver: receiver, firstSeen: &firstSeen,
-                    lastTake: &lastTake)
-            }
+            scheduleRemovalLook(receiving)
+        }
+    }
+
+    private func takeSpool(_ receiving: SocketReceiving) {
+        let pending = takeSpool(
+            buffer: &receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver,
+            firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
+        if pending, !receiving.recheckScheduled, receiving.spoolMonitor.pollDescriptor != nil {
+            receiving.recheckScheduled = true
+            scheduleSpoolLook(receiving, after: 1_000_000, repeating: false)
         }
     }
 
@@ -962,6 +960,10 @@ public final class SocketTransport: NotificationTransport {
         }
     }
 
+    private func receiveAll(into receiving: SocketReceiving, limit: Int) {
+        receiveAll(into: &receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit)
+    }
+
     private func receiveAll(
         into buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
     ) {
@@ -1038,5 +1040,33 @@ private final class SpoolFileLock {
         }
         bytes.removeSubrange(offset...)
         return bytes
+    }
+}
+
+/// What the receiving side keeps between events.
+private final class SocketReceiving: @unchecked Sendable {
+    // Sendable: after `open` hands it to the event loop, only the loop's
+    // handlers and timers touch it, and they run on its thread one at a time.
+    let receiver: TransportReceiver
+    let spoolMonitor: DirectoryMonitor
+    var decoder: EnvelopeDecoder
+    var buffer: [UInt8]
+    // When this endpoint first saw each spool file, and when it last took
+    // one (see takeSpool).
+    var firstSeen: [String: UInt64] = [:]
+    var lastTake: UInt64 = 0
+    // A look at a busy or unsettled spool file is scheduled.
+    var recheckScheduled = false
+    var removalWatch: RemovalWatch
+
+    init(
+        receiver: TransportReceiver, spoolMonitor: DirectoryMonitor, maximumEnvelopeSize: Int,
+        watchedFiles: [FileIdentity]
+    ) {
+        self.receiver = receiver
+        self.spoolMonitor = spoolMonitor
+        self.decoder = EnvelopeDecoder(maximumPayloadSize: maximumEnvelopeSize)
+        self.buffer = [UInt8](repeating: 0, count: maximumEnvelopeSize + 1)
+        self.removalWatch = RemovalWatch(watchedFiles)
     }
 }

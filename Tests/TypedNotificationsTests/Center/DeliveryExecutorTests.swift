@@ -1,0 +1,155 @@
+import Foundation
+import NotificationPlatform
+import Testing
+
+@testable import TypedNotifications
+
+/// An actor of the test's own, on the shared pool.
+private actor Elsewhere {}
+
+/// The two transports with a receiving thread, each in a fresh directory.
+enum LoopTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case socket
+    case file
+
+    var testDescription: String { rawValue }
+
+    /// A hub, the event loop its transport receives on, and its close.
+    func hub(_ directory: String, endpoint: String = "test") throws -> (
+        any TypedNotificationCenter<NotificationExecutor>, EventLoop, @Sendable () -> Void
+    ) {
+        switch self {
+        case .socket:
+            let hub = try socketHub(directory, endpoint: endpoint)
+            return (hub, try #require(hub.transport.deliveryExecutor as? EventLoop), { hub.close() })
+        case .file:
+            let hub = try NotificationHub(endpoint: endpoint, transport: FileSignalTransport(directory: directory))
+            return (hub, try #require(hub.transport.deliveryExecutor as? EventLoop), { hub.close() })
+        }
+    }
+}
+
+@Suite("The transport's thread runs the center's executor", .timeLimit(.minutes(1)))
+struct DeliveryExecutorTests {
+    @Test(
+        "a handler on the center's executor runs on the transport's receiving thread", arguments: LoopTransport.allCases
+    )
+    func handlerOnLoop(_ kind: LoopTransport) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let (hub, loop, _) = try kind.hub(directory)
+        let seen = Collector<(Int, Bool)>()
+        let token = try hub.addObserver(Ping.self) { note, _ in seen.append((note.index, loop.isCurrent)) }
+        for index in 0..<200 { try hub.post(Ping(index: index)) }
+        await seen.wait(forCount: 200)
+        #expect(seen.values.map(\.0) == Array(0..<200))
+        #expect(seen.values.allSatisfy { $0.1 })
+        token.cancel()
+    }
+
+    @Test(
+        "a for-await loop in a task that prefers the center's task executor runs there",
+        arguments: LoopTransport.allCases)
+    func sequenceOnLoop(_ kind: LoopTransport) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let (hub, loop, _) = try kind.hub(directory)
+        let sequence = try hub.notifications(of: Ping.self)
+        let consumer = Task(executorPreference: hub.executor.taskExecutor) {
+            var seen: [(Int, Bool)] = []
+            for await note in sequence {
+                seen.append((note.index, loop.isCurrent))
+                if seen.count == 100 { break }
+            }
+            return seen
+        }
+        for index in 0..<100 { try hub.post(Ping(index: index)) }
+        let seen = await consumer.value
+        #expect(seen.map(\.0) == Array(0..<100))
+        #expect(seen.allSatisfy { $0.1 })
+    }
+
+    @Test(
+        "a slow handler on the executor holds up receiving for others by one call, not by its backlog",
+        arguments: LoopTransport.allCases)
+    func slowHandlerDoesNotStarveOthers(_ kind: LoopTransport) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let (hub, _, _) = try kind.hub(directory)
+        let slowHandled = Counter()
+        let slow = try hub.addObserver(Ping.self) { _, _ in
+            // Work that takes a while: 300 of these take 1.5 s.
+            Thread.sleep(forTimeInterval: 0.005)
+            slowHandled.increment()
+        }
+        let other = Collector<Int>()
+        let slowWhenOtherDone = Slot<Int>()
+        // Held here: a center holds a handler's actor weakly.
+        let elsewhere = Elsewhere()
+        let fast = try hub.addObserver(Ping.self, on: elsewhere) { _, note, _ in
+            other.append(note.index)
+            if note.index == 299 { slowWhenOtherDone.set(slowHandled.count) }
+        }
+        for index in 0..<300 { try hub.post(Ping(index: index)) }
+        await other.wait(forCount: 300)
+        #expect(other.values == Array(0..<300))
+        #expect(try #require(slowWhenOtherDone.current) < 300)
+        fast.cancel()
+        slow.cancel()
+        withExtendedLifetime(elsewhere) {}
+    }
+
+    @Test(
+        "closing the center from a handler on its executor returns: the thread does not wait for itself",
+        arguments: LoopTransport.allCases)
+    func closeFromHandler(_ kind: LoopTransport) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let (hub, loop, close) = try kind.hub(directory)
+        let closed = Signal()
+        let onLoop = Flag()
+        let token = try hub.addObserver(Ping.self) { _, _ in
+            if loop.isCurrent { onLoop.set() }
+            close()
+            closed.fire()
+        }
+        try hub.post(Ping(index: 0))
+        #expect(await closed.wait(upTo: .seconds(30)))
+        #expect(onLoop.isSet)
+        #expect(throws: TypedNotificationError.self) { try hub.post(Ping(index: 1)) }
+        token.cancel()
+    }
+
+    @Test(
+        "after a synchronous cancel returns, no run of the handler starts, though it ran on the transport's thread",
+        arguments: LoopTransport.allCases)
+    func syncCancelOnLoop(_ kind: LoopTransport) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let (hub, _, _) = try kind.hub(directory)
+        let started = Signal()
+        let cancelled = Flag()
+        let ranAfterCancel = Counter()
+        let token = try hub.addObserver(Ping.self) { _, _ in
+            if cancelled.isSet { ranAfterCancel.increment() }
+            started.fire()
+            Thread.sleep(forTimeInterval: 0.001)
+        }
+        for index in 0..<2000 { try hub.post(Ping(index: index)) }
+        await started.wait()
+        await Task.detached {
+            token.cancel()
+            cancelled.set()
+        }.value
+        // Anything still queued on the loop has had its chance to run.
+        let probe = try hub.addObserver(Note.self) { _, _ in }
+        try hub.post(Note(text: "probe"))
+        let drained = Signal()
+        let last = try hub.addObserver(Note.self) { _, _ in drained.fire() }
+        try hub.post(Note(text: "last"))
+        #expect(await drained.wait(upTo: .seconds(30)))
+        #expect(ranAfterCancel.count == 0)
+        probe.cancel()
+        last.cancel()
+    }
+}
