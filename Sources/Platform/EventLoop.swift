@@ -32,6 +32,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     private let poller: EventPoller
     private let state = Mutex(LoopState())
+    private let handOffCount = Atomic<Int>(0)
     private let finished = OneShotEvent()
 
     /// Creates a loop; its thread starts with ``start()``.
@@ -55,6 +56,11 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         thread.name = name
         thread.start()
     }
+
+    /// How many jobs other threads handed to the loop; what the loop's own
+    /// thread enqueues (a handler's job, resumed by the message it just
+    /// received) is not counted, and never needs a wake-up.
+    package var handOffs: Int { handOffCount.load(ordering: .relaxed) }
 
     /// Whether the calling thread is the one running this loop's jobs now:
     /// the loop's own thread, or, once stopped, the pool thread draining them.
@@ -91,7 +97,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
             state.timers.append(LoopTimer(deadline: deadline, body: body))
             return state.takeWakeUp()
         }
-        if wakes { poller.wake() }
+        if wakes { wake() }
     }
 
     /// Runs `body` on the loop's thread, after the jobs queued before it.
@@ -134,7 +140,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
                 return false
             }
         }
-        if wakes { poller.wake() }
+        if wakes { wake() }
         // A loop that never ran signals its own end.
         if state.withLock({ $0.thread == nil && $0.phase == .stopped }) {
             finished.signal()
@@ -161,9 +167,15 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     // MARK: - The loop
 
+    private func wake() {
+        poller.wake()
+    }
+
     private func push(_ job: LoopJob) {
+        let current = ThreadIdentity.current
         let action = state.withLock { state -> PushAction in
             state.jobs.append(job)
+            if state.thread != current { handOffCount.add(1, ordering: .relaxed) }
             switch state.phase {
             case .created, .running, .stopping:
                 return state.takeWakeUp() ? .wake : .none
@@ -175,7 +187,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         }
         switch action {
         case .none: break
-        case .wake: poller.wake()
+        case .wake: wake()
         case .drain: DispatchQueue.global().async { self.drainDetached() }
         }
     }

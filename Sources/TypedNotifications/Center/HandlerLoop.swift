@@ -25,7 +25,14 @@ func startHandler<N: TypedNotification, A: Actor>(
     handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) -> ObservationToken {
     let loop: Task<Void, Never>
-    if actor is NotificationExecutor || actor is MainActor {
+    if let executor = actor as? NotificationExecutor {
+        // Preferring the transport's thread as task executor too: a resumed
+        // wait is enqueued there (by the thread that received, so nobody is
+        // woken), and the hop to the actor that follows costs nothing.
+        loop = Task(executorPreference: executor.taskExecutor) {
+            await runPinnedHandlerLoop(observation, on: actor, handler: handler)
+        }
+    } else if actor is MainActor {
         loop = Task { await runPinnedHandlerLoop(observation, on: actor, handler: handler) }
     } else {
         let reference = WeakActorReference(actor)

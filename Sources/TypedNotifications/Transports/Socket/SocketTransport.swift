@@ -165,6 +165,9 @@ public final class SocketTransport: NotificationTransport {
     private let receiveSocket: FileDescriptor
     private let counters = SocketCounters()
     private let state: Locked<SocketState>
+    // Read once: a getuid per datagram showed in profiles.
+    private let ownUser = SystemProcess.userID
+    private let ownGroup = SystemProcess.groupID
     // Receives, reads the spool and runs the jobs of the hub's executor.
     private let loop: EventLoop
 
@@ -967,7 +970,6 @@ public final class SocketTransport: NotificationTransport {
     private func receiveAll(
         into buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
     ) {
-        let ownUser = SystemProcess.userID
         var taken = 0
         while taken < limit {
             taken += 1
@@ -980,7 +982,7 @@ public final class SocketTransport: NotificationTransport {
             if let user = datagram.senderUserID {
                 let allowed =
                     user == ownUser
-                    || (configuration.sharing == .group && datagram.senderGroupID == SystemProcess.groupID)
+                    || (configuration.sharing == .group && datagram.senderGroupID == ownGroup)
                 guard allowed else {
                     counters.refusedForeignSender.add(1, ordering: .relaxed)
                     continue
