@@ -56,7 +56,7 @@ package final class DirectoryMonitor {
             guard descriptor != -1 else { throw Errno.current }
             watches[descriptor] = index
         #else
-            if case .success(let info) = System.linkStatus(path) { lastModified[index] = info.st_mtimespec }
+            if case .success(let info) = SystemCalls.linkStatus(path) { lastModified[index] = info.st_mtimespec }
         #endif
         paths.append(path)
         return index
@@ -116,7 +116,7 @@ package final class DirectoryMonitor {
             }
         #else
             for (index, path) in paths.enumerated() {
-                guard case .success(let info) = System.linkStatus(path) else {
+                guard case .success(let info) = SystemCalls.linkStatus(path) else {
                     changed.insert(index)
                     continue
                 }

@@ -33,24 +33,26 @@ struct EventPoller: ~Copyable {
     /// or `kqueue` (Apple platforms).
     init() throws(Errno) {
         #if canImport(Darwin)
-            let queue = try System.retrying { kqueue() }.map(FileDescriptor.init(adopting:)).get()
+            let queue = try SystemCalls.retrying { kqueue() }.map(FileDescriptor.init(adopting:)).get()
             var change = kevent(
                 ident: 0, filter: Int16(EVFILT_USER), flags: UInt16(EV_ADD | EV_CLEAR), fflags: 0, data: 0,
                 udata: nil)
-            if case .failure(let error) = System.retrying({ kevent(queue.rawValue, &change, 1, nil, 0, nil) }) {
+            if case .failure(let error) = SystemCalls.retrying({ kevent(queue.rawValue, &change, 1, nil, 0, nil) }) {
                 throw error
             }
             self.queue = queue
             self.events = .allocate(capacity: EventPoller.capacity)
         #else
-            let queue = try System.retrying { epoll_create1(CInt(EPOLL_CLOEXEC)) }.map(FileDescriptor.init(adopting:))
-                .get()
-            let wake = try System.retrying { eventfd(0, CInt(EFD_CLOEXEC | EFD_NONBLOCK)) }
+            let queue = try SystemCalls.retrying { epoll_create1(CInt(EPOLL_CLOEXEC)) }.map(
+                FileDescriptor.init(adopting:)
+            )
+            .get()
+            let wake = try SystemCalls.retrying { eventfd(0, CInt(EFD_CLOEXEC | EFD_NONBLOCK)) }
                 .map(FileDescriptor.init(adopting:)).get()
             var event = epoll_event()
             event.events = EPOLLIN.rawValue
             event.data.fd = wake.rawValue
-            if case .failure(let error) = System.retrying({
+            if case .failure(let error) = SystemCalls.retrying({
                 epoll_ctl(queue.rawValue, EPOLL_CTL_ADD, wake.rawValue, &event)
             }) {
                 throw error
@@ -73,12 +75,12 @@ struct EventPoller: ~Copyable {
             var change = kevent(
                 ident: UInt(descriptor), filter: Int16(EVFILT_READ), flags: UInt16(EV_ADD | EV_ENABLE), fflags: 0,
                 data: 0, udata: nil)
-            return System.retrying { kevent(queue.rawValue, &change, 1, nil, 0, nil) }.map { _ in }
+            return SystemCalls.retrying { kevent(queue.rawValue, &change, 1, nil, 0, nil) }.map { _ in }
         #else
             var event = epoll_event()
             event.events = EPOLLIN.rawValue
             event.data.fd = descriptor
-            return System.retrying { epoll_ctl(queue.rawValue, EPOLL_CTL_ADD, descriptor, &event) }.map { _ in }
+            return SystemCalls.retrying { epoll_ctl(queue.rawValue, EPOLL_CTL_ADD, descriptor, &event) }.map { _ in }
         #endif
     }
 
@@ -90,10 +92,10 @@ struct EventPoller: ~Copyable {
             var change = kevent(
                 ident: UInt(descriptor), filter: Int16(EVFILT_READ), flags: UInt16(EV_DELETE), fflags: 0, data: 0,
                 udata: nil)
-            _ = System.retrying { kevent(queue.rawValue, &change, 1, nil, 0, nil) }
+            _ = SystemCalls.retrying { kevent(queue.rawValue, &change, 1, nil, 0, nil) }
         #else
             var event = epoll_event()
-            _ = System.retrying { epoll_ctl(queue.rawValue, EPOLL_CTL_DEL, descriptor, &event) }
+            _ = SystemCalls.retrying { epoll_ctl(queue.rawValue, EPOLL_CTL_DEL, descriptor, &event) }
         #endif
     }
 
@@ -105,10 +107,10 @@ struct EventPoller: ~Copyable {
         #if canImport(Darwin)
             var change = kevent(
                 ident: 0, filter: Int16(EVFILT_USER), flags: 0, fflags: UInt32(NOTE_TRIGGER), data: 0, udata: nil)
-            _ = System.retrying { kevent(queue.rawValue, &change, 1, nil, 0, nil) }
+            _ = SystemCalls.retrying { kevent(queue.rawValue, &change, 1, nil, 0, nil) }
         #else
             var one: UInt64 = 1
-            _ = System.retrying { write(wakeDescriptor.rawValue, &one, 8) }
+            _ = SystemCalls.retrying { write(wakeDescriptor.rawValue, &one, 8) }
         #endif
     }
 
@@ -122,7 +124,7 @@ struct EventPoller: ~Copyable {
         #if canImport(Darwin)
             var limit = timespec(tv_sec: Int(milliseconds / 1000), tv_nsec: Int(milliseconds % 1000) * 1_000_000)
             let count = withUnsafePointer(to: &limit) { limitPointer in
-                System.retrying {
+                SystemCalls.retrying {
                     kevent(
                         queue.rawValue, nil, 0, events, CInt(EventPoller.capacity),
                         milliseconds < 0 ? nil : limitPointer)
@@ -133,7 +135,7 @@ struct EventPoller: ~Copyable {
                 ready.append(CInt(events[index].ident))
             }
         #else
-            let count = System.retrying {
+            let count = SystemCalls.retrying {
                 epoll_wait(queue.rawValue, events, CInt(EventPoller.capacity), milliseconds)
             }
             guard case .success(let found) = count else { return }

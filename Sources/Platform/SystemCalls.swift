@@ -12,7 +12,7 @@ import CTypedNotifications
 
 /// Thin wrappers over the system calls this package makes: each reads `errno`
 /// at once, retries `EINTR`, and returns a `Result`.
-package enum System {
+package enum SystemCalls {
     /// Retries `call` while it fails with `EINTR`.
     @inline(__always)
     static func retrying<T: BinaryInteger>(_ call: () -> T) -> Result<T, Errno> {

@@ -76,8 +76,8 @@ extension NotificationCenter: TypedNotificationCenter {
         _ type: N.Type,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) -> Observation<N> {
-        let observation = Observation<N>(
+    ) -> ObserverRecord<N> {
+        let observation = ObserverRecord<N>(
             filter: senders,
             observer: FoundationBridge.sender,
             policy: bufferingPolicy,

@@ -20,7 +20,7 @@ enum HandlerLoopBudget {
 /// a center's executor live for good or belong to the center, so a loop on
 /// them keeps them and waits on them, which saves a thread hop per wake-up.
 func startHandler<N: TypedNotification, A: Actor>(
-    for observation: Observation<N>,
+    for observation: ObserverRecord<N>,
     on actor: A,
     handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) -> ObservationToken {
@@ -44,7 +44,7 @@ func startHandler<N: TypedNotification, A: Actor>(
 /// The loop for an actor it may keep: waits isolated to it, and yields it
 /// whenever it has used a budget without waiting.
 private func runPinnedHandlerLoop<N: TypedNotification, A: Actor>(
-    _ observation: Observation<N>,
+    _ observation: ObserverRecord<N>,
     on actor: isolated A,
     handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) async {
@@ -66,7 +66,7 @@ private func runPinnedHandlerLoop<N: TypedNotification, A: Actor>(
 /// The loop for a user's actor: waits holding no reference to it, and takes a
 /// strong one only to deliver a slice.
 private func runWeakHandlerLoop<N: TypedNotification, A: Actor>(
-    _ observation: Observation<N>,
+    _ observation: ObserverRecord<N>,
     on reference: WeakActorReference<A>,
     handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) async {
@@ -119,7 +119,7 @@ private struct HandlerRun<N: TypedNotification>: Sendable {
         case budgetSpent
     }
 
-    let observation: Observation<N>
+    let observation: ObserverRecord<N>
     private var batch: [DeliveryQueue.Entry] = []
     private var index = 0
     private var decoder = DeliveryDecoder<N>()
@@ -127,7 +127,7 @@ private struct HandlerRun<N: TypedNotification>: Sendable {
     private var budgetUsed = 0
     private var budgetStart: UInt64 = 0
 
-    init(_ observation: Observation<N>) {
+    init(_ observation: ObserverRecord<N>) {
         self.observation = observation
     }
 

@@ -241,8 +241,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> Observation<N> {
-        let observation = Observation<N>(
+    ) throws(TypedNotificationError) -> ObserverRecord<N> {
+        let observation = ObserverRecord<N>(
             filter: senders,
             observer: sender,
             policy: bufferingPolicy,

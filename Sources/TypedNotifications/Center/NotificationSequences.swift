@@ -20,7 +20,7 @@ public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, 
 
     let registration: SequenceRegistration<Notification>
 
-    init(observation: Observation<Notification>) {
+    init(observation: ObserverRecord<Notification>) {
         registration = SequenceRegistration(observation)
     }
 
@@ -106,7 +106,7 @@ extension NotificationSequence.AsyncIterator: Sendable {}
 
 /// Owned by a sequence and its iterator; the observer lives while either does.
 final class SequenceRegistration<N: TypedNotification>: Sendable {
-    let observation: Observation<N>
+    let observation: ObserverRecord<N>
     // Set by the first makeAsyncIterator: a delivery queue has one consumer.
     private let iterated = Atomic<Bool>(false)
 
@@ -115,7 +115,7 @@ final class SequenceRegistration<N: TypedNotification>: Sendable {
         !iterated.exchange(true, ordering: .acquiringAndReleasing)
     }
 
-    init(_ observation: Observation<N>) {
+    init(_ observation: ObserverRecord<N>) {
         self.observation = observation
     }
 

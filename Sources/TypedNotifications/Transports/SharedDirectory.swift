@@ -30,17 +30,17 @@ enum SharedDirectory {
     /// a real directory (not a symbolic link), owned by this user, with no
     /// permission bits beyond the sharing's.
     static func prepare(_ path: String, sharing: DirectorySharing) throws(TypedNotificationError) {
-        switch System.makeDirectory(path, mode: sharing.directoryMode) {
+        switch SystemCalls.makeDirectory(path, mode: sharing.directoryMode) {
         case .success:
             // mkdir applies the umask; set the mode exactly.
-            _ = System.changeMode(path, mode: sharing.directoryMode)
+            _ = SystemCalls.changeMode(path, mode: sharing.directoryMode)
         case .failure(.fileExists):
             break
         case .failure(let error):
             throw failure(error, "could not create the directory \(path)")
         }
         let info: stat
-        switch System.linkStatus(path) {
+        switch SystemCalls.linkStatus(path) {
         case .success(let found): info = found
         case .failure(let error): throw failure(error, "could not inspect \(path)")
         }
@@ -107,7 +107,7 @@ enum SharedFile {
         _ path: String, _ flags: CInt, mode: mode_t = 0, sharing: DirectorySharing
     ) -> Result<FileDescriptor, TypedNotificationError> {
         let file: FileDescriptor
-        switch System.openFile(path, flags | O_NOFOLLOW | O_NONBLOCK, mode: mode) {
+        switch SystemCalls.openFile(path, flags | O_NOFOLLOW | O_NONBLOCK, mode: mode) {
         case .success(let opened): file = opened
         case .failure(.tooManySymbolicLinks):
             // O_NOFOLLOW on a symbolic link.
@@ -115,7 +115,7 @@ enum SharedFile {
         case .failure(let error):
             return .failure(SharedDirectory.failure(error, "could not open \(path)"))
         }
-        guard case .success(let info) = System.fileStatus(file) else {
+        guard case .success(let info) = SystemCalls.fileStatus(file) else {
             return .failure(TypedNotificationError(code: .transportFailure, message: "could not inspect \(path)"))
         }
         if let problem = problem(with: info, sharing: sharing) {
@@ -164,7 +164,7 @@ struct FileIdentity: Sendable, Equatable {
 
     /// The identity of what `path` names now (not following a link), or `nil`.
     init?(_ path: String) {
-        guard case .success(let info) = System.linkStatus(path) else { return nil }
+        guard case .success(let info) = SystemCalls.linkStatus(path) else { return nil }
         self.path = path
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
@@ -172,7 +172,7 @@ struct FileIdentity: Sendable, Equatable {
 
     /// Whether `path` still names the same file.
     var isStillThere: Bool {
-        guard case .success(let info) = System.linkStatus(path) else { return false }
+        guard case .success(let info) = SystemCalls.linkStatus(path) else { return false }
         return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
     }
 

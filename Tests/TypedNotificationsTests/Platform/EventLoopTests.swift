@@ -48,7 +48,7 @@ struct EventLoopTests {
         let loop = try EventLoop(name: "test.read")
         loop.start()
         defer { loop.stop() }
-        let pipe = try System.makePipe().get()
+        let pipe = try SystemCalls.makePipe().get()
         let reads = Collector<Bool>()
         let readEnd = pipe.readEnd.rawValue
         _ = try loop.register(readEnd) {
@@ -56,9 +56,9 @@ struct EventLoopTests {
             _ = read(readEnd, &byte, 1)
             reads.append(loop.isCurrent)
         }.get()
-        _ = System.writeAll(pipe.writeEnd, [1])
+        _ = SystemCalls.writeAll(pipe.writeEnd, [1])
         await reads.wait(forCount: 1)
-        _ = System.writeAll(pipe.writeEnd, [2])
+        _ = SystemCalls.writeAll(pipe.writeEnd, [2])
         await reads.wait(forCount: 2)
         #expect(reads.values == [true, true])
         // Deregistered on the loop itself, so no later readiness can race it.
@@ -68,7 +68,7 @@ struct EventLoopTests {
             done.fire()
         }
         await done.wait()
-        _ = System.writeAll(pipe.writeEnd, [3])
+        _ = SystemCalls.writeAll(pipe.writeEnd, [3])
         let after = Signal()
         loop.execute { after.fire() }
         await after.wait()
@@ -115,11 +115,11 @@ struct EventLoopTests {
         }
         loop.execute(flood)
         loop.execute(flood)
-        let pipe = try System.makePipe().get()
+        let pipe = try SystemCalls.makePipe().get()
         let readEnd = pipe.readEnd.rawValue
         let readable = Signal()
         _ = try loop.register(readEnd) { readable.fire() }.get()
-        _ = System.writeAll(pipe.writeEnd, [1])
+        _ = SystemCalls.writeAll(pipe.writeEnd, [1])
         let arrived = await readable.wait(upTo: .seconds(30))
         stopFlood.set()
         loop.deregister(readEnd)

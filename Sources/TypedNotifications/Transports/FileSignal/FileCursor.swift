@@ -51,7 +51,7 @@ struct FileCursor: Equatable, Sendable {
     /// Reads a cursor file, never blocking on what someone planted there.
     static func load(root: String, identity: String, name: NotificationName, sharing: DirectorySharing) -> Loaded {
         let path = path(root: root, identity: identity, name: name)
-        guard case .success = System.linkStatus(path) else { return .missing }
+        guard case .success = SystemCalls.linkStatus(path) else { return .missing }
         let file: FileDescriptor
         switch SharedFile.open(path, O_RDONLY, sharing: sharing) {
         case .success(let opened): file = opened
@@ -98,12 +98,12 @@ struct FileCursor: Equatable, Sendable {
             case .success(let file) = SharedFile.open(
                 temporary, O_WRONLY | O_CREAT | O_EXCL, mode: sharing.fileMode, sharing: sharing)
         else { return false }
-        guard case .success = System.writeAll(file, bytes) else {
-            _ = System.removeFile(temporary)
+        guard case .success = SystemCalls.writeAll(file, bytes) else {
+            _ = SystemCalls.removeFile(temporary)
             return false
         }
-        guard case .success = System.renameFile(temporary, to: final) else {
-            _ = System.removeFile(temporary)
+        guard case .success = SystemCalls.renameFile(temporary, to: final) else {
+            _ = SystemCalls.removeFile(temporary)
             return false
         }
         return true
@@ -111,7 +111,7 @@ struct FileCursor: Equatable, Sendable {
 
     /// The oldest segment any durable reader of `name` still needs.
     static func oldestSegment(root: String, name: NotificationName, sharing: DirectorySharing) -> UInt64? {
-        guard case .success(let identities) = System.directoryEntries(FileLog.cursorsDirectory(root)) else {
+        guard case .success(let identities) = SystemCalls.directoryEntries(FileLog.cursorsDirectory(root)) else {
             return nil
         }
         return identities.compactMap { identity -> UInt64? in

@@ -31,14 +31,16 @@ extension FileSignalTransport {
     public static func logs(
         in directory: String = defaultDirectory, sharing: DirectorySharing = .ownerOnly
     ) -> [FileLogSummary] {
-        guard case .success(let names) = System.directoryEntries(FileLog.logsDirectory(directory)) else { return [] }
-        let identities = (try? System.directoryEntries(FileLog.cursorsDirectory(directory)).get()) ?? []
+        guard case .success(let names) = SystemCalls.directoryEntries(FileLog.logsDirectory(directory)) else {
+            return []
+        }
+        let identities = (try? SystemCalls.directoryEntries(FileLog.cursorsDirectory(directory)).get()) ?? []
         return names.sorted().compactMap { rawName -> FileLogSummary? in
             guard let name = try? NotificationName(validating: rawName) else { return nil }
             let segments = FileLog.segments(directory, name)
             var sizes: [UInt64: Int] = [:]
             for number in segments {
-                if case .success(let info) = System.linkStatus(FileLog.segmentPath(directory, name, number)) {
+                if case .success(let info) = SystemCalls.linkStatus(FileLog.segmentPath(directory, name, number)) {
                     sizes[number] = Int(info.st_size)
                 }
             }

@@ -43,11 +43,11 @@ enum FileLog {
     /// directory (a foreign file, a symbolic link, a directory) is ignored.
     static func segments(_ root: String, _ name: NotificationName) -> [UInt64] {
         let directory = nameDirectory(root, name)
-        guard case .success(let files) = System.directoryEntries(directory) else { return [] }
+        guard case .success(let files) = SystemCalls.directoryEntries(directory) else { return [] }
         return files.compactMap { file -> UInt64? in
             guard file.utf8.count == 24, file.hasSuffix(".log"),
                 let number = UInt64(file.prefix(20)), number > 0,
-                case .success(let info) = System.linkStatus(directory + "/" + file),
+                case .success(let info) = SystemCalls.linkStatus(directory + "/" + file),
                 info.st_mode & S_IFMT == S_IFREG
             else { return nil }
             return number
@@ -62,7 +62,7 @@ enum FileLog {
 
     /// Whether `path` is a regular file (not followed if a symbolic link).
     static func isSegment(at path: String) -> Bool {
-        guard case .success(let info) = System.linkStatus(path) else { return false }
+        guard case .success(let info) = SystemCalls.linkStatus(path) else { return false }
         return info.st_mode & S_IFMT == S_IFREG
     }
 
@@ -81,7 +81,8 @@ enum FileLog {
         var total = 0
         while total < count {
             let result = bytes.withUnsafeMutableBytes { raw in
-                System.readBytes(file, into: UnsafeMutableRawBufferPointer(rebasing: raw[total...]), at: offset + total)
+                SystemCalls.readBytes(
+                    file, into: UnsafeMutableRawBufferPointer(rebasing: raw[total...]), at: offset + total)
             }
             switch result {
             case .success(0): return .success(Array(bytes[..<total]))

@@ -197,7 +197,7 @@ public final class FileSignalTransport: NotificationTransport {
         self.identity = identity
         self.configuration = configuration
         // A write past RLIMIT_FSIZE must fail with EFBIG, not kill the process.
-        System.ignoreFileSizeSignal()
+        SystemCalls.ignoreFileSizeSignal()
         try SharedDirectory.prepare(directory, sharing: configuration.sharing)
         try SharedDirectory.prepare(FileLog.logsDirectory(directory), sharing: configuration.sharing)
         try SharedDirectory.prepare(FileLog.cursorsDirectory(directory), sharing: configuration.sharing)
@@ -384,7 +384,7 @@ public final class FileSignalTransport: NotificationTransport {
             guard
                 case .success(let file) = FileLog.open(
                     FileLog.segmentPath(directory, name, number), create: false, sharing: configuration.sharing),
-                case .success(let info) = System.fileStatus(file),
+                case .success(let info) = SystemCalls.fileStatus(file),
                 case .success(let bytes) = FileLog.read(file, at: 0, count: Int(info.st_size))
             else { continue }
             var newest: TransportMessage?
@@ -425,7 +425,7 @@ public final class FileSignalTransport: NotificationTransport {
         let segments = FileLog.segments(directory, name)
         let newest = segments.last ?? 1
         var size = 0
-        if case .success(let info) = System.linkStatus(FileLog.segmentPath(directory, name, newest)) {
+        if case .success(let info) = SystemCalls.linkStatus(FileLog.segmentPath(directory, name, newest)) {
             size = Int(info.st_size)
         }
         let end = LogPosition(segment: newest, offset: size)
@@ -697,7 +697,7 @@ final class LogReader {
                 }
             }
             guard let current = open else { return records }
-            guard case .success(let info) = System.fileStatus(current.file) else { return records }
+            guard case .success(let info) = SystemCalls.fileStatus(current.file) else { return records }
             // A segment deleted by retention is still read to its end through
             // the open descriptor. But a log removed and started again leaves
             // this reader holding a file no longer in it: go on in the log as
@@ -746,7 +746,7 @@ final class LogReader {
             let next: UInt64
             if FileLog.isSegment(at: current.nextPath) {
                 next = segment + 1
-            } else if case .success = System.linkStatus(current.nextPath),
+            } else if case .success = SystemCalls.linkStatus(current.nextPath),
                 let found = FileLog.segments(root, name).first(where: { $0 > segment })
             {
                 next = found
@@ -756,7 +756,7 @@ final class LogReader {
             // A writer finishes a segment before it starts the next, so now this
             // one's size is final; appends made since it was measured are read
             // before moving on.
-            if case .success(let final) = System.fileStatus(current.file), Int(final.st_size) > size {
+            if case .success(let final) = SystemCalls.fileStatus(current.file), Int(final.st_size) > size {
                 continue
             }
             if stoppedShort { counters.corruptRecordsSkipped.add(1, ordering: .relaxed) }
@@ -769,7 +769,7 @@ final class LogReader {
     /// reader holds: its path names another file now, or every segment the
     /// log has is older than it.
     private func hasRestarted(_ current: OpenSegment, info: stat, root: String) -> Bool {
-        if case .success(let now) = System.linkStatus(current.path) {
+        if case .success(let now) = SystemCalls.linkStatus(current.path) {
             return now.st_dev != info.st_dev || now.st_ino != info.st_ino
         }
         guard let newest = FileLog.segments(root, name).last else { return false }

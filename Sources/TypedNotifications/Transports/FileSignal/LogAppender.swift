@@ -46,7 +46,7 @@ final class LogAppender {
         // The newest segment; a number something else occupies (a FIFO or
         // a link planted there) is skipped, never opened.
         var number = FileLog.segments(root, name).last ?? 1
-        while case .success = System.linkStatus(FileLog.segmentPath(root, name, number)),
+        while case .success = SystemCalls.linkStatus(FileLog.segmentPath(root, name, number)),
             !FileLog.isSegment(root, name, number)
         {
             number += 1
@@ -70,10 +70,10 @@ final class LogAppender {
     /// Appends one envelope, whole or not at all. Writes nothing, and sets
     /// ``isRemoved``, when the log was removed.
     func append(_ envelope: EncodedNotification) throws(TypedNotificationError) {
-        if case .failure(let error) = System.lockFile(lock, exclusive: true) {
+        if case .failure(let error) = SystemCalls.lockFile(lock, exclusive: true) {
             throw SharedDirectory.failure(error, "could not lock the log of \(name)")
         }
-        defer { System.unlockFile(lock) }
+        defer { SystemCalls.unlockFile(lock) }
         let length = envelope.envelopeRange.count
         while true {
             try followRollover()
@@ -87,11 +87,11 @@ final class LogAppender {
         }
         let start = validatedEnd
         let result = envelope.storage.withUnsafeBytes { raw in
-            System.writeAll(segment, UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]), at: start)
+            SystemCalls.writeAll(segment, UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]), at: start)
         }
         if case .failure(let error) = result {
             // Cut back whatever part was written: no partial record stays.
-            _ = System.truncate(segment, to: start)
+            _ = SystemCalls.truncate(segment, to: start)
             counters.failedAppends.add(1, ordering: .relaxed)
             throw Self.writeFailure(error, name: name)
         }
@@ -123,7 +123,7 @@ final class LogAppender {
     /// Checks what was written since this appender last looked, and cuts off a
     /// torn tail.
     private func validateTail() throws(TypedNotificationError) {
-        guard case .success(let info) = System.fileStatus(segment) else {
+        guard case .success(let info) = SystemCalls.fileStatus(segment) else {
             throw TypedNotificationError(code: .transportFailure, message: "could not inspect the log of \(name)")
         }
         // After following any rollover this is the newest segment, which
@@ -141,7 +141,7 @@ final class LogAppender {
         let (offset, _) = FileLog.walk(bytes, record: { _, _ in })
         let goodEnd = start + offset
         if goodEnd < size {
-            _ = System.truncate(segment, to: goodEnd)
+            _ = SystemCalls.truncate(segment, to: goodEnd)
             counters.repairedTails.add(1, ordering: .relaxed)
         }
         validatedEnd = goodEnd
@@ -151,7 +151,7 @@ final class LogAppender {
     /// something else occupies (a planted link) is skipped, not followed.
     private func roll() throws(TypedNotificationError) {
         var next = segmentNumber + 1
-        while case .success = System.linkStatus(FileLog.segmentPath(root, name, next)),
+        while case .success = SystemCalls.linkStatus(FileLog.segmentPath(root, name, next)),
             !FileLog.isSegment(root, name, next)
         {
             next += 1
@@ -194,7 +194,7 @@ enum FileRetention {
         var ages: [UInt64: Int] = [:]
         let now = Int(Date().timeIntervalSince1970)
         for number in numbers {
-            if case .success(let info) = System.linkStatus(FileLog.segmentPath(root, name, number)) {
+            if case .success(let info) = SystemCalls.linkStatus(FileLog.segmentPath(root, name, number)) {
                 sizes[number] = Int(info.st_size)
                 ages[number] = now - Int(info.st_mtim.tv_sec)
             }
@@ -205,7 +205,7 @@ enum FileRetention {
             let tooOld =
                 configuration.retention.maximumAge.map { (ages[number] ?? 0) > Int($0.components.seconds) } ?? false
             guard tooBig || tooOld else { continue }
-            if case .success = System.removeFile(FileLog.segmentPath(root, name, number)) {
+            if case .success = SystemCalls.removeFile(FileLog.segmentPath(root, name, number)) {
                 total -= sizes[number] ?? 0
                 counters.deletedSegments.add(1, ordering: .relaxed)
             }

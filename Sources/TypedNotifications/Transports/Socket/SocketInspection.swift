@@ -44,7 +44,7 @@ public struct SocketEndpoint: Sendable, Hashable {
 extension SocketTransport {
     /// Every registration in the directory, by name; for tools such as `tnotify ls`.
     public static func registrations(in directory: String = defaultDirectory) -> [SocketRegistration] {
-        guard case .success(let names) = System.directoryEntries(SocketRegistry.namesDirectory(directory)) else {
+        guard case .success(let names) = SystemCalls.directoryEntries(SocketRegistry.namesDirectory(directory)) else {
             return []
         }
         var found: [SocketRegistration] = []
@@ -71,7 +71,7 @@ extension SocketTransport {
     /// not, with what the registry and the spool say about it; for `tnotify ls`.
     public static func endpoints(in directory: String = defaultDirectory) -> [SocketEndpoint] {
         let registrations = registrations(in: directory)
-        guard case .success(let files) = System.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
+        guard case .success(let files) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
             return []
         }
         var found: [SocketEndpoint] = []
@@ -102,10 +102,10 @@ extension SocketTransport {
         var dead = Set<String>()
         for registration in registrations(in: directory) where !registration.isAlive {
             let entry = SocketRegistry.entryPath(directory, registration.name, registration.identifier)
-            _ = System.removeFile(entry)
+            _ = SystemCalls.removeFile(entry)
             dead.insert(registration.identifier)
         }
-        if case .success(let files) = System.directoryEntries(SocketRegistry.socketsDirectory(directory)) {
+        if case .success(let files) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) {
             for file in files where file.hasSuffix(".sock") {
                 let id = String(file.dropLast(5))
                 guard SocketRegistry.isIdentifier(id), endpointState(directory, id) == .dead else { continue }
@@ -113,13 +113,13 @@ extension SocketTransport {
             }
         }
         // Spools whose endpoint has no socket any more.
-        if case .success(let spools) = System.directoryEntries(Spool.directory(directory)) {
+        if case .success(let spools) = SystemCalls.directoryEntries(Spool.directory(directory)) {
             for id in spools where SocketRegistry.isIdentifier(id) && endpointState(directory, id) == .dead {
                 dead.insert(id)
             }
         }
         for id in dead {
-            _ = System.removeFile(SocketRegistry.socketPath(directory, id))
+            _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
             removeSpool(Spool.directory(directory, endpoint: id))
         }
         return dead.count
@@ -133,14 +133,14 @@ extension SocketTransport {
     /// user's socket), which is left alone.
     static func endpointState(_ directory: String, _ id: String) -> EndpointState {
         let path = SocketRegistry.socketPath(directory, id)
-        switch System.linkStatus(path) {
+        switch SystemCalls.linkStatus(path) {
         case .success(let info):
             guard info.st_mode & S_IFMT == S_IFSOCK else { return .unknown }
         case .failure(.noSuchFile): return .dead
         case .failure: return .unknown
         }
-        guard let socket = try? System.datagramSocket().get() else { return .unknown }
-        switch System.connectSocket(socket, toSocketPath: path) {
+        guard let socket = try? SystemCalls.datagramSocket().get() else { return .unknown }
+        switch SystemCalls.connectSocket(socket, toSocketPath: path) {
         case .success: return .alive
         case .failure(.connectionRefused), .failure(.noSuchFile): return .dead
         case .failure: return .unknown
@@ -148,7 +148,7 @@ extension SocketTransport {
     }
 
     static func entryFields(_ path: String) -> (processID: Int32, endpoint: String) {
-        guard case .success(let file) = System.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK),
+        guard case .success(let file) = SystemCalls.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK),
             let bytes = try? FileLog.read(file, at: 0, count: 256).get()
         else { return (0, "?") }
         let fields = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })

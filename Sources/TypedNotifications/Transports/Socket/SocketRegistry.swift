@@ -58,13 +58,14 @@ enum SocketRegistry {
         let path = entryPath(directory, name, id)
         let file: FileDescriptor
         do throws(Errno) {
-            file = try System.openFile(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: sharing.fileMode).get()
+            file = try SystemCalls.openFile(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: sharing.fileMode)
+                .get()
         } catch {
             throw SharedDirectory.failure(error, "could not register for \(name) at \(path)")
         }
         let line = "\(sender.processID) \(sender.userID) \(sender.endpoint)\n"
-        if case .failure(let error) = System.writeAll(file, Array(line.utf8)) {
-            _ = System.removeFile(path)
+        if case .failure(let error) = SystemCalls.writeAll(file, Array(line.utf8)) {
+            _ = SystemCalls.removeFile(path)
             throw SharedDirectory.failure(error, "could not write \(path)")
         }
     }
@@ -78,10 +79,10 @@ enum SocketRegistry {
     /// foreign name, a symbolic link, another owner's file) is reported ignored.
     static func entries(of name: NotificationName, in directory: String, sharing: DirectorySharing) -> [Entry] {
         let nameDirectory = nameDirectory(directory, name)
-        guard case .success(let names) = System.directoryEntries(nameDirectory) else { return [] }
+        guard case .success(let names) = SystemCalls.directoryEntries(nameDirectory) else { return [] }
         let ownUser = SystemProcess.userID
         return names.map { file in
-            guard isIdentifier(file), case .success(let info) = System.linkStatus(nameDirectory + "/" + file),
+            guard isIdentifier(file), case .success(let info) = SystemCalls.linkStatus(nameDirectory + "/" + file),
                 info.st_mode & S_IFMT == S_IFREG,
                 sharing == .group || info.st_uid == ownUser
             else { return .ignored }

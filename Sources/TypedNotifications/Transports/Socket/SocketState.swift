@@ -65,7 +65,7 @@ final class SocketPeer {
         _ id: String, path: String, spoolDirectory: String, poster: String, sharing: DirectorySharing, spoolLimit: Int
     ) -> Connection {
         let before: stat
-        switch System.linkStatus(path) {
+        switch SystemCalls.linkStatus(path) {
         case .success(let info): before = info
         case .failure(.noSuchFile): return .dead
         case .failure: return .unreachable
@@ -75,11 +75,11 @@ final class SocketPeer {
         }
         let socket: FileDescriptor
         do throws(Errno) {
-            socket = try System.datagramSocket().get()
+            socket = try SystemCalls.datagramSocket().get()
         } catch {
             return .unreachable
         }
-        switch System.connectSocket(socket, toSocketPath: path) {
+        switch SystemCalls.connectSocket(socket, toSocketPath: path) {
         case .success:
             break
         case .failure(.connectionRefused), .failure(.noSuchFile):
@@ -87,11 +87,11 @@ final class SocketPeer {
         case .failure:
             return .unreachable
         }
-        guard case .success(let peerPath) = System.peerSocketPath(socket), !peerPath.isEmpty,
-            case .success(let bound) = System.status(peerPath),
+        guard case .success(let peerPath) = SystemCalls.peerSocketPath(socket), !peerPath.isEmpty,
+            case .success(let bound) = SystemCalls.status(peerPath),
             bound.st_dev == before.st_dev, bound.st_ino == before.st_ino
         else { return .refused }
-        _ = System.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
+        _ = SystemCalls.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
         let spool = SpoolWriter(directory: spoolDirectory, poster: poster, sharing: sharing, limit: spoolLimit)
         return .connected(SocketPeer(id: id, descriptor: socket, spool: spool))
     }
@@ -105,7 +105,7 @@ final class SocketPeer {
 
     func send(_ encoded: EncodedNotification) -> SendResult {
         let result = encoded.storage.withUnsafeBytes { all in
-            System.sendDatagram(descriptor, UnsafeRawBufferPointer(rebasing: all[encoded.envelopeRange]))
+            SystemCalls.sendDatagram(descriptor, UnsafeRawBufferPointer(rebasing: all[encoded.envelopeRange]))
         }
         switch result {
         case .success: return .sent

@@ -198,7 +198,7 @@ public final class SocketTransport: NotificationTransport {
         identifier = SocketRegistry.makeIdentifier()
         socketPath = SocketRegistry.socketPath(directory, identifier)
         spoolDirectory = Spool.directory(directory, endpoint: identifier)
-        let limit = System.maximumSocketPathLength
+        let limit = SystemCalls.maximumSocketPathLength
         guard socketPath.utf8.count <= limit else {
             throw TypedNotificationError(
                 code: .pathTooLong,
@@ -213,31 +213,31 @@ public final class SocketTransport: NotificationTransport {
 
         let socket: FileDescriptor
         do throws(Errno) {
-            socket = try System.datagramSocket().get()
+            socket = try SystemCalls.datagramSocket().get()
         } catch {
             throw SharedDirectory.failure(error, "could not create a socket")
         }
         // The spool directory first: a poster that finds the socket full
         // writes there, so it must exist once the socket does.
         try SharedDirectory.prepare(spoolDirectory, sharing: configuration.sharing)
-        if case .failure(let error) = System.bindSocket(socket, toSocketPath: socketPath) {
-            _ = System.removeDirectory(spoolDirectory)
+        if case .failure(let error) = SystemCalls.bindSocket(socket, toSocketPath: socketPath) {
+            _ = SystemCalls.removeDirectory(spoolDirectory)
             throw SharedDirectory.failure(error, "could not bind \(socketPath)")
         }
-        _ = System.changeMode(socketPath, mode: configuration.sharing.fileMode)
+        _ = SystemCalls.changeMode(socketPath, mode: configuration.sharing.fileMode)
         let spoolDirectory = spoolDirectory
         let socketPath = socketPath
         func undo() {
-            _ = System.removeFile(socketPath)
-            _ = System.removeDirectory(spoolDirectory)
+            _ = SystemCalls.removeFile(socketPath)
+            _ = SystemCalls.removeDirectory(spoolDirectory)
         }
-        if case .failure(let error) = System.enableCredentials(socket) {
+        if case .failure(let error) = SystemCalls.enableCredentials(socket) {
             undo()
             throw SharedDirectory.failure(error, "could not ask for sender credentials on \(socketPath)")
         }
         // Large envelopes need a large send buffer; the kernel caps the request.
-        _ = System.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
-        let sendBuffer = (try? System.sendBufferSize(socket).get()) ?? 212_992
+        _ = SystemCalls.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
+        let sendBuffer = (try? SystemCalls.sendBufferSize(socket).get()) ?? 212_992
         maximumEnvelopeSize = min(SocketRegistry.largestEnvelope, max(1024, sendBuffer - 1024))
         receiveSocket = socket
         watchedFiles = [FileIdentity(directory), FileIdentity(socketPath)].compactMap { $0 }
@@ -342,7 +342,7 @@ public final class SocketTransport: NotificationTransport {
     public func unsubscribe(from name: NotificationName) {
         state.withLock { state in
             guard state.subscribed.remove(name) != nil else { return }
-            _ = System.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+            _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
         }
     }
 
@@ -436,10 +436,10 @@ public final class SocketTransport: NotificationTransport {
         var unread: [String] = []
         for (peer, spool) in peers {
             var waiting = false
-            if let spool, case .success(let info) = System.fileStatus(spool.descriptor), info.st_nlink > 0 {
+            if let spool, case .success(let info) = SystemCalls.fileStatus(spool.descriptor), info.st_nlink > 0 {
                 waiting = true
             }
-            if case .success(let bytes) = System.unreadSentBytes(peer.descriptor), bytes > 0 {
+            if case .success(let bytes) = SystemCalls.unreadSentBytes(peer.descriptor), bytes > 0 {
                 waiting = true
             }
             // An endpoint that died never reads; there is nothing to wait for.
@@ -471,9 +471,9 @@ public final class SocketTransport: NotificationTransport {
         }
         guard before != .alreadyClosed else { return }
         for name in names {
-            _ = System.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+            _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
         }
-        _ = System.removeFile(socketPath)
+        _ = SystemCalls.removeFile(socketPath)
         loop.stop()
         if before == .open {
             // The loop's thread may itself end up here (a center released
@@ -575,7 +575,7 @@ public final class SocketTransport: NotificationTransport {
                 // endpoint up again under the lock.
                 var descriptors = waiting.map { pollfd(fd: $0.descriptor, events: Int16(POLLOUT), revents: 0) }
                 let milliseconds = CInt(clamping: (deadline - now + 999_999) / 1_000_000)
-                _ = System.pollDescriptors(&descriptors, timeout: milliseconds)
+                _ = SystemCalls.pollDescriptors(&descriptors, timeout: milliseconds)
                 ready = zip(waiting, descriptors).filter { $0.1.revents != 0 }.map(\.0)
                 if ready.isEmpty { continue }
             }
@@ -713,25 +713,25 @@ public final class SocketTransport: NotificationTransport {
             state.routes[name] = ids.filter { $0 != id }
             reapEntry(id, of: name)
         }
-        _ = System.removeFile(SocketRegistry.socketPath(directory, id))
+        _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
         Self.removeSpool(Spool.directory(directory, endpoint: id))
     }
 
     private func reapEntry(_ id: String, of name: NotificationName) {
-        if case .success = System.removeFile(SocketRegistry.entryPath(directory, name, id)) {
+        if case .success = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, id)) {
             counters.reapedEndpoints.add(1, ordering: .relaxed)
         }
-        _ = System.removeFile(SocketRegistry.socketPath(directory, id))
+        _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
         Self.removeSpool(Spool.directory(directory, endpoint: id))
     }
 
     /// Removes a spool directory and the files in it; never follows a link.
     static func removeSpool(_ path: String) {
-        guard case .success(let info) = System.linkStatus(path), info.st_mode & S_IFMT == S_IFDIR else { return }
-        if case .success(let names) = System.directoryEntries(path) {
-            for name in names { _ = System.removeFile(path + "/" + name) }
+        guard case .success(let info) = SystemCalls.linkStatus(path), info.st_mode & S_IFMT == S_IFDIR else { return }
+        if case .success(let names) = SystemCalls.directoryEntries(path) {
+            for name in names { _ = SystemCalls.removeFile(path + "/" + name) }
         }
-        _ = System.removeDirectory(path)
+        _ = SystemCalls.removeDirectory(path)
     }
 
     // MARK: - The I/O thread
@@ -802,7 +802,7 @@ public final class SocketTransport: NotificationTransport {
         buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver,
         firstSeen: inout [String: UInt64], lastTake: inout UInt64
     ) -> Bool {
-        guard case .success(let names) = System.directoryEntries(spoolDirectory) else { return false }
+        guard case .success(let names) = SystemCalls.directoryEntries(spoolDirectory) else { return false }
         let now = SystemClock.monotonicNanoseconds()
         let settle = lastTake != 0 && now &- lastTake < Spool.burstNanoseconds ? Spool.settleNanoseconds : 0
         var unsettled = false
@@ -818,7 +818,7 @@ public final class SocketTransport: NotificationTransport {
             guard let parsed = Spool.parseFileName(name) else {
                 // Not ours to read: count it and clear it out of the way.
                 counters.refusedMalformed.add(1, ordering: .relaxed)
-                _ = System.removeFile(spoolDirectory + "/" + name)
+                _ = SystemCalls.removeFile(spoolDirectory + "/" + name)
                 continue
             }
             byPoster[parsed.poster, default: []].append((parsed.generation, name))
@@ -827,7 +827,7 @@ public final class SocketTransport: NotificationTransport {
         var posters: [(started: Int64, files: [String])] = byPoster.values.map { files in
             let ordered = files.sorted { $0.generation < $1.generation }.map { spoolDirectory + "/" + $0.file }
             var started = Int64.max
-            if let first = ordered.first, case .success(let info) = System.linkStatus(first) {
+            if let first = ordered.first, case .success(let info) = SystemCalls.linkStatus(first) {
                 started = Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec)
             }
             return (started, ordered)
@@ -875,25 +875,25 @@ public final class SocketTransport: NotificationTransport {
     /// Opens and locks one spool file, refusing anything but a regular file
     /// of an allowed owner; never blocks (a FIFO planted here included).
     private func lockSpoolFile(_ path: String) -> SpoolFileOutcome {
-        guard case .success(let file) = System.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else {
+        guard case .success(let file) = SystemCalls.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else {
             counters.refusedMalformed.add(1, ordering: .relaxed)
-            _ = System.removeFile(path)
+            _ = SystemCalls.removeFile(path)
             return .refused
         }
-        guard case .success(let info) = System.fileStatus(file), info.st_mode & S_IFMT == S_IFREG else {
+        guard case .success(let info) = SystemCalls.fileStatus(file), info.st_mode & S_IFMT == S_IFREG else {
             counters.refusedMalformed.add(1, ordering: .relaxed)
-            _ = System.removeFile(path)
+            _ = SystemCalls.removeFile(path)
             return .refused
         }
         guard configuration.sharing == .group || info.st_uid == SystemProcess.userID else {
             counters.refusedForeignSender.add(1, ordering: .relaxed)
-            _ = System.removeFile(path)
+            _ = SystemCalls.removeFile(path)
             return .refused
         }
         // A poster holds the lock only for one append (microseconds): look
         // again a few times, briefly, before leaving the file for the next pass.
         for attempt in 0..<Spool.lockAttempts {
-            if case .success(true) = System.tryLockFile(file) {
+            if case .success(true) = SystemCalls.tryLockFile(file) {
                 return .locked(SpoolFileLock(path: path, descriptor: file, owner: info.st_uid))
             }
             if attempt + 1 < Spool.lockAttempts { usleep(20) }
@@ -941,7 +941,7 @@ public final class SocketTransport: NotificationTransport {
             }
         }
         for files in posters {
-            for file in files { _ = System.removeFile(file.path) }
+            for file in files { _ = SystemCalls.removeFile(file.path) }
         }
     }
 
@@ -949,7 +949,7 @@ public final class SocketTransport: NotificationTransport {
     /// to any more: processes that ended without closing, by SIGTERM or
     /// SIGKILL. Their registry entries go on the next post that routes to them.
     private func sweepDeadSockets() {
-        guard case .success(let names) = System.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
+        guard case .success(let names) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
             return
         }
         for name in names where name.hasSuffix(".sock") {
@@ -957,7 +957,7 @@ public final class SocketTransport: NotificationTransport {
             let id = String(name.dropLast(5))
             guard id != identifier, SocketRegistry.isIdentifier(id) else { continue }
             if SocketTransport.endpointState(directory, id) == .dead {
-                _ = System.removeFile(SocketRegistry.socketPath(directory, id))
+                _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
                 Self.removeSpool(Spool.directory(directory, endpoint: id))
             }
         }
@@ -973,7 +973,7 @@ public final class SocketTransport: NotificationTransport {
         var taken = 0
         while taken < limit {
             taken += 1
-            let result = buffer.withUnsafeMutableBytes { System.receiveDatagram(receiveSocket, into: $0) }
+            let result = buffer.withUnsafeMutableBytes { SystemCalls.receiveDatagram(receiveSocket, into: $0) }
             guard case .success(let datagram) = result else { return }
             guard !datagram.truncated else {
                 counters.refusedMalformed.add(1, ordering: .relaxed)
@@ -987,7 +987,7 @@ public final class SocketTransport: NotificationTransport {
                     counters.refusedForeignSender.add(1, ordering: .relaxed)
                     continue
                 }
-            } else if System.credentialsSupported {
+            } else if SystemCalls.credentialsSupported {
                 counters.refusedForeignSender.add(1, ordering: .relaxed)
                 continue
             }
@@ -1030,12 +1030,13 @@ private final class SpoolFileLock {
 
     /// The whole file, or as much of it as could be read.
     func readAll() -> [UInt8] {
-        guard case .success(let info) = System.fileStatus(descriptor), info.st_size > 0 else { return [] }
+        guard case .success(let info) = SystemCalls.fileStatus(descriptor), info.st_size > 0 else { return [] }
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         var offset = 0
         while offset < bytes.count {
             let read = bytes.withUnsafeMutableBytes { raw in
-                System.readBytes(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[offset...]), at: offset)
+                SystemCalls.readBytes(
+                    descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[offset...]), at: offset)
             }
             guard case .success(let count) = read, count > 0 else { break }
             offset += count

@@ -221,7 +221,7 @@ final class SpoolWriter {
     /// Appends to the current file, or says it was taken.
     func append(_ encoded: EncodedNotification, of message: TransportMessage) -> Outcome {
         guard let current = file else { return .taken }
-        switch System.tryLockFile(current.descriptor) {
+        switch SystemCalls.tryLockFile(current.descriptor) {
         case .success(true):
             break
         case .success(false):
@@ -232,8 +232,8 @@ final class SpoolWriter {
         case .failure(let error):
             return .failed(error)
         }
-        defer { System.unlockFile(current.descriptor) }
-        guard case .success(let info) = System.fileStatus(current.descriptor), info.st_nlink > 0 else {
+        defer { SystemCalls.unlockFile(current.descriptor) }
+        guard case .success(let info) = SystemCalls.fileStatus(current.descriptor), info.st_nlink > 0 else {
             file = nil
             return .taken
         }
@@ -249,25 +249,25 @@ final class SpoolWriter {
         let finalName = Spool.fileName(poster: poster, generation: generation)
         let temporary = directory + "/." + finalName
         let descriptor: FileDescriptor
-        switch System.openFile(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: sharing.fileMode) {
+        switch SystemCalls.openFile(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: sharing.fileMode) {
         case .success(let opened): descriptor = opened
         case .failure(let error): return .failed(error)
         }
         if sharing == .group { _ = fchmod(descriptor.rawValue, sharing.fileMode) }
         let created = SpoolFile(descriptor: descriptor, generation: generation, size: 0, allowance: allowance)
-        if case .failure(let error) = System.writeAll(created.descriptor, Spool.magic) {
-            _ = System.removeFile(temporary)
+        if case .failure(let error) = SystemCalls.writeAll(created.descriptor, Spool.magic) {
+            _ = SystemCalls.removeFile(temporary)
             return .failed(error)
         }
         created.size = Spool.magic.count
         let outcome = write(encoded, of: message, to: created)
         if case .failed = outcome {
-            _ = System.removeFile(temporary)
+            _ = SystemCalls.removeFile(temporary)
             return outcome
         }
         // Only a complete file appears under its real name.
-        if case .failure(let error) = System.renameFile(temporary, to: directory + "/" + finalName) {
-            _ = System.removeFile(temporary)
+        if case .failure(let error) = SystemCalls.renameFile(temporary, to: directory + "/" + finalName) {
+            _ = SystemCalls.removeFile(temporary)
             return .failed(error)
         }
         file = created
@@ -284,9 +284,9 @@ final class SpoolWriter {
             record.append(contentsOf: encoded.envelope)
             // At the tracked end, never O_APPEND: a drop record is rewritten
             // in place, which `pwrite` on an O_APPEND file cannot do on Linux.
-            let result = record.withUnsafeBytes { System.writeAll(file.descriptor, $0, at: file.size) }
+            let result = record.withUnsafeBytes { SystemCalls.writeAll(file.descriptor, $0, at: file.size) }
             if case .failure(let error) = result {
-                _ = System.truncate(file.descriptor, to: file.size)
+                _ = SystemCalls.truncate(file.descriptor, to: file.size)
                 return .failed(error)
             }
             file.size += recordSize
@@ -300,15 +300,17 @@ final class SpoolWriter {
             let count = last.count &+ 1
             let record = Spool.dropRecord(count: count, marker: marker)
             if record.count == last.size {
-                let result = record.withUnsafeBytes { System.writeAll(file.descriptor, $0, at: last.offset) }
+                let result = record.withUnsafeBytes { SystemCalls.writeAll(file.descriptor, $0, at: last.offset) }
                 if case .failure(let error) = result { return .failed(error) }
                 file.lastDrop = (message.name, last.offset, last.size, count)
                 return .dropped
             }
         }
         let record = Spool.dropRecord(count: 1, marker: marker)
-        if case .failure(let error) = record.withUnsafeBytes({ System.writeAll(file.descriptor, $0, at: file.size) }) {
-            _ = System.truncate(file.descriptor, to: file.size)
+        if case .failure(let error) = record.withUnsafeBytes({
+            SystemCalls.writeAll(file.descriptor, $0, at: file.size)
+        }) {
+            _ = SystemCalls.truncate(file.descriptor, to: file.size)
             return .failed(error)
         }
         file.lastDrop = (message.name, file.size, record.count, 1)
@@ -319,7 +321,7 @@ final class SpoolWriter {
     /// Whether the endpoint has taken every file this poster wrote for it.
     var isTaken: Bool {
         guard let current = file else { return true }
-        guard case .success(let info) = System.fileStatus(current.descriptor) else { return true }
+        guard case .success(let info) = SystemCalls.fileStatus(current.descriptor) else { return true }
         if info.st_nlink == 0 {
             file = nil
             return true
@@ -329,10 +331,12 @@ final class SpoolWriter {
 
     /// Bytes in the spool files of an endpoint's directory.
     static func bytesSpooled(in directory: String) -> Int {
-        guard case .success(let names) = System.directoryEntries(directory) else { return 0 }
+        guard case .success(let names) = SystemCalls.directoryEntries(directory) else { return 0 }
         var total = 0
         for name in names {
-            if case .success(let info) = System.linkStatus(directory + "/" + name), info.st_mode & S_IFMT == S_IFREG {
+            if case .success(let info) = SystemCalls.linkStatus(directory + "/" + name),
+                info.st_mode & S_IFMT == S_IFREG
+            {
                 total = total.addingSaturating(Int(info.st_size))
             }
         }

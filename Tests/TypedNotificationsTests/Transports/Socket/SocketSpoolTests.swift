@@ -41,7 +41,7 @@ func waitUntilSpoolsAreRead(_ directory: String, timeout: Duration = .seconds(60
             return
         }
         var descriptors = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
-        _ = System.pollDescriptors(&descriptors, timeout: 1_000)
+        _ = SystemCalls.pollDescriptors(&descriptors, timeout: 1_000)
         _ = monitor.changes()
     }
 }
@@ -61,7 +61,7 @@ func waitUntil(
             return
         }
         var descriptors = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
-        _ = System.pollDescriptors(&descriptors, timeout: 1_000)
+        _ = SystemCalls.pollDescriptors(&descriptors, timeout: 1_000)
         _ = monitor.changes()
     }
 }
@@ -268,8 +268,8 @@ struct SocketSpoolTests {
         }
         // An unregistered socket (a poster's) shows too.
         let stray = directory + "/sockets/00000000000000aa.sock"
-        let socket = try System.datagramSocket().get()
-        try System.bindSocket(socket, toSocketPath: stray).get()
+        let socket = try SystemCalls.datagramSocket().get()
+        try SystemCalls.bindSocket(socket, toSocketPath: stray).get()
         _ = consume socket
         #expect(
             try await tnotify(["ls", "--transport", "socket", "--dir", directory]).output.contains {
@@ -376,8 +376,8 @@ struct SocketSpoolTests {
         let transport = try SocketTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
         let deliveries = try hub.deliveries(of: HelperPing.self)
-        let socket = try System.datagramSocket().get()
-        try System.connectSocket(socket, toSocketPath: transport.socketPath).get()
+        let socket = try SystemCalls.datagramSocket().get()
+        try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
         let helper = try HelperProcess(["send-forged-pid"], standardInput: socket.rawValue)
         #expect(await helper.waitForExit() == 0)
         #expect(helper.lines.values.contains("sent"))

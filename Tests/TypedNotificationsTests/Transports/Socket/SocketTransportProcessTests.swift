@@ -229,8 +229,8 @@ struct SocketTransportProcessTests {
     /// Starts the helper with a socket connected to `transport`'s as its
     /// standard input; returns whether it reported sending.
     private func sendFromHelper(_ arguments: [String], to transport: SocketTransport) async throws -> Bool {
-        let socket = try System.datagramSocket().get()
-        try System.connectSocket(socket, toSocketPath: transport.socketPath).get()
+        let socket = try SystemCalls.datagramSocket().get()
+        try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
         let helper = try HelperProcess(arguments, standardInput: socket.rawValue)
         let status = await helper.waitForExit()
         return status == 0 && helper.lines.values.contains("sent")
@@ -250,7 +250,7 @@ struct SocketTransportSecurityTests {
         } catch {
             #expect(error.code == .pathTooLong)
             #expect(error.message.contains(deep))
-            #expect(error.message.contains("\(System.maximumSocketPathLength)"))
+            #expect(error.message.contains("\(SystemCalls.maximumSocketPathLength)"))
         }
         // Nothing was created for the refused transport.
         #expect(!fileExists(deep))

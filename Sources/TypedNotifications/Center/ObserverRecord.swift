@@ -24,7 +24,7 @@ protocol ObservationControl: AnyObject, Sendable {
 
 /// One observer of notifications of type `N`: its filter, its buffer and its
 /// cancellation state.
-final class Observation<N: TypedNotification>: ObservationSink, ObservationControl {
+final class ObserverRecord<N: TypedNotification>: ObservationSink, ObservationControl {
     let queue: DeliveryQueue
     let metrics: MetricsCounters
     private let filter: SenderFilter
@@ -198,7 +198,7 @@ struct DeliveryDecoder<N: TypedNotification>: Sendable {
     mutating func delivery(from entry: DeliveryQueue.Entry, metrics: MetricsCounters) -> DeliveredNotification<N>? {
         missed = missed.addingSaturating(entry.missedBefore)
         let message = entry.element
-        guard let value = Observation<N>.decode(message.payload) else {
+        guard let value = ObserverRecord<N>.decode(message.payload) else {
             metrics.undecodable.add(1, ordering: .relaxed)
             missed = missed.addingSaturating(1)
             // Counted as missed: as handled as it will ever be.
@@ -226,7 +226,7 @@ struct DeliveryDecoder<N: TypedNotification>: Sendable {
 /// transport's receive thread. A payload this observer cannot decode is
 /// counted and reported in the next delivery's ``NotificationDelivery/missed``.
 struct ObservationCursor<N: TypedNotification> {
-    let observation: Observation<N>
+    let observation: ObserverRecord<N>
     private var batch: [DeliveryQueue.Entry] = []
     private var index = 0
     private var decoder = DeliveryDecoder<N>()
@@ -234,7 +234,7 @@ struct ObservationCursor<N: TypedNotification> {
     // when it asks for the next.
     private var handing: DeliveryReceipt?
 
-    init(_ observation: Observation<N>) {
+    init(_ observation: ObserverRecord<N>) {
         self.observation = observation
     }
 
