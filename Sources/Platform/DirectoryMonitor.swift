@@ -24,6 +24,7 @@ package final class DirectoryMonitor {
     private var paths: [String] = []
     private var lastModified: [Int: timespec] = [:]
     private var lost: Set<Int> = []
+    private var created: Set<Int> = []
 
     private let includesModifications: Bool
 
@@ -70,6 +71,14 @@ package final class DirectoryMonitor {
         return lost
     }
 
+    /// The indices of the directories where an entry was created or moved
+    /// in since the last call; where changes are found by comparing times,
+    /// every changed directory (a time does not say what changed).
+    package func takeCreations() -> Set<Int> {
+        defer { created = [] }
+        return created
+    }
+
     /// A descriptor that becomes readable when a change is waiting, for
     /// `poll`; `nil` where changes are found by comparing times instead.
     package var pollDescriptor: CInt? {
@@ -89,6 +98,10 @@ package final class DirectoryMonitor {
             while true {
                 let count = buffer.withUnsafeMutableBytes { raw in read(inotify.rawValue, raw.baseAddress, raw.count) }
                 guard count > 0 else { break }
+                // Room for one more event of the longest name was left: the
+                // queue is drained (an event arriving later makes the
+                // descriptor readable again), so no second read to learn it.
+                let drained = count <= buffer.count - (16 + 256)
                 var offset = 0
                 let headerSize = 16
                 while offset + headerSize <= count {
@@ -102,6 +115,7 @@ package final class DirectoryMonitor {
                     if mask & UInt32(IN_Q_OVERFLOW) != 0 { return nil }
                     if let index = watches[descriptor] {
                         changed.insert(index)
+                        if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { created.insert(index) }
                         // The directory is gone (removed, or its file system
                         // unmounted) and the kernel dropped the watch: a
                         // directory made again under the same path is not
@@ -113,6 +127,7 @@ package final class DirectoryMonitor {
                     }
                     offset += headerSize + nameLength
                 }
+                if drained { break }
             }
         #else
             for (index, path) in paths.enumerated() {
@@ -123,6 +138,7 @@ package final class DirectoryMonitor {
                 let seen = lastModified[index]
                 if seen?.tv_sec != info.st_mtimespec.tv_sec || seen?.tv_nsec != info.st_mtimespec.tv_nsec {
                     changed.insert(index)
+                    created.insert(index)
                     lastModified[index] = info.st_mtimespec
                 }
             }

@@ -237,7 +237,7 @@ public final class FileSignalTransport: NotificationTransport {
         }
         if configuration.usesChangeEvents, let monitorDescriptor {
             do throws(Errno) {
-                try loop.register(monitorDescriptor) { [weak self] in self?.readPass() }.get()
+                try loop.register(monitorDescriptor) { [weak self] in self?.readPass(thorough: false) }.get()
             } catch {
                 throw SharedDirectory.failure(error, "could not watch the logs in \(directory)")
             }
@@ -471,11 +471,15 @@ public final class FileSignalTransport: NotificationTransport {
 
     /// Reads every subscribed log and hands what is new to the center: a
     /// change event only says when to look.
-    private func readPass() {
+    ///
+    /// With `thorough`, every reader also looks for a newer segment; else only
+    /// readers whose directory saw a file created (or that found nothing new).
+    private func readPass(thorough: Bool = true) {
         passQueued.store(false, ordering: .releasing)
         let batches = state.withLock { state -> (FileReading, [(NotificationName, [LogRecord])])? in
             guard case .open = state.phase, let receiving = state.receiving else { return nil }
-            _ = state.monitor.changes()
+            let changed = state.monitor.changes()
+            let created = state.monitor.takeCreations()
             // A log directory removed (and perhaps created again) lost its
             // watch: watch it again once it exists; until then the poll
             // looks at it.
@@ -489,7 +493,14 @@ public final class FileSignalTransport: NotificationTransport {
                 }
             }
             let batches = state.readers.map { name, reader in
-                (name, reader.readNew(root: directory, decoder: &receiving.decoder, counters: counters))
+                let lookForNewSegment =
+                    thorough || changed == nil || (state.watchIndex[name].map { created.contains($0) } ?? true)
+                return (
+                    name,
+                    reader.readNew(
+                        root: directory, decoder: &receiving.decoder, counters: counters,
+                        lookForNewSegment: lookForNewSegment)
+                )
             }
             return (receiving, batches)
         }
@@ -671,7 +682,15 @@ final class LogReader {
     }
 
     /// Reads the records written past the cursor, moving on to newer segments.
-    func readNew(root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters) -> [LogRecord] {
+    ///
+    /// Looks for a newer segment (one `lstat`) when asked to, when it read
+    /// nothing new, or when the segment ends in a torn record; a writer
+    /// creates the next segment only after finishing this one, and the
+    /// creation is an event of its own, so a pass that read records and was
+    /// not told of a creation has nothing to look for.
+    func readNew(
+        root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, lookForNewSegment: Bool = true
+    ) -> [LogRecord] {
         var records: [LogRecord] = []
         while true {
             if open?.number != segment {
@@ -710,13 +729,35 @@ final class LogReader {
                 continue
             }
             var size = Int(info.st_size)
-            if hasShrunk(current.file, size: size) {
+            // The new bytes, read together with the 4 before them: the
+            // checksum that ended the last record read. If those changed, or
+            // the segment is shorter than the read position, it no longer
+            // holds what was read from it (truncated and written again).
+            var fresh: [UInt8] = []
+            if size < offset {
                 counters.shrunkSegments.add(1, ordering: .relaxed)
                 offset = resumeOffset(in: current.file, size: size)
                 lastChecksum = []
+            } else if lastChecksum.count == 4, offset >= 4 {
+                guard case .success(let bytes) = FileLog.read(current.file, at: offset - 4, count: size - offset + 4)
+                else { return records }
+                if bytes.count < 4 || !bytes.starts(with: lastChecksum) {
+                    counters.shrunkSegments.add(1, ordering: .relaxed)
+                    offset = resumeOffset(in: current.file, size: size)
+                    lastChecksum = []
+                } else {
+                    fresh = Array(bytes.dropFirst(4))
+                }
+            }
+            if offset < size, fresh.isEmpty, lastChecksum.isEmpty,
+                case .success(let bytes) = FileLog.read(current.file, at: offset, count: size - offset)
+            {
+                fresh = bytes
             }
             var stoppedShort = false
-            if offset < size, case .success(let bytes) = FileLog.read(current.file, at: offset, count: size - offset) {
+            var readAny = false
+            if !fresh.isEmpty {
+                let bytes = fresh
                 size = offset + bytes.count
                 let start = offset
                 let walked = FileLog.walk(
@@ -736,10 +777,12 @@ final class LogReader {
                 )
                 stoppedShort = walked.stoppedShort
                 offset += walked.consumed
+                readAny = walked.consumed > 0
                 if walked.consumed >= 4 {
                     lastChecksum = Array(bytes[(walked.consumed - 4)..<walked.consumed])
                 }
             }
+            guard lookForNewSegment || !readAny || stoppedShort else { return records }
             // A newer segment means this one is finished: whatever is left is torn.
             // One lstat in the common case; a directory listing only when
             // something that is not a segment occupies the next number.
@@ -774,16 +817,6 @@ final class LogReader {
         }
         guard let newest = FileLog.segments(root, name).last else { return false }
         return newest < current.number
-    }
-
-    /// Whether the open segment no longer holds what was read from it: it is
-    /// shorter than the read position, or the record that ended there is
-    /// gone (truncated and written again).
-    private func hasShrunk(_ file: borrowing FileDescriptor, size: Int) -> Bool {
-        if size < offset { return true }
-        guard lastChecksum.count == 4, offset >= 4 else { return false }
-        guard case .success(let bytes) = FileLog.read(file, at: offset - 4, count: 4) else { return false }
-        return bytes != lastChecksum
     }
 
     /// Where to go on in a segment that shrank under this reader: at the

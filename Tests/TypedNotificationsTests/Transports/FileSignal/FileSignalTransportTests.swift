@@ -317,6 +317,32 @@ struct FileSignalLocalTests {
         hub.close()
     }
 
+    @Test("a live reader follows the log across many segments, one post at a time and in bursts")
+    func followsRollovers() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // About 40 records per segment: a rollover every few posts.
+        let configuration = FileSignalConfiguration(segmentSize: 4096)
+        let poster = try fileHub(directory, endpoint: "poster", configuration: configuration)
+        let reader = try fileHub(directory, endpoint: "reader", configuration: configuration)
+        let received = Collector<Int>()
+        let token = try reader.addObserver(HelperPing.self) { note, _ in received.append(note.index) }
+        // One at a time: each post is read before the next, so the pass that
+        // reads a segment's last record is often the one that sees the next
+        // segment created.
+        for index in 0..<400 {
+            try poster.post(HelperPing(poster: 1, index: index))
+            await received.wait(forCount: index + 1)
+        }
+        for index in 400..<4000 { try poster.post(HelperPing(poster: 1, index: index)) }
+        await received.wait(forCount: 4000)
+        #expect(received.values == Array(0..<4000))
+        #expect(FileLog.segments(directory, HelperPing.name).count > 50)
+        token.cancel()
+        reader.close()
+        poster.close()
+    }
+
     @Test("segments older than the age limit are deleted when the log rolls")
     func retentionByAge() throws {
         let directory = try makeTemporaryDirectory()
