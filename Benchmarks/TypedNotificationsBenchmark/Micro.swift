@@ -24,6 +24,54 @@ actor TickCounter {
     var seen = 0
 }
 
+/// An observer as the table stores it: an identity and what it is offered.
+struct TableEntry: Sendable {
+    var id: Int
+    var offer: @Sendable (Int) -> Int
+}
+
+/// The observer table as the hub keeps it: a dictionary under a mutex.
+/// Posters and registrations run on the caller's thread, synchronously.
+final class MutexObserverTable: Sendable {
+    private let slots = Locked<[NotificationName: [TableEntry]]>([:])
+
+    func add(_ entry: TableEntry, for name: NotificationName) {
+        slots.withLock { $0[name, default: []].append(entry) }
+    }
+
+    func remove(_ id: Int, for name: NotificationName) {
+        slots.withLock { $0[name]?.removeAll { $0.id == id } }
+    }
+
+    func post(_ value: Int, to name: NotificationName) -> Int {
+        // Copied out, offered after the lock, as the hub does.
+        let entries = slots.withLock { $0[name] } ?? []
+        var sum = 0
+        for entry in entries { sum &+= entry.offer(value) }
+        return sum
+    }
+}
+
+/// The same table isolated to an actor: every post and every registration
+/// is a call onto the actor, so from code that is not on it, an `await`.
+actor ActorObserverTable {
+    private var slots: [NotificationName: [TableEntry]] = [:]
+
+    func add(_ entry: TableEntry, for name: NotificationName) {
+        slots[name, default: []].append(entry)
+    }
+
+    func remove(_ id: Int, for name: NotificationName) {
+        slots[name]?.removeAll { $0.id == id }
+    }
+
+    func post(_ value: Int, to name: NotificationName) -> Int {
+        var sum = 0
+        for entry in slots[name] ?? [] { sum &+= entry.offer(value) }
+        return sum
+    }
+}
+
 struct Micro {
     var count: Int
     var runs: Int
@@ -186,6 +234,64 @@ struct Micro {
         return sum
     }
 
+    /// Posts through the mutex table from a task that is on no actor.
+    func tableMutexPost() async -> Int {
+        let table = MutexObserverTable()
+        table.add(TableEntry(id: 1) { $0 }, for: Tick.name)
+        var sum = 0
+        for index in 0..<count { sum &+= table.post(index, to: Tick.name) }
+        return sum
+    }
+
+    /// Posts through the actor table from a task that is on no actor: each
+    /// post hops onto the actor and back.
+    func tableActorPost() async -> Int {
+        let table = ActorObserverTable()
+        await table.add(TableEntry(id: 1) { $0 }, for: Tick.name)
+        var sum = 0
+        for index in 0..<count { sum &+= await table.post(index, to: Tick.name) }
+        return sum
+    }
+
+    /// Adds and removes an observer, `count` times, on the mutex table: the
+    /// registration is done when the call returns.
+    func tableMutexRegister() async -> Int {
+        let table = MutexObserverTable()
+        table.add(TableEntry(id: -1) { $0 }, for: Tick.name)
+        for index in 0..<count {
+            table.add(TableEntry(id: index) { $0 }, for: Tick.name)
+            table.remove(index, for: Tick.name)
+        }
+        return table.post(1, to: Tick.name)
+    }
+
+    /// The same on the actor table: only an `await` tells when it is done,
+    /// so a synchronous `addObserver` could not promise that.
+    func tableActorRegister() async -> Int {
+        let table = ActorObserverTable()
+        await table.add(TableEntry(id: -1) { $0 }, for: Tick.name)
+        for index in 0..<count {
+            await table.add(TableEntry(id: index) { $0 }, for: Tick.name)
+            await table.remove(index, for: Tick.name)
+        }
+        return await table.post(1, to: Tick.name)
+    }
+
+    /// The observer-table section: the table under a mutex and on an actor.
+    func tables(into results: MicroResults) async -> MicroResults {
+        var results = results
+        print("Observer table, \(count) operations back to back, best of \(runs) runs, one observer")
+        results.tableMutexPostNanoseconds = await measure("mutex table: post to a handler") { await tableMutexPost() }
+        results.tableActorPostNanoseconds = await measure("actor table: post to a handler") { await tableActorPost() }
+        results.tableMutexRegisterNanoseconds = await measure("mutex table: add and remove an observer") {
+            await tableMutexRegister()
+        }
+        results.tableActorRegisterNanoseconds = await measure("actor table: add and remove an observer") {
+            await tableActorRegister()
+        }
+        return results
+    }
+
     /// The envelope section: encode and decode at each size.
     func envelopes(sizes: [Int], into results: MicroResults) async throws -> MicroResults {
         var results = results
@@ -225,6 +331,6 @@ struct Micro {
         results.asyncMessageNanoseconds = try await slower.measure("Foundation AsyncMessage, for await") {
             try await slower.asyncMessage()
         }
-        return results
+        return await tables(into: results)
     }
 }

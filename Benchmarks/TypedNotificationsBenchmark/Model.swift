@@ -145,6 +145,13 @@ struct MicroResults: Codable, Sendable {
     var asyncMessageNanoseconds: Double?
     var encodeNanoseconds: [String: Double] = [:]
     var decodeNanoseconds: [String: Double] = [:]
+    /// The observer table two ways: under a mutex (as the hub keeps it) and
+    /// isolated to an actor. Per post: look the name up and call the
+    /// observer; per registration: add one and take it out again.
+    var tableMutexPostNanoseconds: Double?
+    var tableActorPostNanoseconds: Double?
+    var tableMutexRegisterNanoseconds: Double?
+    var tableActorRegisterNanoseconds: Double?
 }
 
 /// The memory run: resident set over a long run, and the cost of an observer.

@@ -20,9 +20,11 @@ import Synchronization
 ///
 /// The thread never waits for itself: ``join(nanoseconds:)`` refuses on it.
 package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
-    // Sendable: every mutable field is in `state`, behind its mutex; `poller`
-    // is used for `add`/`remove`/`wake`, which the kernel makes safe from
-    // any thread, and for `wait`, which only the loop's thread calls.
+    // Sendable: the one mutable field, `guarded`, is touched only inside
+    // `state(_:)`, between lock and unlock of `mutex` (a pthread mutex,
+    // which ThreadSanitizer sees); `poller` is used for `add`/`remove`/
+    // `wake`, which the kernel makes safe from any thread, and for `wait`,
+    // which only the loop's thread calls.
 
     /// How long queued jobs may run before the loop looks at its descriptors.
     package static let jobSliceNanoseconds: UInt64 = 1_000_000
@@ -31,7 +33,8 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     package let name: String
 
     private let poller: EventPoller
-    private let state = Mutex(LoopState())
+    private let mutex = SystemMutex()
+    private var guarded = LoopState()
     private let handOffCount = Atomic<Int>(0)
     private let finished = OneShotEvent()
 
@@ -44,9 +47,19 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         self.poller = try EventPoller()
     }
 
+    deinit {
+        mutex.deallocate()
+    }
+
+    private func state<Result>(_ body: (inout LoopState) -> Result) -> Result {
+        mutex.lock()
+        defer { mutex.unlock() }
+        return body(&guarded)
+    }
+
     /// Starts the loop's thread. Has no effect after the first call.
     package func start() {
-        let starts = state.withLock { state in
+        let starts = state { state in
             guard case .created = state.phase else { return false }
             state.phase = .running
             return true
@@ -66,7 +79,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     /// the loop's own thread, or, once stopped, the pool thread draining them.
     package var isCurrent: Bool {
         let current = ThreadIdentity.current
-        return state.withLock { $0.thread == current || $0.drainingThread == current }
+        return state { $0.thread == current || $0.drainingThread == current }
     }
 
     /// Calls `handler` on the loop's thread whenever `descriptor` is readable,
@@ -74,10 +87,10 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     package func register(_ descriptor: CInt, onReadable handler: @escaping @Sendable () -> Void) -> Result<
         Void, Errno
     > {
-        state.withLock { $0.handlers[descriptor] = handler }
+        state { $0.handlers[descriptor] = handler }
         let added = poller.add(descriptor)
         if case .failure = added {
-            state.withLock { _ = $0.handlers.removeValue(forKey: descriptor) }
+            state { _ = $0.handlers.removeValue(forKey: descriptor) }
         }
         return added
     }
@@ -85,7 +98,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     /// Stops watching `descriptor`; its handler is not called again once this returns
     /// on the loop's thread, or after the handler running now on another.
     package func deregister(_ descriptor: CInt) {
-        state.withLock { _ = $0.handlers.removeValue(forKey: descriptor) }
+        state { _ = $0.handlers.removeValue(forKey: descriptor) }
         poller.remove(descriptor)
     }
 
@@ -93,7 +106,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     /// end when the loop stops.
     package func schedule(after nanoseconds: UInt64, _ body: @escaping @Sendable () -> Void) {
         let deadline = SystemClock.monotonicNanoseconds() &+ nanoseconds
-        let wakes = state.withLock { state in
+        let wakes = state { state in
             state.timers.append(LoopTimer(deadline: deadline, body: body))
             return state.takeWakeUp()
         }
@@ -127,7 +140,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     /// Ends the I/O and timers. Queued jobs still run. Idempotent; never waits.
     package func stop() {
-        let wakes = state.withLock { state -> Bool in
+        let wakes = state { state -> Bool in
             switch state.phase {
             case .created:
                 // Never started: the jobs are drained elsewhere from now on.
@@ -142,7 +155,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         }
         if wakes { wake() }
         // A loop that never ran signals its own end.
-        if state.withLock({ $0.thread == nil && $0.phase == .stopped }) {
+        if state({ $0.thread == nil && $0.phase == .stopped }) {
             finished.signal()
             drainDetachedIfNeeded()
         }
@@ -173,7 +186,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     private func push(_ job: LoopJob) {
         let current = ThreadIdentity.current
-        let action = state.withLock { state -> PushAction in
+        let action = state { state -> PushAction in
             state.jobs.append(job)
             if state.thread != current { handOffCount.add(1, ordering: .relaxed) }
             switch state.phase {
@@ -193,7 +206,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     }
 
     private func run() {
-        state.withLock { $0.thread = ThreadIdentity.current }
+        state { $0.thread = ThreadIdentity.current }
         var ready: [CInt] = []
         // The jobs taken from the queue, and how many of them have run: the
         // queue and this array trade buffers, so taking jobs allocates nothing.
@@ -201,7 +214,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         var next = 0
         while true {
             runJobs(&batch, from: &next)
-            let timeout = state.withLock { state -> CInt? in
+            let timeout = state { state -> CInt? in
                 guard state.phase == .running else { return nil }
                 guard next == batch.count, state.jobs.isEmpty else { return 0 }
                 state.isSleeping = true
@@ -209,20 +222,20 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
             }
             guard let timeout else { break }
             poller.wait(milliseconds: timeout, into: &ready)
-            state.withLock { state in
+            state { state in
                 state.isSleeping = false
                 state.wakePending = false
             }
             for descriptor in ready {
                 // Looked up one at a time: an earlier handler may deregister a later one.
-                if let handler = state.withLock({ $0.handlers[descriptor] }) { handler() }
+                if let handler = state({ $0.handlers[descriptor] }) { handler() }
             }
-            let due = state.withLock { $0.takeDueTimers(now: SystemClock.monotonicNanoseconds()) }
+            let due = state { $0.takeDueTimers(now: SystemClock.monotonicNanoseconds()) }
             for timer in due { timer.body() }
         }
         // Stopped: what is still queued runs on the pool, one job at a time.
         let carried = batch[next...]
-        state.withLock { state in
+        state { state in
             state.phase = .stopped
             state.thread = nil
             state.timers = []
@@ -241,7 +254,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
             if next == batch.count {
                 batch.removeAll(keepingCapacity: true)
                 next = 0
-                state.withLock { swap(&$0.jobs, &batch) }
+                state { swap(&$0.jobs, &batch) }
                 if batch.isEmpty { return }
             }
             while next < batch.count {
@@ -263,7 +276,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     }
 
     private func drainDetachedIfNeeded() {
-        let drains = state.withLock { state -> Bool in
+        let drains = state { state -> Bool in
             guard !state.jobs.isEmpty, !state.isDraining else { return false }
             state.isDraining = true
             return true
@@ -276,7 +289,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     private func drainDetached() {
         let current = ThreadIdentity.current
         while true {
-            let batch = state.withLock { state -> [LoopJob] in
+            let batch = state { state -> [LoopJob] in
                 defer { state.jobs.removeAll(keepingCapacity: true) }
                 if state.jobs.isEmpty {
                     state.isDraining = false

@@ -296,9 +296,12 @@ public final class SocketTransport: NotificationTransport {
             watchedFiles: watchedFiles)
         do throws(Errno) {
             try loop.register(receiveSocket.rawValue) { [unowned self] in
-                // Bounded, so a flood of datagrams cannot keep the spool unread:
-                // the loop comes back while datagrams are waiting.
-                receiveAll(into: receiving, limit: Spool.socketDrainLimit)
+                // As many as a handler loop delivers in one slice: a handler on
+                // the hub's executor, which runs on this thread too, keeps up
+                // with a flood instead of watching its buffer fill (it dropped
+                // when this read 4,096 at a time). The loop comes back while
+                // datagrams are waiting, and the spool is read in between.
+                receiveAll(into: receiving, limit: HandlerLoopBudget.deliveries)
             }.get()
             if let descriptor = spoolMonitor.pollDescriptor {
                 try loop.register(descriptor) { [unowned self] in
