@@ -43,6 +43,10 @@ final class DeliveryQueue: Sendable {
         machine.withLock { $0.noteMissed(count) }
     }
 
+    /// Whether a handler loop's slice of messages is waiting (see
+    /// ``DeliveryQueueStateMachine/isBackedUp(slice:)``).
+    var isBackedUp: Bool { machine.withLock { $0.isBackedUp(slice: HandlerLoopBudget.deliveries) } }
+
     /// How many messages the buffering policy has dropped.
     var dropped: Int { machine.withLock { $0.dropped } }
 

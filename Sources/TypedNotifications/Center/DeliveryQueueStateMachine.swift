@@ -37,6 +37,13 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     /// Elements waiting to be taken.
     var count: Int { buffer.count }
 
+    /// Whether a slice of deliveries is waiting: `slice` entries, or half
+    /// the buffer when that is less. A transport that keeps what it has not
+    /// read (a log) reads no more for this observer until it has caught up.
+    func isBackedUp(slice: Int) -> Bool {
+        count >= min(slice, max(1, (limit ?? Int.max) / 2))
+    }
+
     enum EnqueueAction {
         /// Hand this entry straight to the suspended consumer.
         case resume(Waiter, Entry)

@@ -82,7 +82,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             receiver: TransportReceiver(
                 receive: { [weak self] message in self?.receive(message) },
                 missed: { [weak self] report in self?.noteMissed(report) },
-                failed: { [weak self] error in self?.fail(error) }
+                failed: { [weak self] error in self?.fail(error) },
+                backedUp: { [weak self] name in self?.isBackedUp(name) ?? false }
             )
         )
     }
@@ -279,6 +280,11 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// How many senders of `name` the hub remembers for gap detection.
     var rememberedSenders: Int {
         table.withLock { $0.slots.values.reduce(0) { $0 + $1.sequences.count } }
+    }
+
+    private func isBackedUp(_ name: NotificationName) -> Bool {
+        let observers = table.withLock { $0.slots[name]?.observers ?? [] }
+        return observers.contains { $0.isBackedUp }
     }
 
     private func noteMissed(_ report: MissedNotifications) {

@@ -8,6 +8,8 @@ protocol ObservationSink: AnyObject, Sendable {
     /// Adds `count` notifications that will never arrive to the next
     /// delivery's missed count. Never runs user code, never blocks.
     func noteMissed(_ count: Int)
+    /// Whether a slice of notifications waits in its buffer. Never blocks.
+    var isBackedUp: Bool { get }
     /// Ends the observation because its center closed: already queued
     /// notifications are still delivered.
     func finishFromCenter()
@@ -152,6 +154,8 @@ final class ObserverRecord<N: TypedNotification>: ObservationSink, ObservationCo
         unregister()
         metrics.activeObservers.subtract(1, ordering: .relaxed)
     }
+
+    var isBackedUp: Bool { queue.isBackedUp }
 
     func offer(_ message: TransportMessage, gap: Int) {
         guard filter.accepts(message.sender, observer: observer) else { return }

@@ -188,6 +188,7 @@ public struct TransportReceiver: Sendable {
     private let body: @Sendable (TransportMessage) -> Void
     private let missedBody: @Sendable (MissedNotifications) -> Void
     private let failedBody: @Sendable (TypedNotificationError) -> Void
+    private let backedUpBody: @Sendable (NotificationName) -> Bool
 
     /// Wraps the function that takes received messages; reports of missed
     /// notifications are ignored.
@@ -195,6 +196,7 @@ public struct TransportReceiver: Sendable {
         self.body = body
         self.missedBody = { _ in }
         self.failedBody = { _ in }
+        self.backedUpBody = { _ in false }
     }
 
     /// Wraps the function that takes received messages and the one that
@@ -203,15 +205,28 @@ public struct TransportReceiver: Sendable {
     ///
     /// `failed` takes the reason when the transport can receive no more (its
     /// shared directory was removed, say); the center then ends every
-    /// observation.
+    /// observation. `backedUp` tells whether an observer of a name has a
+    /// slice of notifications waiting (see ``isBackedUp(_:)``).
     public init(
         receive: @escaping @Sendable (TransportMessage) -> Void,
         missed: @escaping @Sendable (MissedNotifications) -> Void,
-        failed: @escaping @Sendable (TypedNotificationError) -> Void = { _ in }
+        failed: @escaping @Sendable (TypedNotificationError) -> Void = { _ in },
+        backedUp: @escaping @Sendable (NotificationName) -> Bool = { _ in false }
     ) {
         self.body = receive
         self.missedBody = missed
         self.failedBody = failed
+        self.backedUpBody = backedUp
+    }
+
+    /// Whether an observer of `name` has a slice of notifications (256, or
+    /// half its buffer) waiting to be handled. A transport that keeps what
+    /// it has not read yet, as a log does, reads no more of `name` until this
+    /// is `false`, so a fast poster or a backlog never overflows a slower
+    /// observer's buffer. Never blocks; do not call it holding a lock the
+    /// center may wait for (the transport's own state lock).
+    public func isBackedUp(_ name: NotificationName) -> Bool {
+        backedUpBody(name)
     }
 
     /// Tells the center that the transport can receive no more, and why: the

@@ -163,6 +163,8 @@ public final class FileSignalTransport: NotificationTransport {
     private let loop: EventLoop
     // A read pass is queued on the loop and has not started yet.
     private let passQueued = Atomic<Bool>(false)
+    // A pass for names held back for their observers is scheduled.
+    private let recheckScheduled = Atomic<Bool>(false)
     // The shared directory as it was when opened: if it goes, observers are told.
     private let root: FileIdentity?
 
@@ -476,7 +478,15 @@ public final class FileSignalTransport: NotificationTransport {
     /// readers whose directory saw a file created (or that found nothing new).
     private func readPass(thorough: Bool = true) {
         passQueued.store(false, ordering: .releasing)
-        let batches = state.withLock { state -> (FileReading, [(NotificationName, [LogRecord])])? in
+        // A name whose observers have a slice waiting is not read now: the
+        // log keeps it, and reading on would only overflow their buffers.
+        // Asked before the lock, which the center's own lock comes before.
+        guard
+            let (checking, names) = state.withLock({ state in state.receiving.map { ($0, Array(state.readers.keys)) } })
+        else { return }
+        let held = Set(names.filter { checking.receiver.isBackedUp($0) })
+        let batches = state.withLock {
+            state -> (FileReading, (records: [(NotificationName, [LogRecord])], hasMore: Bool))? in
             guard case .open = state.phase, let receiving = state.receiving else { return nil }
             let changed = state.monitor.changes()
             let created = state.monitor.takeCreations()
@@ -492,7 +502,7 @@ public final class FileSignalTransport: NotificationTransport {
                     state.watchIndex[name] = index
                 }
             }
-            let batches = state.readers.map { name, reader in
+            let batches = state.readers.filter { !held.contains($0.key) }.map { name, reader in
                 let lookForNewSegment =
                     thorough || changed == nil || (state.watchIndex[name].map { created.contains($0) } ?? true)
                 return (
@@ -502,7 +512,10 @@ public final class FileSignalTransport: NotificationTransport {
                         lookForNewSegment: lookForNewSegment)
                 )
             }
-            return (receiving, batches)
+            // Held names are looked at again by the recheck, not by a pass
+            // queued at once (which would spin while their observers catch up).
+            let hasMore = state.readers.contains { !held.contains($0.key) && $0.value.hasMore }
+            return (receiving, (batches, hasMore))
         }
         guard let (receiving, batches) = batches else { return }
         if let removal = receiving.removalWatch.removal() {
@@ -510,8 +523,22 @@ public final class FileSignalTransport: NotificationTransport {
             return
         }
         saveDueCursors()
-        for (name, records) in batches where !records.isEmpty {
+        for (name, records) in batches.records where !records.isEmpty {
             deliver(records, of: name, to: receiving.receiver)
+        }
+        // Behind the handler jobs these records just queued on this thread.
+        if batches.hasMore { requestPass() }
+        if !held.isEmpty { scheduleRecheck() }
+    }
+
+    /// Looks again in 1 ms at names held back for their observers; a
+    /// thorough pass, since the change events of this one are spent.
+    private func scheduleRecheck() {
+        guard !recheckScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        loop.schedule(after: 1_000_000) { [weak self] in
+            guard let self else { return }
+            recheckScheduled.store(false, ordering: .releasing)
+            readPass(thorough: true)
         }
     }
 
@@ -642,7 +669,16 @@ struct FileSignalState {
 /// One subscribed name's read position, advanced only past complete, valid
 /// records.
 final class LogReader {
+    /// Bytes read per pass, over all segments, about 160 small records: a pass then hands over
+    /// about what a handler loop delivers in one slice, and the next pass
+    /// runs after the handlers on the transport's thread had their turn. A
+    /// backlog read whole at once (a burst, a late reader) filled an
+    /// observer's buffer before its handler, on the same thread, could run.
+    static let bytesPerPass = 16 * 1024
+
     let name: NotificationName
+    /// The last pass stopped at ``bytesPerPass`` with more to read.
+    private(set) var hasMore = false
     private(set) var segment: UInt64
     private(set) var offset: Int
     private let sharing: DirectorySharing
@@ -692,7 +728,15 @@ final class LogReader {
         root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, lookForNewSegment: Bool = true
     ) -> [LogRecord] {
         var records: [LogRecord] = []
+        hasMore = false
+        var readWhole = false
+        // What is left of this pass's bytes, across segments.
+        var budget = Self.bytesPerPass
         while true {
+            if budget <= 0 {
+                hasMore = true
+                return records
+            }
             if open?.number != segment {
                 open = nil
                 lastChecksum = []
@@ -729,6 +773,13 @@ final class LogReader {
                 continue
             }
             var size = Int(info.st_size)
+            // Read a slice of a backlog; a record longer than the slice is
+            // read whole (see below).
+            var capped = false
+            if size - offset > budget, !readWhole {
+                size = offset + budget
+                capped = true
+            }
             // The new bytes, read together with the 4 before them: the
             // checksum that ended the last record read. If those changed, or
             // the segment is shorter than the read position, it no longer
@@ -777,11 +828,22 @@ final class LogReader {
                 )
                 stoppedShort = walked.stoppedShort
                 offset += walked.consumed
+                budget -= walked.consumed
                 readAny = walked.consumed > 0
                 if walked.consumed >= 4 {
                     lastChecksum = Array(bytes[(walked.consumed - 4)..<walked.consumed])
                 }
             }
+            if capped {
+                if readAny {
+                    hasMore = true
+                    return records
+                }
+                // Not one whole record in the slice: read this one whole.
+                readWhole = true
+                continue
+            }
+            readWhole = false
             guard lookForNewSegment || !readAny || stoppedShort else { return records }
             // A newer segment means this one is finished: whatever is left is torn.
             // One lstat in the common case; a directory listing only when

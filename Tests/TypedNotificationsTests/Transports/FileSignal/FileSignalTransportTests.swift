@@ -1,4 +1,5 @@
 import Foundation
+import NotificationPlatform
 import Testing
 
 @testable import TypedNotifications
@@ -335,9 +336,48 @@ struct FileSignalLocalTests {
             await received.wait(forCount: index + 1)
         }
         for index in 400..<4000 { try poster.post(HelperPing(poster: 1, index: index)) }
-        await received.wait(forCount: 4000)
+        let all = Signal()
+        Task {
+            await received.wait(forCount: 4000)
+            all.fire()
+        }
+        #expect(await all.wait(upTo: .seconds(60)))
         #expect(received.values == Array(0..<4000))
+        #expect(reader.metrics.dropped == 0)
         #expect(FileLog.segments(directory, HelperPing.name).count > 50)
+        token.cancel()
+        reader.close()
+        poster.close()
+    }
+
+    @Test("a backlog far larger than an observer's buffer reaches a slow handler whole: the reader waits for it")
+    func readerWaitsForSlowObserver() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        let reader = try fileHub(directory, endpoint: "reader")
+        let received = Collector<Int>()
+        let started = OneShotEvent()
+        // The default buffer keeps the newest 1,024; the backlog is 5,000.
+        let token = try reader.addObserver(HelperPing.self) { note, _ in
+            if note.index == 0 { started.wait() }
+            // Slower than the reader: some work per notification.
+            Thread.sleep(forTimeInterval: 0.00002)
+            received.append(note.index)
+        }
+        try poster.post(HelperPing(poster: 2, index: 0))
+        // While the handler is held in its first call, the log fills up.
+        for index in 1..<5000 { try poster.post(HelperPing(poster: 2, index: index)) }
+        started.signal()
+        // A safety net: with notifications dropped, the count never comes.
+        let all = Signal()
+        Task {
+            await received.wait(forCount: 5000)
+            all.fire()
+        }
+        #expect(await all.wait(upTo: .seconds(60)))
+        #expect(received.values == Array(0..<5000))
+        #expect(reader.metrics.dropped == 0)
         token.cancel()
         reader.close()
         poster.close()
