@@ -140,24 +140,29 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     /// Ends the I/O and timers. Queued jobs still run. Idempotent; never waits.
     package func stop() {
-        let wakes = state { state -> Bool in
+        enum Stop { case wakeThread, neverStarted, nothing }
+        let stop = state { state -> Stop in
             switch state.phase {
             case .created:
                 // Never started: the jobs are drained elsewhere from now on.
                 state.phase = .stopped
-                return false
+                return .neverStarted
             case .running:
                 state.phase = .stopping
-                return true
+                return .wakeThread
             case .stopping, .stopped:
-                return false
+                return .nothing
             }
         }
-        if wakes { wake() }
-        // A loop that never ran signals its own end.
-        if state({ $0.thread == nil && $0.phase == .stopped }) {
+        switch stop {
+        case .wakeThread:
+            wake()
+        case .neverStarted:
+            // No thread will signal the end: this call does.
             finished.signal()
             drainDetachedIfNeeded()
+        case .nothing:
+            break
         }
     }
 

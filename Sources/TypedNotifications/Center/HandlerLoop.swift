@@ -25,15 +25,15 @@ func startHandler<N: TypedNotification, A: Actor>(
     handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) -> ObservationToken {
     let loop: Task<Void, Never>
-    if let executor = actor as? NotificationExecutor {
-        // Preferring the transport's thread as task executor too: a resumed
-        // wait is enqueued there (by the thread that received, so nobody is
-        // woken), and the hop to the actor that follows costs nothing.
-        loop = Task(executorPreference: executor.taskExecutor) {
+    if actor is NotificationExecutor || actor is MainActor {
+        // A center's executor on a transport's thread is preferred as task
+        // executor too: a resumed wait is enqueued there (by the thread that
+        // received, so nobody is woken), and the hop to the actor that
+        // follows costs nothing. `nil` (the main actor, the pool): no preference.
+        let preference = (actor as? NotificationExecutor)?.taskExecutor
+        loop = Task(executorPreference: preference) {
             await runPinnedHandlerLoop(observation, on: actor, handler: handler)
         }
-    } else if actor is MainActor {
-        loop = Task { await runPinnedHandlerLoop(observation, on: actor, handler: handler) }
     } else {
         let reference = WeakActorReference(actor)
         loop = Task { await runWeakHandlerLoop(observation, on: reference, handler: handler) }

@@ -16,19 +16,16 @@ enum LoopTransport: String, CaseIterable, Sendable, CustomTestStringConvertible 
     func hub(_ directory: String, endpoint: String = "test") throws -> (
         any TypedNotificationCenter<NotificationExecutor>, EventLoop, @Sendable () -> Void, @Sendable () -> Int
     ) {
+        func parts<T: NotificationTransport>(_ hub: NotificationHub<T>) throws -> (
+            any TypedNotificationCenter<NotificationExecutor>, EventLoop, @Sendable () -> Void, @Sendable () -> Int
+        ) {
+            (hub, try #require(hub.transport.deliveryExecutor as? EventLoop), { hub.close() }, { hub.metrics.received })
+        }
         switch self {
         case .socket:
-            let hub = try socketHub(directory, endpoint: endpoint)
-            return (
-                hub, try #require(hub.transport.deliveryExecutor as? EventLoop), { hub.close() },
-                { hub.metrics.received }
-            )
+            return try parts(socketHub(directory, endpoint: endpoint))
         case .file:
-            let hub = try NotificationHub(endpoint: endpoint, transport: FileSignalTransport(directory: directory))
-            return (
-                hub, try #require(hub.transport.deliveryExecutor as? EventLoop), { hub.close() },
-                { hub.metrics.received }
-            )
+            return try parts(NotificationHub(endpoint: endpoint, transport: FileSignalTransport(directory: directory)))
         }
     }
 }

@@ -89,6 +89,18 @@ final class Collector<Value: Sendable>: Sendable {
 
     var values: [Value] { state.withLock { $0.values } }
 
+    /// Waits for at least `count` values, giving up after `limit` (a safety
+    /// net for values a broken promise would never deliver). Returns whether
+    /// they arrived.
+    func wait(forCount count: Int, upTo limit: Duration) async -> Bool {
+        let arrived = Signal()
+        Task {
+            await wait(forCount: count)
+            arrived.fire()
+        }
+        return await arrived.wait(upTo: limit)
+    }
+
     /// Returns once at least `count` values have arrived.
     func wait(forCount count: Int) async {
         await withCheckedContinuation { continuation in

@@ -621,18 +621,14 @@ public final class FileSignalTransport: NotificationTransport {
     /// With `closing`, later commits are saved by whoever makes them.
     private func saveDueCursors(closing: Bool = false) {
         guard identity != nil else { return }
-        let due = commits.withLock { table -> [(NotificationName, FileCursor)] in
+        let due = commits.withLock { table -> [NotificationName] in
             if closing { table.isClosed = true }
-            var due: [(NotificationName, FileCursor)] = []
-            for name in Array(table.slots.keys) where table.slots[name]?.savePending == true {
-                table.slots[name]?.savePending = false
-                if let cursor = table.slots[name]?.cursor { due.append((name, cursor)) }
-            }
+            let due = table.slots.keys.filter { table.slots[$0]?.savePending == true }
+            for name in due { table.slots[name]?.savePending = false }
             return due
         }
-        for (name, _) in due {
-            saveCursor(of: name)
-        }
+        // Each save writes the newest position there is (see saveCursor).
+        for name in due { saveCursor(of: name) }
     }
 }
 

@@ -336,12 +336,7 @@ struct FileSignalLocalTests {
             await received.wait(forCount: index + 1)
         }
         for index in 400..<4000 { try poster.post(HelperPing(poster: 1, index: index)) }
-        let all = Signal()
-        Task {
-            await received.wait(forCount: 4000)
-            all.fire()
-        }
-        #expect(await all.wait(upTo: .seconds(60)))
+        #expect(await received.wait(forCount: 4000, upTo: .seconds(60)))
         #expect(received.values == Array(0..<4000))
         #expect(reader.metrics.dropped == 0)
         #expect(FileLog.segments(directory, HelperPing.name).count > 50)
@@ -370,12 +365,7 @@ struct FileSignalLocalTests {
         for index in 1..<5000 { try poster.post(HelperPing(poster: 2, index: index)) }
         started.signal()
         // A safety net: with notifications dropped, the count never comes.
-        let all = Signal()
-        Task {
-            await received.wait(forCount: 5000)
-            all.fire()
-        }
-        #expect(await all.wait(upTo: .seconds(60)))
+        #expect(await received.wait(forCount: 5000, upTo: .seconds(60)))
         #expect(received.values == Array(0..<5000))
         #expect(reader.metrics.dropped == 0)
         token.cancel()
