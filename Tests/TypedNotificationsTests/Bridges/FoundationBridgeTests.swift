@@ -15,7 +15,7 @@ func roundTrip(on center: some TypedNotificationCenter) async throws -> [Int] {
 }
 
 // Serialized: the bridge's metrics are process-wide, and one test reads them.
-@Suite("Foundation's NotificationCenter as a typed center", .serialized, .timeLimit(.minutes(1)))
+@Suite("Foundation's NotificationCenter as a typed center", .serialized, .timeLimit(.minutes(5)))
 struct FoundationBridgeTests {
     @Test("the same generic code runs on a hub and on NotificationCenter")
     func sameCodeEveryCenter() async throws {

@@ -13,7 +13,7 @@ func tnotify(_ arguments: [String]) async throws -> (status: Int32, output: [Str
     return (status, process.lines.values, process.errors.values)
 }
 
-@Suite("tnotify, driven as a user would", .serialized, .timeLimit(.minutes(2)))
+@Suite("tnotify, driven as a user would", .serialized, .timeLimit(.minutes(5)))
 struct TnotifyTests {
     @Test("watch in one process, post from others: every line arrives", arguments: ["socket", "file"])
     func watchThenPost(transport: String) async throws {

@@ -24,7 +24,7 @@ actor SelfObservingModel {
     }
 }
 
-@Suite("An actor that observes on itself is released", .timeLimit(.minutes(1)))
+@Suite("An actor that observes on itself is released", .timeLimit(.minutes(5)))
 struct ActorLifetimeTests {
     @Test("when the last outside reference goes, the actor is released and its observation ends")
     func releasedWhenIdle() async throws {

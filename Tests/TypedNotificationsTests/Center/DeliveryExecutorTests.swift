@@ -30,7 +30,7 @@ enum LoopTransport: String, CaseIterable, Sendable, CustomTestStringConvertible 
     }
 }
 
-@Suite("The transport's thread runs the center's executor", .timeLimit(.minutes(1)))
+@Suite("The transport's thread runs the center's executor", .timeLimit(.minutes(5)))
 struct DeliveryExecutorTests {
     @Test(
         "a handler on the center's executor runs on the transport's receiving thread", arguments: LoopTransport.allCases

@@ -49,7 +49,7 @@ final class LossyEncodedTransport: NotificationTransport {
     func close() { state.withLock { $0.receiver = nil } }
 }
 
-@Suite("A hub over a cross-process transport", .timeLimit(.minutes(1)))
+@Suite("A hub over a cross-process transport", .timeLimit(.minutes(5)))
 struct EncodedTransportTests {
     @Test("payloads travel as bytes and are decoded for each observer")
     func encodesAndDecodes() async throws {

@@ -42,10 +42,9 @@ let mostDeliveriesWhileOthersWait = 2 * 256
 // unflooded ticker on time (beside the rest of the suite, or under
 // ThreadSanitizer, it sometimes cannot, and then late ticks say nothing about
 // the actor).
-@Suite("A busy handler shares its actor", .serialized, .timeLimit(.minutes(3)))
+@Suite("A busy handler shares its actor", .serialized, .timeLimit(.minutes(5)))
 struct FairnessTests {
     @Test("a main-actor handler under a 100k flood lets other main-actor work in after every slice")
-    @MainActor
     func mainActorWorkInterleaves() async throws {
         let hub = try makeHub()
         let total = 100_000
@@ -56,16 +55,26 @@ struct FairnessTests {
             handled.increment()
             if note.index == total - 1 { floodHandled.fire() }
         }
-        for index in 0..<total { try hub.post(Ping(index: index)) }
-        // Other main-actor work: each yield queues it behind the flood.
-        var turns = 0
+        // The whole flood is queued before the handler can start: this task
+        // holds the main actor while it posts.
+        try await MainActor.run {
+            for index in 0..<total { try hub.post(Ping(index: index)) }
+        }
+        // Other main-actor work, one job at a time, each queued straight on
+        // the main actor as a user's `Task { @MainActor in … }` is (not via
+        // `Task.yield()`, which goes through the shared pool first, so that a
+        // loaded pool, not the flood, would decide when it comes back). Each
+        // job notes how many flood deliveries had run when it started; the
+        // count read right after the job was surely queued is its baseline,
+        // so a descheduled test thread cannot inflate the difference.
         var mostInBetween = 0
-        var last = handled.count
+        var turns = 0
         while !floodHandled.hasFired {
-            await Task.yield()
-            let now = handled.count
-            mostInBetween = max(mostInBetween, now - last)
-            last = now
+            let started = Collector<Int>()
+            Task { @MainActor in started.append(handled.count) }
+            let queuedAt = handled.count
+            await started.wait(forCount: 1)
+            mostInBetween = max(mostInBetween, (started.values.first ?? 0) - queuedAt)
             turns += 1
         }
         #expect(turns >= 100, "other main-actor work ran only \(turns) times during the flood")

@@ -109,7 +109,7 @@ func lateRunsAfterSynchronousEnd<T: NotificationTransport>(
     return roundsWithLateRuns
 }
 
-@Suite("Guarantee 3: a synchronous cancel is exact", .timeLimit(.minutes(3)))
+@Suite("Guarantee 3: a synchronous cancel is exact", .timeLimit(.minutes(5)))
 struct SynchronousCancelTests {
     @Test(
         "no handler run begins after cancel() or the token's release returns, over the socket transport",

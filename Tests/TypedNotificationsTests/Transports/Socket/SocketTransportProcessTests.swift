@@ -24,7 +24,7 @@ func registryEntries(_ directory: String, _ name: NotificationName) -> [String] 
     (try? FileManager.default.contentsOfDirectory(atPath: directory + "/names/" + name.rawValue)) ?? []
 }
 
-@Suite("Socket transport between processes", .serialized, .timeLimit(.minutes(3)))
+@Suite("Socket transport between processes", .serialized, .timeLimit(.minutes(5)))
 struct SocketTransportProcessTests {
     @Test("one poster process to 4 observer processes: 10,000 each, none lost, in order")
     func fanOutToFourProcesses() async throws {
@@ -237,7 +237,7 @@ struct SocketTransportProcessTests {
     }
 }
 
-@Suite("Socket transport limits and security", .timeLimit(.minutes(1)))
+@Suite("Socket transport limits and security", .timeLimit(.minutes(5)))
 struct SocketTransportSecurityTests {
     @Test("a socket path longer than sun_path is a typed error naming the path and the limit")
     func pathTooLong() throws {
