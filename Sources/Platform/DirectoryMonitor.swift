@@ -22,7 +22,7 @@ package final class DirectoryMonitor {
         private var buffer = [UInt8](repeating: 0, count: 4096)
     #endif
     private var paths: [String] = []
-    private var lastModified: [Int: timespec] = [:]
+    private var lastModified: [Int: Int64] = [:]
     private var lost: Set<Int> = []
     private var created: Set<Int> = []
 
@@ -57,7 +57,7 @@ package final class DirectoryMonitor {
             guard descriptor != -1 else { throw Errno.current }
             watches[descriptor] = index
         #else
-            if case .success(let info) = SystemCalls.linkStatus(path) { lastModified[index] = info.st_mtimespec }
+            if case .success(let info) = SystemCalls.linkStatus(path) { lastModified[index] = info.modifiedNanoseconds }
         #endif
         paths.append(path)
         return index
@@ -136,10 +136,10 @@ package final class DirectoryMonitor {
                     continue
                 }
                 let seen = lastModified[index]
-                if seen?.tv_sec != info.st_mtimespec.tv_sec || seen?.tv_nsec != info.st_mtimespec.tv_nsec {
+                if seen != info.modifiedNanoseconds {
                     changed.insert(index)
                     created.insert(index)
-                    lastModified[index] = info.st_mtimespec
+                    lastModified[index] = info.modifiedNanoseconds
                 }
             }
         #endif

@@ -30,6 +30,7 @@ package struct Errno: RawRepresentable, Error, Hashable, CustomStringConvertible
     package static let notPermitted = Errno(rawValue: EPERM)
     package static let noSpace = Errno(rawValue: ENOSPC)
     package static let fileTooLarge = Errno(rawValue: EFBIG)
+    package static let quotaExceeded = Errno(rawValue: EDQUOT)
     package static let messageTooLong = Errno(rawValue: EMSGSIZE)
     package static let noSuchProcess = Errno(rawValue: ESRCH)
     package static let tooManySymbolicLinks = Errno(rawValue: ELOOP)

@@ -24,9 +24,14 @@ package enum SystemCalls {
         }
     }
 
+    /// Opens `path`, close-on-exec; `permissions` are a created file's.
+    ///
     /// The corresponding C function is `open`.
-    package static func openFile(_ path: String, _ flags: CInt, mode: mode_t = 0o600) -> Result<FileDescriptor, Errno> {
-        retrying { open(path, flags | O_CLOEXEC, mode) }.map(FileDescriptor.init(adopting:))
+    package static func openFile(
+        _ path: String, _ access: FileAccess, options: FileOpenOptions = [], permissions: FilePermissions = 0o600
+    ) -> Result<FileDescriptor, Errno> {
+        let flags = access.flags | options.flags
+        return retrying { open(path, flags, permissions.mode) }.map(FileDescriptor.init(adopting:))
     }
 
     /// The corresponding C function is `unlink`.
@@ -40,19 +45,36 @@ package enum SystemCalls {
     }
 
     /// The corresponding C function is `mkdir`.
-    package static func makeDirectory(_ path: String, mode: mode_t) -> Result<Void, Errno> {
-        retrying { mkdir(path, mode) }.map { _ in }
+    package static func makeDirectory(_ path: String, permissions: FilePermissions) -> Result<Void, Errno> {
+        retrying { mkdir(path, permissions.mode) }.map { _ in }
     }
 
     /// The corresponding C function is `chmod`.
-    package static func changeMode(_ path: String, mode: mode_t) -> Result<Void, Errno> {
-        retrying { chmod(path, mode) }.map { _ in }
+    package static func changeMode(_ path: String, permissions: FilePermissions) -> Result<Void, Errno> {
+        retrying { chmod(path, permissions.mode) }.map { _ in }
+    }
+
+    /// The corresponding C function is `fchmod`.
+    package static func changeMode(_ descriptor: borrowing FileDescriptor, permissions: FilePermissions) -> Result<
+        Void, Errno
+    > {
+        let raw = descriptor.rawValue
+        return retrying { fchmod(raw, permissions.mode) }.map { _ in }
+    }
+
+    /// The process's working directory, or `nil` when it cannot be read.
+    ///
+    /// The corresponding C function is `getcwd`.
+    package static func currentDirectory() -> String? {
+        guard let working = getcwd(nil, 0) else { return nil }
+        defer { free(working) }
+        return String(cString: working)
     }
 
     /// The corresponding C function is `lstat`.
-    package static func linkStatus(_ path: String) -> Result<stat, Errno> {
+    package static func linkStatus(_ path: String) -> Result<FileStatus, Errno> {
         var info = stat()
-        return retrying { lstat(path, &info) }.map { _ in info }
+        return retrying { lstat(path, &info) }.map { _ in FileStatus(info) }
     }
 
     /// The corresponding C function is `write`; writes everything or fails.
@@ -165,9 +187,9 @@ package enum SystemCalls {
     }
 
     /// The corresponding C function is `stat` (it follows symbolic links).
-    package static func status(_ path: String) -> Result<stat, Errno> {
+    package static func status(_ path: String) -> Result<FileStatus, Errno> {
         var info = stat()
-        return retrying { stat(path, &info) }.map { _ in info }
+        return retrying { stat(path, &info) }.map { _ in FileStatus(info) }
     }
 
     /// The longest Unix socket path, in bytes.
@@ -250,6 +272,25 @@ package enum SystemCalls {
         return kill(pid, 0) == 0 || Errno.current != .noSuchProcess
     }
 
+    /// Waits until one of `descriptors` can be written to without blocking
+    /// (or has failed), or `milliseconds` pass (−1: no limit). Returns, for
+    /// each descriptor, whether it is ready.
+    ///
+    /// The corresponding C function is `poll` with `POLLOUT`.
+    package static func waitUntilWritable(_ descriptors: [CInt], milliseconds: CInt) -> Result<[Bool], Errno> {
+        var polled = descriptors.map { pollfd(fd: $0, events: Int16(POLLOUT), revents: 0) }
+        return pollDescriptors(&polled, timeout: milliseconds).map { _ in polled.map { $0.revents != 0 } }
+    }
+
+    /// Waits until `descriptor` can be read without blocking, or
+    /// `milliseconds` pass (−1: no limit). Returns whether it can.
+    ///
+    /// The corresponding C function is `poll` with `POLLIN`.
+    package static func waitUntilReadable(_ descriptor: CInt, milliseconds: CInt) -> Result<Bool, Errno> {
+        var polled = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
+        return pollDescriptors(&polled, timeout: milliseconds).map { $0 > 0 }
+    }
+
     /// Waits until one of `descriptors` is ready or `timeout` milliseconds pass
     /// (−1: no limit). Returns the `revents` of each.
     ///
@@ -286,9 +327,9 @@ package enum SystemCalls {
     /// The size and identity of an open file.
     ///
     /// The corresponding C function is `fstat`.
-    package static func fileStatus(_ descriptor: borrowing FileDescriptor) -> Result<stat, Errno> {
+    package static func fileStatus(_ descriptor: borrowing FileDescriptor) -> Result<FileStatus, Errno> {
         var info = stat()
-        return retrying { fstat(descriptor.rawValue, &info) }.map { _ in info }
+        return retrying { fstat(descriptor.rawValue, &info) }.map { _ in FileStatus(info) }
     }
 
     /// Cuts a file to `length` bytes.

@@ -24,4 +24,32 @@ package enum SystemProcess {
     ///
     /// The corresponding C function is `getgid`.
     package static var groupID: UInt32 { UInt32(getgid()) }
+
+    /// The value of an environment variable, or `nil` when it is not set.
+    ///
+    /// The corresponding C function is `getenv`.
+    package static func environment(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
+    /// `$XDG_RUNTIME_DIR/<name>` when that variable holds an absolute path,
+    /// else `/tmp/<name>-<uid>`: a transport's default directory, private to
+    /// this user. `runtime` stands for the variable's value.
+    package static func runtimeDirectory(
+        named name: String, runtime: String? = environment("XDG_RUNTIME_DIR")
+    ) -> String {
+        if let runtime, runtime.hasPrefix("/") {
+            return runtime + "/" + name
+        }
+        return "/tmp/\(name)-\(userID)"
+    }
+
+    /// Suspends the calling thread for about `microseconds`.
+    ///
+    /// The corresponding C function is `nanosleep`.
+    package static func pause(microseconds: UInt32) {
+        var request = timespec(tv_sec: Int(microseconds / 1_000_000), tv_nsec: Int(microseconds % 1_000_000) * 1_000)
+        var remaining = timespec()
+        while nanosleep(&request, &remaining) == -1, Errno.current == .interrupted { request = remaining }
+    }
 }

@@ -1,13 +1,5 @@
 import NotificationPlatform
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// Who may use a shared directory besides its owner.
 public enum DirectorySharing: Sendable, Hashable {
     /// Only the user who owns it: directories 0700, files and sockets 0600,
@@ -17,10 +9,10 @@ public enum DirectorySharing: Sendable, Hashable {
     /// sockets 0660, and messages from users in that group are accepted.
     case group
 
-    var directoryMode: mode_t { self == .ownerOnly ? 0o700 : 0o770 }
-    var fileMode: mode_t { self == .ownerOnly ? 0o600 : 0o660 }
+    var directoryMode: FilePermissions { self == .ownerOnly ? 0o700 : 0o770 }
+    var fileMode: FilePermissions { self == .ownerOnly ? 0o600 : 0o660 }
     // Permission bits that must not be set on an existing directory.
-    var forbiddenBits: mode_t { self == .ownerOnly ? 0o077 : 0o007 }
+    var forbiddenBits: FilePermissions { self == .ownerOnly ? 0o077 : 0o007 }
 }
 
 /// Creating and checking the directories a cross-process transport shares,
@@ -30,40 +22,39 @@ enum SharedDirectory {
     /// a real directory (not a symbolic link), owned by this user, with no
     /// permission bits beyond the sharing's.
     static func prepare(_ path: String, sharing: DirectorySharing) throws(TypedNotificationError) {
-        switch SystemCalls.makeDirectory(path, mode: sharing.directoryMode) {
+        switch SystemCalls.makeDirectory(path, permissions: sharing.directoryMode) {
         case .success:
             // mkdir applies the umask; set the mode exactly.
-            _ = SystemCalls.changeMode(path, mode: sharing.directoryMode)
+            _ = SystemCalls.changeMode(path, permissions: sharing.directoryMode)
         case .failure(.fileExists):
             break
         case .failure(let error):
             throw failure(error, "could not create the directory \(path)")
         }
-        let info: stat
+        let info: FileStatus
         switch SystemCalls.linkStatus(path) {
         case .success(let found): info = found
         case .failure(let error): throw failure(error, "could not inspect \(path)")
         }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
+        guard info.kind == .directory else {
             throw TypedNotificationError(
                 code: .insecureDirectory,
                 message:
                     "\(path) is not a directory (a symbolic link or a file is refused); remove it or choose another directory"
             )
         }
-        guard info.st_uid == SystemProcess.userID else {
+        guard info.owner == SystemProcess.userID else {
             throw TypedNotificationError(
                 code: .insecureDirectory,
                 message:
-                    "\(path) belongs to user \(info.st_uid), not to this user (\(SystemProcess.userID)); choose a directory of your own"
+                    "\(path) belongs to user \(info.owner), not to this user (\(SystemProcess.userID)); choose a directory of your own"
             )
         }
-        guard info.st_mode & sharing.forbiddenBits == 0 else {
-            let mode = String(info.st_mode & 0o777, radix: 8)
+        guard !info.permissions.intersects(sharing.forbiddenBits) else {
             throw TypedNotificationError(
                 code: .insecureDirectory,
                 message:
-                    "\(path) has mode \(mode), open to more users than \(sharing) allows; run chmod \(String(sharing.directoryMode, radix: 8)) on it"
+                    "\(path) has mode \(info.permissions), open to more users than \(sharing) allows; run chmod \(sharing.directoryMode) on it"
             )
         }
     }
@@ -75,9 +66,7 @@ enum SharedDirectory {
         var path = path
         while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
         guard !path.hasPrefix("/") else { return path }
-        guard let working = getcwd(nil, 0) else { return path }
-        defer { free(working) }
-        let base = String(cString: working)
+        guard let base = SystemCalls.currentDirectory() else { return path }
         if path == "." { return base }
         return (base == "/" ? "" : base) + "/" + (path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
     }
@@ -104,10 +93,11 @@ enum SharedFile {
     /// beyond the sharing's. Anything else is refused with
     /// ``TypedNotificationError/Code/insecureDirectory`` naming the path.
     static func open(
-        _ path: String, _ flags: CInt, mode: mode_t = 0, sharing: DirectorySharing
+        _ path: String, _ access: FileAccess, creating: FileOpenOptions = [], sharing: DirectorySharing
     ) -> Result<FileDescriptor, TypedNotificationError> {
         let file: FileDescriptor
-        switch SystemCalls.openFile(path, flags | O_NOFOLLOW | O_NONBLOCK, mode: mode) {
+        let options = creating.union([.noFollow, .nonBlocking])
+        switch SystemCalls.openFile(path, access, options: options, permissions: sharing.fileMode) {
         case .success(let opened): file = opened
         case .failure(.tooManySymbolicLinks):
             // O_NOFOLLOW on a symbolic link.
@@ -125,26 +115,16 @@ enum SharedFile {
     }
 
     /// What is wrong with a file of a shared directory, or `nil`.
-    static func problem(with info: stat, sharing: DirectorySharing) -> String? {
-        let kind = info.st_mode & S_IFMT
-        guard kind == S_IFREG else {
-            let name =
-                switch kind {
-                case S_IFIFO: "a FIFO"
-                case S_IFDIR: "a directory"
-                case S_IFSOCK: "a socket"
-                case S_IFLNK: "a symbolic link"
-                case S_IFCHR, S_IFBLK: "a device"
-                default: "not a regular file"
-                }
-            return "is \(name), not a regular file"
+    static func problem(with info: FileStatus, sharing: DirectorySharing) -> String? {
+        guard info.kind == .regular else {
+            return "is \(info.kind), not a regular file"
         }
-        if sharing == .ownerOnly && info.st_uid != SystemProcess.userID {
-            return "belongs to user \(info.st_uid), not to this user (\(SystemProcess.userID))"
+        if sharing == .ownerOnly && info.owner != SystemProcess.userID {
+            return "belongs to user \(info.owner), not to this user (\(SystemProcess.userID))"
         }
-        if info.st_mode & sharing.forbiddenBits != 0 {
+        if info.permissions.intersects(sharing.forbiddenBits) {
             return
-                "has mode \(String(info.st_mode & 0o777, radix: 8)), open to more users than \(sharing) allows; run chmod \(String(sharing.fileMode, radix: 8)) on it"
+                "has mode \(info.permissions), open to more users than \(sharing) allows; run chmod \(sharing.fileMode) on it"
         }
         return nil
     }
@@ -157,23 +137,21 @@ enum SharedFile {
 /// Which file a path named when it was recorded (device and inode), to
 /// notice that it was removed or replaced since: a transport whose shared
 /// directory is gone must say so instead of staying alive and deaf.
-struct FileIdentity: Sendable, Equatable {
+struct RecordedPath: Sendable, Equatable {
     let path: String
-    let device: UInt64
-    let inode: UInt64
+    let identity: FileIdentity
 
     /// The identity of what `path` names now (not following a link), or `nil`.
     init?(_ path: String) {
         guard case .success(let info) = SystemCalls.linkStatus(path) else { return nil }
         self.path = path
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        identity = info.identity
     }
 
     /// Whether `path` still names the same file.
     var isStillThere: Bool {
         guard case .success(let info) = SystemCalls.linkStatus(path) else { return false }
-        return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
+        return info.identity == identity
     }
 
 }
@@ -182,11 +160,11 @@ struct FileIdentity: Sendable, Equatable {
 /// notice that the files it depends on (its shared directory, its socket)
 /// were removed or replaced.
 struct RemovalWatch {
-    private let files: [FileIdentity]
+    private let files: [RecordedPath]
     private var lastLook = SystemClock.monotonicNanoseconds()
 
     /// Watches `files` as they are now.
-    init(_ files: [FileIdentity]) {
+    init(_ files: [RecordedPath]) {
         self.files = files
     }
 

@@ -1,14 +1,6 @@
 import NotificationPlatform
 import Synchronization
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// A place in a name's log: a segment and a byte offset in it.
 struct LogPosition: Comparable, Hashable, Sendable, CustomStringConvertible {
     var segment: UInt64
@@ -53,7 +45,7 @@ struct FileCursor: Equatable, Sendable {
         let path = path(root: root, identity: identity, name: name)
         guard case .success = SystemCalls.linkStatus(path) else { return .missing }
         let file: FileDescriptor
-        switch SharedFile.open(path, O_RDONLY, sharing: sharing) {
+        switch SharedFile.open(path, .readOnly, sharing: sharing) {
         case .success(let opened): file = opened
         case .failure(let error): return .invalid(error.message)
         }
@@ -96,7 +88,7 @@ struct FileCursor: Equatable, Sendable {
             final + ".tmp." + String(SystemProcess.id) + "." + String(Self.saves.add(1, ordering: .relaxed).oldValue)
         guard
             case .success(let file) = SharedFile.open(
-                temporary, O_WRONLY | O_CREAT | O_EXCL, mode: sharing.fileMode, sharing: sharing)
+                temporary, .writeOnly, creating: [.create, .exclusive], sharing: sharing)
         else { return false }
         guard case .success = SystemCalls.writeAll(file, bytes) else {
             _ = SystemCalls.removeFile(temporary)

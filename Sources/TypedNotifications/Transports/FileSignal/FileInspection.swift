@@ -41,7 +41,7 @@ extension FileSignalTransport {
             var sizes: [UInt64: Int] = [:]
             for number in segments {
                 if case .success(let info) = SystemCalls.linkStatus(FileLog.segmentPath(directory, name, number)) {
-                    sizes[number] = Int(info.st_size)
+                    sizes[number] = info.size
                 }
             }
             let cursors = identities.sorted().compactMap { identity -> FileCursorSummary? in

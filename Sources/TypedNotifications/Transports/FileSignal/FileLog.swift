@@ -1,13 +1,5 @@
 import NotificationPlatform
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// The layout of a file-plus-signal directory:
 ///
 ///     DIR/                                   0700
@@ -48,7 +40,7 @@ enum FileLog {
             guard file.utf8.count == 24, file.hasSuffix(".log"),
                 let number = UInt64(file.prefix(20)), number > 0,
                 case .success(let info) = SystemCalls.linkStatus(directory + "/" + file),
-                info.st_mode & S_IFMT == S_IFREG
+                info.kind == .regular
             else { return nil }
             return number
         }.sorted()
@@ -63,7 +55,7 @@ enum FileLog {
     /// Whether `path` is a regular file (not followed if a symbolic link).
     static func isSegment(at path: String) -> Bool {
         guard case .success(let info) = SystemCalls.linkStatus(path) else { return false }
-        return info.st_mode & S_IFMT == S_IFREG
+        return info.kind == .regular
     }
 
     /// Opens a segment (or the lock file) for reading or appending: never
@@ -72,7 +64,9 @@ enum FileLog {
     static func open(_ path: String, create: Bool, sharing: DirectorySharing) -> Result<
         FileDescriptor, TypedNotificationError
     > {
-        SharedFile.open(path, create ? O_RDWR | O_CREAT : O_RDONLY, mode: sharing.fileMode, sharing: sharing)
+        create
+            ? SharedFile.open(path, .readWrite, creating: .create, sharing: sharing)
+            : SharedFile.open(path, .readOnly, sharing: sharing)
     }
 
     /// Reads `count` bytes at `offset` (fewer at the end of the file).

@@ -1,15 +1,6 @@
 import Dispatch
-import Foundation
 import NotificationPlatform
 import Synchronization
-
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// How long a file-plus-signal log keeps notifications.
 public struct FileRetentionPolicy: Sendable, Hashable {
@@ -168,15 +159,12 @@ public final class FileSignalTransport: NotificationTransport {
     // A pass for names held back for their observers is scheduled.
     private let recheckScheduled = Atomic<Bool>(false)
     // The shared directory as it was when opened: if it goes, observers are told.
-    private let root: FileIdentity?
+    private let root: RecordedPath?
 
     /// A directory for this user: `$XDG_RUNTIME_DIR/typed-notifications-files`,
     /// else `/tmp/typed-notifications-files-<uid>`.
     public static var defaultDirectory: String {
-        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            return runtime + "/typed-notifications-files"
-        }
-        return "/tmp/typed-notifications-files-\(SystemProcess.userID)"
+        SystemProcess.runtimeDirectory(named: "typed-notifications-files")
     }
 
     /// Creates the directory structure if needed and checks it.
@@ -209,7 +197,7 @@ public final class FileSignalTransport: NotificationTransport {
             try SharedDirectory.prepare(
                 FileLog.cursorsDirectory(directory) + "/" + identity, sharing: configuration.sharing)
         }
-        root = FileIdentity(directory)
+        root = RecordedPath(directory)
         do throws(Errno) {
             loop = try EventLoop(name: "TypedNotifications.FileSignalTransport")
             state = Locked(FileSignalState(monitor: try DirectoryMonitor(includingModifications: true)))
@@ -390,7 +378,7 @@ public final class FileSignalTransport: NotificationTransport {
                 case .success(let file) = FileLog.open(
                     FileLog.segmentPath(directory, name, number), create: false, sharing: configuration.sharing),
                 case .success(let info) = SystemCalls.fileStatus(file),
-                case .success(let bytes) = FileLog.read(file, at: 0, count: Int(info.st_size))
+                case .success(let bytes) = FileLog.read(file, at: 0, count: info.size)
             else { continue }
             var newest: TransportMessage?
             _ = FileLog.walk(bytes) { offset, _ in
@@ -431,7 +419,7 @@ public final class FileSignalTransport: NotificationTransport {
         let newest = segments.last ?? 1
         var size = 0
         if case .success(let info) = SystemCalls.linkStatus(FileLog.segmentPath(directory, name, newest)) {
-            size = Int(info.st_size)
+            size = info.size
         }
         let end = LogPosition(segment: newest, offset: size)
         guard let identity else { return (end, nil) }
@@ -781,14 +769,14 @@ final class LogReader {
             // the open descriptor. But a log removed and started again leaves
             // this reader holding a file no longer in it: go on in the log as
             // it is now, from its oldest segment.
-            if info.st_nlink == 0, hasRestarted(current, info: info, root: root) {
+            if info.links == 0, hasRestarted(current, info: info, root: root) {
                 counters.vanishedSegments.add(1, ordering: .relaxed)
                 open = nil
                 segment = FileLog.segments(root, name).first ?? segment
                 offset = 0
                 continue
             }
-            var size = Int(info.st_size)
+            var size = info.size
             // Read a slice of a backlog; a record longer than the slice is
             // read whole (see below).
             var capped = false
@@ -877,7 +865,7 @@ final class LogReader {
             // A writer finishes a segment before it starts the next, so now this
             // one's size is final; appends made since it was measured are read
             // before moving on.
-            if case .success(let final) = SystemCalls.fileStatus(current.file), Int(final.st_size) > size {
+            if case .success(let final) = SystemCalls.fileStatus(current.file), final.size > size {
                 continue
             }
             if stoppedShort { counters.corruptRecordsSkipped.add(1, ordering: .relaxed) }
@@ -889,9 +877,9 @@ final class LogReader {
     /// Whether the log was started again under the deleted segment this
     /// reader holds: its path names another file now, or every segment the
     /// log has is older than it.
-    private func hasRestarted(_ current: OpenSegment, info: stat, root: String) -> Bool {
+    private func hasRestarted(_ current: OpenSegment, info: FileStatus, root: String) -> Bool {
         if case .success(let now) = SystemCalls.linkStatus(current.path) {
-            return now.st_dev != info.st_dev || now.st_ino != info.st_ino
+            return now.identity != info.identity
         }
         guard let newest = FileLog.segments(root, name).last else { return false }
         return newest < current.number
@@ -947,7 +935,7 @@ final class FileReading: @unchecked Sendable {
     var decoder = EnvelopeDecoder()
     var removalWatch: RemovalWatch
 
-    init(receiver: TransportReceiver, root: FileIdentity?) {
+    init(receiver: TransportReceiver, root: RecordedPath?) {
         self.receiver = receiver
         self.removalWatch = RemovalWatch([root].compactMap { $0 })
     }

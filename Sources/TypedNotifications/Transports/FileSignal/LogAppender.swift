@@ -1,13 +1,4 @@
-import Foundation
 import NotificationPlatform
-
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// Appends envelopes to one name's log, serialized with every other process by
 /// an exclusive `flock` on the name's lock file.
@@ -101,7 +92,7 @@ final class LogAppender {
 
     static func writeFailure(_ error: Errno, name: NotificationName) -> TypedNotificationError {
         switch error {
-        case .noSpace, .fileTooLarge, Errno(rawValue: EDQUOT):
+        case .noSpace, .fileTooLarge, .quotaExceeded:
             return TypedNotificationError(
                 code: .storageFull,
                 message:
@@ -128,11 +119,11 @@ final class LogAppender {
         }
         // After following any rollover this is the newest segment, which
         // retention never deletes: unlinked, the whole log was removed.
-        if info.st_nlink == 0 {
+        if info.links == 0 {
             isRemoved = true
             return
         }
-        let size = Int(info.st_size)
+        let size = info.size
         guard size != validatedEnd else { return }
         let start = validatedEnd >= 0 && validatedEnd < size ? validatedEnd : 0
         guard case .success(let bytes) = FileLog.read(segment, at: start, count: size - start) else {
@@ -192,11 +183,11 @@ enum FileRetention {
             FileCursor.oldestSegment(root: root, name: name, sharing: configuration.sharing) ?? UInt64.max
         var sizes: [UInt64: Int] = [:]
         var ages: [UInt64: Int] = [:]
-        let now = Int(Date().timeIntervalSince1970)
+        let now = Int(SystemClock.wallClockNanoseconds() / 1_000_000_000)
         for number in numbers {
             if case .success(let info) = SystemCalls.linkStatus(FileLog.segmentPath(root, name, number)) {
-                sizes[number] = Int(info.st_size)
-                ages[number] = now - Int(info.st_mtim.tv_sec)
+                sizes[number] = info.size
+                ages[number] = now - Int(info.modifiedSeconds)
             }
         }
         var total = sizes.values.reduce(0, +)

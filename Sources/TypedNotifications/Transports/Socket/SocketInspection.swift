@@ -1,13 +1,5 @@
 import NotificationPlatform
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// One endpoint registered for a name in a socket transport's directory.
 public struct SocketRegistration: Sendable, Hashable {
     /// The name it observes.
@@ -135,7 +127,7 @@ extension SocketTransport {
         let path = SocketRegistry.socketPath(directory, id)
         switch SystemCalls.linkStatus(path) {
         case .success(let info):
-            guard info.st_mode & S_IFMT == S_IFSOCK else { return .unknown }
+            guard info.kind == .socket else { return .unknown }
         case .failure(.noSuchFile): return .dead
         case .failure: return .unknown
         }
@@ -148,7 +140,7 @@ extension SocketTransport {
     }
 
     static func entryFields(_ path: String) -> (processID: Int32, endpoint: String) {
-        guard case .success(let file) = SystemCalls.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK),
+        guard case .success(let file) = SystemCalls.openFile(path, .readOnly, options: [.noFollow, .nonBlocking]),
             let bytes = try? FileLog.read(file, at: 0, count: 256).get()
         else { return (0, "?") }
         let fields = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })

@@ -1,13 +1,5 @@
 import NotificationPlatform
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// The layout of a socket transport's shared directory:
 ///
 ///     DIR/                     0700
@@ -58,8 +50,10 @@ enum SocketRegistry {
         let path = entryPath(directory, name, id)
         let file: FileDescriptor
         do throws(Errno) {
-            file = try SystemCalls.openFile(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: sharing.fileMode)
-                .get()
+            file = try SystemCalls.openFile(
+                path, .writeOnly, options: [.create, .exclusive, .noFollow], permissions: sharing.fileMode
+            )
+            .get()
         } catch {
             throw SharedDirectory.failure(error, "could not register for \(name) at \(path)")
         }
@@ -83,8 +77,8 @@ enum SocketRegistry {
         let ownUser = SystemProcess.userID
         return names.map { file in
             guard isIdentifier(file), case .success(let info) = SystemCalls.linkStatus(nameDirectory + "/" + file),
-                info.st_mode & S_IFMT == S_IFREG,
-                sharing == .group || info.st_uid == ownUser
+                info.kind == .regular,
+                sharing == .group || info.owner == ownUser
             else { return .ignored }
             return .endpoint(file)
         }

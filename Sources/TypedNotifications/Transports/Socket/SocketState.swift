@@ -1,14 +1,6 @@
 import NotificationPlatform
 import Synchronization
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// Everything a ``SocketTransport`` changes after it is created, guarded by
 /// one lock: the phase, the registry cache and the endpoints it sends to.
 struct SocketState {
@@ -64,13 +56,13 @@ final class SocketPeer {
     static func connect(
         _ id: String, path: String, spoolDirectory: String, poster: String, sharing: DirectorySharing, spoolLimit: Int
     ) -> Connection {
-        let before: stat
+        let before: FileStatus
         switch SystemCalls.linkStatus(path) {
         case .success(let info): before = info
         case .failure(.noSuchFile): return .dead
         case .failure: return .unreachable
         }
-        guard before.st_mode & S_IFMT == S_IFSOCK, sharing == .group || before.st_uid == SystemProcess.userID else {
+        guard before.kind == .socket, sharing == .group || before.owner == SystemProcess.userID else {
             return .refused
         }
         let socket: FileDescriptor
@@ -89,7 +81,7 @@ final class SocketPeer {
         }
         guard case .success(let peerPath) = SystemCalls.peerSocketPath(socket), !peerPath.isEmpty,
             case .success(let bound) = SystemCalls.status(peerPath),
-            bound.st_dev == before.st_dev, bound.st_ino == before.st_ino
+            bound.identity == before.identity
         else { return .refused }
         _ = SystemCalls.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
         let spool = SpoolWriter(directory: spoolDirectory, poster: poster, sharing: sharing, limit: spoolLimit)

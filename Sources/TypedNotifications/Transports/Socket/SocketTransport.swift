@@ -1,14 +1,5 @@
 import Dispatch
-import Foundation
 import NotificationPlatform
-
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// Limits and policies of a ``SocketTransport``.
 public struct SocketTransportConfiguration: Sendable {
@@ -155,7 +146,7 @@ public final class SocketTransport: NotificationTransport {
     public let maximumEnvelopeSize: Int
     // The directory and this endpoint's socket file: if either goes, posters
     // can no longer reach this endpoint, and observers are told.
-    private let watchedFiles: [FileIdentity]
+    private let watchedFiles: [RecordedPath]
 
     /// This transport's socket, in the directory's `sockets` folder.
     public let socketPath: String
@@ -174,10 +165,7 @@ public final class SocketTransport: NotificationTransport {
     /// A directory for this user that survives as long as the login session:
     /// `$XDG_RUNTIME_DIR/typed-notifications`, else `/tmp/typed-notifications-<uid>`.
     public static var defaultDirectory: String {
-        if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
-            return runtime + "/typed-notifications"
-        }
-        return "/tmp/typed-notifications-\(SystemProcess.userID)"
+        SystemProcess.runtimeDirectory(named: "typed-notifications")
     }
 
     /// Creates the directory structure if needed, checks it, and binds this
@@ -224,7 +212,7 @@ public final class SocketTransport: NotificationTransport {
             _ = SystemCalls.removeDirectory(spoolDirectory)
             throw SharedDirectory.failure(error, "could not bind \(socketPath)")
         }
-        _ = SystemCalls.changeMode(socketPath, mode: configuration.sharing.fileMode)
+        _ = SystemCalls.changeMode(socketPath, permissions: configuration.sharing.fileMode)
         let spoolDirectory = spoolDirectory
         let socketPath = socketPath
         func undo() {
@@ -240,7 +228,7 @@ public final class SocketTransport: NotificationTransport {
         let sendBuffer = (try? SystemCalls.sendBufferSize(socket).get()) ?? 212_992
         maximumEnvelopeSize = min(SocketRegistry.largestEnvelope, max(1024, sendBuffer - 1024))
         receiveSocket = socket
-        watchedFiles = [FileIdentity(directory), FileIdentity(socketPath)].compactMap { $0 }
+        watchedFiles = [RecordedPath(directory), RecordedPath(socketPath)].compactMap { $0 }
 
         do throws(Errno) {
             loop = try EventLoop(name: "TypedNotifications.SocketTransport")
@@ -420,7 +408,7 @@ public final class SocketTransport: NotificationTransport {
         while true {
             if unreadPeers().isEmpty { return true }
             guard SystemClock.monotonicNanoseconds() < deadline else { return false }
-            usleep(pause)
+            SystemProcess.pause(microseconds: pause)
             pause = min(pause * 2, 10_000)
         }
     }
@@ -439,7 +427,7 @@ public final class SocketTransport: NotificationTransport {
         var unread: [String] = []
         for (peer, spool) in peers {
             var waiting = false
-            if let spool, case .success(let info) = SystemCalls.fileStatus(spool.descriptor), info.st_nlink > 0 {
+            if let spool, case .success(let info) = SystemCalls.fileStatus(spool.descriptor), info.links > 0 {
                 waiting = true
             }
             if case .success(let bytes) = SystemCalls.unreadSentBytes(peer.descriptor), bytes > 0 {
@@ -576,10 +564,11 @@ public final class SocketTransport: NotificationTransport {
                 // A descriptor closed meanwhile (the endpoint was reaped) at
                 // worst wakes this poll early: the retry below looks the
                 // endpoint up again under the lock.
-                var descriptors = waiting.map { pollfd(fd: $0.descriptor, events: Int16(POLLOUT), revents: 0) }
                 let milliseconds = CInt(clamping: (deadline - now + 999_999) / 1_000_000)
-                _ = SystemCalls.pollDescriptors(&descriptors, timeout: milliseconds)
-                ready = zip(waiting, descriptors).filter { $0.1.revents != 0 }.map(\.0)
+                let writable =
+                    (try? SystemCalls.waitUntilWritable(waiting.map(\.descriptor), milliseconds: milliseconds).get())
+                    ?? []
+                ready = zip(waiting, writable).filter { $0.1 }.map(\.0)
                 if ready.isEmpty { continue }
             }
             let (stillFull, failed) = state.withLock {
@@ -730,7 +719,7 @@ public final class SocketTransport: NotificationTransport {
 
     /// Removes a spool directory and the files in it; never follows a link.
     static func removeSpool(_ path: String) {
-        guard case .success(let info) = SystemCalls.linkStatus(path), info.st_mode & S_IFMT == S_IFDIR else { return }
+        guard case .success(let info) = SystemCalls.linkStatus(path), info.kind == .directory else { return }
         if case .success(let names) = SystemCalls.directoryEntries(path) {
             for name in names { _ = SystemCalls.removeFile(path + "/" + name) }
         }
@@ -831,7 +820,7 @@ public final class SocketTransport: NotificationTransport {
             let ordered = files.sorted { $0.generation < $1.generation }.map { spoolDirectory + "/" + $0.file }
             var started = Int64.max
             if let first = ordered.first, case .success(let info) = SystemCalls.linkStatus(first) {
-                started = Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec)
+                started = info.modifiedNanoseconds
             }
             return (started, ordered)
         }
@@ -878,17 +867,17 @@ public final class SocketTransport: NotificationTransport {
     /// Opens and locks one spool file, refusing anything but a regular file
     /// of an allowed owner; never blocks (a FIFO planted here included).
     private func lockSpoolFile(_ path: String) -> SpoolFileOutcome {
-        guard case .success(let file) = SystemCalls.openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else {
+        guard case .success(let file) = SystemCalls.openFile(path, .readOnly, options: [.noFollow, .nonBlocking]) else {
             counters.refusedMalformed.add(1, ordering: .relaxed)
             _ = SystemCalls.removeFile(path)
             return .refused
         }
-        guard case .success(let info) = SystemCalls.fileStatus(file), info.st_mode & S_IFMT == S_IFREG else {
+        guard case .success(let info) = SystemCalls.fileStatus(file), info.kind == .regular else {
             counters.refusedMalformed.add(1, ordering: .relaxed)
             _ = SystemCalls.removeFile(path)
             return .refused
         }
-        guard configuration.sharing == .group || info.st_uid == SystemProcess.userID else {
+        guard configuration.sharing == .group || info.owner == SystemProcess.userID else {
             counters.refusedForeignSender.add(1, ordering: .relaxed)
             _ = SystemCalls.removeFile(path)
             return .refused
@@ -897,9 +886,9 @@ public final class SocketTransport: NotificationTransport {
         // again a few times, briefly, before leaving the file for the next pass.
         for attempt in 0..<Spool.lockAttempts {
             if case .success(true) = SystemCalls.tryLockFile(file) {
-                return .locked(SpoolFileLock(path: path, descriptor: file, owner: info.st_uid))
+                return .locked(SpoolFileLock(path: path, descriptor: file, owner: info.owner))
             }
-            if attempt + 1 < Spool.lockAttempts { usleep(20) }
+            if attempt + 1 < Spool.lockAttempts { SystemProcess.pause(microseconds: 20) }
         }
         return .busy
     }
@@ -1023,9 +1012,9 @@ private final class SpoolFileLock {
     let path: String
     let descriptor: FileDescriptor
     /// The file's owner: the only user its records may claim.
-    let owner: uid_t
+    let owner: UInt32
 
-    init(path: String, descriptor: consuming FileDescriptor, owner: uid_t) {
+    init(path: String, descriptor: consuming FileDescriptor, owner: UInt32) {
         self.path = path
         self.descriptor = descriptor
         self.owner = owner
@@ -1033,8 +1022,8 @@ private final class SpoolFileLock {
 
     /// The whole file, or as much of it as could be read.
     func readAll() -> [UInt8] {
-        guard case .success(let info) = SystemCalls.fileStatus(descriptor), info.st_size > 0 else { return [] }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        guard case .success(let info) = SystemCalls.fileStatus(descriptor), info.size > 0 else { return [] }
+        var bytes = [UInt8](repeating: 0, count: info.size)
         var offset = 0
         while offset < bytes.count {
             let read = bytes.withUnsafeMutableBytes { raw in
@@ -1067,7 +1056,7 @@ private final class SocketReceiving: @unchecked Sendable {
 
     init(
         receiver: TransportReceiver, spoolMonitor: DirectoryMonitor, maximumEnvelopeSize: Int,
-        watchedFiles: [FileIdentity]
+        watchedFiles: [RecordedPath]
     ) {
         self.receiver = receiver
         self.spoolMonitor = spoolMonitor

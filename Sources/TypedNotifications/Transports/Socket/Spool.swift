@@ -1,13 +1,5 @@
 import NotificationPlatform
 
-#if canImport(Darwin)
-    import Darwin
-#elseif canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// The spool: where a poster leaves notifications for an endpoint whose socket
 /// cannot take more (a suspended or slow process), so that they outlive the
 /// poster.
@@ -233,7 +225,7 @@ final class SpoolWriter {
             return .failed(error)
         }
         defer { SystemCalls.unlockFile(current.descriptor) }
-        guard case .success(let info) = SystemCalls.fileStatus(current.descriptor), info.st_nlink > 0 else {
+        guard case .success(let info) = SystemCalls.fileStatus(current.descriptor), info.links > 0 else {
             file = nil
             return .taken
         }
@@ -249,11 +241,13 @@ final class SpoolWriter {
         let finalName = Spool.fileName(poster: poster, generation: generation)
         let temporary = directory + "/." + finalName
         let descriptor: FileDescriptor
-        switch SystemCalls.openFile(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: sharing.fileMode) {
+        switch SystemCalls.openFile(
+            temporary, .writeOnly, options: [.create, .exclusive, .noFollow], permissions: sharing.fileMode)
+        {
         case .success(let opened): descriptor = opened
         case .failure(let error): return .failed(error)
         }
-        if sharing == .group { _ = fchmod(descriptor.rawValue, sharing.fileMode) }
+        if sharing == .group { _ = SystemCalls.changeMode(descriptor, permissions: sharing.fileMode) }
         let created = SpoolFile(descriptor: descriptor, generation: generation, size: 0, allowance: allowance)
         if case .failure(let error) = SystemCalls.writeAll(created.descriptor, Spool.magic) {
             _ = SystemCalls.removeFile(temporary)
@@ -322,7 +316,7 @@ final class SpoolWriter {
     var isTaken: Bool {
         guard let current = file else { return true }
         guard case .success(let info) = SystemCalls.fileStatus(current.descriptor) else { return true }
-        if info.st_nlink == 0 {
+        if info.links == 0 {
             file = nil
             return true
         }
@@ -335,9 +329,9 @@ final class SpoolWriter {
         var total = 0
         for name in names {
             if case .success(let info) = SystemCalls.linkStatus(directory + "/" + name),
-                info.st_mode & S_IFMT == S_IFREG
+                info.kind == .regular
             {
-                total = total.addingSaturating(Int(info.st_size))
+                total = total.addingSaturating(info.size)
             }
         }
         return total
