@@ -476,8 +476,11 @@ public final class FileSignalTransport: NotificationTransport {
             let (checking, names) = state.withLock({ state in state.receiving.map { ($0, Array(state.readers.keys)) } })
         else { return }
         let held = Set(names.filter { checking.receiver.isBackedUp($0) })
-        let batches = state.withLock {
-            state -> (FileReading, (records: [(NotificationName, [LogRecord])], hasMore: Bool))? in
+        // Decided under the lock: which readers read, and whether each looks
+        // for a newer segment. The reading itself happens after, with no lock
+        // held, so a subscribe or a post never waits behind a pread.
+        let plan = state.withLock {
+            state -> (FileReading, [(name: NotificationName, reader: LogReader, lookForNewSegment: Bool)])? in
             guard case .open = state.phase, let receiving = state.receiving else { return nil }
             let changed = state.monitor.changes()
             let created = state.monitor.takeCreations()
@@ -493,22 +496,33 @@ public final class FileSignalTransport: NotificationTransport {
                     state.watchIndex[name] = index
                 }
             }
-            let batches = state.readers.filter { !held.contains($0.key) }.map { name, reader in
-                let lookForNewSegment =
+            let plan = state.readers.filter { !held.contains($0.key) }.map { name, reader in
+                (
+                    name, reader,
                     thorough || changed == nil || (state.watchIndex[name].map { created.contains($0) } ?? true)
-                return (
-                    name,
-                    reader.readNew(
-                        root: directory, decoder: &receiving.decoder, counters: counters,
-                        lookForNewSegment: lookForNewSegment)
                 )
             }
-            // Held names are looked at again by the recheck, not by a pass
-            // queued at once (which would spin while their observers catch up).
-            let hasMore = state.readers.contains { !held.contains($0.key) && $0.value.hasMore }
-            return (receiving, (batches, hasMore))
+            return (receiving, plan)
         }
-        guard let (receiving, batches) = batches else { return }
+        guard let (receiving, plan) = plan else { return }
+        var read = plan.map { name, reader, lookForNewSegment in
+            (
+                name: name, reader: reader,
+                records: reader.readNew(
+                    root: directory, decoder: &receiving.decoder, counters: counters,
+                    lookForNewSegment: lookForNewSegment)
+            )
+        }
+        // A name unsubscribed (or subscribed again, with a reader of its own)
+        // meanwhile: what its old reader read is for nobody.
+        let readBy = read.map { ($0.name, ObjectIdentifier($0.reader)) }
+        let current = state.withLock { state in
+            readBy.map { name, reader in state.readers[name].map(ObjectIdentifier.init) == reader }
+        }
+        read = zip(read, current).filter { $0.1 }.map(\.0)
+        // Held names are looked at again by the recheck, not by a pass
+        // queued at once (which would spin while their observers catch up).
+        let batches = (records: read.map { ($0.name, $0.records) }, hasMore: read.contains { $0.reader.hasMore })
         if let removal = receiving.removalWatch.removal() {
             receiving.receiver.fail(removal)
             return
@@ -670,238 +684,110 @@ struct FileSignalState {
     }
 }
 
-/// One subscribed name's read position, advanced only past complete, valid
-/// records.
+/// One subscribed name's reader: performs the system calls its
+/// ``LogCursorStateMachine`` asks for, and keeps the segment it reads open
+/// between passes. Used only by read passes, on the transport's event loop,
+/// with no lock held.
 final class LogReader {
-    /// Bytes read per pass, over all segments, about 160 small records: a pass then hands over
-    /// about what a handler loop delivers in one slice, and the next pass
-    /// runs after the handlers on the transport's thread had their turn. A
-    /// backlog read whole at once (a burst, a late reader) filled an
-    /// observer's buffer before its handler, on the same thread, could run.
-    static let bytesPerPass = 16 * 1024
-
     let name: NotificationName
-    /// The last pass stopped at ``bytesPerPass`` with more to read.
+    /// The last pass stopped at ``LogCursorStateMachine/bytesPerPass`` with more to read.
     private(set) var hasMore = false
-    private(set) var segment: UInt64
-    private(set) var offset: Int
     private let sharing: DirectorySharing
-    // Records ending at or before this may have been delivered by an earlier
-    // run of this durable identity: they are marked as redeliveries.
-    private let redeliverThrough: LogPosition?
-    // The segment being read, kept open between wake-ups, with the path of
-    // the one after it, whose existence says this one is finished.
+    private var machine: LogCursorStateMachine
+    // The segment being read, and which file it is (to notice a log started
+    // again under it).
     private var open: OpenSegment?
-    // The checksum that ends the last record read from the open segment (the
-    // 4 bytes before `offset`), to notice a segment truncated and written
-    // again, and the last sequence number read from each sender in it, to
-    // find where reading goes on if that happens.
-    private var lastChecksum: [UInt8] = []
-    private var lastSequences: [NotificationSender: UInt64] = [:]
 
-    /// An open segment and the path of its successor.
     private final class OpenSegment {
-        let number: UInt64
         let file: FileDescriptor
         let path: String
-        let nextPath: String
-        init(number: UInt64, file: consuming FileDescriptor, path: String, nextPath: String) {
-            self.number = number
+        var identity: FileIdentity?
+        init(file: consuming FileDescriptor, path: String) {
             self.file = file
             self.path = path
-            self.nextPath = nextPath
         }
     }
 
     init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?, sharing: DirectorySharing) {
         self.name = name
-        self.segment = start.segment
-        self.offset = start.offset
-        self.redeliverThrough = redeliveringThrough
         self.sharing = sharing
+        self.machine = LogCursorStateMachine(name: name, start: start, redeliveringThrough: redeliveringThrough)
     }
 
-    /// Reads the records written past the cursor, moving on to newer segments.
-    ///
-    /// Looks for a newer segment (one `lstat`) when asked to, when it read
-    /// nothing new, or when the segment ends in a torn record; a writer
-    /// creates the next segment only after finishing this one, and the
-    /// creation is an event of its own, so a pass that read records and was
-    /// not told of a creation has nothing to look for.
+    /// Reads the records written past the cursor, moving on to newer segments
+    /// (see ``LogCursorStateMachine/startPass(lookForNewSegment:)``).
     func readNew(
         root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, lookForNewSegment: Bool = true
     ) -> [LogRecord] {
-        var records: [LogRecord] = []
-        hasMore = false
-        var readWhole = false
-        // What is left of this pass's bytes, across segments.
-        var budget = Self.bytesPerPass
+        var action = machine.startPass(lookForNewSegment: lookForNewSegment)
         while true {
-            if budget <= 0 {
-                hasMore = true
-                return records
-            }
-            if open?.number != segment {
+            let event: LogCursorStateMachine.Event
+            switch action {
+            case .finish:
+                let result = machine.takeResult()
+                hasMore = result.hasMore
+                if result.corruptRecordsSkipped > 0 {
+                    counters.corruptRecordsSkipped.add(result.corruptRecordsSkipped, ordering: .relaxed)
+                }
+                if result.shrunkSegments > 0 { counters.shrunkSegments.add(result.shrunkSegments, ordering: .relaxed) }
+                if result.vanishedSegments > 0 {
+                    counters.vanishedSegments.add(result.vanishedSegments, ordering: .relaxed)
+                }
+                if result.refusedFiles > 0 { counters.refusedFiles.add(result.refusedFiles, ordering: .relaxed) }
+                return result.records
+            case .open(let segment):
                 open = nil
-                lastChecksum = []
-                lastSequences = [:]
                 let path = FileLog.segmentPath(root, name, segment)
                 switch FileLog.open(path, create: false, sharing: sharing) {
-                case .success(let opened):
-                    open = OpenSegment(
-                        number: segment, file: opened, path: path,
-                        nextPath: FileLog.segmentPath(root, name, segment + 1))
+                case .success(let file):
+                    open = OpenSegment(file: file, path: path)
+                    event = .opened
                 case .failure(let error):
-                    if error.code == .insecureDirectory { counters.refusedFiles.add(1, ordering: .relaxed) }
-                    // Deleted by retention, refused, or not created yet: go
-                    // to the next segment there is.
-                    if let next = FileLog.segments(root, name).first(where: { $0 > segment }) {
-                        segment = next
-                        offset = 0
-                        continue
-                    }
-                    return records
+                    event = .openFailed(
+                        refused: error.code == .insecureDirectory,
+                        nextSegment: FileLog.segments(root, name).first { $0 > segment })
                 }
-            }
-            guard let current = open else { return records }
-            guard case .success(let info) = SystemCalls.fileStatus(current.file) else { return records }
-            // A segment deleted by retention is still read to its end through
-            // the open descriptor. But a log removed and started again leaves
-            // this reader holding a file no longer in it: go on in the log as
-            // it is now, from its oldest segment.
-            if info.links == 0, hasRestarted(current, info: info, root: root) {
-                counters.vanishedSegments.add(1, ordering: .relaxed)
-                open = nil
-                segment = FileLog.segments(root, name).first ?? segment
-                offset = 0
-                continue
-            }
-            var size = info.size
-            // Read a slice of a backlog; a record longer than the slice is
-            // read whole (see below).
-            var capped = false
-            if size - offset > budget, !readWhole {
-                size = offset + budget
-                capped = true
-            }
-            // The new bytes, read together with the 4 before them: the
-            // checksum that ended the last record read. If those changed, or
-            // the segment is shorter than the read position, it no longer
-            // holds what was read from it (truncated and written again).
-            var fresh: [UInt8] = []
-            if size < offset {
-                counters.shrunkSegments.add(1, ordering: .relaxed)
-                offset = resumeOffset(in: current.file, size: size)
-                lastChecksum = []
-            } else if lastChecksum.count == 4, offset >= 4 {
-                guard case .success(let bytes) = FileLog.read(current.file, at: offset - 4, count: size - offset + 4)
-                else { return records }
-                if bytes.count < 4 || !bytes.starts(with: lastChecksum) {
-                    counters.shrunkSegments.add(1, ordering: .relaxed)
-                    offset = resumeOffset(in: current.file, size: size)
-                    lastChecksum = []
+            case .measure:
+                if let current = open, case .success(let info) = SystemCalls.fileStatus(current.file) {
+                    current.identity = info.identity
+                    event = .measured(size: info.size, links: info.links)
                 } else {
-                    fresh = Array(bytes.dropFirst(4))
+                    event = .measureFailed
+                }
+            case .checkRestart:
+                // Started again when the segment's path names another file
+                // now, or when every segment the log has is older than it.
+                let restarted: Bool
+                if let current = open, case .success(let now) = SystemCalls.linkStatus(current.path) {
+                    restarted = now.identity != current.identity
+                } else {
+                    let segments = FileLog.segments(root, name)
+                    restarted = segments.last.map { $0 < machine.position.segment } ?? false
+                }
+                event = .restartChecked(
+                    restarted: restarted, oldestSegment: restarted ? FileLog.segments(root, name).first : nil)
+                if restarted { open = nil }
+            case .read(let offset, let count):
+                if let current = open, case .success(let bytes) = FileLog.read(current.file, at: offset, count: count) {
+                    event = .read(bytes)
+                } else {
+                    event = .readFailed
+                }
+            case .findNext(let segment):
+                // One lstat in the common case; a directory listing only when
+                // something that is not a segment occupies the next number.
+                let nextPath = FileLog.segmentPath(root, name, segment + 1)
+                if FileLog.isSegment(at: nextPath) {
+                    event = .nextFound(segment + 1)
+                } else if case .success = SystemCalls.linkStatus(nextPath) {
+                    event = .nextFound(FileLog.segments(root, name).first { $0 > segment })
+                } else {
+                    event = .nextFound(nil)
                 }
             }
-            if offset < size, fresh.isEmpty, lastChecksum.isEmpty,
-                case .success(let bytes) = FileLog.read(current.file, at: offset, count: size - offset)
-            {
-                fresh = bytes
-            }
-            var stoppedShort = false
-            var readAny = false
-            if !fresh.isEmpty {
-                let bytes = fresh
-                size = offset + bytes.count
-                let start = offset
-                let walked = FileLog.walk(
-                    bytes,
-                    record: { position, length in
-                        guard let (message, _) = try? decoder.decode(bytes, at: position) else {
-                            counters.corruptRecordsSkipped.add(1, ordering: .relaxed)
-                            return
-                        }
-                        let end = LogPosition(segment: segment, offset: start + position + length)
-                        var record = LogRecord(message: message, end: end)
-                        if let redeliverThrough, end <= redeliverThrough { record.message.isRedelivery = true }
-                        lastSequences[message.sender] = message.sequence
-                        records.append(record)
-                    },
-                    corrupt: { counters.corruptRecordsSkipped.add(1, ordering: .relaxed) }
-                )
-                stoppedShort = walked.stoppedShort
-                offset += walked.consumed
-                budget -= walked.consumed
-                readAny = walked.consumed > 0
-                if walked.consumed >= 4 {
-                    lastChecksum = Array(bytes[(walked.consumed - 4)..<walked.consumed])
-                }
-            }
-            if capped {
-                if readAny {
-                    hasMore = true
-                    return records
-                }
-                // Not one whole record in the slice: read this one whole.
-                readWhole = true
-                continue
-            }
-            readWhole = false
-            guard lookForNewSegment || !readAny || stoppedShort else { return records }
-            // A newer segment means this one is finished: whatever is left is torn.
-            // One lstat in the common case; a directory listing only when
-            // something that is not a segment occupies the next number.
-            let next: UInt64
-            if FileLog.isSegment(at: current.nextPath) {
-                next = segment + 1
-            } else if case .success = SystemCalls.linkStatus(current.nextPath),
-                let found = FileLog.segments(root, name).first(where: { $0 > segment })
-            {
-                next = found
-            } else {
-                return records
-            }
-            // A writer finishes a segment before it starts the next, so now this
-            // one's size is final; appends made since it was measured are read
-            // before moving on.
-            if case .success(let final) = SystemCalls.fileStatus(current.file), final.size > size {
-                continue
-            }
-            if stoppedShort { counters.corruptRecordsSkipped.add(1, ordering: .relaxed) }
-            segment = next
-            offset = 0
+            if open == nil { machine.segmentClosed() }
+            action = machine.receive(event, decoder: &decoder)
         }
-    }
-
-    /// Whether the log was started again under the deleted segment this
-    /// reader holds: its path names another file now, or every segment the
-    /// log has is older than it.
-    private func hasRestarted(_ current: OpenSegment, info: FileStatus, root: String) -> Bool {
-        if case .success(let now) = SystemCalls.linkStatus(current.path) {
-            return now.identity != info.identity
-        }
-        guard let newest = FileLog.segments(root, name).last else { return false }
-        return newest < current.number
-    }
-
-    /// Where to go on in a segment that shrank under this reader: at the
-    /// first record it has not read. Every sender's records are in its
-    /// sequence order, so a record is new when its sequence number is past
-    /// the last one read from that sender; what was read stays read, what
-    /// was written after the truncation is delivered.
-    private func resumeOffset(in file: borrowing FileDescriptor, size: Int) -> Int {
-        guard case .success(let bytes) = FileLog.read(file, at: 0, count: size) else { return min(offset, size) }
-        var decoder = EnvelopeDecoder()
-        var resume: Int?
-        var end = 0
-        _ = FileLog.walk(bytes) { position, length in
-            end = position + length
-            guard resume == nil, let (message, _) = try? decoder.decode(bytes, at: position) else { return }
-            if let last = lastSequences[message.sender], message.sequence <= last { return }
-            resume = position
-        }
-        return resume ?? end
     }
 }
 
