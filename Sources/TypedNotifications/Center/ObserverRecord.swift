@@ -202,24 +202,15 @@ struct DeliveryDecoder<N: TypedNotification>: Sendable {
     mutating func delivery(from entry: DeliveryQueue.Entry, metrics: MetricsCounters) -> DeliveredNotification<N>? {
         missed = missed.addingSaturating(entry.missedBefore)
         let message = entry.element
-        guard let value = ObserverRecord<N>.decode(message.payload) else {
+        guard let delivered = DeliveredNotification<N>(decoding: message, missed: missed) else {
             metrics.undecodable.add(1, ordering: .relaxed)
             missed = missed.addingSaturating(1)
             // Counted as missed: as handled as it will ever be.
             message.receipt?.release()
             return nil
         }
-        defer { missed = 0 }
-        return DeliveredNotification(
-            notification: value,
-            delivery: NotificationDelivery(
-                sender: message.sender,
-                sequence: message.sequence,
-                timestamp: message.timestamp,
-                missed: missed,
-                isRedelivery: message.isRedelivery
-            )
-        )
+        missed = 0
+        return delivered
     }
 }
 
@@ -286,5 +277,23 @@ struct ObservationCursor<N: TypedNotification> {
         observation.discard(batch[index...])
         batch.removeAll()
         index = 0
+    }
+}
+
+extension DeliveredNotification {
+    /// `message` as a `Notification` with its metadata, or `nil` when its
+    /// payload does not decode as one.
+    init?(decoding message: TransportMessage, missed: Int) {
+        guard let value = ObserverRecord<Notification>.decode(message.payload) else { return nil }
+        self.init(
+            notification: value,
+            delivery: NotificationDelivery(
+                sender: message.sender,
+                sequence: message.sequence,
+                timestamp: message.timestamp,
+                missed: missed,
+                isRedelivery: message.isRedelivery
+            )
+        )
     }
 }

@@ -158,6 +158,10 @@ public final class FileSignalTransport: NotificationTransport {
     private let cursorSaves = SystemMutex()
     // A pass for names held back for their observers is scheduled.
     private let recheckScheduled = Atomic<Bool>(false)
+    // Bumped under the state lock whenever a reader is added or removed, so
+    // a read pass, which reads with no lock held, knows without taking the
+    // lock again whether the readers it read are still the current ones.
+    private let readersChanged = Atomic<UInt64>(0)
     // The shared directory as it was when opened: if it goes, observers are told.
     private let root: RecordedPath?
 
@@ -282,6 +286,7 @@ public final class FileSignalTransport: NotificationTransport {
                     throw SharedDirectory.failure(error, "could not watch the log of \(name)")
                 }
             }
+            readersChanged.wrappingAdd(1, ordering: .releasing)
             state.readers[name] = LogReader(
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
                 sharing: configuration.sharing)
@@ -321,7 +326,10 @@ public final class FileSignalTransport: NotificationTransport {
     /// notifications left it; what was in flight is delivered again (marked
     /// as a redelivery) to the next subscription.
     public func unsubscribe(from name: NotificationName) {
-        state.withLock { _ = $0.readers.removeValue(forKey: name) }
+        state.withLock { state in
+            readersChanged.wrappingAdd(1, ordering: .releasing)
+            _ = state.readers.removeValue(forKey: name)
+        }
         let slot = commits.withLock { $0.slots.removeValue(forKey: name) }
         if identity != nil, let slot, slot.savePending {
             saveCursor(of: name, else: slot.cursor)
@@ -480,7 +488,7 @@ public final class FileSignalTransport: NotificationTransport {
         // for a newer segment. The reading itself happens after, with no lock
         // held, so a subscribe or a post never waits behind a pread.
         let plan = state.withLock {
-            state -> (FileReading, [(name: NotificationName, reader: LogReader, lookForNewSegment: Bool)])? in
+            state -> (FileReading, UInt64, [(name: NotificationName, reader: LogReader, lookForNewSegment: Bool)])? in
             guard case .open = state.phase, let receiving = state.receiving else { return nil }
             let changed = state.monitor.changes()
             let created = state.monitor.takeCreations()
@@ -502,9 +510,9 @@ public final class FileSignalTransport: NotificationTransport {
                     thorough || changed == nil || (state.watchIndex[name].map { created.contains($0) } ?? true)
                 )
             }
-            return (receiving, plan)
+            return (receiving, readersChanged.load(ordering: .acquiring), plan)
         }
-        guard let (receiving, plan) = plan else { return }
+        guard let (receiving, generation, plan) = plan else { return }
         var read = plan.map { name, reader, lookForNewSegment in
             (
                 name: name, reader: reader,
@@ -514,12 +522,15 @@ public final class FileSignalTransport: NotificationTransport {
             )
         }
         // A name unsubscribed (or subscribed again, with a reader of its own)
-        // meanwhile: what its old reader read is for nobody.
-        let readBy = read.map { ($0.name, ObjectIdentifier($0.reader)) }
-        let current = state.withLock { state in
-            readBy.map { name, reader in state.readers[name].map(ObjectIdentifier.init) == reader }
+        // meanwhile: what its old reader read is for nobody. Rare, so looked
+        // at under the lock only when a reader was added or removed.
+        if readersChanged.load(ordering: .acquiring) != generation {
+            let readBy = read.map { ($0.name, ObjectIdentifier($0.reader)) }
+            let current = state.withLock { state in
+                readBy.map { name, reader in state.readers[name].map(ObjectIdentifier.init) == reader }
+            }
+            read = zip(read, current).filter { $0.1 }.map(\.0)
         }
-        read = zip(read, current).filter { $0.1 }.map(\.0)
         // Held names are looked at again by the recheck, not by a pass
         // queued at once (which would spin while their observers catch up).
         let batches = (records: read.map { ($0.name, $0.records) }, hasMore: read.contains { $0.reader.hasMore })
@@ -797,26 +808,17 @@ extension NotificationHub where Transport == FileSignalTransport {
     public func latest<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError) -> DeliveredNotification<
         N
     >? {
-        guard let message = try transport.latestMessage(of: N.name),
-            case .encoded(let encoded) = message.payload,
-            let value = try? encoded.withUnsafePayload({ try N(payload: $0) })
-        else { return nil }
-        return DeliveredNotification(
-            notification: value,
-            delivery: NotificationDelivery(
-                sender: message.sender,
-                sequence: message.sequence,
-                timestamp: message.timestamp,
-                missed: 0
-            )
-        )
+        guard let message = try transport.latestMessage(of: N.name) else { return nil }
+        return DeliveredNotification(decoding: message, missed: 0)
     }
 }
 
 /// What the read passes keep between them.
 final class FileReading: @unchecked Sendable {
     // Sendable: created by `open` and then used only by read passes, which
-    // run on the transport's event loop, one at a time.
+    // run as jobs and timers of the transport's event loop: on its thread,
+    // or after it stopped on the one thread draining its jobs, never two at
+    // a time. Other threads only read the `let` receiver, itself Sendable.
     let receiver: TransportReceiver
     var decoder = EnvelopeDecoder()
     var removalWatch: RemovalWatch

@@ -303,8 +303,11 @@ struct LogCursorStateMachine {
             let start = offset
             let segment = segment
             var corrupt = 0
+            // Moved out and back, so that appending copies neither.
             var records: [LogRecord] = []
-            var sequences = lastSequences
+            var sequences: [NotificationSender: UInt64] = [:]
+            swap(&records, &result.records)
+            swap(&sequences, &lastSequences)
             let walked = FileLog.walk(
                 fresh,
                 record: { position, length in
@@ -320,8 +323,8 @@ struct LogCursorStateMachine {
                 },
                 corrupt: { corrupt += 1 }
             )
-            lastSequences = sequences
-            result.records.append(contentsOf: records)
+            swap(&records, &result.records)
+            swap(&sequences, &lastSequences)
             result.corruptRecordsSkipped += corrupt
             stoppedShort = walked.stoppedShort
             offset += walked.consumed

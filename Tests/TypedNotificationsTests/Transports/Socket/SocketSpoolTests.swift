@@ -40,8 +40,7 @@ func waitUntilSpoolsAreRead(_ directory: String, timeout: Duration = .seconds(60
             Issue.record("spools in \(directory) still hold files after \(timeout)")
             return
         }
-        var descriptors = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
-        _ = SystemCalls.pollDescriptors(&descriptors, timeout: 1_000)
+        _ = SystemCalls.waitUntilReadable(descriptor, milliseconds: 1_000)
         _ = monitor.changes()
     }
 }
@@ -60,8 +59,7 @@ func waitUntil(
             Issue.record("\(what): not after \(timeout)")
             return
         }
-        var descriptors = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
-        _ = SystemCalls.pollDescriptors(&descriptors, timeout: 1_000)
+        _ = SystemCalls.waitUntilReadable(descriptor, milliseconds: 1_000)
         _ = monitor.changes()
     }
 }
