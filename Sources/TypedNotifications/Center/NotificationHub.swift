@@ -35,15 +35,16 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     private let counters = MetricsCounters()
     private let tracksSequenceGaps: Bool
 
-    // Guards the per-name sequence counters and the closed flag. Held across
-    // `transport.send` so that sequence numbers leave in the order they were
-    // assigned: receivers rely on that to detect gaps. So a send must not
-    // wait for a receiver beyond a small bound: the socket transport's sends
-    // are non-blocking, its spool appends never wait for a lock, and a post
-    // that finds a socket full waits at most `fullSocketWait` (1 ms) before
-    // spooling; the file transport's append waits only for another poster's
-    // append to the same log (one write).
-    private let outbound = Locked<HubOutbound>(HubOutbound())
+    // Who sends next, the posts waiting in line and the per-name sequence
+    // counters (see OutboundStateMachine). Never held across a send: one
+    // poster at a time sends, and posts arriving meanwhile wait in line and
+    // go out in its next batch, so sequence numbers leave in the order they
+    // were given, which receivers rely on to detect gaps. A post therefore
+    // waits for the sends ahead of it: the socket transport's sends are
+    // non-blocking and a post that finds a socket full waits at most
+    // `fullSocketWait` (1 ms) before spooling; the file transport's append
+    // waits only for other processes' appends to the same log.
+    private let outbound = Locked(OutboundStateMachine<OutboundPayload, OutboundWaiter>())
     private let failureState = Locked<TypedNotificationError?>(nil)
 
     // Guards the observer table and each name's transport subscription, which
@@ -130,8 +131,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         throws(TypedNotificationError)
     {
         // The expensive part, encoding and checksumming the payload, happens
-        // before the lock; under it only the sequence number and clocks are
-        // stamped into the envelope's trailer.
+        // before the post gets in line; the sender stamps only the sequence
+        // number and clocks into the envelope's trailer.
         var pending: PendingEnvelope?
         if transport.payloadForm == .encoded {
             pending = try PendingEnvelope(
@@ -143,43 +144,147 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
                 try notification.encodePayload(into: &buffer)
             }
         }
-        var undelivered: TypedNotificationError?
-        try outbound.withLock { (outbound: inout HubOutbound) throws(TypedNotificationError) in
-            guard !outbound.isClosed else {
+        let payload: OutboundPayload = pending.take().map { .encoded($0) } ?? .value(notification)
+        do throws(TypedNotificationError) {
+            switch outbound.withLock({ $0.post(named: name) }) {
+            case .closed:
                 throw TypedNotificationError(code: .closed, message: "post of \(name) to a closed center")
+            case .send(let sequence):
+                try lead(OutboundStamped(post: payload, name: name, sequence: sequence))
+            case .busy:
+                try waitInLine(payload, named: name)
             }
-            let sequence = (outbound.sequences[name] ?? 0) &+ 1
-            let timestamp = NotificationTimestamp(
-                wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
-                monotonicNanoseconds: SystemClock.monotonicNanoseconds()
-            )
-            let payload: TransportPayload
-            if let envelope = pending.take() {
-                payload = .encoded(envelope.finish(sequence: sequence, timestamp: timestamp))
-            } else {
-                payload = .value(notification)
-            }
-            do throws(TypedNotificationError) {
-                try transport.send(
-                    TransportMessage(
-                        name: name,
-                        sender: sender,
-                        sequence: sequence,
-                        timestamp: timestamp,
-                        payload: payload
-                    )
-                )
-            } catch  where error.code == .undelivered {
-                // Sent, though not to everyone: the number is used.
-                outbound.sequences[name] = sequence
-                undelivered = error
-                return
-            }
-            // Counted only once sent, so a failed send leaves no gap behind.
-            outbound.sequences[name] = sequence
+        } catch  where error.code == .undelivered {
+            // Sent, though not to everyone.
+            counters.posted.add(1, ordering: .relaxed)
+            throw error
         }
         counters.posted.add(1, ordering: .relaxed)
-        if let undelivered { throw undelivered }
+    }
+
+    /// Gets in line behind the post being sent, and blocks until this post
+    /// was sent by the leader or until it is this thread's turn to lead.
+    private func waitInLine(_ payload: OutboundPayload, named name: NotificationName) throws(TypedNotificationError) {
+        let waiter = OutboundWaiter()
+        switch outbound.withLock({ $0.enqueue(payload, named: name, waiter: waiter) }) {
+        case .closed:
+            throw TypedNotificationError(code: .closed, message: "post of \(name) to a closed center")
+        case .send(let sequence):
+            return try lead(OutboundStamped(post: payload, name: name, sequence: sequence))
+        case .queued:
+            break
+        }
+        switch waiter.wait() {
+        case .sent:
+            return
+        case .failed(let error):
+            throw error
+        case .lead:
+            try lead(outbound.withLock { $0.lead() })
+        }
+    }
+
+    /// Sends the leader's own post, then the batches that queued up
+    /// meanwhile, with no lock held while the transport works, and wakes
+    /// each waiting poster with its outcome. Returns the leader's own.
+    private func lead(_ own: OutboundStamped) throws(TypedNotificationError) {
+        var outcome = OutboundOutcome.sent
+        do throws(TypedNotificationError) {
+            try transport.send(message(own))
+        } catch {
+            outcome = .failed(error)
+        }
+        var next: OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next
+        if case .failed(let error) = outcome, error.code != .undelivered {
+            next = outbound.withLock { $0.finished(sent: 0) }
+        } else {
+            next = outbound.withLock { $0.finished(sent: 1) }
+        }
+        drain(&next)
+        if case .failed(let error) = outcome { throw error }
+    }
+
+    /// The leader's own post came first in `batch`.
+    private func lead(_ batch: [OutboundStamped]) throws(TypedNotificationError) {
+        var batch = batch
+        if !batch.isEmpty { batch[0].waiter = nil }
+        var next = OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next.send(batch)
+        // The leader's own post is the first of its first batch, which has
+        // no waiter: its outcome comes back here instead.
+        var own: OutboundOutcome?
+        drain(&next, own: &own)
+        if case .failed(let error) = own { throw error }
+    }
+
+    private func drain(_ next: inout OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next) {
+        var own: OutboundOutcome?
+        drain(&next, own: &own)
+    }
+
+    /// Sends batches until the machine says the leader is done, then hands
+    /// the lead on if it says so.
+    private func drain(
+        _ next: inout OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next, own: inout OutboundOutcome?
+    ) {
+        while true {
+            switch next {
+            case .idle:
+                return
+            case .handOff(let waiter):
+                waiter.wake(.lead)
+                return
+            case .send(let batch):
+                let messages = batch.map(message)
+                let result = transport.send(batch: messages)
+                let sent = min(max(result.sent, 0), batch.count)
+                var outcomes = [OutboundOutcome](repeating: .sent, count: sent)
+                for (index, error) in result.undelivered where index < sent {
+                    outcomes[index] = .failed(error)
+                }
+                var unsent: [OutboundStateMachine<OutboundPayload, OutboundWaiter>.Waiting] = []
+                if sent < batch.count {
+                    outcomes.append(
+                        .failed(
+                            result.failure
+                                ?? TypedNotificationError(
+                                    code: .transportFailure,
+                                    message:
+                                        "the transport sent \(sent) of a batch of \(batch.count) without saying why")
+                        ))
+                    // Those after the failed one were not sent: they go back
+                    // in line, to be numbered again.
+                    for (stamped, message) in zip(batch, messages).dropFirst(sent + 1) {
+                        guard let waiter = stamped.waiter else { continue }
+                        unsent.append(.init(post: message.unfinished, name: stamped.name, waiter: waiter))
+                    }
+                }
+                next = outbound.withLock { $0.finished(sent: sent, unsent: unsent) }
+                for (stamped, outcome) in zip(batch, outcomes) {
+                    if let waiter = stamped.waiter {
+                        waiter.wake(outcome)
+                    } else {
+                        own = outcome
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stamps a numbered post's envelope with its number and the time.
+    private func message(_ stamped: OutboundStamped) -> TransportMessage {
+        let timestamp = NotificationTimestamp(
+            wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
+            monotonicNanoseconds: SystemClock.monotonicNanoseconds()
+        )
+        let payload: TransportPayload
+        switch stamped.post {
+        case .encoded(let envelope):
+            payload = .encoded(envelope.finish(sequence: stamped.sequence, timestamp: timestamp))
+        case .value(let value):
+            payload = .value(value)
+        }
+        return TransportMessage(
+            name: stamped.name, sender: sender, sequence: stamped.sequence, timestamp: timestamp, payload: payload)
     }
 
     /// Registers a handler that runs isolated to `actor`, which the center
@@ -223,7 +328,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// Closes the transport and ends every observation. Later posts and
     /// registrations throw ``TypedNotificationError/Code/closed``. Idempotent.
     public func close() {
-        outbound.withLock { $0.isClosed = true }
+        outbound.withLock { $0.close() }
         let slots = table.withLock { table in
             table.isClosed = true
             defer { table.slots = [:] }
@@ -275,6 +380,11 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
                 table.slots[name] = slot
             }
         }
+    }
+
+    /// Posts waiting in line behind the one being sent.
+    var postsInLine: Int {
+        outbound.withLock { $0.waitingCount }
     }
 
     /// How many senders of `name` the hub remembers for gap detection.
@@ -348,11 +458,55 @@ public struct NotificationHubConfiguration: Sendable {
     }
 }
 
-// Outside the generic hub so that `Locked<HubOutbound>` is one concrete type,
-// specialized at compile time, with no run-time metadata lookups.
-private struct HubOutbound {
-    var sequences: [NotificationName: UInt64] = [:]
-    var isClosed = false
+// The outbound types are outside the generic hub so that their `Locked` is
+// one concrete type, specialized at compile time, with no run-time metadata
+// lookups.
+
+/// A post's payload before its sequence number is known.
+enum OutboundPayload: Sendable {
+    case encoded(PendingEnvelope)
+    case value(any TypedNotification)
+}
+
+typealias OutboundStamped = OutboundStateMachine<OutboundPayload, OutboundWaiter>.Stamped
+
+/// What a post waiting in line is woken with.
+enum OutboundOutcome: Sendable {
+    /// Sent to everyone the transport reaches.
+    case sent
+    /// Not sent, or (code `undelivered`) sent but not to everyone.
+    case failed(TypedNotificationError)
+    /// Not sent yet: the woken thread leads and sends it.
+    case lead
+}
+
+/// Blocks a post's thread until the leader wakes it.
+final class OutboundWaiter: @unchecked Sendable {
+    // Sendable: `outcome` is written once, by the one thread that calls
+    // `wake`, before it signals `event`, and read only by the waiting thread
+    // after `event.wait()` returned, which orders the write before the read.
+    private let event = OneShotEvent()
+    private var outcome = OutboundOutcome.lead
+
+    func wake(_ outcome: OutboundOutcome) {
+        self.outcome = outcome
+        event.signal()
+    }
+
+    func wait() -> OutboundOutcome {
+        event.wait()
+        return outcome
+    }
+}
+
+extension TransportMessage {
+    /// The payload of a message the hub numbered, ready to be numbered again.
+    fileprivate var unfinished: OutboundPayload {
+        switch payload {
+        case .encoded(let encoded): .encoded(PendingEnvelope(unfinishing: encoded))
+        case .value(let value): .value(value)
+        }
+    }
 }
 
 private struct HubObserverTable {

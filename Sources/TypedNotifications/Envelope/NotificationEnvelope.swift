@@ -418,6 +418,18 @@ struct PendingEnvelope {
         self.payloadRange = prefix..<(prefix + payloadLength)
     }
 
+    /// The envelope `finish` made, without its trailer, to be numbered
+    /// again: a post that queued behind a failed one gives its number back.
+    init(unfinishing encoded: EncodedNotification) {
+        let start = encoded.envelopeRange.lowerBound
+        let end = max(start, encoded.envelopeRange.upperBound - NotificationEnvelope.trailerSize)
+        bytes = Array(encoded.storage[start..<end])
+        var crc = CRC32C()
+        bytes.withUnsafeBytes { crc.update($0) }
+        self.crc = crc
+        payloadRange = (encoded.payloadRange.lowerBound - start)..<(encoded.payloadRange.upperBound - start)
+    }
+
     /// Appends the trailer and the checksum. Cheap: 28 bytes.
     consuming func finish(sequence: UInt64, timestamp: NotificationTimestamp) -> EncodedNotification {
         let trailerStart = bytes.count

@@ -5,10 +5,12 @@ import Synchronization
 ///
 /// A center owns its transport. It calls ``open(as:receiver:)`` once, then
 /// ``subscribe(to:)`` when it gains its first observer of a name and
-/// ``unsubscribe(from:)`` when it loses its last, ``send(_:)`` for every post,
-/// and ``close()`` once at the end. The center serializes ``subscribe(to:)``
-/// and ``unsubscribe(from:)`` with its observer table, and ``send(_:)`` with
-/// its other sends, so a transport sees one post at a time and in post order.
+/// ``unsubscribe(from:)`` when it loses its last, ``send(_:)`` for a post
+/// (``send(batch:)`` for posts that queued up behind another), and
+/// ``close()`` once at the end, possibly while a send is in progress. The
+/// center serializes ``subscribe(to:)`` and ``unsubscribe(from:)`` with its
+/// observer table, and its sends with each other, without holding a lock
+/// across them: a transport sees one send at a time, in post order.
 ///
 /// A transport never sees a typed value unless it hands values over in one
 /// process (``payloadForm`` is ``TransportPayloadForm/value``); a
@@ -37,6 +39,16 @@ public protocol NotificationTransport: Sendable {
     /// naming the others: the center then still counts the message as sent.
     func send(_ message: TransportMessage) throws(TypedNotificationError)
 
+    /// Sends several messages in order, as ``send(_:)`` would one after
+    /// another, and stops at the first that fails.
+    ///
+    /// The center calls this instead of ``send(_:)`` with posts that queued
+    /// up while its previous send was in progress, so a transport that can
+    /// take several at once does it for the price of one: the file transport
+    /// appends a batch under one lock with one write. The default calls
+    /// ``send(_:)`` for each.
+    func send(batch messages: [TransportMessage]) -> TransportBatchResult
+
     /// Stops receiving, releases the receiver and frees the transport's
     /// resources. Idempotent.
     func close()
@@ -54,6 +66,48 @@ public protocol NotificationTransport: Sendable {
 extension NotificationTransport {
     /// No executor of its own: handlers on a center's executor run on the shared pool.
     public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { nil }
+
+    /// Calls ``send(_:)`` for each message, in order, until one fails.
+    public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
+        var result = TransportBatchResult()
+        for (index, message) in messages.enumerated() {
+            do throws(TypedNotificationError) {
+                try send(message)
+            } catch  where error.code == .undelivered {
+                result.undelivered.append((index, error))
+            } catch {
+                result.failure = error
+                return result
+            }
+            result.sent += 1
+        }
+        return result
+    }
+}
+
+/// What became of a batch handed to ``NotificationTransport/send(batch:)``.
+public struct TransportBatchResult: Sendable {
+    /// How many of the batch's messages, from the first, were sent. Those
+    /// after them were not sent at all.
+    public var sent: Int
+    /// Sent messages that reached some receivers but not others, by their
+    /// index in the batch, with the ``TypedNotificationError/Code/undelivered``
+    /// error ``NotificationTransport/send(_:)`` would have thrown for them.
+    public var undelivered: [(index: Int, error: TypedNotificationError)]
+    /// Why the message at index ``sent`` was not sent, when ``sent`` is less
+    /// than the batch's count.
+    public var failure: TypedNotificationError?
+
+    /// Creates a result: `sent` messages sent, and how the others fared.
+    public init(
+        sent: Int = 0,
+        undelivered: [(index: Int, error: TypedNotificationError)] = [],
+        failure: TypedNotificationError? = nil
+    ) {
+        self.sent = sent
+        self.undelivered = undelivered
+        self.failure = failure
+    }
 }
 
 /// Whether a transport carries values or bytes.

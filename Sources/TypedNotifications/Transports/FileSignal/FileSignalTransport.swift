@@ -53,6 +53,10 @@ public struct FileSignalConfiguration: Sendable {
 public struct FileSignalStatistics: Hashable, Sendable {
     /// Envelopes this transport appended.
     public var appended: Int
+    /// Writes that appended them. Posts that queue up while an append is in
+    /// progress are appended together, under one lock with one write, so
+    /// under concurrent posting this is less than ``appended``.
+    public var appendWrites: Int
     /// Appends that failed (a full disk, a file-size limit) and were cut back.
     public var failedAppends: Int
     /// Torn records, left by a writer killed mid-append, that this transport cut off.
@@ -83,8 +87,15 @@ public struct FileSignalStatistics: Hashable, Sendable {
     public var refusedFiles: Int
 }
 
+/// The log appenders of a ``FileSignalTransport`` not in use.
+struct AppenderTable {
+    var idle: [NotificationName: LogAppender] = [:]
+    var isClosed = false
+}
+
 final class FileSignalCounters: Sendable {
     let appended = Atomic<Int>(0)
+    let appendWrites = Atomic<Int>(0)
     let failedAppends = Atomic<Int>(0)
     let repairedTails = Atomic<Int>(0)
     let delivered = Atomic<Int>(0)
@@ -98,6 +109,7 @@ final class FileSignalCounters: Sendable {
     var snapshot: FileSignalStatistics {
         FileSignalStatistics(
             appended: appended.load(ordering: .relaxed),
+            appendWrites: appendWrites.load(ordering: .relaxed),
             failedAppends: failedAppends.load(ordering: .relaxed),
             repairedTails: repairedTails.load(ordering: .relaxed),
             delivered: delivered.load(ordering: .relaxed),
@@ -149,7 +161,9 @@ public final class FileSignalTransport: NotificationTransport {
     // What the durable identity's observers handled: its own lock, taken by
     // whatever thread lets go of a receipt, never across a system call.
     private let commits = Locked<CommitTable>(CommitTable())
-    private let appenders = Locked<[NotificationName: LogAppender]>([:])
+    // Appenders not in use, by name; a send takes its name's out while it
+    // appends. Closed with the transport: nothing is put back after.
+    private let appenders = Locked(AppenderTable())
     // Reads the logs, saves cursors and runs the jobs of the hub's executor.
     private let loop: EventLoop
     // A read pass is queued on the loop and has not started yet.
@@ -357,25 +371,85 @@ public final class FileSignalTransport: NotificationTransport {
         guard case .encoded(let encoded) = message.payload else {
             throw TypedNotificationError(code: .transportFailure, message: "the file transport appends envelopes only")
         }
-        guard state.withLock({ if case .open = $0.phase { true } else { false } }) else {
-            throw TypedNotificationError(code: .closed, message: "post of \(message.name) to a closed file transport")
-        }
-        // A lock of their own: file I/O for appends never holds up the reader thread.
-        try appenders.withLock { (appenders: inout [NotificationName: LogAppender]) throws(TypedNotificationError) in
-            if let existing = appenders[message.name] {
-                try existing.append(encoded)
-                guard existing.isRemoved else { return }
+        if let failure = append(CollectionOfOne(encoded), named: message.name).failure { throw failure }
+    }
+
+    /// Appends the envelopes to their names' logs: each run of one name
+    /// under one lock with one write (a group commit), as long as it fits in
+    /// the segment. Stops at the first that fails (a full disk, say);
+    /// nothing partial is kept.
+    public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
+        var result = TransportBatchResult()
+        var envelopes: [EncodedNotification] = []
+        envelopes.reserveCapacity(messages.count)
+        var index = 0
+        while index < messages.count {
+            let name = messages[index].name
+            envelopes.removeAll(keepingCapacity: true)
+            while index + envelopes.count < messages.count, messages[index + envelopes.count].name == name {
+                guard case .encoded(let encoded) = messages[index + envelopes.count].payload else {
+                    result.failure = TypedNotificationError(
+                        code: .transportFailure, message: "the file transport appends envelopes only")
+                    break
+                }
+                envelopes.append(encoded)
             }
-            // The first post of this name, or its log was removed since
-            // (rm -rf): start it (again), never writing into deleted files.
-            let appender = try LogAppender(
-                root: directory, name: message.name, configuration: configuration, counters: counters)
-            appenders[message.name] = appender
-            try appender.append(encoded)
+            let (appended, failure) = append(envelopes, named: name)
+            result.sent += appended
+            index += appended
+            if let failure = failure ?? result.failure {
+                result.failure = failure
+                return result
+            }
         }
+        return result
+    }
+
+    /// Appends to one name's log with its appender, holding no lock while
+    /// the appender works: the appender is taken out of the table and put
+    /// back after. A concurrent caller of the same name (the center never
+    /// makes one, direct callers might) opens an appender of its own, and
+    /// the log's `flock` orders the two as it orders two processes.
+    private func append<Envelopes: RandomAccessCollection<EncodedNotification>>(
+        _ envelopes: Envelopes, named name: NotificationName
+    ) -> (appended: Int, failure: TypedNotificationError?) where Envelopes.Index == Int {
+        guard state.withLock({ if case .open = $0.phase { true } else { false } }) else {
+            return (0, TypedNotificationError(code: .closed, message: "post of \(name) to a closed file transport"))
+        }
+        var appender = appenders.withLock { $0.idle.removeValue(forKey: name) }
+        var appended = 0
+        while appended < envelopes.count {
+            if appender == nil || appender?.isRemoved == true {
+                // The first post of this name, or its log was removed since
+                // (rm -rf): start it (again), never writing into deleted files.
+                do throws(TypedNotificationError) {
+                    appender = try LogAppender(
+                        root: directory, name: name, configuration: configuration, counters: counters)
+                } catch {
+                    return (appended, error)
+                }
+            }
+            guard let current = appender else { break }
+            let (count, failure) = current.append(envelopes.dropFirst(appended))
+            appended += count
+            if let failure {
+                putBack(current, named: name)
+                return (appended, failure)
+            }
+            // Stopped early without a failure: the log was removed; go on in a new one.
+        }
+        if let appender { putBack(appender, named: name) }
         #if canImport(Darwin)
-            DarwinChangeSignal.post(FileLog.signalName(directory, message.name))
+            if appended > 0 { DarwinChangeSignal.post(FileLog.signalName(directory, name)) }
         #endif
+        return (appended, nil)
+    }
+
+    private func putBack(_ appender: LogAppender, named name: NotificationName) {
+        appenders.withLock { table in
+            guard !table.isClosed, table.idle[name] == nil else { return }
+            table.idle[name] = appender
+        }
     }
 
     /// The newest notification in `name`'s log, without observing it.
@@ -412,7 +486,10 @@ public final class FileSignalTransport: NotificationTransport {
             if case .open = state.phase { return true }
             return false
         }
-        appenders.withLock { $0 = [:] }
+        appenders.withLock { table in
+            table.isClosed = true
+            table.idle = [:]
+        }
         loop.stop()
         guard wasOpen else { return }
         _ = loop.join(nanoseconds: 2_000_000_000)

@@ -8,7 +8,12 @@ import NotificationPlatform
 /// torn tail is repaired). A write that fails (a full disk, RLIMIT_FSIZE) is
 /// cut back the same way, so no partial record stays and nothing before it is
 /// touched.
-final class LogAppender {
+final class LogAppender: @unchecked Sendable {
+    // Sendable: one thread uses an appender at a time. It lives either in
+    // its transport's table of idle appenders, touched only under that
+    // table's lock, or in the hands of the one send that took it out of the
+    // table (under the same lock) and puts it back when done; a concurrent
+    // send of the same name finds no appender there and opens its own.
     private let root: String
     private let name: NotificationName
     private let configuration: FileSignalConfiguration
@@ -58,37 +63,80 @@ final class LogAppender {
     /// write into deleted files; the transport starts a new appender.
     private(set) var isRemoved = false
 
-    /// Appends one envelope, whole or not at all. Writes nothing, and sets
-    /// ``isRemoved``, when the log was removed.
-    func append(_ envelope: EncodedNotification) throws(TypedNotificationError) {
+    /// Appends envelopes in order, each whole or not at all, under one lock
+    /// and, while they fit in the segment, with one write: a group commit.
+    /// Returns how many were appended, from the first, and why the next was
+    /// not. Stops early, with no failure, and sets ``isRemoved`` when the log
+    /// was removed.
+    func append<Envelopes: RandomAccessCollection<EncodedNotification>>(_ envelopes: Envelopes) -> (
+        appended: Int, failure: TypedNotificationError?
+    ) where Envelopes.Index == Int {
         if case .failure(let error) = SystemCalls.lockFile(lock, exclusive: true) {
-            throw SharedDirectory.failure(error, "could not lock the log of \(name)")
+            return (0, SharedDirectory.failure(error, "could not lock the log of \(name)"))
         }
         defer { SystemCalls.unlockFile(lock) }
-        let length = envelope.envelopeRange.count
-        while true {
-            try followRollover()
-            try validateTail()
-            if isRemoved { return }
-            if validatedEnd > 0 && validatedEnd + length > configuration.segmentSize {
-                try roll()
-                continue
+        var appended = 0
+        let first = envelopes.startIndex
+        while appended < envelopes.count {
+            let length = envelopes[first + appended].envelopeRange.count
+            do throws(TypedNotificationError) {
+                while true {
+                    try followRollover()
+                    try validateTail()
+                    if isRemoved { return (appended, nil) }
+                    if validatedEnd > 0 && validatedEnd + length > configuration.segmentSize {
+                        try roll()
+                        continue
+                    }
+                    break
+                }
+            } catch {
+                return (appended, error)
             }
-            break
+            // As many more as fit in this segment go out in the same write.
+            var count = 1
+            var total = length
+            while appended + count < envelopes.count {
+                let next = envelopes[first + appended + count].envelopeRange.count
+                guard validatedEnd + total + next <= configuration.segmentSize else { break }
+                total += next
+                count += 1
+            }
+            let start = validatedEnd
+            let result: Result<Void, Errno>
+            if count == 1 {
+                let envelope = envelopes[first + appended]
+                result = envelope.storage.withUnsafeBytes { raw in
+                    SystemCalls.writeAll(
+                        segment, UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]), at: start)
+                }
+            } else {
+                batch.removeAll(keepingCapacity: true)
+                batch.reserveCapacity(total)
+                for envelope in envelopes[(first + appended)..<(first + appended + count)] {
+                    batch.append(contentsOf: envelope.storage[envelope.envelopeRange])
+                }
+                result = batch.withUnsafeBytes { SystemCalls.writeAll(segment, $0, at: start) }
+                // A burst's buffer is not kept for good.
+                if batch.capacity > Self.keptBatchCapacity { batch = [] }
+            }
+            if case .failure(let error) = result {
+                // Cut back whatever part was written: no partial record stays.
+                _ = SystemCalls.truncate(segment, to: start)
+                counters.failedAppends.add(1, ordering: .relaxed)
+                return (appended, Self.writeFailure(error, name: name))
+            }
+            validatedEnd = start + total
+            appended += count
+            counters.appended.add(count, ordering: .relaxed)
+            counters.appendWrites.add(1, ordering: .relaxed)
         }
-        let start = validatedEnd
-        let result = envelope.storage.withUnsafeBytes { raw in
-            SystemCalls.writeAll(segment, UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]), at: start)
-        }
-        if case .failure(let error) = result {
-            // Cut back whatever part was written: no partial record stays.
-            _ = SystemCalls.truncate(segment, to: start)
-            counters.failedAppends.add(1, ordering: .relaxed)
-            throw Self.writeFailure(error, name: name)
-        }
-        validatedEnd = start + length
-        counters.appended.add(1, ordering: .relaxed)
+        return (appended, nil)
     }
+
+    // Several envelopes are copied here to go out in one write.
+    private var batch: [UInt8] = []
+    private static let keptBatchCapacity = 256 * 1024
 
     static func writeFailure(_ error: Errno, name: NotificationName) -> TypedNotificationError {
         switch error {

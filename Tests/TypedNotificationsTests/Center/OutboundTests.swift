@@ -1,0 +1,187 @@
+import Foundation
+import NotificationPlatform
+import Synchronization
+import Testing
+
+@testable import TypedNotifications
+
+/// An envelope transport whose sends can be held at a gate, that records
+/// every send call as it came, and can be told to fail one message of a
+/// batch: to watch what a hub does with posts that arrive during a send.
+final class GatedTransport: NotificationTransport {
+    /// Each call: the messages it carried (one for `send(_:)`).
+    let calls = Locked<[[TransportMessage]]>([])
+    /// The first send waits here until the test opens it.
+    let gate = OneShotEvent()
+    /// Set once the first send is waiting at the gate.
+    let atGate = OneShotEvent()
+    private let sending = Atomic<Int>(0)
+    let overlapped = Atomic<Bool>(false)
+    private let first = Atomic<Bool>(true)
+    /// In a batch, the message at this index fails (once).
+    let failAtIndex = Locked<Int?>(nil)
+
+    var payloadForm: TransportPayloadForm { .encoded }
+    func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {}
+    func subscribe(to name: NotificationName) throws(TypedNotificationError) {}
+    func unsubscribe(from name: NotificationName) {}
+    func close() {}
+
+    private func enter() {
+        if sending.add(1, ordering: .acquiringAndReleasing).newValue > 1 { overlapped.store(true, ordering: .relaxed) }
+        if first.exchange(false, ordering: .acquiringAndReleasing) {
+            atGate.signal()
+            gate.wait()
+        }
+    }
+
+    private func leave() { sending.subtract(1, ordering: .acquiringAndReleasing) }
+
+    func send(_ message: TransportMessage) throws(TypedNotificationError) {
+        enter()
+        defer { leave() }
+        calls.withLock { $0.append([message]) }
+    }
+
+    func send(batch messages: [TransportMessage]) -> TransportBatchResult {
+        enter()
+        defer { leave() }
+        calls.withLock { $0.append(messages) }
+        guard
+            let index = failAtIndex.withLock({ value -> Int? in
+                defer { value = nil }
+                return value
+            }),
+            index < messages.count
+        else { return TransportBatchResult(sent: messages.count) }
+        return TransportBatchResult(
+            sent: index, failure: TypedNotificationError(code: .storageFull, message: "the disk is full (planted)"))
+    }
+}
+
+/// Runs `body` on a thread of its own; the event fires when it returns.
+func startThread(_ body: @escaping @Sendable () -> Void) -> OneShotEvent {
+    let done = OneShotEvent()
+    let thread = Thread {
+        body()
+        done.signal()
+    }
+    thread.start()
+    return done
+}
+
+/// Waits, with a generous safety net, until `condition` holds.
+func waitUntil(_ condition: () -> Bool) -> Bool {
+    let deadline = SystemClock.monotonicNanoseconds() + 30_000_000_000
+    while !condition() {
+        guard SystemClock.monotonicNanoseconds() < deadline else { return false }
+        SystemProcess.pause(microseconds: 200)
+    }
+    return true
+}
+
+@Suite("Posts of one center: no lock across a send, in order, in batches", .timeLimit(.minutes(5)))
+struct OutboundTests {
+    /// The sequence number inside each envelope, checked by decoding it.
+    func decodedSequences(_ messages: [TransportMessage]) throws -> [UInt64] {
+        var decoder = EnvelopeDecoder()
+        return try messages.map { message in
+            guard case .encoded(let encoded) = message.payload else { throw POSIXError(.EINVAL) }
+            let decoded = try decoder.decode(Array(encoded.envelope))
+            #expect(decoded.sequence == message.sequence)
+            return decoded.sequence
+        }
+    }
+
+    /// One post held at the gate, then `count` more from threads of their own
+    /// once they all wait in line.
+    func queueBehindGate(
+        _ hub: NotificationHub<GatedTransport>, count: Int, outcomes: Locked<[Int: TypedNotificationError.Code?]>
+    ) throws -> [OneShotEvent] {
+        let leader = startThread { _ = try? hub.post(Ping(index: -1)) }
+        hub.transport.atGate.wait()
+        var done = [leader]
+        for index in 0..<count {
+            done.append(
+                startThread {
+                    do throws(TypedNotificationError) {
+                        try hub.post(Ping(index: index))
+                        outcomes.withLock { $0[index] = .some(nil) }
+                    } catch {
+                        outcomes.withLock { $0[index] = error.code }
+                    }
+                })
+        }
+        #expect(waitUntil { hub.postsInLine == count }, "every post should be waiting in line")
+        return done
+    }
+
+    @Test("posts that arrive during a send wait in line and leave together in one batch, numbered in order")
+    func groupsPostsBehindASend() throws {
+        let transport = GatedTransport()
+        let hub = try NotificationHub(endpoint: "batch", transport: transport)
+        let outcomes = Locked<[Int: TypedNotificationError.Code?]>([:])
+        let done = try queueBehindGate(hub, count: 8, outcomes: outcomes)
+        transport.gate.signal()
+        for event in done { event.wait() }
+
+        let calls = transport.calls.withLock { $0 }
+        #expect(calls.map(\.count) == [1, 8], "the eight that waited go out as one batch")
+        #expect(try decodedSequences(calls.joined().map { $0 }) == Array(1...9))
+        #expect(outcomes.withLock { $0.count } == 8)
+        #expect(outcomes.withLock { $0.values.allSatisfy { $0 == nil } })
+        let overlapped = transport.overlapped.load(ordering: .relaxed)
+        #expect(!overlapped, "sends of one center never overlap")
+        #expect(hub.metrics.posted == 9)
+    }
+
+    @Test(
+        "a batch that fails part-way: each post gets its own outcome, and the numbers of those not sent are given back")
+    func partialFailureLeavesNoGap() throws {
+        let transport = GatedTransport()
+        transport.failAtIndex.withLock { $0 = 2 }
+        let hub = try NotificationHub(endpoint: "batch", transport: transport)
+        let outcomes = Locked<[Int: TypedNotificationError.Code?]>([:])
+        let done = try queueBehindGate(hub, count: 8, outcomes: outcomes)
+        transport.gate.signal()
+        for event in done { event.wait() }
+
+        let calls = transport.calls.withLock { $0 }
+        #expect(calls.map(\.count) == [1, 8, 5], "the five behind the failed post go out again")
+        guard calls.count == 3 else { return }
+        // Sent: the leader's, the first two of the batch, then the five again.
+        let sent = [calls[0][0]] + calls[1].prefix(2) + calls[2]
+        #expect(try decodedSequences(Array(sent)) == Array(1...8), "no number is skipped")
+        #expect(calls[1][2].sequence == 4)
+        // The one that failed is the third in the batch, and only it threw.
+        let failedIndex = try Ping.decodePayload(fromEncoded: calls[1][2]).index
+        let failures = outcomes.withLock { $0.filter { $0.value != nil } }
+        #expect(failures.count == 1)
+        #expect(failures[failedIndex] == .some(.storageFull))
+        // A later post carries the next number.
+        try hub.post(Ping(index: 100))
+        #expect(transport.calls.withLock { $0.last?.first?.sequence } == 9)
+    }
+
+    @Test("close returns while a post is being sent; the hub holds no lock across the transport's send")
+    func closeDoesNotWaitForASend() throws {
+        let transport = GatedTransport()
+        let hub = try NotificationHub(endpoint: "close", transport: transport)
+        let poster = startThread { _ = try? hub.post(Ping(index: 0)) }
+        transport.atGate.wait()
+        let closed = startThread { hub.close() }
+        let closedWhileSending = closed.wait(nanoseconds: 30_000_000_000)
+        transport.gate.signal()
+        poster.wait()
+        #expect(closedWhileSending, "close waited for a send to finish")
+        #expect(throws: TypedNotificationError.self) { try hub.post(Ping(index: 1)) }
+    }
+}
+
+extension Ping {
+    /// The value inside a message's envelope.
+    static func decodePayload(fromEncoded message: TransportMessage) throws -> Ping {
+        guard case .encoded(let encoded) = message.payload else { throw POSIXError(.EINVAL) }
+        return try encoded.withUnsafePayload { try Ping(payload: $0) }
+    }
+}
