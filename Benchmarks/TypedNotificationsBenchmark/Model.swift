@@ -120,6 +120,10 @@ struct PointResult: Codable, Sendable {
     /// CPU time of the posting process per burst post (for in-process kinds,
     /// that process also runs the observers).
     var posterCPUNanosecondsPerPost: Double
+    /// System calls the posting process made per burst post (cross-process
+    /// kinds only): the library's, counted by its platform layer, or the raw
+    /// loop's own.
+    var systemCallsPerPost: Double?
     /// Heap allocations per burst post in the posting process, observers
     /// included for in-process kinds; nil where they cannot be counted.
     var allocationsPerPost: Double?

@@ -79,10 +79,12 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
 
     let cpuBefore = processCPUNanoseconds()
     let allocationsBefore = allocationCount()
+    let callsBefore = SystemCalls.made.load(ordering: .relaxed)
     for index in spec.burst {
         postStamps[index] = now()
         try poster.post(BenchTick(index: UInt64(index), filler: filler))
     }
+    let callsAfter = SystemCalls.made.load(ordering: .relaxed)
     poster.flush()
     try poster.post(BenchTick(index: BenchTick.endIndex, filler: []))
     poster.flush()
@@ -157,6 +159,7 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
         latencyToLast: Percentiles(toLast),
         throughputPerSecond: burstEnd > burstStart ? burstCount / seconds : 0,
         posterCPUNanosecondsPerPost: Double(cpuAfter - cpuBefore) / burstCount,
+        systemCallsPerPost: spec.kind.isCrossProcess ? Double(callsAfter - callsBefore) / burstCount : nil,
         allocationsPerPost: allocationsBefore.flatMap { before in
             allocationsAfter.map { Double($0 - before) / burstCount }
         },
@@ -263,6 +266,8 @@ func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
             post: { tick in
                 buffer.set(tick.index)
                 for descriptor in sockets {
+                    // Counted with the library's calls, for the per-post figure.
+                    SystemCalls.count()
                     guard buffer.bytes.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, 0) }) >= 0 else {
                         fail("raw datagram send: errno \(errno)")
                     }
@@ -278,6 +283,7 @@ func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
         return Poster(
             post: { tick in
                 buffer.set(tick.index)
+                SystemCalls.count()
                 guard
                     buffer.bytes.withUnsafeBytes({ write(descriptor, $0.baseAddress, $0.count) }) == buffer.bytes.count
                 else { fail("raw append: errno \(errno)") }

@@ -116,24 +116,27 @@ func table(_ points: [PointResult]) -> String {
     let header = [
         ("scenario", 26, false), ("N", 3, true), ("bytes", 5, true), ("p50 last", 10, true), ("p99 last", 10, true),
         ("p99.9", 10, true), ("max", 10, true), ("p50 each", 10, true), ("× base", 7, true),
-        ("throughput", 10, true), ("× base", 7, true), ("CPU/post", 9, true), ("allocs", 6, true),
+        ("throughput", 10, true), ("× base", 7, true), ("CPU/post", 9, true), ("calls", 5, true), ("allocs", 6, true),
         ("RSS KiB", 13, true), ("lost", 5, true),
     ]
     var lines = [header.map { padded($0.0, $0.1, right: $0.2) }.joined(separator: " ")]
     for point in points {
         let rss = point.observerPeakRSSKiB.map { "\(point.posterPeakRSSKiB)/\($0)" } ?? "\(point.posterPeakRSSKiB)"
-        let cells = [
-            point.label, "\(point.observers)", "\(point.payloadBytes)",
+        let latencies: [String] = [
             microseconds(point.latencyToLast.p50), microseconds(point.latencyToLast.p99),
             microseconds(point.latencyToLast.p999), microseconds(point.latencyToLast.max),
             microseconds(point.latencyToEach.p50),
             point.latencyRatioToBaseline.map { String(format: "%.2f", $0) } ?? "-",
+        ]
+        let costs: [String] = [
             rate(point.throughputPerSecond),
             point.throughputRatioToBaseline.map { String(format: "%.2f", $0) } ?? "-",
             String(format: "%.2f µs", point.posterCPUNanosecondsPerPost / 1000),
+            point.systemCallsPerPost.map { String(format: "%.1f", $0) } ?? "-",
             point.allocationsPerPost.map { String(format: "%.1f", $0) } ?? "-",
-            rss, "\(point.lost)",
         ]
+        let cells =
+            [point.label, "\(point.observers)", "\(point.payloadBytes)"] + latencies + costs + [rss, "\(point.lost)"]
         lines.append(zip(cells, header).map { padded($0, $1.1, right: $1.2) }.joined(separator: " "))
     }
     return lines.joined(separator: "\n")

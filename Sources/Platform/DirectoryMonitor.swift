@@ -53,6 +53,7 @@ package final class DirectoryMonitor {
                 | UInt32(IN_ONLYDIR | IN_DONT_FOLLOW)
             // A write by another process to a file in the directory (an append to a log).
             if includesModifications { mask |= UInt32(IN_MODIFY) }
+            SystemCalls.count()
             let descriptor = inotify_add_watch(inotify.rawValue, path, mask)
             guard descriptor != -1 else { throw Errno.current }
             watches[descriptor] = index
@@ -96,6 +97,7 @@ package final class DirectoryMonitor {
         var changed = Set<Int>()
         #if os(Linux)
             while true {
+                SystemCalls.count()
                 let count = buffer.withUnsafeMutableBytes { raw in read(inotify.rawValue, raw.baseAddress, raw.count) }
                 guard count > 0 else { break }
                 // Room for one more event of the longest name was left: the

@@ -149,10 +149,13 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             switch outbound.withLock({ $0.post(named: name) }) {
             case .closed:
                 throw TypedNotificationError(code: .closed, message: "post of \(name) to a closed center")
+            // The payload is moved on, never copied: the envelope's buffer
+            // must have one owner when its trailer is appended, or the
+            // append copies it.
             case .send(let sequence):
-                try lead(OutboundStamped(post: payload, name: name, sequence: sequence))
+                try lead(OutboundStamped(post: consume payload, name: name, sequence: sequence))
             case .busy:
-                try waitInLine(payload, named: name)
+                try waitInLine(consume payload, named: name)
             }
         } catch  where error.code == .undelivered {
             // Sent, though not to everyone.
@@ -164,15 +167,18 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     /// Gets in line behind the post being sent, and blocks until this post
     /// was sent by the leader or until it is this thread's turn to lead.
-    private func waitInLine(_ payload: OutboundPayload, named name: NotificationName) throws(TypedNotificationError) {
+    private func waitInLine(_ payload: consuming OutboundPayload, named name: NotificationName)
+        throws(TypedNotificationError)
+    {
         let waiter = OutboundWaiter()
         switch outbound.withLock({ $0.enqueue(payload, named: name, waiter: waiter) }) {
         case .closed:
             throw TypedNotificationError(code: .closed, message: "post of \(name) to a closed center")
         case .send(let sequence):
-            return try lead(OutboundStamped(post: payload, name: name, sequence: sequence))
+            return try lead(OutboundStamped(post: consume payload, name: name, sequence: sequence))
         case .queued:
-            break
+            // The line holds it now; this copy goes, so the leader's is the only one.
+            _ = consume payload
         }
         switch waiter.wait() {
         case .sent:
@@ -187,10 +193,10 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// Sends the leader's own post, then the batches that queued up
     /// meanwhile, with no lock held while the transport works, and wakes
     /// each waiting poster with its outcome. Returns the leader's own.
-    private func lead(_ own: OutboundStamped) throws(TypedNotificationError) {
+    private func lead(_ own: consuming OutboundStamped) throws(TypedNotificationError) {
         var outcome = OutboundOutcome.sent
         do throws(TypedNotificationError) {
-            try transport.send(message(own))
+            try transport.send(message(&own))
         } catch {
             outcome = .failed(error)
         }
@@ -233,8 +239,10 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             case .handOff(let waiter):
                 waiter.wake(.lead)
                 return
-            case .send(let batch):
-                let messages = batch.map(message)
+            case .send(var batch):
+                var messages: [TransportMessage] = []
+                messages.reserveCapacity(batch.count)
+                for index in batch.indices { messages.append(message(&batch[index])) }
                 let result = transport.send(batch: messages)
                 let sent = min(max(result.sent, 0), batch.count)
                 var outcomes = [OutboundOutcome](repeating: .sent, count: sent)
@@ -270,18 +278,31 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         }
     }
 
-    /// Stamps a numbered post's envelope with its number and the time.
-    private func message(_ stamped: OutboundStamped) -> TransportMessage {
+    /// Stamps a numbered post's envelope with its number and the time,
+    /// taking the payload out of `stamped` so that the envelope's buffer has
+    /// one owner and grows in place (a second one would make it a copy).
+    private func message(_ stamped: inout OutboundStamped) -> TransportMessage {
         let timestamp = NotificationTimestamp(
             wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
             monotonicNanoseconds: SystemClock.monotonicNanoseconds()
         )
-        let payload: TransportPayload
+        var envelope: PendingEnvelope?
+        var value: (any TypedNotification)?
         switch stamped.post {
-        case .encoded(let envelope):
-            payload = .encoded(envelope.finish(sequence: stamped.sequence, timestamp: timestamp))
-        case .value(let value):
+        case .encoded(let pending): envelope = pending
+        case .value(let posted): value = posted
+        case .taken: break
+        }
+        stamped.post = .taken
+        let payload: TransportPayload
+        if let pending = envelope.take() {
+            payload = .encoded(pending.finish(sequence: stamped.sequence, timestamp: timestamp))
+        } else if let value {
             payload = .value(value)
+        } else {
+            // Unreachable: each numbered post becomes a message once. An
+            // empty envelope would be refused by every receiver, never trap.
+            payload = .encoded(EncodedNotification(storage: [], envelopeRange: 0..<0, payloadRange: 0..<0))
         }
         return TransportMessage(
             name: stamped.name, sender: sender, sequence: stamped.sequence, timestamp: timestamp, payload: payload)
@@ -466,6 +487,8 @@ public struct NotificationHubConfiguration: Sendable {
 enum OutboundPayload: Sendable {
     case encoded(PendingEnvelope)
     case value(any TypedNotification)
+    /// Moved out into the message being sent.
+    case taken
 }
 
 typealias OutboundStamped = OutboundStateMachine<OutboundPayload, OutboundWaiter>.Stamped

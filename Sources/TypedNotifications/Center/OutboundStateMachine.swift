@@ -179,18 +179,11 @@ struct OutboundStateMachine<Post, Waiter> {
     /// counter goes back to just before its first unsent post, which is
     /// above every number of it that was sent.
     private mutating func takeBackNumbers(sent: Int) {
-        guard let first = inFlightFirst else { return }
-        var index = 0
+        guard let first = inFlightFirst, sent < 1 + inFlightRest.count else { return }
         var restored: Set<NotificationName> = []
-        func takeBack(_ name: NotificationName, _ sequence: UInt64) {
-            defer { index += 1 }
-            guard index >= sent, restored.insert(name).inserted else { return }
-            sequences[name] = sequence &- 1
+        for (index, entry) in ([first] + inFlightRest).enumerated() where index >= sent {
+            if restored.insert(entry.name).inserted { sequences[entry.name] = entry.sequence &- 1 }
         }
-        let total = 1 + inFlightRest.count
-        guard sent < total else { return }
-        takeBack(first.name, first.sequence)
-        for (name, sequence) in inFlightRest { takeBack(name, sequence) }
     }
 }
 
