@@ -8,7 +8,7 @@ import Foundation
 //   TypedNotificationsBenchmark [--quick] [--only LIST] [--kinds LIST]
 //       [--observers LIST] [--sizes LIST] [--count N] [--output DIR]
 //
-//   --only      any of envelope, delivery, fanout, stopped, memory (default: all)
+//   --only      any of envelope, delivery, fanout, posters, stopped, memory (default: all)
 //   --kinds     fan-out scenarios, e.g. socket,raw-datagram (default: all)
 //   --observers 1,4,16 by default;  --sizes 16,4096 by default
 //   --count     measured notifications per point (default 20,000; quick 1,000)
@@ -70,7 +70,7 @@ func option(_ flag: String) -> String? {
 func list(_ flag: String) -> [String]? { option(flag)?.split(separator: ",").map(String.init) }
 
 let quick = arguments.contains("--quick")
-let sections = Set(list("--only") ?? ["envelope", "delivery", "fanout", "stopped", "memory"])
+let sections = Set(list("--only") ?? ["envelope", "delivery", "fanout", "posters", "stopped", "memory"])
 let kinds =
     try list("--kinds").map { names in
         try names.map { name in
@@ -129,6 +129,22 @@ if sections.contains("fanout") {
     points = Report.withRatios(points)
     // Written now too, so a later section's failure cannot lose these figures.
     try write(Report(machine: machine, micro: micro, points: points, memory: nil, targets: []))
+}
+
+if sections.contains("posters") {
+    let count = quick ? 20_000 : 200_000
+    print("\nConcurrent posters: \(count) file-transport posts to one hub, no observer (1 thread is the baseline)")
+    var baseline: Double?
+    for threads in [1, 2, 4] {
+        let result = try measureConcurrentPosters(threads: threads, total: count)
+        baseline = baseline ?? result.postsPerSecond
+        let ratio = result.postsPerSecond / (baseline ?? result.postsPerSecond)
+        print(
+            "  \(threads) thread\(threads == 1 ? " " : "s"): \(rate(result.postsPerSecond)) (\(String(format: "%.2f", ratio))× 1 thread), "
+                + String(
+                    format: "%.1f posts per write, %.2f system calls per post", result.postsPerWrite,
+                    result.systemCallsPerPost))
+    }
 }
 
 if sections.contains("stopped") {

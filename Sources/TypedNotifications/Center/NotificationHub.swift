@@ -1,4 +1,5 @@
 import NotificationPlatform
+import Synchronization
 
 /// A typed notification center over a pluggable transport.
 ///
@@ -504,20 +505,38 @@ enum OutboundOutcome: Sendable {
 }
 
 /// Blocks a post's thread until the leader wakes it.
+///
+/// The leader's send takes microseconds, so the waiter first watches an
+/// atomic flag for up to ``spinNanoseconds`` and only then blocks on an
+/// event: a post queued behind one send usually returns without the futex
+/// sleep and wake-up that blocking costs.
 final class OutboundWaiter: @unchecked Sendable {
     // Sendable: `outcome` is written once, by the one thread that calls
-    // `wake`, before it signals `event`, and read only by the waiting thread
-    // after `event.wait()` returned, which orders the write before the read.
+    // `wake`, before its releasing store to `woken`, and read by the waiting
+    // thread only after an acquiring load saw that store (directly, or after
+    // `event.wait()`, which returns only after `wake` signalled it).
+    private let woken = Atomic<Bool>(false)
     private let event = OneShotEvent()
     private var outcome = OutboundOutcome.lead
 
+    static let spinNanoseconds: UInt64 = 20_000
+
     func wake(_ outcome: OutboundOutcome) {
         self.outcome = outcome
+        woken.store(true, ordering: .releasing)
         event.signal()
     }
 
     func wait() -> OutboundOutcome {
-        event.wait()
+        let deadline = SystemClock.monotonicNanoseconds() &+ Self.spinNanoseconds
+        var spins = 0
+        while !woken.load(ordering: .acquiring) {
+            spins &+= 1
+            if spins & 63 == 0, SystemClock.monotonicNanoseconds() >= deadline {
+                event.wait()
+                break
+            }
+        }
         return outcome
     }
 }
