@@ -239,12 +239,12 @@ public final class FileSignalTransport: NotificationTransport {
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         let monitorDescriptor = try state.withLock {
             (state: inout FileSignalState) throws(TypedNotificationError) -> CInt? in
-            guard case .created = state.phase else {
+            guard case .created = state.phase, let monitor = state.unopenedMonitor.take() else {
                 throw TypedNotificationError(code: .closed, message: "this file transport was already opened")
             }
             state.phase = .open
-            state.receiving = FileReading(receiver: receiver, root: root)
-            return state.monitor.pollDescriptor
+            state.receiving = FileReading(receiver: receiver, root: root, monitor: monitor)
+            return monitor.pollDescriptor
         }
         if configuration.usesChangeEvents, let monitorDescriptor {
             do throws(Errno) {
@@ -292,14 +292,9 @@ public final class FileSignalTransport: NotificationTransport {
             guard case .open = state.phase else {
                 throw TypedNotificationError(code: .closed, message: "subscribe on a file transport that is not open")
             }
-            if state.watchIndex[name] == nil {
-                do throws(Errno) {
-                    let index = try state.monitor.watch(FileLog.nameDirectory(directory, name))
-                    state.watchIndex[name] = index
-                } catch {
-                    throw SharedDirectory.failure(error, "could not watch the log of \(name)")
-                }
-            }
+            // The read pass requested below watches the log's directory
+            // before it reads, on the event loop: an append before the watch
+            // is read by that pass, and one after it wakes the loop.
             readersChanged.wrappingAdd(1, ordering: .releasing)
             state.readers[name] = LogReader(
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
@@ -564,28 +559,14 @@ public final class FileSignalTransport: NotificationTransport {
         // Decided under the lock: which readers read, and whether each looks
         // for a newer segment. The reading itself happens after, with no lock
         // held, so a subscribe or a post never waits behind a pread.
+        // The change events, and watches for logs not watched yet, on this
+        // thread, which alone uses the monitor, with no lock held.
+        let changes = checking.watchChanges(of: names, in: directory)
         let plan = state.withLock {
             state -> (FileReading, UInt64, [(name: NotificationName, reader: LogReader, lookForNewSegment: Bool)])? in
             guard case .open = state.phase, let receiving = state.receiving else { return nil }
-            let changed = state.monitor.changes()
-            let created = state.monitor.takeCreations()
-            // A log directory removed (and perhaps created again) lost its
-            // watch: watch it again once it exists; until then the poll
-            // looks at it.
-            let lost = state.monitor.takeLostWatches()
-            for (name, index) in state.watchIndex where lost.contains(index) {
-                state.watchIndex[name] = nil
-            }
-            for name in state.readers.keys where state.watchIndex[name] == nil {
-                if let index = try? state.monitor.watch(FileLog.nameDirectory(directory, name)) {
-                    state.watchIndex[name] = index
-                }
-            }
             let plan = state.readers.filter { !held.contains($0.key) }.map { name, reader in
-                (
-                    name, reader,
-                    thorough || changed == nil || (state.watchIndex[name].map { created.contains($0) } ?? true)
-                )
+                (name, reader, thorough || changes.all || changes.created.contains(name))
             }
             return (receiving, readersChanged.load(ordering: .acquiring), plan)
         }
@@ -759,8 +740,8 @@ struct FileSignalState {
     }
 
     var phase: Phase = .created
-    let monitor: DirectoryMonitor
-    var watchIndex: [NotificationName: Int] = [:]
+    /// The logs' change events until `open` hands them to the read passes.
+    var unopenedMonitor: DirectoryMonitor?
     var readers: [NotificationName: LogReader] = [:]
     /// What the loop's read passes keep, from `open` on.
     var receiving: FileReading?
@@ -768,7 +749,7 @@ struct FileSignalState {
     var signalDescriptor: CInt?
 
     init(monitor: DirectoryMonitor) {
-        self.monitor = monitor
+        unopenedMonitor = monitor
     }
 }
 
@@ -899,9 +880,41 @@ final class FileReading: @unchecked Sendable {
     let receiver: TransportReceiver
     var decoder = EnvelopeDecoder()
     var removalWatch: RemovalWatch
+    // The logs' change events (inotify), and which log each watch is for.
+    private let monitor: DirectoryMonitor
+    private var watchIndex: [NotificationName: Int] = [:]
 
-    init(receiver: TransportReceiver, root: RecordedPath?) {
+    init(receiver: TransportReceiver, root: RecordedPath?, monitor: DirectoryMonitor) {
         self.receiver = receiver
         self.removalWatch = RemovalWatch([root].compactMap { $0 })
+        self.monitor = monitor
+    }
+
+    /// Reads the change events since the last look and watches the
+    /// directories of `names` not watched yet (a log directory removed, and
+    /// perhaps made again, lost its watch). `all`: the events overflowed, or
+    /// cannot tell which log changed; `created`: logs whose directory saw a
+    /// file created, or that are not watched (the poll looks at them).
+    func watchChanges(of names: [NotificationName], in root: String) -> (all: Bool, created: Set<NotificationName>) {
+        let changed = monitor.changes()
+        let created = monitor.takeCreations()
+        let lost = monitor.takeLostWatches()
+        for (name, index) in watchIndex where lost.contains(index) {
+            watchIndex[name] = nil
+        }
+        for name in names where watchIndex[name] == nil {
+            if let index = try? monitor.watch(FileLog.nameDirectory(root, name)) {
+                watchIndex[name] = index
+            }
+        }
+        var createdNames: Set<NotificationName> = []
+        for name in names {
+            guard let index = watchIndex[name] else {
+                createdNames.insert(name)
+                continue
+            }
+            if created.contains(index) { createdNames.insert(name) }
+        }
+        return (changed == nil, createdNames)
     }
 }
