@@ -1,8 +1,10 @@
 import NotificationPlatform
 import Synchronization
 
-/// Everything a ``SocketTransport`` changes after it is created, guarded by
-/// one lock: the phase, the registry cache and the endpoints it sends to.
+/// What a ``SocketTransport`` shares between its threads, guarded by one
+/// lock held for no system call: the phase, the names it registered, and the
+/// endpoints and routes the send in progress last published (for statistics,
+/// ``SocketTransport/flush(timeout:)`` and error messages).
 struct SocketState {
     enum Phase {
         case created
@@ -12,21 +14,61 @@ struct SocketState {
 
     var phase: Phase = .created
     var subscribed: Set<NotificationName> = []
+    var peers: [String: SocketPeer] = [:]
+    var routes: [NotificationName: [String]] = [:]
+}
+
+/// The registry cache and the endpoints a transport sends to: touched only
+/// by the send in progress (see ``SocketRoutingSlot``), which makes its
+/// system calls with no lock held.
+struct SocketRouting {
     let monitor: DirectoryMonitor
     var watchIndex: [NotificationName: Int] = [:]
     var watchedNames: [Int: NotificationName] = [:]
     /// Endpoint ids per name; a name missing here is scanned on its next post.
     var routes: [NotificationName: [String]] = [:]
     var peers: [String: SocketPeer] = [:]
+    /// Routes or peers changed since they were last published.
+    var changed = false
 
     init(monitor: DirectoryMonitor) {
         self.monitor = monitor
     }
 }
 
+/// Holds a socket transport's routing for one send at a time.
+///
+/// A center makes one send at a time (see ``NotificationTransport``); this
+/// slot is how the transport knows it is so, without a lock: a send claims
+/// it, or is refused when another holds it.
+final class SocketRoutingSlot: @unchecked Sendable {
+    // Sendable: `routing` is read and written only by the thread whose
+    // `claim()` succeeded (an acquiring compare-exchange of `busy`) and until
+    // it calls `release()` (a releasing store): one thread at a time, each
+    // seeing what the one before it wrote.
+    private let busy = Atomic<Bool>(false)
+    var routing: SocketRouting
+
+    init(monitor: DirectoryMonitor) {
+        routing = SocketRouting(monitor: monitor)
+    }
+
+    /// Takes the routing; `false` when another send holds it.
+    func claim() -> Bool {
+        busy.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged
+    }
+
+    func release() {
+        busy.store(false, ordering: .releasing)
+    }
+}
+
 /// One endpoint this transport sends to: a socket connected to it, and this
 /// poster's spool for it.
-final class SocketPeer {
+final class SocketPeer: @unchecked Sendable {
+    // Sendable: its own properties are constants; its spool's mutable state
+    // is touched by the send in progress only, except the current file,
+    // which the spool keeps behind a lock.
     let id: String
     let descriptor: FileDescriptor
     let spool: SpoolWriter

@@ -155,7 +155,9 @@ public final class SocketTransport: NotificationTransport {
     private let spoolDirectory: String
     private let receiveSocket: FileDescriptor
     private let counters = SocketCounters()
-    private let state: Locked<SocketState>
+    private let state = Locked(SocketState())
+    // The registry cache and the endpoints, for the send in progress.
+    private let sending: SocketRoutingSlot
     // Read once: a getuid per datagram showed in profiles.
     private let ownUser = SystemProcess.userID
     private let ownGroup = SystemProcess.groupID
@@ -243,7 +245,7 @@ public final class SocketTransport: NotificationTransport {
             undo()
             throw SharedDirectory.failure(error, "could not watch the registry")
         }
-        state = Locked(SocketState(monitor: monitor))
+        sending = SocketRoutingSlot(monitor: monitor)
     }
 
     deinit {
@@ -314,27 +316,32 @@ public final class SocketTransport: NotificationTransport {
 
     /// Registers this endpoint for `name`: from now on posts of it reach this transport.
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
-        try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
+        let sender = try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
             guard case .open(let sender) = state.phase else {
                 throw TypedNotificationError(code: .closed, message: "subscribe on a socket transport that is not open")
             }
-            try SocketRegistry.register(
-                identifier,
-                for: name,
-                in: directory,
-                sender: sender,
-                sharing: configuration.sharing
-            )
+            return sender
+        }
+        // The entry is written with no lock held; the center serializes
+        // subscribing and unsubscribing a name.
+        try SocketRegistry.register(
+            identifier, for: name, in: directory, sender: sender, sharing: configuration.sharing)
+        let registered = state.withLock { state in
+            guard case .open = state.phase else { return false }
             state.subscribed.insert(name)
+            return true
+        }
+        guard registered else {
+            // Closed meanwhile: `close` did not know of this entry.
+            _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+            throw TypedNotificationError(code: .closed, message: "subscribe on a socket transport that closed")
         }
     }
 
     /// Removes this endpoint's registration for `name`.
     public func unsubscribe(from name: NotificationName) {
-        state.withLock { state in
-            guard state.subscribed.remove(name) != nil else { return }
-            _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
-        }
+        guard state.withLock({ $0.subscribed.remove(name) != nil }) else { return }
+        _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
     }
 
     /// Sends the envelope to every endpoint registered for its name, or to
@@ -348,7 +355,11 @@ public final class SocketTransport: NotificationTransport {
     ///   anything is sent; ``TypedNotificationError/Code/closed`` after ``close()``;
     ///   ``TypedNotificationError/Code/undelivered`` when some endpoints did not
     ///   take it (their spool is over the limit or could not be written): every
-    ///   other endpoint has it, and the error names those that do not.
+    ///   other endpoint has it, and the error names those that do not;
+    ///   ``TypedNotificationError/Code/transportFailure`` when another send is
+    ///   in progress on this transport (its center never does that: it makes
+    ///   one send at a time). A send makes its system calls with no lock
+    ///   held, so statistics, subscribing and closing never wait for it.
     public func send(_ message: TransportMessage) throws(TypedNotificationError) {
         guard case .encoded(let encoded) = message.payload else {
             throw TypedNotificationError(code: .transportFailure, message: "the socket transport sends envelopes only")
@@ -360,26 +371,29 @@ public final class SocketTransport: NotificationTransport {
                     "\(message.name): a \(encoded.envelopeRange.count)-byte envelope is larger than one datagram carries on this system (\(maximumEnvelopeSize) bytes); nothing was sent. Lower the payload or use the file-plus-signal transport"
             )
         }
-        var (undelivered, full) = try state.withLock {
-            (state: inout SocketState) throws(TypedNotificationError) -> (
-                [(id: String, reason: String)], [FullEndpoint]
-            ) in
-            guard case .open = state.phase else {
-                throw TypedNotificationError(
-                    code: .closed, message: "post of \(message.name) to a closed socket transport")
+        guard isOpen else {
+            throw TypedNotificationError(code: .closed, message: "post of \(message.name) to a closed socket transport")
+        }
+        // Every system call of the send is made with no lock held: the send
+        // owns the routing while it runs.
+        guard sending.claim() else {
+            throw TypedNotificationError(
+                code: .transportFailure,
+                message:
+                    "\(message.name): another send is in progress on this socket transport; a transport takes one send at a time (its center makes them one at a time)"
+            )
+        }
+        defer { endSend() }
+        refreshRoute(for: message.name, in: &sending.routing)
+        var undelivered: [(id: String, reason: String)] = []
+        var full: [FullEndpoint] = []
+        for id in sending.routing.routes[message.name] ?? [] {
+            guard let peer = sending.routing.peers[id] else { continue }
+            switch attempt(encoded, of: message, to: peer, in: &sending.routing) {
+            case .taken: break
+            case .full: full.append(FullEndpoint(id: id, descriptor: peer.descriptor.rawValue))
+            case .undelivered(let reason): undelivered.append((id, reason))
             }
-            refreshRoute(for: message.name, in: &state)
-            var undelivered: [(id: String, reason: String)] = []
-            var full: [FullEndpoint] = []
-            for id in state.routes[message.name] ?? [] {
-                guard let peer = state.peers[id] else { continue }
-                switch attempt(encoded, of: message, to: peer, in: &state) {
-                case .taken: break
-                case .full: full.append(FullEndpoint(id: id, descriptor: peer.descriptor.rawValue))
-                case .undelivered(let reason): undelivered.append((id, reason))
-                }
-            }
-            return (undelivered, full)
         }
         if !full.isEmpty {
             counters.fullSocketWaits.add(1, ordering: .relaxed)
@@ -395,6 +409,33 @@ public final class SocketTransport: NotificationTransport {
         )
         error.undeliveredEndpoints = named
         throw error
+    }
+
+    /// Publishes what the send changed for statistics, flush and error
+    /// messages, and lets the routing go; after a close, closes its sockets.
+    private func endSend() {
+        let changed = sending.routing.changed
+        sending.routing.changed = false
+        let (peers, routes) = changed ? (sending.routing.peers, sending.routing.routes) : ([:], [:])
+        let isClosed = state.withLock { state in
+            if changed {
+                state.peers = peers
+                state.routes = routes
+            }
+            if case .closed = state.phase { return true }
+            return false
+        }
+        sending.release()
+        if isClosed { dropRoutingAfterClose() }
+    }
+
+    /// Closes the sockets to every endpoint, unless a send holds them: that
+    /// send does it when it ends (it looks at the phase after letting them go).
+    private func dropRoutingAfterClose() {
+        guard sending.claim() else { return }
+        sending.routing.peers = [:]
+        sending.routing.routes = [:]
+        sending.release()
     }
 
     /// Waits until every endpoint has read everything this transport posted
@@ -457,10 +498,12 @@ public final class SocketTransport: NotificationTransport {
             defer {
                 state.subscribed = []
                 state.peers = [:]
+                state.routes = [:]
             }
             return (before, state.subscribed)
         }
         guard before != .alreadyClosed else { return }
+        dropRoutingAfterClose()
         for name in names {
             _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
         }
@@ -495,7 +538,8 @@ public final class SocketTransport: NotificationTransport {
     /// Appends to the endpoint's spool while this poster has one there (so
     /// nothing overtakes it), else sends to its socket.
     private func attempt(
-        _ encoded: EncodedNotification, of message: TransportMessage, to peer: SocketPeer, in state: inout SocketState
+        _ encoded: EncodedNotification, of message: TransportMessage, to peer: SocketPeer,
+        in routing: inout SocketRouting
     ) -> Attempt {
         if peer.spool.isActive {
             switch peer.spool.append(encoded, of: message) {
@@ -518,7 +562,7 @@ public final class SocketTransport: NotificationTransport {
         case .wouldBlock:
             return .full
         case .dead:
-            reap(peer.id, in: &state)
+            reap(peer.id, in: &routing)
             return .taken
         case .failed(let error):
             counters.failedSends.add(1, ordering: .relaxed)
@@ -547,8 +591,9 @@ public final class SocketTransport: NotificationTransport {
     }
 
     /// Waits up to ``SocketTransportConfiguration/fullSocketWait`` for the
-    /// full sockets of `peers` to take the notification, without holding the
-    /// state lock, then spools it for those still full. Returns the endpoints
+    /// full sockets of `peers` to take the notification, then spools it for
+    /// those still full; called by the send that holds the routing, with no
+    /// lock held. Returns the endpoints
     /// that did not take it, and why.
     private func waitThenSpool(_ encoded: EncodedNotification, of message: TransportMessage, for full: [FullEndpoint])
         -> [(id: String, reason: String)]
@@ -571,33 +616,30 @@ public final class SocketTransport: NotificationTransport {
                 ready = zip(waiting, writable).filter { $0.1 }.map(\.0)
                 if ready.isEmpty { continue }
             }
-            let (stillFull, failed) = state.withLock {
-                (state: inout SocketState) -> ([FullEndpoint], [(id: String, reason: String)]) in
-                var stillFull: [FullEndpoint] = []
-                var failed: [(id: String, reason: String)] = []
-                for endpoint in ready {
-                    guard case .open = state.phase else {
-                        failed.append((endpoint.id, "the transport closed"))
-                        continue
-                    }
-                    // Reaped or unsubscribed meanwhile: nothing to deliver.
-                    guard let peer = state.peers[endpoint.id] else { continue }
-                    switch attempt(encoded, of: message, to: peer, in: &state) {
-                    case .taken:
-                        break
-                    case .undelivered(let reason):
-                        failed.append((endpoint.id, reason))
-                    case .full:
-                        if isLast {
-                            if let reason = startSpool(encoded, of: message, for: peer) {
-                                failed.append((endpoint.id, reason))
-                            }
-                        } else {
-                            stillFull.append(FullEndpoint(id: endpoint.id, descriptor: peer.descriptor.rawValue))
+            var stillFull: [FullEndpoint] = []
+            var failed: [(id: String, reason: String)] = []
+            let open = isOpen
+            for endpoint in ready {
+                guard open else {
+                    failed.append((endpoint.id, "the transport closed"))
+                    continue
+                }
+                // Reaped or unsubscribed meanwhile: nothing to deliver.
+                guard let peer = sending.routing.peers[endpoint.id] else { continue }
+                switch attempt(encoded, of: message, to: peer, in: &sending.routing) {
+                case .taken:
+                    break
+                case .undelivered(let reason):
+                    failed.append((endpoint.id, reason))
+                case .full:
+                    if isLast {
+                        if let reason = startSpool(encoded, of: message, for: peer) {
+                            failed.append((endpoint.id, reason))
                         }
+                    } else {
+                        stillFull.append(FullEndpoint(id: endpoint.id, descriptor: peer.descriptor.rawValue))
                     }
                 }
-                return (stillFull, failed)
             }
             undelivered += failed
             let readyIDs = Set(ready.map(\.id))
@@ -627,33 +669,34 @@ public final class SocketTransport: NotificationTransport {
 
     /// Makes sure the cached endpoints of `name` are current: rescans its
     /// registry directory only when it changed since the last look.
-    private func refreshRoute(for name: NotificationName, in state: inout SocketState) {
-        if let changed = state.monitor.changes() {
+    private func refreshRoute(for name: NotificationName, in routing: inout SocketRouting) {
+        if let changed = routing.monitor.changes() {
             for index in changed {
-                if let changedName = state.watchedNames[index] { state.routes[changedName] = nil }
+                if let changedName = routing.watchedNames[index] { routing.routes[changedName] = nil }
             }
         } else {
-            state.routes = [:]
+            routing.routes = [:]
         }
         // A name directory that was removed lost its watch: watch it anew.
-        for index in state.monitor.takeLostWatches() {
-            if let lostName = state.watchedNames.removeValue(forKey: index) {
-                state.watchIndex[lostName] = nil
-                state.routes[lostName] = nil
+        for index in routing.monitor.takeLostWatches() {
+            if let lostName = routing.watchedNames.removeValue(forKey: index) {
+                routing.watchIndex[lostName] = nil
+                routing.routes[lostName] = nil
             }
         }
-        guard state.routes[name] == nil else { return }
+        guard routing.routes[name] == nil else { return }
+        routing.changed = true
         let nameDirectory = SocketRegistry.nameDirectory(directory, name)
-        if state.watchIndex[name] == nil {
+        if routing.watchIndex[name] == nil {
             // Watch before scanning, so a change during the scan is not missed.
             guard (try? SharedDirectory.prepare(nameDirectory, sharing: configuration.sharing)) != nil,
-                let index = try? state.monitor.watch(nameDirectory)
+                let index = try? routing.monitor.watch(nameDirectory)
             else {
-                state.routes[name] = []
+                routing.routes[name] = []
                 return
             }
-            state.watchIndex[name] = index
-            state.watchedNames[index] = name
+            routing.watchIndex[name] = index
+            routing.watchedNames[index] = name
         }
         var ids: [String] = []
         counters.registryScans.add(1, ordering: .relaxed)
@@ -663,7 +706,7 @@ public final class SocketTransport: NotificationTransport {
                 counters.ignoredRegistryFiles.add(1, ordering: .relaxed)
             case .endpoint(let id):
                 if id == identifier && !configuration.deliversToSelf { continue }
-                if state.peers[id] == nil {
+                if routing.peers[id] == nil {
                     switch SocketPeer.connect(
                         id,
                         path: SocketRegistry.socketPath(directory, id),
@@ -672,7 +715,7 @@ public final class SocketTransport: NotificationTransport {
                         sharing: configuration.sharing,
                         spoolLimit: configuration.spoolLimitPerEndpoint
                     ) {
-                    case .connected(let peer): state.peers[id] = peer
+                    case .connected(let peer): routing.peers[id] = peer
                     case .dead:
                         reapEntry(id, of: name)
                         continue
@@ -686,23 +729,24 @@ public final class SocketTransport: NotificationTransport {
                 ids.append(id)
             }
         }
-        state.routes[name] = ids
+        routing.routes[name] = ids
         // Close sockets to endpoints no name routes to any more (they
         // unsubscribed), unless they have not read this poster's spool yet:
         // its order must hold until they have.
-        let routed = Set(state.routes.values.joined())
-        for (id, peer) in state.peers where !routed.contains(id) && peer.spool.isTaken {
-            state.peers[id] = nil
+        let routed = Set(routing.routes.values.joined())
+        for (id, peer) in routing.peers where !routed.contains(id) && peer.spool.isTaken {
+            routing.peers[id] = nil
         }
     }
 
     /// Removes a dead endpoint: its entries under every name this transport
     /// routes, its socket file and its spool. Each removal is counted only by
     /// the transport whose `unlink` succeeded, so racing posters reap once.
-    private func reap(_ id: String, in state: inout SocketState) {
-        state.peers[id] = nil
-        for (name, ids) in state.routes where ids.contains(id) {
-            state.routes[name] = ids.filter { $0 != id }
+    private func reap(_ id: String, in routing: inout SocketRouting) {
+        routing.changed = true
+        routing.peers[id] = nil
+        for (name, ids) in routing.routes where ids.contains(id) {
+            routing.routes[name] = ids.filter { $0 != id }
             reapEntry(id, of: name)
         }
         _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))

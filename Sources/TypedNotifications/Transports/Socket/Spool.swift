@@ -159,7 +159,10 @@ enum Spool {
 }
 
 /// One open spool file of a poster, and what it knows about it.
-final class SpoolFile {
+final class SpoolFile: @unchecked Sendable {
+    // Sendable: only the send in progress (one at a time, see
+    // SocketRoutingSlot) reads or writes `size` and `lastDrop`; other
+    // threads (a flush) read only the `let` descriptor.
     let descriptor: FileDescriptor
     let generation: UInt32
     /// Bytes in the file.
@@ -178,14 +181,23 @@ final class SpoolFile {
 }
 
 /// A poster's spool for one endpoint: the file it appends to while the
-/// endpoint has not taken it. Not thread-safe: the transport uses it under its
-/// state lock. Makes only non-blocking calls (`flock` with `LOCK_NB`).
-final class SpoolWriter {
+/// endpoint has not taken it. Used by the send in progress, one at a time;
+/// other threads only look at ``file``, which is behind a lock. Makes only
+/// non-blocking calls (`flock` with `LOCK_NB`).
+final class SpoolWriter: @unchecked Sendable {
+    // Sendable: `nextGeneration` is read and written only by the send in
+    // progress (one at a time, see SocketRoutingSlot); the current file is
+    // behind `current`'s lock, which no system call is made under.
     let directory: String
     let poster: String
     let sharing: DirectorySharing
     let limit: Int
-    private(set) var file: SpoolFile?
+    private let current = Locked<SpoolFile?>(nil)
+    /// The file this poster appends to, while the endpoint has not taken it.
+    private(set) var file: SpoolFile? {
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
+    }
     private var nextGeneration: UInt32 = 0
 
     init(directory: String, poster: String, sharing: DirectorySharing, limit: Int) {

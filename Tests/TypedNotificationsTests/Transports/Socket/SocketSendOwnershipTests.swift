@@ -1,0 +1,64 @@
+import Foundation
+import NotificationPlatform
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A send owns the transport's routing while it runs, with no lock held;
+/// a second send at the same time is refused, never interleaved.
+@Suite("Socket transport: one send at a time, no lock held", .serialized, .timeLimit(.minutes(5)))
+struct SocketSendOwnershipTests {
+    @Test("while a post waits for a stopped observer's full socket, statistics answer and a second send is refused")
+    func secondSendIsRefused() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try HelperProcess(["observe", directory, "100"])
+        await observer.waitForLine(startingWith: "ready")
+        observer.signal(SIGSTOP)
+        waitUntilStopped(observer.pid)
+        defer { observer.signal(SIGKILL) }
+
+        let transport = try SocketTransport(
+            directory: directory, configuration: SocketTransportConfiguration(fullSocketWait: .seconds(1)))
+        let hub = try NotificationHub(endpoint: "poster", transport: transport)
+        // The stopped observer's socket takes about ten; the post that finds
+        // it full waits up to a second for it, on the poster's thread.
+        let returned = Flag()
+        let poster = startThread {
+            for index in 0..<20 { _ = try? hub.post(HelperPing(poster: 1, index: index)) }
+            returned.set()
+        }
+        // The poster now waits for the full socket, holding the routing.
+        #expect(waitUntil { transport.statistics.fullSocketWaits > 0 })
+        let sender = try NotificationSender.current(endpoint: "direct")
+        let envelope = try PendingEnvelope(
+            name: HelperPing.name, sender: sender, maximumPayloadSize: 1024, payloadSizeHint: nil
+        ) { bytes in try HelperPing(poster: 2, index: 0).encodePayload(into: &bytes) }
+        let message = TransportMessage(
+            name: HelperPing.name, sender: sender, sequence: 1,
+            timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0),
+            payload: .encoded(
+                envelope.finish(sequence: 1, timestamp: .init(wallClockNanoseconds: 0, monotonicNanoseconds: 0)))
+        )
+        var refusal: TypedNotificationError?
+        if !returned.isSet {
+            do throws(TypedNotificationError) {
+                try transport.send(message)
+            } catch {
+                refusal = error
+            }
+        }
+        let stillPosting = !returned.isSet
+        poster.wait()
+        if stillPosting {
+            #expect(refusal?.code == .transportFailure)
+            #expect(refusal?.message.contains("another send is in progress") == true)
+        }
+        #expect(stillPosting, "the poster should still wait for the stopped observer's socket")
+        hub.close()
+    }
+}
