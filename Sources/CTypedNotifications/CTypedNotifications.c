@@ -205,3 +205,11 @@ int ctn_install_termination_pipe(int write_descriptor) {
     if (sigaction(SIGINT, &action, NULL) != 0) return -1;
     return sigaction(SIGTERM, &action, NULL);
 }
+
+uint64_t ctn_shared_load(const uint64_t *counter) {
+    return __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+}
+
+uint64_t ctn_shared_increment(uint64_t *counter) {
+    return __atomic_add_fetch(counter, 1, __ATOMIC_ACQ_REL);
+}

@@ -6,6 +6,7 @@
 #define C_TYPED_NOTIFICATIONS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #ifdef __linux__
@@ -69,5 +70,12 @@ int ctn_signal_register(const char *name, int *descriptor);
 /// `write_descriptor` (the self-pipe trick: async-signal-safe, and nothing is
 /// lost once this returns). A thread reading the pipe then shuts down cleanly.
 int ctn_install_termination_pipe(int write_descriptor);
+
+/// Reads a counter that other processes change through a shared mapping
+/// (acquire ordering: what the process that changed it wrote before is seen).
+uint64_t ctn_shared_load(const uint64_t *counter);
+
+/// Adds one to such a counter (acquire-release) and returns the new value.
+uint64_t ctn_shared_increment(uint64_t *counter);
 
 #endif

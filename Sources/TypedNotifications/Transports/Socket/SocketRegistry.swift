@@ -29,6 +29,9 @@ enum SocketRegistry {
 
     static func socketsDirectory(_ directory: String) -> String { directory + "/sockets" }
     static func namesDirectory(_ directory: String) -> String { directory + "/names" }
+    /// The registry's generation (see ``SharedCounter``): bumped by every
+    /// registration and removal, read by posters at no system call's cost.
+    static func generationPath(_ directory: String) -> String { directory + "/names/.generation" }
     static func socketPath(_ directory: String, _ id: String) -> String { directory + "/sockets/" + id + ".sock" }
     static func nameDirectory(_ directory: String, _ name: NotificationName) -> String {
         directory + "/names/" + name.rawValue

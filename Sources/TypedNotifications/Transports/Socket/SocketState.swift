@@ -30,6 +30,8 @@ struct SocketRouting {
     var peers: [String: SocketPeer] = [:]
     /// Routes or peers changed since they were last published.
     var changed = false
+    /// The registry generation when the change events were last read.
+    var seenGeneration: UInt64?
 
     init(monitor: DirectoryMonitor) {
         self.monitor = monitor

@@ -104,7 +104,11 @@ public struct SocketTransportStatistics: Hashable, Sendable {
 /// own when it observes (see ``SocketTransportConfiguration/deliversToSelf``).
 ///
 /// - **Fast posts:** the registry is cached and refreshed when it changes (inotify
-///   on Linux), so a post to N endpoints costs N non-blocking sends.
+///   on Linux), so a post to N endpoints costs N non-blocking sends. In an
+///   owner-only directory, every registration and removal also bumps a
+///   generation counter in a file all processes map (`names/.generation`),
+///   and a post reads the change events only when it moved: otherwise the
+///   sends are its only system calls.
 /// - **Nothing lost to a suspended observer, whoever posts:** a socket queues
 ///   only a few datagrams (`net.unix.max_dgram_qlen`, 10 by default). When an
 ///   endpoint's socket is full, the poster appends to that endpoint's spool, a
@@ -158,6 +162,12 @@ public final class SocketTransport: NotificationTransport {
     private let state = Locked(SocketState())
     // The registry cache and the endpoints, for the send in progress.
     private let sending: SocketRoutingSlot
+    // Bumped by every registration and removal, so that a post reads the
+    // registry's change events only when something registered since: one
+    // system call per post fewer. Owner-only directories only (a file others
+    // could cut short must not be mapped); `nil` there and where it cannot be
+    // made, and then every post reads the change events.
+    private let registryGeneration: SharedCounter?
     // Read once: a getuid per datagram showed in profiles.
     private let ownUser = SystemProcess.userID
     private let ownGroup = SystemProcess.groupID
@@ -246,6 +256,12 @@ public final class SocketTransport: NotificationTransport {
             throw SharedDirectory.failure(error, "could not watch the registry")
         }
         sending = SocketRoutingSlot(monitor: monitor)
+        registryGeneration =
+            configuration.sharing == .ownerOnly
+            ? try? SharedCounter(
+                path: SocketRegistry.generationPath(directory), permissions: configuration.sharing.fileMode,
+                owner: SystemProcess.userID)
+            : nil
     }
 
     deinit {
@@ -326,6 +342,9 @@ public final class SocketTransport: NotificationTransport {
         // subscribing and unsubscribing a name.
         try SocketRegistry.register(
             identifier, for: name, in: directory, sender: sender, sharing: configuration.sharing)
+        // After the entry exists: a poster that sees the new generation
+        // finds the entry's creation among the change events it then reads.
+        registryGeneration?.increment()
         let registered = state.withLock { state in
             guard case .open = state.phase else { return false }
             state.subscribed.insert(name)
@@ -342,6 +361,7 @@ public final class SocketTransport: NotificationTransport {
     public func unsubscribe(from name: NotificationName) {
         guard state.withLock({ $0.subscribed.remove(name) != nil }) else { return }
         _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+        registryGeneration?.increment()
     }
 
     /// Sends the envelope to every endpoint registered for its name, or to
@@ -507,6 +527,7 @@ public final class SocketTransport: NotificationTransport {
         for name in names {
             _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
         }
+        if !names.isEmpty { registryGeneration?.increment() }
         _ = SystemCalls.removeFile(socketPath)
         loop.stop()
         if before == .open {
@@ -670,6 +691,13 @@ public final class SocketTransport: NotificationTransport {
     /// Makes sure the cached endpoints of `name` are current: rescans its
     /// registry directory only when it changed since the last look.
     private func refreshRoute(for name: NotificationName, in routing: inout SocketRouting) {
+        // Nothing registered or left since the last look: the cache holds.
+        // Read before the change events, so a bump made meanwhile is seen
+        // on the next post.
+        if let generation = registryGeneration?.value {
+            if generation == routing.seenGeneration, routing.routes[name] != nil { return }
+            routing.seenGeneration = generation
+        }
         if let changed = routing.monitor.changes() {
             for index in changed {
                 if let changedName = routing.watchedNames[index] { routing.routes[changedName] = nil }

@@ -1,0 +1,64 @@
+import CTypedNotifications
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#else
+    #error("TypedNotifications does not support this platform yet.")
+#endif
+
+/// A 64-bit counter in a small file that every process using it maps into
+/// memory, so reading it costs no system call: a process that changed
+/// something others cache (a registry) bumps it, and the others compare it
+/// with the value they saw last.
+///
+/// Only for files that no other user can write: a mapping whose file is cut
+/// short under it faults (`SIGBUS`) on the next read, so a file others may
+/// truncate must not be mapped.
+package final class SharedCounter: @unchecked Sendable {
+    // Sendable: the mapping's address and length never change while this
+    // object lives, and the counter in it is only read and written with the
+    // atomic C functions, which other processes use on the same memory too.
+    private let base: UnsafeMutableRawPointer
+    private static let length = 4096
+
+    /// Opens or creates the counter's file at `path` and maps it. Refuses
+    /// anything but a regular file of `owner` with exactly `permissions`
+    /// (never a link): such a file could be cut short under the mapping.
+    ///
+    /// The corresponding C functions are `open`, `fstat`, `ftruncate` and `mmap`.
+    package init(path: String, permissions: FilePermissions, owner: UInt32) throws(Errno) {
+        let file = try SystemCalls.openFile(
+            path, .readWrite, options: [.create, .noFollow, .nonBlocking], permissions: permissions
+        ).get()
+        let info = try SystemCalls.fileStatus(file).get()
+        guard info.kind == .regular, info.owner == owner, info.permissions == permissions else {
+            throw Errno.permissionDenied
+        }
+        if info.size < Self.length {
+            try SystemCalls.truncate(file, to: Self.length).get()
+        }
+        SystemCalls.count()
+        let mapped = mmap(nil, Self.length, PROT_READ | PROT_WRITE, MAP_SHARED, file.rawValue, 0)
+        guard let mapped, mapped != MAP_FAILED else { throw Errno.current }
+        base = mapped
+    }
+
+    deinit {
+        SystemCalls.count()
+        munmap(base, Self.length)
+    }
+
+    /// The counter now, as the last process to bump it left it.
+    package var value: UInt64 {
+        ctn_shared_load(base.assumingMemoryBound(to: UInt64.self))
+    }
+
+    /// Adds one, for every process that maps the file.
+    package func increment() {
+        _ = ctn_shared_increment(base.assumingMemoryBound(to: UInt64.self))
+    }
+}
