@@ -201,79 +201,77 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         } catch {
             outcome = .failed(error)
         }
-        var next: OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next
-        if case .failed(let error) = outcome, error.code != .undelivered {
-            next = outbound.withLock { $0.finished(sent: 0) }
-        } else {
-            next = outbound.withLock { $0.finished(sent: 1) }
-        }
-        drain(&next)
+        var sent = 1
+        if case .failed(let error) = outcome, error.code != .undelivered { sent = 0 }
+        // Every post of the batches that follow has a waiter of its own.
+        var noneOfOurs: OutboundOutcome?
+        drain(outbound.withLock { $0.finished(sent: sent) }, own: &noneOfOurs)
         if case .failed(let error) = outcome { throw error }
     }
 
     /// The leader's own post came first in `batch`.
-    private func lead(_ batch: [OutboundStamped]) throws(TypedNotificationError) {
+    private func lead(_ batch: consuming [OutboundStamped]) throws(TypedNotificationError) {
         var batch = batch
+        // The leader's own post is the first of its first batch: without its
+        // waiter, its outcome comes back here instead.
         if !batch.isEmpty { batch[0].waiter = nil }
-        var next = OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next.send(batch)
-        // The leader's own post is the first of its first batch, which has
-        // no waiter: its outcome comes back here instead.
         var own: OutboundOutcome?
-        drain(&next, own: &own)
+        drain(.send(batch), own: &own)
         if case .failed(let error) = own { throw error }
-    }
-
-    private func drain(_ next: inout OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next) {
-        var own: OutboundOutcome?
-        drain(&next, own: &own)
     }
 
     /// Sends batches until the machine says the leader is done, then hands
     /// the lead on if it says so.
     private func drain(
-        _ next: inout OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next, own: inout OutboundOutcome?
+        _ first: OutboundStateMachine<OutboundPayload, OutboundWaiter>.Next, own: inout OutboundOutcome?
     ) {
+        var next = first
         while true {
+            var batch: [OutboundStamped]
             switch next {
             case .idle:
                 return
             case .handOff(let waiter):
                 waiter.wake(.lead)
                 return
-            case .send(var batch):
-                var messages: [TransportMessage] = []
-                messages.reserveCapacity(batch.count)
-                for index in batch.indices { messages.append(message(&batch[index])) }
-                let result = transport.send(batch: messages)
-                let sent = min(max(result.sent, 0), batch.count)
-                var outcomes = [OutboundOutcome](repeating: .sent, count: sent)
-                for (index, error) in result.undelivered where index < sent {
-                    outcomes[index] = .failed(error)
+            case .send(let stamped):
+                batch = stamped
+            }
+            // The batch's only owner is now `batch`, so each envelope's buffer
+            // has one owner too and grows in place when stamped.
+            next = .idle
+            var messages: [TransportMessage] = []
+            messages.reserveCapacity(batch.count)
+            for index in batch.indices { messages.append(message(&batch[index])) }
+            let result = transport.send(batch: messages)
+            let sent = min(max(result.sent, 0), batch.count)
+            var outcomes = [OutboundOutcome](repeating: .sent, count: sent)
+            for (index, error) in result.undelivered where index < sent {
+                outcomes[index] = .failed(error)
+            }
+            var unsent: [OutboundStateMachine<OutboundPayload, OutboundWaiter>.Waiting] = []
+            if sent < batch.count {
+                outcomes.append(
+                    .failed(
+                        result.failure
+                            ?? TypedNotificationError(
+                                code: .transportFailure,
+                                message:
+                                    "the transport sent \(sent) of a batch of \(batch.count) without saying why")
+                    ))
+                // Those after the failed one were not sent: they go back
+                // in line, to be numbered again.
+                for (stamped, message) in zip(batch, messages).dropFirst(sent + 1) {
+                    guard let waiter = stamped.waiter else { continue }
+                    unsent.append(.init(post: message.unfinished, name: stamped.name, waiter: waiter))
                 }
-                var unsent: [OutboundStateMachine<OutboundPayload, OutboundWaiter>.Waiting] = []
-                if sent < batch.count {
-                    outcomes.append(
-                        .failed(
-                            result.failure
-                                ?? TypedNotificationError(
-                                    code: .transportFailure,
-                                    message:
-                                        "the transport sent \(sent) of a batch of \(batch.count) without saying why")
-                        ))
-                    // Those after the failed one were not sent: they go back
-                    // in line, to be numbered again.
-                    for (stamped, message) in zip(batch, messages).dropFirst(sent + 1) {
-                        guard let waiter = stamped.waiter else { continue }
-                        unsent.append(.init(post: message.unfinished, name: stamped.name, waiter: waiter))
-                    }
-                }
-                next = outbound.withLock { $0.finished(sent: sent, unsent: unsent) }
-                for (stamped, outcome) in zip(batch, outcomes) {
-                    if let waiter = stamped.waiter {
-                        waiter.wake(outcome)
-                    } else {
-                        own = outcome
-                    }
+            }
+            next = outbound.withLock { $0.finished(sent: sent, unsent: unsent) }
+            for (stamped, outcome) in zip(batch, outcomes) {
+                if let waiter = stamped.waiter {
+                    waiter.wake(outcome)
+                } else {
+                    own = outcome
                 }
             }
         }
