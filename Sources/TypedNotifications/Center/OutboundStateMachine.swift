@@ -99,21 +99,13 @@ struct OutboundStateMachine<Post, Waiter> {
     mutating func post(named name: NotificationName) -> PostAction {
         guard !isClosed else { return .closed }
         guard case .idle = phase else { return .busy }
-        phase = .sending(batchesLeft: batchesPerLeader - 1)
-        let sequence = next(name)
-        inFlightFirst = (name, sequence)
-        return .send(sequence: sequence)
+        return .send(sequence: startSending(name))
     }
 
     /// A post that found the sender busy gets in line.
     mutating func enqueue(_ post: Post, named name: NotificationName, waiter: Waiter) -> EnqueueAction {
         guard !isClosed else { return .closed }
-        if case .idle = phase {
-            phase = .sending(batchesLeft: batchesPerLeader - 1)
-            let sequence = next(name)
-            inFlightFirst = (name, sequence)
-            return .send(sequence: sequence)
-        }
+        if case .idle = phase { return .send(sequence: startSending(name)) }
         waiting.append(Waiting(post: post, name: name, waiter: waiter))
         return .queued
     }
@@ -150,6 +142,14 @@ struct OutboundStateMachine<Post, Waiter> {
     /// (the transport decides what becomes of them).
     mutating func close() {
         isClosed = true
+    }
+
+    /// The caller of an idle center leads, with its own post as a batch of one.
+    private mutating func startSending(_ name: NotificationName) -> UInt64 {
+        phase = .sending(batchesLeft: batchesPerLeader - 1)
+        let sequence = next(name)
+        inFlightFirst = (name, sequence)
+        return sequence
     }
 
     private mutating func next(_ name: NotificationName) -> UInt64 {

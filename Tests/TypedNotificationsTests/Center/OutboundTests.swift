@@ -59,27 +59,6 @@ final class GatedTransport: NotificationTransport {
     }
 }
 
-/// Runs `body` on a thread of its own; the event fires when it returns.
-func startThread(_ body: @escaping @Sendable () -> Void) -> OneShotEvent {
-    let done = OneShotEvent()
-    let thread = Thread {
-        body()
-        done.signal()
-    }
-    thread.start()
-    return done
-}
-
-/// Waits, with a generous safety net, until `condition` holds.
-func waitUntil(_ condition: () -> Bool) -> Bool {
-    let deadline = SystemClock.monotonicNanoseconds() + 30_000_000_000
-    while !condition() {
-        guard SystemClock.monotonicNanoseconds() < deadline else { return false }
-        SystemProcess.pause(microseconds: 200)
-    }
-    return true
-}
-
 @Suite("Posts of one center: no lock across a send, in order, in batches", .timeLimit(.minutes(5)))
 struct OutboundTests {
     /// The sequence number inside each envelope, checked by decoding it.
@@ -94,12 +73,15 @@ struct OutboundTests {
     }
 
     /// One post held at the gate, then `count` more from threads of their own
-    /// once they all wait in line.
-    func queueBehindGate(
-        _ hub: NotificationHub<GatedTransport>, count: Int, outcomes: Locked<[Int: TypedNotificationError.Code?]>
-    ) throws -> [OneShotEvent] {
+    /// once they all wait in line; opens the gate and returns once every
+    /// post returned, with each queued post's outcome (`nil`: sent).
+    func postBehindGate(_ transport: GatedTransport, count: Int) throws -> (
+        hub: NotificationHub<GatedTransport>, outcomes: [Int: TypedNotificationError.Code?]
+    ) {
+        let hub = try NotificationHub(endpoint: "batch", transport: transport)
+        let outcomes = Locked<[Int: TypedNotificationError.Code?]>([:])
         let leader = startThread { _ = try? hub.post(Ping(index: -1)) }
-        hub.transport.atGate.wait()
+        transport.atGate.wait()
         var done = [leader]
         for index in 0..<count {
             done.append(
@@ -113,23 +95,21 @@ struct OutboundTests {
                 })
         }
         #expect(waitUntil { hub.postsInLine == count }, "every post should be waiting in line")
-        return done
+        transport.gate.signal()
+        for event in done { event.wait() }
+        return (hub, outcomes.withLock { $0 })
     }
 
     @Test("posts that arrive during a send wait in line and leave together in one batch, numbered in order")
     func groupsPostsBehindASend() throws {
         let transport = GatedTransport()
-        let hub = try NotificationHub(endpoint: "batch", transport: transport)
-        let outcomes = Locked<[Int: TypedNotificationError.Code?]>([:])
-        let done = try queueBehindGate(hub, count: 8, outcomes: outcomes)
-        transport.gate.signal()
-        for event in done { event.wait() }
+        let (hub, outcomes) = try postBehindGate(transport, count: 8)
 
         let calls = transport.calls.withLock { $0 }
         #expect(calls.map(\.count) == [1, 8], "the eight that waited go out as one batch")
         #expect(try decodedSequences(calls.joined().map { $0 }) == Array(1...9))
-        #expect(outcomes.withLock { $0.count } == 8)
-        #expect(outcomes.withLock { $0.values.allSatisfy { $0 == nil } })
+        #expect(outcomes.count == 8)
+        #expect(outcomes.values.allSatisfy { $0 == nil })
         let overlapped = transport.overlapped.load(ordering: .relaxed)
         #expect(!overlapped, "sends of one center never overlap")
         #expect(hub.metrics.posted == 9)
@@ -140,11 +120,7 @@ struct OutboundTests {
     func partialFailureLeavesNoGap() throws {
         let transport = GatedTransport()
         transport.failAtIndex.withLock { $0 = 2 }
-        let hub = try NotificationHub(endpoint: "batch", transport: transport)
-        let outcomes = Locked<[Int: TypedNotificationError.Code?]>([:])
-        let done = try queueBehindGate(hub, count: 8, outcomes: outcomes)
-        transport.gate.signal()
-        for event in done { event.wait() }
+        let (hub, outcomes) = try postBehindGate(transport, count: 8)
 
         let calls = transport.calls.withLock { $0 }
         #expect(calls.map(\.count) == [1, 8, 5], "the five behind the failed post go out again")
@@ -155,7 +131,7 @@ struct OutboundTests {
         #expect(calls[1][2].sequence == 4)
         // The one that failed is the third in the batch, and only it threw.
         let failedIndex = try Ping.decodePayload(fromEncoded: calls[1][2]).index
-        let failures = outcomes.withLock { $0.filter { $0.value != nil } }
+        let failures = outcomes.filter { $0.value != nil }
         #expect(failures.count == 1)
         #expect(failures[failedIndex] == .some(.storageFull))
         // A later post carries the next number.

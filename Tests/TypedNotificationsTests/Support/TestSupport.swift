@@ -1,3 +1,5 @@
+import Foundation
+import NotificationPlatform
 import Synchronization
 import TypedNotifications
 
@@ -138,4 +140,25 @@ final class Slot<Value: Sendable>: Sendable {
         let old = value.withLock { $0.take() }
         withExtendedLifetime(old) {}
     }
+}
+
+/// Runs `body` on a thread of its own; the event fires when it returns.
+func startThread(_ body: @escaping @Sendable () -> Void) -> OneShotEvent {
+    let done = OneShotEvent()
+    let thread = Thread {
+        body()
+        done.signal()
+    }
+    thread.start()
+    return done
+}
+
+/// Waits, with a generous safety net, until `condition` holds.
+func waitUntil(_ condition: () -> Bool) -> Bool {
+    let deadline = SystemClock.monotonicNanoseconds() + 30_000_000_000
+    while !condition() {
+        guard SystemClock.monotonicNanoseconds() < deadline else { return false }
+        SystemProcess.pause(microseconds: 200)
+    }
+    return true
 }

@@ -87,10 +87,11 @@ public struct FileSignalStatistics: Hashable, Sendable {
     public var refusedFiles: Int
 }
 
-/// The log appenders of a ``FileSignalTransport`` not in use.
+/// The log appenders of a ``FileSignalTransport`` not in use, and whether
+/// it takes posts (from `open` until `close`): one lock per post for both.
 struct AppenderTable {
     var idle: [NotificationName: LogAppender] = [:]
-    var isClosed = false
+    var isOpen = false
 }
 
 final class FileSignalCounters: Sendable {
@@ -243,6 +244,9 @@ public final class FileSignalTransport: NotificationTransport {
                 throw TypedNotificationError(code: .closed, message: "this file transport was already opened")
             }
             state.phase = .open
+            // Under the state lock, so a close cannot come in between and
+            // leave the appenders open after it.
+            appenders.withLock { $0.isOpen = true }
             state.receiving = FileReading(receiver: receiver, root: root, monitor: monitor)
             return monitor.pollDescriptor
         }
@@ -408,10 +412,13 @@ public final class FileSignalTransport: NotificationTransport {
     private func append<Envelopes: RandomAccessCollection<EncodedNotification>>(
         _ envelopes: Envelopes, named name: NotificationName
     ) -> (appended: Int, failure: TypedNotificationError?) where Envelopes.Index == Int {
-        guard state.withLock({ if case .open = $0.phase { true } else { false } }) else {
+        let (isOpen, idle) = appenders.withLock { table in
+            table.isOpen ? (true, table.idle.removeValue(forKey: name)) : (false, nil)
+        }
+        guard isOpen else {
             return (0, TypedNotificationError(code: .closed, message: "post of \(name) to a closed file transport"))
         }
-        var appender = appenders.withLock { $0.idle.removeValue(forKey: name) }
+        var appender = idle
         var appended = 0
         while appended < envelopes.count {
             if appender == nil || appender?.isRemoved == true {
@@ -442,7 +449,7 @@ public final class FileSignalTransport: NotificationTransport {
 
     private func putBack(_ appender: LogAppender, named name: NotificationName) {
         appenders.withLock { table in
-            guard !table.isClosed, table.idle[name] == nil else { return }
+            guard table.isOpen, table.idle[name] == nil else { return }
             table.idle[name] = appender
         }
     }
@@ -482,7 +489,7 @@ public final class FileSignalTransport: NotificationTransport {
             return false
         }
         appenders.withLock { table in
-            table.isClosed = true
+            table.isOpen = false
             table.idle = [:]
         }
         loop.stop()
