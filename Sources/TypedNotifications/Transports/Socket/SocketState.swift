@@ -20,22 +20,10 @@ struct SocketState {
 
 /// The registry cache and the endpoints a transport sends to: touched only
 /// by the send in progress (see ``SocketRoutingSlot``), which makes its
-/// system calls with no lock held.
+/// system calls with no lock held. The machine decides; the send acts.
 struct SocketRouting {
     let monitor: DirectoryMonitor
-    var watchIndex: [NotificationName: Int] = [:]
-    var watchedNames: [Int: NotificationName] = [:]
-    /// Endpoint ids per name; a name missing here is scanned on its next post.
-    var routes: [NotificationName: [String]] = [:]
-    var peers: [String: SocketPeer] = [:]
-    /// Routes or peers changed since they were last published.
-    var changed = false
-    /// The registry generation when the change events were last read.
-    var seenGeneration: UInt64?
-
-    init(monitor: DirectoryMonitor) {
-        self.monitor = monitor
-    }
+    var machine: SocketRoutingStateMachine<SocketPeer>
 }
 
 /// Holds a socket transport's routing for one send at a time.
@@ -51,8 +39,9 @@ final class SocketRoutingSlot: @unchecked Sendable {
     private let busy = Atomic<Bool>(false)
     var routing: SocketRouting
 
-    init(monitor: DirectoryMonitor) {
-        routing = SocketRouting(monitor: monitor)
+    init(monitor: DirectoryMonitor, excludedEndpoint: String?) {
+        routing = SocketRouting(
+            monitor: monitor, machine: SocketRoutingStateMachine(excludedEndpoint: excludedEndpoint))
     }
 
     /// Takes the routing; `false` when another send holds it.

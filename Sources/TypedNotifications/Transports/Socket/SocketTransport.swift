@@ -255,7 +255,8 @@ public final class SocketTransport: NotificationTransport {
             undo()
             throw SharedDirectory.failure(error, "could not watch the registry")
         }
-        sending = SocketRoutingSlot(monitor: monitor)
+        sending = SocketRoutingSlot(
+            monitor: monitor, excludedEndpoint: configuration.deliversToSelf ? nil : identifier)
         registryGeneration =
             configuration.sharing == .ownerOnly
             ? try? SharedCounter(
@@ -407,8 +408,8 @@ public final class SocketTransport: NotificationTransport {
         refreshRoute(for: message.name, in: &sending.routing)
         var undelivered: [(id: String, reason: String)] = []
         var full: [FullEndpoint] = []
-        for id in sending.routing.routes[message.name] ?? [] {
-            guard let peer = sending.routing.peers[id] else { continue }
+        for id in sending.routing.machine.route(of: message.name) {
+            guard let peer = sending.routing.machine.peer(id) else { continue }
             switch attempt(encoded, of: message, to: peer, in: &sending.routing) {
             case .taken: break
             case .full: full.append(FullEndpoint(id: id, descriptor: peer.descriptor.rawValue))
@@ -434,13 +435,11 @@ public final class SocketTransport: NotificationTransport {
     /// Publishes what the send changed for statistics, flush and error
     /// messages, and lets the routing go; after a close, closes its sockets.
     private func endSend() {
-        let changed = sending.routing.changed
-        sending.routing.changed = false
-        let (peers, routes) = changed ? (sending.routing.peers, sending.routing.routes) : ([:], [:])
+        let changes = sending.routing.machine.takeChanges()
         let isClosed = state.withLock { state in
-            if changed {
-                state.peers = peers
-                state.routes = routes
+            if let changes {
+                state.peers = changes.peers
+                state.routes = changes.routes
             }
             if case .closed = state.phase { return true }
             return false
@@ -453,9 +452,10 @@ public final class SocketTransport: NotificationTransport {
     /// send does it when it ends (it looks at the phase after letting them go).
     private func dropRoutingAfterClose() {
         guard sending.claim() else { return }
-        sending.routing.peers = [:]
-        sending.routing.routes = [:]
+        let released = sending.routing.machine.removeAll()
         sending.release()
+        // Their sockets close as the last references go, with no lock held.
+        _ = released
     }
 
     /// Waits until every endpoint has read everything this transport posted
@@ -646,7 +646,7 @@ public final class SocketTransport: NotificationTransport {
                     continue
                 }
                 // Reaped or unsubscribed meanwhile: nothing to deliver.
-                guard let peer = sending.routing.peers[endpoint.id] else { continue }
+                guard let peer = sending.routing.machine.peer(endpoint.id) else { continue }
                 switch attempt(encoded, of: message, to: peer, in: &sending.routing) {
                 case .taken:
                     break
@@ -689,92 +689,65 @@ public final class SocketTransport: NotificationTransport {
     }
 
     /// Makes sure the cached endpoints of `name` are current: rescans its
-    /// registry directory only when it changed since the last look.
+    /// registry directory only when it changed since the last look. The
+    /// routing machine decides; this performs its actions.
     private func refreshRoute(for name: NotificationName, in routing: inout SocketRouting) {
-        // Nothing registered or left since the last look: the cache holds.
-        // Read before the change events, so a bump made meanwhile is seen
-        // on the next post.
-        if let generation = registryGeneration?.value {
-            if generation == routing.seenGeneration, routing.routes[name] != nil { return }
-            routing.seenGeneration = generation
-        }
-        if let changed = routing.monitor.changes() {
-            for index in changed {
-                if let changedName = routing.watchedNames[index] { routing.routes[changedName] = nil }
+        guard routing.machine.check(name, generation: registryGeneration?.value) == .readChanges else { return }
+        let events: SocketRoutingStateMachine<SocketPeer>.ChangeEvents =
+            routing.monitor.changes().map { .changed($0) } ?? .overflowed
+        switch routing.machine.changesRead(events, lostWatches: routing.monitor.takeLostWatches(), for: name) {
+        case .current:
+            return
+        case .watch:
+            let nameDirectory = SocketRegistry.nameDirectory(directory, name)
+            var index: Int?
+            if (try? SharedDirectory.prepare(nameDirectory, sharing: configuration.sharing)) != nil {
+                index = try? routing.monitor.watch(nameDirectory)
             }
-        } else {
-            routing.routes = [:]
+            guard routing.machine.watched(name, as: index) else { return }
+        case .list:
+            break
         }
-        // A name directory that was removed lost its watch: watch it anew.
-        for index in routing.monitor.takeLostWatches() {
-            if let lostName = routing.watchedNames.removeValue(forKey: index) {
-                routing.watchIndex[lostName] = nil
-                routing.routes[lostName] = nil
-            }
-        }
-        guard routing.routes[name] == nil else { return }
-        routing.changed = true
-        let nameDirectory = SocketRegistry.nameDirectory(directory, name)
-        if routing.watchIndex[name] == nil {
-            // Watch before scanning, so a change during the scan is not missed.
-            guard (try? SharedDirectory.prepare(nameDirectory, sharing: configuration.sharing)) != nil,
-                let index = try? routing.monitor.watch(nameDirectory)
-            else {
-                routing.routes[name] = []
-                return
-            }
-            routing.watchIndex[name] = index
-            routing.watchedNames[index] = name
-        }
-        var ids: [String] = []
         counters.registryScans.add(1, ordering: .relaxed)
+        var endpoints: [String] = []
         for entry in SocketRegistry.entries(of: name, in: directory, sharing: configuration.sharing) {
             switch entry {
-            case .ignored:
-                counters.ignoredRegistryFiles.add(1, ordering: .relaxed)
-            case .endpoint(let id):
-                if id == identifier && !configuration.deliversToSelf { continue }
-                if routing.peers[id] == nil {
-                    switch SocketPeer.connect(
-                        id,
-                        path: SocketRegistry.socketPath(directory, id),
-                        spoolDirectory: Spool.directory(directory, endpoint: id),
-                        poster: identifier,
-                        sharing: configuration.sharing,
-                        spoolLimit: configuration.spoolLimitPerEndpoint
-                    ) {
-                    case .connected(let peer): routing.peers[id] = peer
-                    case .dead:
-                        reapEntry(id, of: name)
-                        continue
-                    case .refused:
-                        counters.refusedEndpoints.add(1, ordering: .relaxed)
-                        continue
-                    case .unreachable:
-                        continue
-                    }
-                }
-                ids.append(id)
+            case .ignored: counters.ignoredRegistryFiles.add(1, ordering: .relaxed)
+            case .endpoint(let id): endpoints.append(id)
             }
         }
-        routing.routes[name] = ids
-        // Close sockets to endpoints no name routes to any more (they
-        // unsubscribed), unless they have not read this poster's spool yet:
-        // its order must hold until they have.
-        let routed = Set(routing.routes.values.joined())
-        for (id, peer) in routing.peers where !routed.contains(id) && peer.spool.isTaken {
-            routing.peers[id] = nil
+        for id in routing.machine.listed(name, endpoints: endpoints) {
+            let connection: SocketRoutingStateMachine<SocketPeer>.Connection
+            switch SocketPeer.connect(
+                id,
+                path: SocketRegistry.socketPath(directory, id),
+                spoolDirectory: Spool.directory(directory, endpoint: id),
+                poster: identifier,
+                sharing: configuration.sharing,
+                spoolLimit: configuration.spoolLimitPerEndpoint
+            ) {
+            case .connected(let peer): connection = .connected(peer)
+            case .dead: connection = .dead
+            case .refused:
+                counters.refusedEndpoints.add(1, ordering: .relaxed)
+                connection = .refused
+            case .unreachable: connection = .unreachable
+            }
+            if case .removeEntry(let deadName) = routing.machine.connected(id, connection) {
+                reapEntry(id, of: deadName)
+            }
         }
+        // Sockets to endpoints no name routes to any more (they unsubscribed)
+        // close, unless they have not read this poster's spool yet: its
+        // order must hold until they have.
+        _ = routing.machine.finishScan(keeping: { !$0.spool.isTaken })
     }
 
     /// Removes a dead endpoint: its entries under every name this transport
     /// routes, its socket file and its spool. Each removal is counted only by
     /// the transport whose `unlink` succeeded, so racing posters reap once.
     private func reap(_ id: String, in routing: inout SocketRouting) {
-        routing.changed = true
-        routing.peers[id] = nil
-        for (name, ids) in routing.routes where ids.contains(id) {
-            routing.routes[name] = ids.filter { $0 != id }
+        for name in routing.machine.endpointDied(id) {
             reapEntry(id, of: name)
         }
         _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
