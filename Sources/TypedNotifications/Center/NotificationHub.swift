@@ -48,9 +48,12 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     private let outbound = Locked(OutboundStateMachine<OutboundPayload, OutboundWaiter>())
     private let failureState = Locked<TypedNotificationError?>(nil)
 
-    // Guards the observer table and each name's transport subscription, which
-    // change together: a name is subscribed exactly while it has observers.
-    // Deliveries copy a name's observer list out and offer outside the lock.
+    // Guards the observer table and each name's subscription state (see
+    // ObserverTableStateMachine): a name is subscribed exactly while it has
+    // observers. Never held across a transport call: one thread at a time
+    // subscribes or unsubscribes a name, with no lock held, and
+    // registrations of that name wait in line meanwhile. Deliveries copy a
+    // name's observer list out and offer outside the lock.
     private let table = Locked<HubObserverTable>(HubObserverTable())
 
     /// Creates a hub and opens its transport.
@@ -349,16 +352,11 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// registrations throw ``TypedNotificationError/Code/closed``. Idempotent.
     public func close() {
         outbound.withLock { $0.close() }
-        let slots = table.withLock { table in
-            table.isClosed = true
-            defer { table.slots = [:] }
-            return table.slots
-        }
+        let (observers, waiters) = table.withLock { $0.close() }
+        for waiter in waiters { waiter.wake(RegistrationOutcome.closed) }
         transport.close()
-        for slot in slots.values {
-            for observer in slot.observers {
-                observer.finishFromCenter()
-            }
+        for observer in observers {
+            observer.finishFromCenter()
         }
     }
 
@@ -374,32 +372,69 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             policy: bufferingPolicy,
             metrics: counters
         )
-        try table.withLock { (table: inout HubObserverTable) throws(TypedNotificationError) in
-            guard !table.isClosed else {
-                throw TypedNotificationError(code: .closed, message: "observer of \(name) added to a closed center")
-            }
-            if table.slots[name] == nil {
-                try transport.subscribe(to: name)
-            }
-            table.slots[name, default: HubNameSlot()].observers.append(observation)
-        }
+        try add(observation, named: name)
         observation.registered { [weak self] in
             self?.unregister(observation, from: name)
         }
         return observation
     }
 
-    private func unregister(_ observation: some ObservationSink, from name: NotificationName) {
-        table.withLock { table in
-            guard var slot = table.slots[name] else { return }
-            slot.observers.removeAll { $0 === observation }
-            if slot.observers.isEmpty {
-                table.slots[name] = nil
-                transport.unsubscribe(from: name)
-            } else {
-                table.slots[name] = slot
+    /// Adds `observation` to the table, subscribing the transport to `name`
+    /// first when nobody observes it yet; returns once the name is subscribed.
+    private func add(_ observation: any ObservationSink, named name: NotificationName)
+        throws(TypedNotificationError)
+    {
+        var outcome: RegistrationOutcome
+        switch table.withLock({ $0.register(observation, named: name) }) {
+        case .closed: outcome = .closed
+        case .registered: outcome = .registered
+        case .subscribe: outcome = .subscribe
+        case .busy:
+            // Another thread is changing the name's subscription: wait for it.
+            let waiter = SubscriptionWaiter(placeholder: RegistrationOutcome.closed)
+            switch table.withLock({ $0.enqueue(observation, named: name, waiter: waiter) }) {
+            case .closed: outcome = .closed
+            case .registered: outcome = .registered
+            case .subscribe: outcome = .subscribe
+            case .queued: outcome = waiter.wait()
             }
         }
+        switch outcome {
+        case .registered: return
+        case .closed:
+            throw TypedNotificationError(code: .closed, message: "observer of \(name) added to a closed center")
+        case .subscribe: break
+        }
+        var failure: TypedNotificationError?
+        do throws(TypedNotificationError) {
+            try transport.subscribe(to: name)
+        } catch {
+            failure = error
+        }
+        let settled = table.withLock { $0.subscribed(name, succeeded: failure == nil) }
+        settle(settled, of: name)
+        if let failure { throw failure }
+        if settled.closed {
+            throw TypedNotificationError(code: .closed, message: "the center closed while \(name) was observed")
+        }
+    }
+
+    /// Wakes the registrations a subscription change let through, and
+    /// unsubscribes the name when it lost its observers meanwhile.
+    private func settle(_ settled: HubObserverTable.Settled, of name: NotificationName) {
+        var settled = settled
+        while true {
+            for (waiter, outcome) in settled.wake { waiter.wake(outcome) }
+            guard settled.unsubscribe else { return }
+            transport.unsubscribe(from: name)
+            settled = table.withLock { $0.unsubscribed(name) }
+        }
+    }
+
+    private func unregister(_ observation: some ObservationSink, from name: NotificationName) {
+        guard table.withLock({ $0.unregister(from: name, where: { $0 === observation }) }) else { return }
+        transport.unsubscribe(from: name)
+        settle(table.withLock { $0.unsubscribed(name) }, of: name)
     }
 
     /// Posts waiting in line behind the one being sent.
@@ -407,29 +442,24 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         outbound.withLock { $0.waitingCount }
     }
 
+    /// Registrations of `name` waiting for its subscription to settle.
+    func subscriptionWaiters(of name: NotificationName) -> Int {
+        table.withLock { $0.slots[name]?.waiting.count ?? 0 }
+    }
+
     /// How many senders of `name` the hub remembers for gap detection.
     var rememberedSenders: Int {
-        table.withLock { $0.slots.values.reduce(0) { $0 + $1.sequences.count } }
+        table.withLock { $0.rememberedSenders }
     }
 
     private func isBackedUp(_ name: NotificationName) -> Bool {
-        let observers = table.withLock { $0.slots[name]?.observers ?? [] }
+        let observers = table.withLock { $0.observers(of: name) }
         return observers.contains { $0.isBackedUp }
     }
 
     private func noteMissed(_ report: MissedNotifications) {
         let tracksGaps = tracksSequenceGaps
-        let found = table.withLock { table -> (observers: [any ObservationSink], missed: Int)? in
-            guard var slot = table.slots.removeValue(forKey: report.name) else { return nil }
-            var missed = report.count
-            if tracksGaps, let sender = report.sender, let last = report.lastSequence {
-                // Counted once: the sender's next notification reveals no gap.
-                missed = slot.sequences.skip(through: last, from: sender, reported: report.count)
-            }
-            let observers = slot.observers
-            table.slots[report.name] = slot
-            return (observers, missed)
-        }
+        let found = table.withLock { $0.missed(report, tracksGaps: tracksGaps) }
         guard let found, found.missed > 0 else { return }
         counters.sequenceGaps.addSaturating(found.missed)
         for observer in found.observers { observer.noteMissed(found.missed) }
@@ -437,15 +467,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     private func receive(_ message: TransportMessage) {
         let tracksGaps = tracksSequenceGaps
-        let delivery = table.withLock { table -> (observers: [any ObservationSink], gap: Int)? in
-            guard tracksGaps else {
-                return table.slots[message.name].map { ($0.observers, 0) }
-            }
-            guard var slot = table.slots.removeValue(forKey: message.name) else { return nil }
-            let gap = slot.sequences.note(message.sequence, from: message.sender)
-            let observers = slot.observers
-            table.slots[message.name] = slot
-            return (observers, gap)
+        let delivery = table.withLock {
+            $0.received(message.name, sequence: message.sequence, from: message.sender, tracksGaps: tracksGaps)
         }
         // The transport's hold on a durable message's receipt goes once every
         // observer that queued it holds it: with none, it is handled now.
@@ -502,42 +525,20 @@ enum OutboundOutcome: Sendable {
     case lead
 }
 
-/// Blocks a post's thread until the leader wakes it.
-///
-/// The leader's send takes microseconds, so the waiter first watches an
-/// atomic flag for up to ``spinNanoseconds`` and only then blocks on an
-/// event: a post queued behind one send usually returns without the futex
-/// sleep and wake-up that blocking costs.
-final class OutboundWaiter: @unchecked Sendable {
-    // Sendable: `outcome` is written once, by the one thread that calls
-    // `wake`, before its releasing store to `woken`, and read by the waiting
-    // thread only after an acquiring load saw that store (directly, or after
-    // `event.wait()`, which returns only after `wake` signalled it).
-    private let woken = Atomic<Bool>(false)
-    private let event = OneShotEvent()
-    private var outcome = OutboundOutcome.lead
+/// Blocks a post's thread until the leader wakes it with its outcome. The
+/// leader's send takes microseconds, so a queued post watches for 20 µs
+/// before it blocks (see ``Handoff``).
+typealias OutboundWaiter = Handoff<OutboundOutcome>
 
-    static let spinNanoseconds: UInt64 = 20_000
-
-    func wake(_ outcome: OutboundOutcome) {
-        self.outcome = outcome
-        woken.store(true, ordering: .releasing)
-        event.signal()
-    }
-
-    func wait() -> OutboundOutcome {
-        let deadline = SystemClock.monotonicNanoseconds() &+ Self.spinNanoseconds
-        var spins = 0
-        while !woken.load(ordering: .acquiring) {
-            spins &+= 1
-            if spins & 63 == 0, SystemClock.monotonicNanoseconds() >= deadline {
-                event.wait()
-                break
-            }
-        }
-        return outcome
+extension OutboundWaiter {
+    convenience init() {
+        self.init(placeholder: .lead, spinningFor: 20_000)
     }
 }
+
+/// Blocks a registration's thread until the subscription change ahead of it
+/// settles. Subscribing makes system calls, so it blocks at once.
+typealias SubscriptionWaiter = Handoff<RegistrationOutcome>
 
 extension TransportMessage {
     /// The payload of a message the hub numbered, ready to be numbered again.
@@ -549,15 +550,6 @@ extension TransportMessage {
     }
 }
 
-private struct HubObserverTable {
-    var slots: [NotificationName: HubNameSlot] = [:]
-    var isClosed = false
-}
-
-private struct HubNameSlot {
-    var observers: [any ObservationSink] = []
-    // The last sequence number heard from each sender, for gap detection, in
-    // bounded memory. Forgotten when the name loses its last observer, so posts
-    // made while nobody listened are not reported as missed.
-    var sequences = SenderSequenceTracker()
-}
+/// The hub's observer table: its observation sinks per name, and registrations
+/// waiting for a name's subscription to settle.
+typealias HubObserverTable = ObserverTableStateMachine<any ObservationSink, SubscriptionWaiter>
