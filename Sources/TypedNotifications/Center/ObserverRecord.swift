@@ -170,20 +170,6 @@ final class ObserverRecord<N: TypedNotification>: ObservationSink, ObservationCo
     func noteMissed(_ count: Int) {
         queue.noteMissed(count)
     }
-
-    /// The value as type `N`: a value of that type as it is; anything else
-    /// through its payload bytes, as it would cross a process boundary.
-    fileprivate static func decode(_ payload: TransportPayload) -> N? {
-        switch payload {
-        case .value(let value):
-            if let typed = value as? N { return typed }
-            // Another type posted under this name: convert through bytes.
-            guard let bytes = try? value.encodedPayload() else { return nil }
-            return try? N(payload: bytes)
-        case .encoded(let encoded):
-            return try? encoded.withUnsafePayload { try N(payload: $0) }
-        }
-    }
 }
 
 /// Turns queued entries into typed deliveries, in order, and carries what
@@ -284,7 +270,7 @@ extension DeliveredNotification {
     /// `message` as a `Notification` with its metadata, or `nil` when its
     /// payload does not decode as one.
     init?(decoding message: TransportMessage, missed: Int) {
-        guard let value = ObserverRecord<Notification>.decode(message.payload) else { return nil }
+        guard let value = Notification.decoded(from: message.payload) else { return nil }
         self.init(
             notification: value,
             delivery: NotificationDelivery(
@@ -295,5 +281,26 @@ extension DeliveredNotification {
                 isRedelivery: message.isRedelivery
             )
         )
+    }
+}
+
+extension TypedNotification {
+    /// The payload as this type: a value of this type as it is; anything
+    /// else through its payload bytes, as it would cross a process boundary.
+    ///
+    /// A static on the notification type, not on a generic type of ours:
+    /// called per notification from unspecialized code, it needs no generic
+    /// metadata beyond `Self`'s.
+    @inline(__always)
+    static func decoded(from payload: TransportPayload) -> Self? {
+        switch payload {
+        case .value(let value):
+            if let typed = value as? Self { return typed }
+            // Another type posted under this name: convert through bytes.
+            guard let bytes = try? value.encodedPayload() else { return nil }
+            return try? Self(payload: bytes)
+        case .encoded(let encoded):
+            return try? encoded.withUnsafePayload { try Self(payload: $0) }
+        }
     }
 }

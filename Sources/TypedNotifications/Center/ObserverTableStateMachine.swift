@@ -34,6 +34,19 @@ struct ObserverTableStateMachine<Observer, Waiter> {
         /// detection. Forgotten when the name loses its last observer, so
         /// posts made while nobody listened are not reported as missed.
         var sequences = SenderSequenceTracker()
+
+        mutating func received(_ sequence: UInt64, from sender: NotificationSender) -> (
+            observers: [Observer], gap: Int
+        ) {
+            (observers, sequences.note(sequence, from: sender))
+        }
+
+        mutating func missed(_ report: MissedNotifications, tracksGaps: Bool) -> (observers: [Observer], missed: Int) {
+            guard tracksGaps, let sender = report.sender, let last = report.lastSequence else {
+                return (observers, report.count)
+            }
+            return (observers, sequences.skip(through: last, from: sender, reported: report.count))
+        }
     }
 
     private(set) var slots: [NotificationName: Slot] = [:]
@@ -187,25 +200,15 @@ struct ObserverTableStateMachine<Observer, Waiter> {
         _ name: NotificationName, sequence: UInt64, from sender: NotificationSender, tracksGaps: Bool
     ) -> (observers: [Observer], gap: Int)? {
         guard tracksGaps else { return slots[name].map { ($0.observers, 0) } }
-        guard var slot = slots.removeValue(forKey: name) else { return nil }
-        let gap = slot.sequences.note(sequence, from: sender)
-        let observers = slot.observers
-        slots[name] = slot
-        return (observers, gap)
+        // In place: one hash of the name, and the slot is not copied.
+        return slots[name]?.received(sequence, from: sender)
     }
 
     /// The observers of `name` and how many notifications a transport's
     /// report of missed ones adds, counted once: the sender's next
     /// notification then reveals no gap. `nil` when nobody observes the name.
     mutating func missed(_ report: MissedNotifications, tracksGaps: Bool) -> (observers: [Observer], missed: Int)? {
-        guard var slot = slots.removeValue(forKey: report.name) else { return nil }
-        var missed = report.count
-        if tracksGaps, let sender = report.sender, let last = report.lastSequence {
-            missed = slot.sequences.skip(through: last, from: sender, reported: report.count)
-        }
-        let observers = slot.observers
-        slots[report.name] = slot
-        return (observers, missed)
+        slots[report.name]?.missed(report, tracksGaps: tracksGaps)
     }
 
     /// How many senders the table remembers for gap detection.

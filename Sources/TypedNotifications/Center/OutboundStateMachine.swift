@@ -153,9 +153,12 @@ struct OutboundStateMachine<Post, Waiter> {
     }
 
     private mutating func next(_ name: NotificationName) -> UInt64 {
-        let sequence = (sequences[name] ?? 0) &+ 1
-        sequences[name] = sequence
-        return sequence
+        // Counted in place: one hash of the name, not a lookup and a store.
+        func increment(_ value: inout UInt64) -> UInt64 {
+            value &+= 1
+            return value
+        }
+        return increment(&sequences[name, default: 0])
     }
 
     private mutating func takeBatch() -> [Stamped] {
