@@ -619,30 +619,32 @@ public final class SocketTransport: NotificationTransport {
     private func waitThenSpool(_ encoded: EncodedNotification, of message: TransportMessage, for full: [FullEndpoint])
         -> [(id: String, reason: String)]
     {
-        let deadline = SystemClock.monotonicNanoseconds() &+ configuration.fullSocketWaitNanoseconds
-        var waiting = full
+        var wait = FullSocketWait(
+            full, deadline: SystemClock.monotonicNanoseconds() &+ configuration.fullSocketWaitNanoseconds)
         var undelivered: [(id: String, reason: String)] = []
-        while !waiting.isEmpty {
-            let now = SystemClock.monotonicNanoseconds()
-            let isLast = now >= deadline
-            var ready = waiting
-            if !isLast {
+        while true {
+            let ready: [FullEndpoint]
+            let isLast: Bool
+            switch wait.next(now: SystemClock.monotonicNanoseconds()) {
+            case .done:
+                return undelivered
+            case .poll(let endpoints, let milliseconds):
                 // A descriptor closed meanwhile (the endpoint was reaped) at
                 // worst wakes this poll early: the retry below looks the
-                // endpoint up again under the lock.
-                let milliseconds = CInt(clamping: (deadline - now + 999_999) / 1_000_000)
+                // endpoint up again.
                 let writable =
-                    (try? SystemCalls.waitUntilWritable(waiting.map(\.descriptor), milliseconds: milliseconds).get())
+                    (try? SystemCalls.waitUntilWritable(endpoints.map(\.descriptor), milliseconds: milliseconds).get())
                     ?? []
-                ready = zip(waiting, writable).filter { $0.1 }.map(\.0)
-                if ready.isEmpty { continue }
+                ready = wait.polled(writable: writable)
+                isLast = false
+            case .lastTry(let endpoints):
+                ready = endpoints
+                isLast = true
             }
-            var stillFull: [FullEndpoint] = []
-            var failed: [(id: String, reason: String)] = []
             let open = isOpen
             for endpoint in ready {
                 guard open else {
-                    failed.append((endpoint.id, "the transport closed"))
+                    undelivered.append((endpoint.id, "the transport closed"))
                     continue
                 }
                 // Reaped or unsubscribed meanwhile: nothing to deliver.
@@ -651,22 +653,16 @@ public final class SocketTransport: NotificationTransport {
                 case .taken:
                     break
                 case .undelivered(let reason):
-                    failed.append((endpoint.id, reason))
-                case .full:
-                    if isLast {
-                        if let reason = startSpool(encoded, of: message, for: peer) {
-                            failed.append((endpoint.id, reason))
-                        }
-                    } else {
-                        stillFull.append(FullEndpoint(id: endpoint.id, descriptor: peer.descriptor.rawValue))
+                    undelivered.append((endpoint.id, reason))
+                case .full where isLast:
+                    if let reason = startSpool(encoded, of: message, for: peer) {
+                        undelivered.append((endpoint.id, reason))
                     }
+                case .full:
+                    wait.stillFull(FullEndpoint(id: endpoint.id, descriptor: peer.descriptor.rawValue))
                 }
             }
-            undelivered += failed
-            let readyIDs = Set(ready.map(\.id))
-            waiting = waiting.filter { !readyIDs.contains($0.id) } + stillFull
         }
-        return undelivered
     }
 
     private func spoolFailed(_ error: Errno) -> String {
