@@ -51,8 +51,9 @@ extension NotificationCenter: TypedNotificationCenter {
     }
 
     /// Registers a handler that runs isolated to `actor`, which the center
-    /// holds weakly while it waits, as every ``TypedNotificationCenter`` does.
-    public func addObserver<N: TypedNotification, A: Actor>(
+    /// holds weakly while it waits, as every ``TypedNotificationCenter`` does
+    /// (call `addObserver(_:on:handler:)`).
+    public func registerObserver<N: TypedNotification, A: Actor>(
         _ type: N.Type,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy,
@@ -63,8 +64,9 @@ extension NotificationCenter: TypedNotificationCenter {
             for: registerTyped(type, from: senders, bufferingPolicy: bufferingPolicy), on: actor, handler: handler)
     }
 
-    /// Registers an observer now and returns its deliveries as an async sequence.
-    public func deliveries<N: TypedNotification>(
+    /// Registers an observer now and returns its deliveries as an async
+    /// sequence (call `deliveries(of:)`).
+    public func registerDeliveries<N: TypedNotification>(
         of type: N.Type,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy

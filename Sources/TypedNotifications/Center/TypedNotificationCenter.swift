@@ -18,6 +18,14 @@
 /// - **No silent loss**: every observer has a bounded buffer with a stated
 ///   policy; what it drops is counted and reported as
 ///   ``NotificationDelivery/missed`` on the next delivery.
+///
+/// To conform, implement ``sender``, ``executor``, ``post(_:)``,
+/// ``registerObserver(_:from:bufferingPolicy:on:handler:)`` and
+/// ``registerDeliveries(of:from:bufferingPolicy:)``. Callers use the
+/// `addObserver`, `deliveries(of:)` and `notifications(of:)` methods of the
+/// protocol's extension, none of which shares a requirement's name: a
+/// conforming type that forgets a requirement does not compile (CI
+/// type-checks one that does, `.ci/misuse`).
 public protocol TypedNotificationCenter<Executor>: Sendable {
     /// The actor that runs handlers registered without one.
     associatedtype Executor: Actor
@@ -38,7 +46,8 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
     func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError)
 
     /// Registers a handler that runs isolated to `actor`, one notification at a
-    /// time, in order.
+    /// time, in order: what `addObserver(_:on:handler:)` calls. Conformers
+    /// implement it; callers use `addObserver`.
     ///
     /// The center holds `actor` weakly while it waits for notifications, so an
     /// actor that observes on itself and stores the token is released when the
@@ -46,8 +55,11 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
     /// actor you pass: one that nothing else holds ends its observation at its
     /// first notification. The main actor and the center's executor are kept.
     ///
+    /// No extension member shares this name, so a conforming type that
+    /// forgets it does not compile (rather than calling itself forever).
+    ///
     /// - Returns: A token; the observer lives until it is cancelled or released.
-    func addObserver<N: TypedNotification, A: Actor>(
+    func registerObserver<N: TypedNotification, A: Actor>(
         _ type: N.Type,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy,
@@ -55,8 +67,10 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken
 
-    /// Registers an observer now and returns its deliveries as an async sequence.
-    func deliveries<N: TypedNotification>(
+    /// Registers an observer now and returns its deliveries as an async
+    /// sequence: what `deliveries(of:)` and `notifications(of:)` call.
+    /// Conformers implement it; callers use those.
+    func registerDeliveries<N: TypedNotification>(
         of type: N.Type,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
@@ -96,7 +110,7 @@ extension TypedNotificationCenter {
         on actor: A,
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        try addObserver(type, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
+        try registerObserver(type, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
     }
 
     /// Registers a handler that runs on the main actor, for UI code.
@@ -122,7 +136,7 @@ extension TypedNotificationCenter {
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default
     ) throws(TypedNotificationError) -> DeliverySequence<N> {
-        try deliveries(of: type, from: senders, bufferingPolicy: bufferingPolicy)
+        try registerDeliveries(of: type, from: senders, bufferingPolicy: bufferingPolicy)
     }
 
     /// Registers an observer now and returns its notifications as an async sequence.
