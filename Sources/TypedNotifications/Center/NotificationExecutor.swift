@@ -1,0 +1,56 @@
+import Synchronization
+
+/// The serial executor a center runs handlers on when no actor is given.
+///
+/// Handlers of one center that run here never run concurrently with each
+/// other. On a transport that receives on a thread of its own (the socket and
+/// file transports), that thread is this executor: a notification it
+/// receives is handed to these handlers without waking another thread. A
+/// handler here should not block, then: while it runs, the transport receives
+/// for nobody. The transport looks at its I/O again after at most 1 ms of
+/// handlers plus the handler call running then; handlers on other actors
+/// never run there.
+public actor NotificationExecutor {
+    // The transport's executor, or nil: the jobs queue on `pool`.
+    private let shared: (any TaskExecutor & SerialExecutor)?
+    private let pool = PoolQueue()
+
+    /// Creates an executor whose jobs run on the shared pool.
+    public init() {
+        shared = nil
+    }
+
+    /// Creates an executor on a transport's own executor, if it has one.
+    init(sharing executor: (any TaskExecutor & SerialExecutor)?) {
+        shared = executor
+    }
+
+    /// Where this actor's jobs run.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor {
+        shared?.asUnownedSerialExecutor() ?? pool.unownedExecutor
+    }
+
+    /// The same thread as a task executor, or `nil` when this executor runs
+    /// on the shared pool. A `for await` loop in a task that prefers it
+    /// receives without a second thread wake-up:
+    ///
+    /// ```swift
+    /// Task(executorPreference: center.executor.taskExecutor) {
+    ///     for await (note, _) in try center.notifications(of: Reload.self) { … }
+    /// }
+    /// ```
+    ///
+    /// The loop's body then runs on the transport's thread and, like a
+    /// handler on this executor, should not block.
+    public nonisolated var taskExecutor: (any TaskExecutor)? { shared }
+}
+
+/// A plain actor whose executor a ``NotificationExecutor`` without a
+/// transport executor shares: the runtime's queue on the shared pool.
+private actor PoolQueue {}
+
+/// Marks a handler that runs on the main actor: `addObserver(T.self, on: .main)`.
+public struct MainActorPlacement: Sendable {
+    /// The main actor.
+    public static let main = MainActorPlacement()
+}
