@@ -48,9 +48,3 @@ public actor NotificationExecutor {
 /// A plain actor whose executor a ``NotificationExecutor`` without a
 /// transport executor shares: the runtime's queue on the shared pool.
 private actor PoolQueue {}
-
-/// Marks a handler that runs on the main actor: `addObserver(T.self, on: .main)`.
-public struct MainActorPlacement: Sendable {
-    /// The main actor.
-    public static let main = MainActorPlacement()
-}

@@ -1,0 +1,5 @@
+/// Marks a handler that runs on the main actor: `addObserver(T.self, on: .main)`.
+public struct MainActorPlacement: Sendable {
+    /// The main actor.
+    public static let main = MainActorPlacement()
+}
