@@ -134,10 +134,12 @@ final class FileSignalCounters: Sendable {
 /// the log is the truth, a lost or coalesced signal loses nothing, and two
 /// quick posts are both kept and delivered, in order.
 ///
-/// - A plain observer starts at the end of the log: new notifications only.
+/// - A plain observer starts at the end of the log, new notifications only,
+///   unless the transport's ``firstRead`` says the beginning or the newest records.
 /// - A transport created with an `identity` (say `"widget"`) keeps a durable
 ///   cursor per name and resumes where it stopped after a restart, a crash or
-///   a suspension: **at least once, never less.** The cursor moves past a
+///   a suspension: **at least once, never less.** Its first run starts where
+///   ``firstRead`` says (the log's end by default). The cursor moves past a
 ///   notification only once every observer of the name has handled it (a
 ///   handler returned; a `for await` loop asked for the next element; see
 ///   ``DeliveryReceipt``). After a crash, what was handed over and not yet
@@ -154,6 +156,9 @@ public final class FileSignalTransport: NotificationTransport {
     public let directory: String
     /// The durable identity whose cursors this transport keeps, if any.
     public let identity: String?
+    /// Where reading a name starts when there is no saved cursor for it: for
+    /// a plain observer always, for a durable identity on its first run.
+    public let firstRead: FileLogStart
     /// Limits and policies.
     public let configuration: FileSignalConfiguration
 
@@ -192,11 +197,17 @@ public final class FileSignalTransport: NotificationTransport {
     ///   - directory: The shared directory; created 0700 if missing.
     ///   - identity: A durable identity such as `"widget"`, following the rules
     ///     of endpoint labels; `nil` for a plain observer.
+    ///   - firstRead: Where reading a name starts when there is no saved
+    ///     cursor for it (a plain observer, or a durable identity's first
+    ///     run): the log's end (new notifications only, the default), its
+    ///     beginning, or its newest records. A durable identity with a saved
+    ///     cursor always resumes there.
     ///   - configuration: Limits and policies.
     /// - Throws: ``TypedNotificationError`` for an insecure directory or an invalid identity.
     public init(
         directory: String = FileSignalTransport.defaultDirectory,
         identity: String? = nil,
+        firstRead: FileLogStart = .end,
         configuration: FileSignalConfiguration = FileSignalConfiguration()
     ) throws(TypedNotificationError) {
         let directory = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
@@ -206,6 +217,7 @@ public final class FileSignalTransport: NotificationTransport {
         }
         self.directory = directory
         self.identity = identity
+        self.firstRead = firstRead
         self.configuration = configuration
         // A write past RLIMIT_FSIZE must fail with EFBIG, not kill the process.
         SystemCalls.ignoreFileSizeSignal()
@@ -509,12 +521,12 @@ public final class FileSignalTransport: NotificationTransport {
             size = info.size
         }
         let end = LogPosition(segment: newest, offset: size)
-        guard let identity else { return (end, nil) }
         let oldest = LogPosition(segment: segments.first ?? 1, offset: 0)
+        guard let identity else { return (firstPosition(of: name, segments: segments, end: end), nil) }
         let problem: String
         switch FileCursor.load(root: directory, identity: identity, name: name, sharing: configuration.sharing) {
         case .missing:
-            return (end, nil)
+            return (firstPosition(of: name, segments: segments, end: end), nil)
         case .invalid(let reason):
             problem = reason
         case .valid(let cursor):
@@ -531,6 +543,35 @@ public final class FileSignalTransport: NotificationTransport {
         counters.invalidCursors.add(1, ordering: .relaxed)
         commits.withLock { $0.problems[name] = problem }
         return (oldest, end)
+    }
+
+    /// Where reading starts without a saved cursor (see ``firstRead``).
+    private func firstPosition(of name: NotificationName, segments: [UInt64], end: LogPosition) -> LogPosition {
+        switch firstRead.kind {
+        case .end:
+            return end
+        case .beginning:
+            return LogPosition(segment: segments.first ?? end.segment, offset: 0)
+        case .newest(let count):
+            // Back from the newest segment, counting whole records.
+            var wanted = count
+            for segment in segments.reversed() {
+                guard wanted > 0 else { break }
+                guard
+                    case .success(let file) = FileLog.open(
+                        FileLog.segmentPath(directory, name, segment), create: false, sharing: configuration.sharing),
+                    case .success(let info) = SystemCalls.fileStatus(file),
+                    case .success(let bytes) = FileLog.read(file, at: 0, count: info.size)
+                else { continue }
+                var starts: [Int] = []
+                _ = FileLog.walk(bytes) { offset, _ in starts.append(offset) }
+                if starts.count >= wanted {
+                    return LogPosition(segment: segment, offset: starts[starts.count - wanted])
+                }
+                wanted -= starts.count
+            }
+            return LogPosition(segment: segments.first ?? end.segment, offset: 0)
+        }
     }
 
     /// `position` if a record starts there (or it is the end of the
