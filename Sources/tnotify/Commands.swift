@@ -81,9 +81,9 @@ private func text(_ duration: Duration) -> String {
 /// How many notifications `watch` holds for a slow terminal by default.
 let defaultWatchBuffer = 10_000
 
-/// `tnotify watch NAME... [--transport …] [--dir …] [--cursor ID] [--buffer N] [--json]`
+/// `tnotify watch NAME... [--transport …] [--dir …] [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]`
 func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
-    let arguments = try Arguments(words, options: ["transport", "dir", "cursor", "buffer"], flags: ["json"])
+    let arguments = try Arguments(words, options: ["transport", "dir", "cursor", "from", "buffer"], flags: ["json"])
     var buffer = defaultWatchBuffer
     if let text = arguments.option("buffer") {
         guard let value = Int(text), value > 0 else {
@@ -100,12 +100,19 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     if arguments.option("cursor") != nil && choice != .file {
         throw CommandFailure(code: .usage, message: "--cursor needs --transport file: only logs keep a position")
     }
+    var firstRead = FileLogStart.end
+    if let text = arguments.option("from") {
+        guard choice == .file else {
+            throw CommandFailure(code: .usage, message: "--from needs --transport file: only logs keep what was posted")
+        }
+        firstRead = try logStart(text)
+    }
     let hub: AnyHub
     var sequences: [(NotificationName, DeliverySequence<RawNotification>)] = []
     do {
         hub = try AnyHub.make(
             choice, directory: choice.directory(arguments), endpoint: "tnotify-watch",
-            identity: arguments.option("cursor"))
+            identity: arguments.option("cursor"), firstRead: firstRead)
         // Bounded, so a stalled terminal cannot grow the watcher without end;
         // what it drops is printed as `missed` on the next line.
         for name in names {
@@ -238,5 +245,19 @@ func gcCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
         case .file:
             emit("file transport: deleted \(FileSignalTransport.applyRetention(in: directory)) old segment(s)")
         }
+    }
+}
+
+/// `end`, `beginning` or `newest:N` (N above 0) as a ``FileLogStart``.
+func logStart(_ text: String) throws(CommandFailure) -> FileLogStart {
+    switch text {
+    case "end": return .end
+    case "beginning": return .beginning
+    default:
+        if text.hasPrefix("newest:"), let count = Int(text.dropFirst("newest:".count)), count > 0 {
+            return .newest(count)
+        }
+        throw CommandFailure(
+            code: .usage, message: "--from takes end, beginning or newest:N (N a whole number above 0), not \(text)")
     }
 }

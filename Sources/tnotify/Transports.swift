@@ -26,9 +26,10 @@ enum AnyHub: Sendable {
     case socket(NotificationHub<SocketTransport>)
     case file(NotificationHub<FileSignalTransport>)
 
-    static func make(_ choice: TransportChoice, directory: String, endpoint: String, identity: String? = nil)
-        throws(TypedNotificationError) -> AnyHub
-    {
+    static func make(
+        _ choice: TransportChoice, directory: String, endpoint: String, identity: String? = nil,
+        firstRead: FileLogStart = .end
+    ) throws(TypedNotificationError) -> AnyHub {
         switch choice {
         case .socket:
             return .socket(try NotificationHub(endpoint: endpoint, transport: SocketTransport(directory: directory)))
@@ -36,7 +37,7 @@ enum AnyHub: Sendable {
             return .file(
                 try NotificationHub(
                     endpoint: endpoint,
-                    transport: FileSignalTransport(directory: directory, identity: identity)
+                    transport: FileSignalTransport(directory: directory, identity: identity, firstRead: firstRead)
                 )
             )
         }

@@ -32,11 +32,14 @@ let help: [String: String] = [
     every observer has read it, and exits 75 naming those that have not.
     """,
     "watch": """
-    usage: tnotify watch NAME... [--transport socket|file] [--dir DIR] [--cursor ID] [--buffer N] [--json]
+    usage: tnotify watch NAME... [--transport socket|file] [--dir DIR] [--cursor ID]
+                         [--from end|beginning|newest:N] [--buffer N] [--json]
 
     Prints one line per notification: time, name, sender, sequence number and
     payload; with --json, one JSON object per line. --cursor ID (file transport)
-    resumes the durable cursor ID where it stopped. --buffer N (default 10000)
+    resumes the durable cursor ID where it stopped. --from (file transport)
+    says where to start without a saved cursor: the log's end (default), its
+    beginning, or its newest N notifications. --buffer N (default 10000)
     is how many notifications wait while output is slow; beyond it the oldest
     are dropped and the next line says how many were missed. Ctrl-C or SIGTERM
     unregisters and exits.

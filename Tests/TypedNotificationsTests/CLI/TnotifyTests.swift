@@ -86,6 +86,35 @@ struct TnotifyTests {
         #expect(lines.count == 2)
     }
 
+    @Test("watch --from chooses where a file watcher without a saved cursor starts; a bad choice is a usage error")
+    func watchFrom() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let file = ["--transport", "file", "--dir", directory]
+        for text in ["one", "two", "three"] {
+            #expect(try await tnotify(["post", "app.kept", "--text", text] + file).status == 0)
+        }
+        func watched(_ from: String, count: Int) async throws -> [String] {
+            let watcher = try HelperProcess(
+                ["watch", "app.kept", "--from", from] + file, executable: HelperProcess.tnotify)
+            await watcher.lines.wait(forCount: 1 + count)
+            watcher.signal(SIGTERM)
+            #expect(await watcher.waitForExit() == 0)
+            return watcher.lines.values.dropFirst().compactMap { $0.split(separator: " ").last.map(String.init) }
+        }
+        #expect(try await watched("newest:2", count: 2) == ["two", "three"])
+        #expect(try await watched("beginning", count: 3) == ["one", "two", "three"])
+        for bad in ["newest:0", "middle", "newest:x"] {
+            let result = try await tnotify(["watch", "app.kept", "--from", bad] + file)
+            #expect(result.status == 64)
+            #expect(result.errors.contains { $0.contains("--from takes end, beginning or newest:N") })
+        }
+        let socket = try await tnotify([
+            "watch", "app.kept", "--from", "beginning", "--transport", "socket", "--dir", directory + "/s",
+        ])
+        #expect(socket.status == 64)
+    }
+
     @Test("watch holds a bounded buffer (--buffer N) and accounts for every notification it drops")
     func boundedWatch() async throws {
         let directory = try makeTemporaryDirectory()
