@@ -470,12 +470,7 @@ public final class FileSignalTransport: NotificationTransport {
     public func latestMessage(of name: NotificationName) throws(TypedNotificationError) -> TransportMessage? {
         var decoder = EnvelopeDecoder()
         for number in FileLog.segments(directory, name).reversed() {
-            guard
-                case .success(let file) = FileLog.open(
-                    FileLog.segmentPath(directory, name, number), create: false, sharing: configuration.sharing),
-                case .success(let info) = SystemCalls.fileStatus(file),
-                case .success(let bytes) = FileLog.read(file, at: 0, count: info.size)
-            else { continue }
+            guard let bytes = wholeSegment(number, of: name) else { continue }
             var newest: TransportMessage?
             _ = FileLog.walk(bytes) { offset, _ in
                 newest = (try? decoder.decode(bytes, at: offset))?.message ?? newest
@@ -545,6 +540,18 @@ public final class FileSignalTransport: NotificationTransport {
         return (oldest, end)
     }
 
+    /// The bytes of segment `number` of `name`'s log, or `nil` when it
+    /// cannot be opened or read (it may have been deleted meanwhile).
+    private func wholeSegment(_ number: UInt64, of name: NotificationName) -> [UInt8]? {
+        guard
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(directory, name, number), create: false, sharing: configuration.sharing),
+            case .success(let info) = SystemCalls.fileStatus(file),
+            case .success(let bytes) = FileLog.read(file, at: 0, count: info.size)
+        else { return nil }
+        return bytes
+    }
+
     /// Where reading starts without a saved cursor (see ``firstRead``).
     private func firstPosition(of name: NotificationName, segments: [UInt64], end: LogPosition) -> LogPosition {
         switch firstRead.kind {
@@ -557,12 +564,7 @@ public final class FileSignalTransport: NotificationTransport {
             var wanted = count
             for segment in segments.reversed() {
                 guard wanted > 0 else { break }
-                guard
-                    case .success(let file) = FileLog.open(
-                        FileLog.segmentPath(directory, name, segment), create: false, sharing: configuration.sharing),
-                    case .success(let info) = SystemCalls.fileStatus(file),
-                    case .success(let bytes) = FileLog.read(file, at: 0, count: info.size)
-                else { continue }
+                guard let bytes = wholeSegment(segment, of: name) else { continue }
                 var starts: [Int] = []
                 _ = FileLog.walk(bytes) { offset, _ in starts.append(offset) }
                 if starts.count >= wanted {

@@ -452,10 +452,9 @@ public final class SocketTransport: NotificationTransport {
     /// send does it when it ends (it looks at the phase after letting them go).
     private func dropRoutingAfterClose() {
         guard sending.claim() else { return }
-        let released = sending.routing.machine.removeAll()
+        // The peers' sockets close as the last references go.
+        _ = sending.routing.machine.removeAll()
         sending.release()
-        // Their sockets close as the last references go, with no lock held.
-        _ = released
     }
 
     /// Waits until every endpoint has read everything this transport posted
