@@ -8,25 +8,30 @@ struct ForwardingCenter: TypedNotificationCenter {
     var sender: NotificationSender { inner.sender }
     var executor: NotificationExecutor { inner.executor }
 
-    func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
-        try inner.post(notification)
+    func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName)
+        throws(TypedNotificationError)
+    {
+        try inner.post(payload, as: name)
     }
 
-    func registerObserver<N: TypedNotification, A: Actor>(
+    func registerObserver<N: DarwinPayload, A: Actor>(
         _ type: N.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy,
         on actor: A,
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        try inner.addObserver(type, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
+        try inner.addObserver(
+            type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
     }
 
-    func registerDeliveries<N: TypedNotification>(
+    func registerDeliveries<N: DarwinPayload>(
         of type: N.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> DeliverySequence<N> {
-        try inner.deliveries(of: type, from: senders, bufferingPolicy: bufferingPolicy)
+        try inner.deliveries(of: type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
     }
 }

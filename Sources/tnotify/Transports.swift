@@ -71,8 +71,9 @@ enum AnyHub: Sendable {
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
         switch self {
-        case .socket(let hub): try hub.deliveries(ofRaw: name, bufferingPolicy: bufferingPolicy)
-        case .file(let hub): try hub.deliveries(ofRaw: name, bufferingPolicy: bufferingPolicy)
+        case .socket(let hub):
+            try hub.deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
+        case .file(let hub): try hub.deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
         }
     }
 

@@ -1,138 +1,329 @@
 import Foundation
 import NotificationPlatform
+import Synchronization
 
 /// Foundation's `NotificationCenter` as a ``TypedNotificationCenter``, within
 /// one process.
 ///
 /// Code that uses `NotificationCenter.default` today adopts the typed API by
-/// changing nothing but the calls:
+/// changing nothing but the calls, and one call site at a time:
 ///
 /// ```swift
 /// let token = try NotificationCenter.default.addObserver(Reload.self) { note, _ in … }
-/// try NotificationCenter.default.post(Reload(reason: "manual"))
+/// NotificationCenter.default.post(Reload(reason: "manual"))
 /// ```
 ///
-/// A typed post travels as an ordinary Foundation notification named
-/// `N.name.rawValue`, carrying the value in its `userInfo`; typed observers
-/// ignore untyped posts of the same name. Typed observers get the same
-/// guarantees as on ``NotificationHub``: posts are queued in order, handlers
-/// run on an actor, and `token.cancel()` or `await token.cancelAndWait()` waits
-/// for a running handler.
-/// Every `NotificationCenter` shares one sender identity per process, with
-/// the endpoint label `foundation`.
+/// A typed post is an ordinary Foundation notification named
+/// `N.name.rawValue`, so both directions of a half-migrated program work:
+/// - **Typed poster, Foundation observer**: the observer gets the value
+///   under ``TypedNotificationUserInfoKey/value`` in `userInfo` (or through
+///   `Notification.typedValue(as:)`), and who sent it under
+///   ``TypedNotificationUserInfoKey/delivery``.
+/// - **Foundation poster, typed observer**: `post(name:object:userInfo:)`
+///   reaches name-only observers (``addObserver(named:from:bufferingPolicy:handler:)``)
+///   and typed observers of a ``PayloadlessNotification``; a typed observer
+///   of a type with a payload receives the value put under
+///   ``TypedNotificationUserInfoKey/value``, and counts any other post of its
+///   name as undecodable (reported in ``NotificationDelivery/missed``), as
+///   every center does with a payload it cannot read. Such posts come from
+///   ``NotificationCenter/untypedSender``.
+///
+/// Typed observers get the same guarantees as on ``NotificationHub``: posts
+/// are queued in order, handlers run on an actor, and `token.cancel()` or
+/// `await token.cancelAndWait()` waits for a running handler. Each
+/// `NotificationCenter` has a sender identity of its own (endpoint label
+/// `foundation`); ``endpoint(_:)`` gives a part of the program an identity of
+/// its own on the same center, so that `.others` tells the parts apart.
 extension NotificationCenter: TypedNotificationCenter {
-    /// The sender identity of typed posts through any `NotificationCenter` in
-    /// this process.
-    public var sender: NotificationSender { FoundationBridge.sender }
+    /// This center's sender identity, carried by its typed posts: one per
+    /// `NotificationCenter` object, with the endpoint label `foundation`.
+    public var sender: NotificationSender { FoundationBridge.identity(of: self) }
 
     /// The serial executor for handlers registered without an actor, shared by
     /// every `NotificationCenter` in this process.
     public var executor: NotificationExecutor { FoundationBridge.executor }
 
+    /// The sender of Foundation posts that did not go through the typed API,
+    /// such as `post(name:object:userInfo:)`: endpoint label
+    /// `foundation-untyped`, one per process. Their sequence number is 0: a
+    /// Foundation post carries no count.
+    public static var untypedSender: NotificationSender { FoundationBridge.untypedSender }
+
+    /// A typed view of this center with a sender identity of its own, so that
+    /// observers registered through one part of a program can skip its own
+    /// posts with `.others` and still see another part's.
+    ///
+    /// - Throws: ``TypedNotificationError`` with code
+    ///   ``TypedNotificationError/Code/invalidEndpoint`` for an invalid label.
+    public func endpoint(_ label: String) throws(TypedNotificationError) -> NotificationCenterEndpoint {
+        NotificationCenterEndpoint(center: self, sender: try NotificationSender.current(endpoint: label))
+    }
+
+    private var typed: NotificationCenterEndpoint {
+        NotificationCenterEndpoint(center: self, sender: sender)
+    }
+
     /// Posts a typed notification as a Foundation notification. Never throws:
-    /// the value is handed over without encoding.
-    public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
-        let message = TransportMessage(
-            name: N.name,
-            sender: FoundationBridge.sender,
-            sequence: FoundationBridge.nextSequence(for: N.name),
-            timestamp: NotificationTimestamp(
-                wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
-                monotonicNanoseconds: SystemClock.monotonicNanoseconds()
-            ),
-            payload: .value(notification)
-        )
-        post(
-            name: Notification.Name(N.name.rawValue),
-            object: nil,
-            userInfo: [FoundationBridge.userInfoKey: FoundationBridge.Carrier(message)]
-        )
-        FoundationBridge.counters.posted.add(1, ordering: .relaxed)
+    /// the value is handed over without encoding, so no `try` is needed.
+    public func post<N: TypedNotification>(_ notification: N) {
+        typed.post(notification, as: N.name)
+    }
+
+    /// Posts `payload` under `name` as a Foundation notification. Never
+    /// throws: the value is handed over without encoding.
+    public func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName) {
+        typed.post(payload, as: name)
+    }
+
+    /// Posts `name` with no payload, as a Darwin notification does. Never throws.
+    public func post(name: NotificationName) {
+        typed.post(EmptyPayload(), as: name)
     }
 
     /// Registers a handler that runs isolated to `actor`, which the center
     /// holds weakly while it waits, as every ``TypedNotificationCenter`` does
-    /// (call `addObserver(_:on:handler:)`).
-    public func registerObserver<N: TypedNotification, A: Actor>(
-        _ type: N.Type,
+    /// (call `addObserver`).
+    public func registerObserver<Payload: DarwinPayload, A: Actor>(
+        _ type: Payload.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy,
         on actor: A,
-        handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
+        handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> TypedNotifications.ObservationToken {
-        startHandler(
-            for: registerTyped(type, from: senders, bufferingPolicy: bufferingPolicy), on: actor, handler: handler)
+        try typed.registerObserver(
+            type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
     }
 
     /// Registers an observer now and returns its deliveries as an async
-    /// sequence (call `deliveries(of:)`).
-    public func registerDeliveries<N: TypedNotification>(
-        of type: N.Type,
+    /// sequence (call `deliveries` or `notifications`).
+    public func registerDeliveries<Payload: DarwinPayload>(
+        of type: Payload.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> DeliverySequence<N> {
-        DeliverySequence(observation: registerTyped(type, from: senders, bufferingPolicy: bufferingPolicy))
+    ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
+        try typed.registerDeliveries(of: type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+    }
+}
+
+/// A Foundation `NotificationCenter` with a sender identity of its own: one
+/// part of a program posting and observing through a shared center.
+///
+/// Made by ``NotificationCenter/endpoint(_:)``. Posts and observers are those
+/// of the center; only the identity differs, so `.others` skips this
+/// endpoint's own posts and keeps everyone else's.
+public struct NotificationCenterEndpoint: TypedNotificationCenter {
+    /// The Foundation center posts go through.
+    public let center: NotificationCenter
+
+    /// This endpoint's identity, carried by what it posts.
+    public let sender: NotificationSender
+
+    /// The serial executor for handlers registered without an actor, shared
+    /// by every `NotificationCenter` in this process.
+    public var executor: NotificationExecutor { FoundationBridge.executor }
+
+    /// Posts a typed notification as a Foundation notification. Never throws.
+    public func post<N: TypedNotification>(_ notification: N) {
+        post(notification, as: N.name)
     }
 
-    private func registerTyped<N: TypedNotification>(
-        _ type: N.Type,
+    /// Posts `name` with no payload. Never throws.
+    public func post(name: NotificationName) {
+        post(EmptyPayload(), as: name)
+    }
+
+    /// Posts `payload` under `name` as a Foundation notification whose
+    /// `userInfo` holds the value and its ``NotificationDelivery``. Never
+    /// throws: the value is handed over without encoding.
+    public func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName) {
+        let delivery = NotificationDelivery(
+            sender: sender,
+            sequence: FoundationBridge.nextSequence(of: sender, for: name),
+            timestamp: .now,
+            missed: 0
+        )
+        center.post(
+            name: Notification.Name(name),
+            object: nil,
+            userInfo: [
+                TypedNotificationUserInfoKey.value: payload,
+                TypedNotificationUserInfoKey.delivery: delivery,
+            ]
+        )
+        FoundationBridge.counters.posted.add(1, ordering: .relaxed)
+    }
+
+    /// Registers a handler that runs isolated to `actor` (call `addObserver`).
+    public func registerObserver<Payload: DarwinPayload, A: Actor>(
+        _ type: Payload.Type,
+        named name: NotificationName,
+        from senders: SenderFilter,
+        bufferingPolicy: NotificationBufferingPolicy,
+        on actor: A,
+        handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
+    ) throws(TypedNotificationError) -> ObservationToken {
+        startHandler(
+            for: register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy), on: actor,
+            handler: handler)
+    }
+
+    /// Registers an observer now and returns its deliveries as an async
+    /// sequence (call `deliveries` or `notifications`).
+    public func registerDeliveries<Payload: DarwinPayload>(
+        of type: Payload.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) -> ObserverRecord<N> {
-        let observation = ObserverRecord<N>(
+    ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
+        DeliverySequence(observation: register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
+    }
+
+    private func register<Payload: DarwinPayload>(
+        _ type: Payload.Type,
+        named name: NotificationName,
+        from senders: SenderFilter,
+        bufferingPolicy: NotificationBufferingPolicy
+    ) -> ObserverRecord<Payload> {
+        let observation = ObserverRecord<Payload>(
             filter: senders,
-            observer: FoundationBridge.sender,
+            observer: sender,
             policy: bufferingPolicy,
             metrics: FoundationBridge.counters
         )
         // Foundation calls this block synchronously on the posting thread, in
         // post order; it only queues, so handlers never run on the poster.
-        let token = addObserver(forName: Notification.Name(N.name.rawValue), object: nil, queue: nil) {
+        let center = center
+        let token = center.addObserver(forName: Notification.Name(name), object: nil, queue: nil) {
             [observation] notification in
-            guard let carrier = notification.userInfo?[FoundationBridge.userInfoKey] as? FoundationBridge.Carrier
-            else { return }
             FoundationBridge.counters.received.add(1, ordering: .relaxed)
-            observation.offer(carrier.message, gap: 0)
+            observation.offer(FoundationBridge.message(from: notification, named: name), gap: 0)
         }
         let registration = FoundationBridge.Registration(token)
-        observation.registered { [weak self] in
-            self?.removeObserver(registration.token)
+        observation.registered { [weak center] in
+            center?.removeObserver(registration.token)
         }
         return observation
     }
 }
 
+/// The `userInfo` keys of a typed post through a `NotificationCenter`, for
+/// Foundation observers that have not moved to the typed API yet.
+///
+/// ```swift
+/// center.addObserver(forName: Notification.Name(Reload.name), object: nil, queue: nil) { note in
+///     let reload = note.userInfo?[TypedNotificationUserInfoKey.value] as? Reload
+/// }
+/// ```
+public enum TypedNotificationUserInfoKey {
+    /// The posted value, as it was posted (`Any`; cast it to its type).
+    /// An untyped poster may put a value here too: typed observers of the
+    /// name receive it.
+    public static let value = "TypedNotifications.value"
+
+    /// The post's ``NotificationDelivery``: sender, sequence number and time.
+    public static let delivery = "TypedNotifications.delivery"
+}
+
+extension Notification {
+    /// The value of a typed post as `type`: as it is when it is one,
+    /// otherwise decoded from its payload bytes, as a typed observer would;
+    /// `nil` for a post without a typed value, or one that does not decode.
+    public func typedValue<Payload: DarwinPayload>(as type: Payload.Type) -> Payload? {
+        guard let value = userInfo?[TypedNotificationUserInfoKey.value] as? any DarwinPayload else { return nil }
+        return Payload.decoded(from: .value(value))
+    }
+
+    /// Who posted it, its sequence number and when, for a typed post; `nil`
+    /// for an untyped one.
+    public var typedDelivery: NotificationDelivery? {
+        userInfo?[TypedNotificationUserInfoKey.delivery] as? NotificationDelivery
+    }
+}
+
+extension Notification.Name {
+    /// The Foundation name a typed notification named `name` is posted under.
+    public init(_ name: NotificationName) {
+        self.init(name.rawValue)
+    }
+}
+
 /// Process-wide state of the Foundation bridge.
 enum FoundationBridge {
-    static let userInfoKey = "TypedNotifications.message"
-
-    // The endpoint label is a valid literal, so this cannot fail; should it
-    // ever, the identity falls back to one built without validation.
-    static let sender: NotificationSender =
-        (try? NotificationSender.current(endpoint: "foundation"))
-        ?? NotificationSender.unchecked(endpoint: "foundation")
-
     static let executor = NotificationExecutor()
     static let counters = MetricsCounters()
 
-    // Per-name sequence numbers of typed posts through any NotificationCenter.
-    private static let sequences = Locked<[NotificationName: UInt64]>([:])
+    // The labels are valid literals, so these cannot fail; should one ever,
+    // the identity falls back to one built without validation.
+    static let untypedSender: NotificationSender =
+        (try? NotificationSender.current(endpoint: "foundation-untyped"))
+        ?? NotificationSender.unchecked(endpoint: "foundation-untyped")
 
-    static func nextSequence(for name: NotificationName) -> UInt64 {
+    private struct Identities {
+        struct Entry {
+            weak var center: NotificationCenter?
+            let sender: NotificationSender
+        }
+        var entries: [ObjectIdentifier: Entry] = [:]
+        var sweepAt = 64
+    }
+
+    private static let identities = Mutex(Identities())
+
+    /// The identity of `center`, made on first use. An entry is trusted only
+    /// while its center is alive: a new center at a released one's address
+    /// gets a new identity.
+    static func identity(of center: NotificationCenter) -> NotificationSender {
+        let key = ObjectIdentifier(center)
+        return identities.withLock { table in
+            if let entry = table.entries[key], entry.center === center { return entry.sender }
+            let sender = NotificationSender.unchecked(endpoint: "foundation")
+            table.entries[key] = Identities.Entry(center: center, sender: sender)
+            if table.entries.count >= table.sweepAt {
+                table.entries = table.entries.filter { $0.value.center != nil }
+                table.sweepAt = max(64, table.entries.count * 2)
+            }
+            return sender
+        }
+    }
+
+    private struct SequenceKey: Hashable {
+        let instance: UInt64
+        let name: NotificationName
+    }
+
+    // Per-sender, per-name sequence numbers of posts through the bridge.
+    private static let sequences = Mutex<[SequenceKey: UInt64]>([:])
+
+    static func nextSequence(of sender: NotificationSender, for name: NotificationName) -> UInt64 {
         sequences.withLock { sequences in
-            let next = (sequences[name] ?? 0) &+ 1
-            sequences[name] = next
+            let next = sequences[SequenceKey(instance: sender.instance, name: name), default: 0] &+ 1
+            sequences[SequenceKey(instance: sender.instance, name: name)] = next
             return next
         }
     }
 
-    /// Carries a typed message through `userInfo`.
-    final class Carrier: Sendable {
-        let message: TransportMessage
-
-        init(_ message: TransportMessage) {
-            self.message = message
+    /// A Foundation notification as a message for typed observers: a typed
+    /// post as it was posted; an untyped post from ``untypedSender``, with the
+    /// value under the value key if there is one, otherwise no payload.
+    static func message(from notification: Notification, named name: NotificationName) -> TransportMessage {
+        let info = notification.userInfo
+        let value = info?[TypedNotificationUserInfoKey.value] as? any DarwinPayload
+        if let value, let delivery = info?[TypedNotificationUserInfoKey.delivery] as? NotificationDelivery {
+            return TransportMessage(
+                name: name, sender: delivery.sender, sequence: delivery.sequence, timestamp: delivery.timestamp,
+                payload: .value(value))
         }
+        return TransportMessage(
+            name: name,
+            sender: untypedSender,
+            // Every observer sees the post separately, with nothing to tell
+            // it apart from the next untyped post: there is no count to keep.
+            sequence: 0,
+            timestamp: .now,
+            payload: .value(value ?? EmptyPayload())
+        )
     }
 
     /// Holds Foundation's observer token for removal.

@@ -19,7 +19,7 @@ enum HandlerLoopBudget {
 /// other reference goes, and its observation ends with it. The main actor and
 /// a center's executor live for good or belong to the center, so a loop on
 /// them keeps them and waits on them, which saves a thread hop per wake-up.
-func startHandler<N: TypedNotification, A: Actor>(
+func startHandler<N: DarwinPayload, A: Actor>(
     for observation: ObserverRecord<N>,
     on actor: A,
     handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
@@ -43,7 +43,7 @@ func startHandler<N: TypedNotification, A: Actor>(
 
 /// The loop for an actor it may keep: waits isolated to it, and yields it
 /// whenever it has used a budget without waiting.
-private func runPinnedHandlerLoop<N: TypedNotification, A: Actor>(
+private func runPinnedHandlerLoop<N: DarwinPayload, A: Actor>(
     _ observation: ObserverRecord<N>,
     on actor: isolated A,
     handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
@@ -65,7 +65,7 @@ private func runPinnedHandlerLoop<N: TypedNotification, A: Actor>(
 
 /// The loop for a user's actor: waits holding no reference to it, and takes a
 /// strong one only to deliver a slice.
-private func runWeakHandlerLoop<N: TypedNotification, A: Actor>(
+private func runWeakHandlerLoop<N: DarwinPayload, A: Actor>(
     _ observation: ObserverRecord<N>,
     on reference: WeakActorReference<A>,
     handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
@@ -91,7 +91,7 @@ private func runWeakHandlerLoop<N: TypedNotification, A: Actor>(
 }
 
 /// One slice of deliveries on the actor, for the weak loop.
-private func deliverSlice<N: TypedNotification, A: Actor>(
+private func deliverSlice<N: DarwinPayload, A: Actor>(
     _ run: HandlerRun<N>,
     on actor: isolated A,
     to handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
@@ -109,7 +109,7 @@ private func deliverSlice<N: TypedNotification, A: Actor>(
 /// what it carries into the next delivery, and how much of its budget on the
 /// actor is used. A value, so the weak loop can hand it to the actor and take
 /// it back.
-private struct HandlerRun<N: TypedNotification>: Sendable {
+private struct HandlerRun<N: DarwinPayload>: Sendable {
     enum Outcome: Equatable {
         /// Cancelled: the loop ends.
         case ended

@@ -100,7 +100,9 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// A snapshot of the hub's counters.
     public var metrics: NotificationMetrics { counters.snapshot }
 
-    /// Posts a notification through the transport.
+    /// Posts `payload` under `name` through the transport: what `post(_:)`
+    /// calls with a notification's own name, and how a payload travels under
+    /// a name chosen at run time.
     ///
     /// - Throws: ``TypedNotificationError`` if the hub is closed, the payload
     ///   cannot be encoded or exceeds ``NotificationHubConfiguration/maximumPayloadSize``, or
@@ -108,30 +110,13 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     ///   ``TypedNotificationError/Code/undelivered`` means it was sent, and
     ///   only the endpoints the error names did not take it (they see it as
     ///   missed).
-    public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
-        try post(notification, named: N.name)
+    public func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName)
+        throws(TypedNotificationError)
+    {
+        try post(payload, named: name)
     }
 
-    /// Posts raw payload bytes under a name chosen at run time, for tools that
-    /// handle any notification. Observers of a typed notification registered
-    /// under `name` decode the bytes as their type.
-    public func post(_ raw: RawNotification, as name: NotificationName) throws(TypedNotificationError) {
-        try post(raw, named: name)
-    }
-
-    /// Registers an observer of `name`, chosen at run time, that receives the
-    /// raw payload bytes of whatever is posted under it.
-    public func deliveries(
-        ofRaw name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default
-    ) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
-        DeliverySequence(
-            observation: try register(
-                RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy))
-    }
-
-    private func post<N: TypedNotification>(_ notification: N, named name: NotificationName)
+    private func post<N: DarwinPayload>(_ notification: N, named name: NotificationName)
         throws(TypedNotificationError)
     {
         // The expensive part, encoding and checksumming the payload, happens
@@ -289,7 +274,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             monotonicNanoseconds: SystemClock.monotonicNanoseconds()
         )
         var envelope: PendingEnvelope?
-        var value: (any TypedNotification)?
+        var value: (any DarwinPayload)?
         switch stamped.post {
         case .encoded(let pending): envelope = pending
         case .value(let posted): value = posted
@@ -312,30 +297,32 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     /// Registers a handler that runs isolated to `actor`, which the center
     /// holds weakly while it waits, as every ``TypedNotificationCenter`` does
-    /// (call `addObserver(_:on:handler:)`).
-    public func registerObserver<N: TypedNotification, A: Actor>(
+    /// (call `addObserver`).
+    public func registerObserver<N: DarwinPayload, A: Actor>(
         _ type: N.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy,
         on actor: A,
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         startHandler(
-            for: try register(type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy),
+            for: try register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy),
             on: actor,
             handler: handler
         )
     }
 
     /// Registers an observer now and returns its deliveries as an async
-    /// sequence (call `deliveries(of:)`).
-    public func registerDeliveries<N: TypedNotification>(
+    /// sequence (call `deliveries` or `notifications`).
+    public func registerDeliveries<N: DarwinPayload>(
         of type: N.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> DeliverySequence<N> {
         DeliverySequence(
-            observation: try register(type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy))
+            observation: try register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
     }
 
     /// Why the transport stopped receiving and ended this hub, or `nil`: its
@@ -362,7 +349,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         }
     }
 
-    private func register<N: TypedNotification>(
+    private func register<N: DarwinPayload>(
         _ type: N.Type,
         named name: NotificationName,
         from senders: SenderFilter,
@@ -510,7 +497,7 @@ public struct NotificationHubConfiguration: Sendable {
 /// A post's payload before its sequence number is known.
 enum OutboundPayload: Sendable {
     case encoded(PendingEnvelope)
-    case value(any TypedNotification)
+    case value(any DarwinPayload)
     /// Moved out into the message being sent.
     case taken
 }

@@ -11,7 +11,7 @@ import Synchronization
 /// is removed when iteration ends:
 /// by leaving a `for await` loop, cancelling the iterating task, or releasing
 /// the iterator; or when the sequence is released without being iterated.
-public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, Sendable {
+public struct DeliverySequence<Notification: DarwinPayload>: AsyncSequence, Sendable {
     /// Each element: a notification with who sent it, its sequence number,
     /// when, and how many were missed before it.
     public typealias Element = DeliveredNotification<Notification>
@@ -61,7 +61,7 @@ public struct DeliverySequence<Notification: TypedNotification>: AsyncSequence, 
 /// The same as ``DeliverySequence`` without the metadata: registered when
 /// created, single pass, removed when iteration ends. Use
 /// ``DeliverySequence`` to see ``NotificationDelivery/missed``.
-public struct NotificationSequence<Notification: TypedNotification>: AsyncSequence, Sendable {
+public struct NotificationSequence<Notification: DarwinPayload>: AsyncSequence, Sendable {
     /// Each element is a notification.
     public typealias Element = Notification
     /// Iteration never fails; it ends when cancelled or when the center closes.
@@ -105,7 +105,7 @@ extension DeliverySequence.AsyncIterator: Sendable {}
 extension NotificationSequence.AsyncIterator: Sendable {}
 
 /// Owned by a sequence and its iterator; the observer lives while either does.
-final class SequenceRegistration<N: TypedNotification>: Sendable {
+final class SequenceRegistration<N: DarwinPayload>: Sendable {
     let observation: ObserverRecord<N>
     // Set by the first makeAsyncIterator: a delivery queue has one consumer.
     private let iterated = Atomic<Bool>(false)
@@ -130,7 +130,7 @@ final class SequenceRegistration<N: TypedNotification>: Sendable {
 ///
 /// Not `Sendable`: like the iterator that owns it, it is used by one task at a
 /// time.
-final class SequenceIteration<N: TypedNotification> {
+final class SequenceIteration<N: DarwinPayload> {
     let registration: SequenceRegistration<N>
     var cursor: ObservationCursor<N>
 

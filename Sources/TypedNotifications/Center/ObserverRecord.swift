@@ -26,7 +26,7 @@ protocol ObservationControl: AnyObject, Sendable {
 
 /// One observer of notifications of type `N`: its filter, its buffer and its
 /// cancellation state.
-final class ObserverRecord<N: TypedNotification>: ObservationSink, ObservationControl {
+final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationControl {
     let queue: DeliveryQueue
     let metrics: MetricsCounters
     private let filter: SenderFilter
@@ -176,7 +176,7 @@ final class ObserverRecord<N: TypedNotification>: ObservationSink, ObservationCo
 /// could not be decoded into the next delivery's ``NotificationDelivery/missed``.
 ///
 /// Shared by async sequences and handler loops; holds only the running count.
-struct DeliveryDecoder<N: TypedNotification>: Sendable {
+struct DeliveryDecoder<N: DarwinPayload>: Sendable {
     private var missed = 0
 
     /// The entry as a delivery, or `nil` (counted as undecodable and as missed)
@@ -206,7 +206,7 @@ struct DeliveryDecoder<N: TypedNotification>: Sendable {
 /// Decoding happens here, on the consumer, never on the poster's thread or a
 /// transport's receive thread. A payload this observer cannot decode is
 /// counted and reported in the next delivery's ``NotificationDelivery/missed``.
-struct ObservationCursor<N: TypedNotification> {
+struct ObservationCursor<N: DarwinPayload> {
     let observation: ObserverRecord<N>
     private var batch: [DeliveryQueue.Entry] = []
     private var index = 0
@@ -284,7 +284,7 @@ extension DeliveredNotification {
     }
 }
 
-extension TypedNotification {
+extension DarwinPayload {
     /// The payload as this type: a value of this type as it is; anything
     /// else through its payload bytes, as it would cross a process boundary.
     ///

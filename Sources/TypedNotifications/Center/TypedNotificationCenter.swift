@@ -8,7 +8,7 @@
 /// Every conforming center guarantees:
 /// - **Order**: one poster's notifications of one name reach each observer in
 ///   post order.
-/// - **Immediate registration**: once an `addObserver` or `deliveries(of:)`
+/// - **Immediate registration**: once an `addObserver` or `deliveries`
 ///   call has returned, every later post reaches that observer.
 /// - **Race-free cancel**: once `token.cancel()` or `await token.cancelAndWait()`
 ///   returns, no run of the handler begins, and none is in flight (see
@@ -19,10 +19,16 @@
 ///   policy; what it drops is counted and reported as
 ///   ``NotificationDelivery/missed`` on the next delivery.
 ///
-/// To conform, implement ``sender``, ``executor``, ``post(_:)``,
-/// ``registerObserver(_:from:bufferingPolicy:on:handler:)`` and
-/// ``registerDeliveries(of:from:bufferingPolicy:)``. Callers use the
-/// `addObserver`, `deliveries(of:)` and `notifications(of:)` methods of the
+/// Names chosen at run time work the same way: ``post(name:)`` and
+/// ``addObserver(named:from:bufferingPolicy:handler:)`` for a bare name, as a
+/// Darwin notification is, and ``post(_:as:)``,
+/// ``deliveries(of:named:from:bufferingPolicy:)`` for any ``DarwinPayload``
+/// under a name given per call.
+///
+/// To conform, implement ``sender``, ``executor``, ``post(_:as:)``,
+/// ``registerObserver(_:named:from:bufferingPolicy:on:handler:)`` and
+/// ``registerDeliveries(of:named:from:bufferingPolicy:)``. Callers use the
+/// `post`, `addObserver`, `deliveries` and `notifications` methods of the
 /// protocol's extension, none of which shares a requirement's name: a
 /// conforming type that forgets a requirement does not compile (CI
 /// type-checks one that does, `.ci/misuse`).
@@ -36,18 +42,26 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
     /// The serial executor for handlers registered without an actor.
     var executor: Executor { get }
 
-    /// Posts a notification to every observer of its name that the center reaches.
+    /// Posts `payload` under `name` to every observer of that name the center
+    /// reaches: what `post(_:)` calls with the notification's own name, and
+    /// how a payload travels under a name chosen at run time.
+    ///
+    /// Observers of `name` get the value as the type they asked for: as it is
+    /// when it is that type, otherwise decoded from its payload bytes, as it
+    /// would cross a process boundary.
     ///
     /// - Throws: ``TypedNotificationError`` if the center is closed, the payload
     ///   cannot be encoded or is over the limit (cross-process transports), or
     ///   the transport fails; nothing is sent then. One exception:
     ///   ``TypedNotificationError/Code/undelivered`` means it was sent, and only
     ///   the endpoints the error names did not take it.
-    func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError)
+    func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName)
+        throws(TypedNotificationError)
 
-    /// Registers a handler that runs isolated to `actor`, one notification at a
-    /// time, in order: what `addObserver(_:on:handler:)` calls. Conformers
-    /// implement it; callers use `addObserver`.
+    /// Registers a handler of the values posted under `name`, decoded as
+    /// `type`, that runs isolated to `actor`, one notification at a time, in
+    /// order: what every `addObserver` calls. Conformers implement it; callers
+    /// use `addObserver`.
     ///
     /// The center holds `actor` weakly while it waits for notifications, so an
     /// actor that observes on itself and stores the token is released when the
@@ -59,25 +73,50 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
     /// forgets it does not compile (rather than calling itself forever).
     ///
     /// - Returns: A token; the observer lives until it is cancelled or released.
-    func registerObserver<N: TypedNotification, A: Actor>(
-        _ type: N.Type,
+    func registerObserver<Payload: DarwinPayload, A: Actor>(
+        _ type: Payload.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy,
         on actor: A,
-        handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
+        handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken
 
-    /// Registers an observer now and returns its deliveries as an async
-    /// sequence: what `deliveries(of:)` and `notifications(of:)` call.
-    /// Conformers implement it; callers use those.
-    func registerDeliveries<N: TypedNotification>(
-        of type: N.Type,
+    /// Registers an observer of `name` now and returns its deliveries, decoded
+    /// as `type`, as an async sequence: what `deliveries` and `notifications`
+    /// call. Conformers implement it; callers use those.
+    func registerDeliveries<Payload: DarwinPayload>(
+        of type: Payload.Type,
+        named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> DeliverySequence<N>
+    ) throws(TypedNotificationError) -> DeliverySequence<Payload>
 }
 
 extension TypedNotificationCenter {
+    /// Posts a notification to every observer of its name that the center reaches.
+    ///
+    /// - Throws: ``TypedNotificationError`` if the center is closed, the payload
+    ///   cannot be encoded or is over the limit (cross-process transports), or
+    ///   the transport fails; nothing is sent then. One exception:
+    ///   ``TypedNotificationError/Code/undelivered`` means it was sent, and only
+    ///   the endpoints the error names did not take it.
+    public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
+        try post(notification, as: N.name)
+    }
+
+    /// Posts `name` with no payload, as a Darwin notification does.
+    ///
+    /// Observers of `name` registered with
+    /// ``addObserver(named:from:bufferingPolicy:handler:)`` or
+    /// ``deliveries(named:from:bufferingPolicy:)`` get it, and so do typed
+    /// observers of a ``PayloadlessNotification`` with that name.
+    ///
+    /// - Throws: as ``post(_:as:)``.
+    public func post(name: NotificationName) throws(TypedNotificationError) {
+        try post(EmptyPayload(), as: name)
+    }
+
     /// Registers a handler that runs on the center's ``executor``.
     ///
     /// Handlers of one center on its executor never run concurrently.
@@ -89,9 +128,7 @@ extension TypedNotificationCenter {
         bufferingPolicy: NotificationBufferingPolicy = .default,
         handler: @escaping @Sendable (N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        try addObserver(type, from: senders, bufferingPolicy: bufferingPolicy, on: executor) { _, note, delivery in
-            handler(note, delivery)
-        }
+        try addObserver(type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy, handler: handler)
     }
 
     /// Registers a handler that runs isolated to `actor`.
@@ -110,7 +147,8 @@ extension TypedNotificationCenter {
         on actor: A,
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        try registerObserver(type, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
+        try registerObserver(
+            type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
     }
 
     /// Registers a handler that runs on the main actor, for UI code.
@@ -123,10 +161,89 @@ extension TypedNotificationCenter {
         on placement: MainActorPlacement,
         handler: @escaping @MainActor @Sendable (N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        try addObserver(type, from: senders, bufferingPolicy: bufferingPolicy, on: MainActor.shared) {
-            _, note, delivery in
+        try addObserver(
+            type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy, on: placement, handler: handler)
+    }
+
+    /// Registers a handler of the values posted under `name`, chosen at run
+    /// time, decoded as `type`; it runs on the center's ``executor``.
+    ///
+    /// A post whose payload does not decode as `type` is counted as
+    /// undecodable and reported in the next delivery's
+    /// ``NotificationDelivery/missed``.
+    ///
+    /// - Returns: A token; the observer lives until it is cancelled or released.
+    public func addObserver<Payload: DarwinPayload>(
+        _ type: Payload.Type,
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default,
+        handler: @escaping @Sendable (Payload, NotificationDelivery) -> Void
+    ) throws(TypedNotificationError) -> ObservationToken {
+        try registerObserver(type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: executor) {
+            _, value, delivery in
+            handler(value, delivery)
+        }
+    }
+
+    /// Registers a handler of the values posted under `name`, chosen at run
+    /// time, decoded as `type`; it runs isolated to `actor`, which the center
+    /// holds weakly while it waits (see
+    /// ``addObserver(_:from:bufferingPolicy:on:handler:)-(_,_,_,A,_)``).
+    ///
+    /// - Returns: A token; the observer lives until it is cancelled or released.
+    public func addObserver<Payload: DarwinPayload, A: Actor>(
+        _ type: Payload.Type,
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default,
+        on actor: A,
+        handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
+    ) throws(TypedNotificationError) -> ObservationToken {
+        try registerObserver(
+            type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
+    }
+
+    /// Registers a handler of the values posted under `name`, chosen at run
+    /// time, decoded as `type`; it runs on the main actor, for UI code.
+    ///
+    /// - Returns: A token; the observer lives until it is cancelled or released.
+    public func addObserver<Payload: DarwinPayload>(
+        _ type: Payload.Type,
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default,
+        on placement: MainActorPlacement,
+        handler: @escaping @MainActor @Sendable (Payload, NotificationDelivery) -> Void
+    ) throws(TypedNotificationError) -> ObservationToken {
+        try registerObserver(
+            type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: MainActor.shared
+        ) { _, value, delivery in
             // The loop runs isolated to MainActor.shared, which is the main actor.
-            MainActor.assumeIsolated { handler(note, delivery) }
+            MainActor.assumeIsolated { handler(value, delivery) }
+        }
+    }
+
+    /// Registers a handler of every post under `name`, whatever its payload,
+    /// as a Darwin-notification observer is; it runs on the center's
+    /// ``executor``.
+    ///
+    /// ```swift
+    /// let token = try center.addObserver(named: name) { delivery in reload() }
+    /// try center.post(name: name)
+    /// ```
+    ///
+    /// - Returns: A token; the observer lives until it is cancelled or released.
+    public func addObserver(
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default,
+        handler: @escaping @Sendable (NotificationDelivery) -> Void
+    ) throws(TypedNotificationError) -> ObservationToken {
+        try registerObserver(
+            RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: executor
+        ) { _, _, delivery in
+            handler(delivery)
         }
     }
 
@@ -136,7 +253,7 @@ extension TypedNotificationCenter {
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default
     ) throws(TypedNotificationError) -> DeliverySequence<N> {
-        try registerDeliveries(of: type, from: senders, bufferingPolicy: bufferingPolicy)
+        try registerDeliveries(of: type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy)
     }
 
     /// Registers an observer now and returns its notifications as an async sequence.
@@ -150,5 +267,47 @@ extension TypedNotificationCenter {
         bufferingPolicy: NotificationBufferingPolicy = .default
     ) throws(TypedNotificationError) -> NotificationSequence<N> {
         NotificationSequence(try deliveries(of: type, from: senders, bufferingPolicy: bufferingPolicy))
+    }
+
+    /// Registers an observer of `name`, chosen at run time, now and returns
+    /// its deliveries, decoded as `type`, as an async sequence.
+    ///
+    /// A post whose payload does not decode as `type` is counted as
+    /// undecodable and reported in the next delivery's
+    /// ``NotificationDelivery/missed``.
+    public func deliveries<Payload: DarwinPayload>(
+        of type: Payload.Type,
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default
+    ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
+        try registerDeliveries(of: type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+    }
+
+    /// Registers an observer of `name`, chosen at run time, now and returns
+    /// its values, decoded as `type`, as an async sequence.
+    public func notifications<Payload: DarwinPayload>(
+        of type: Payload.Type,
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default
+    ) throws(TypedNotificationError) -> NotificationSequence<Payload> {
+        NotificationSequence(
+            try registerDeliveries(of: type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
+    }
+
+    /// Registers an observer of every post under `name`, whatever its
+    /// payload, now and returns its deliveries as an async sequence: the
+    /// payload's bytes as they are, with who sent it and what was missed.
+    ///
+    /// ```swift
+    /// for await posted in try center.deliveries(named: name) { reload() }
+    /// ```
+    public func deliveries(
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default
+    ) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
+        try registerDeliveries(of: RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy)
     }
 }

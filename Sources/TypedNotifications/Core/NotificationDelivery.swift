@@ -1,4 +1,5 @@
 import Foundation
+import NotificationPlatform
 
 /// When a notification was posted, on two clocks.
 public struct NotificationTimestamp: Hashable, Sendable {
@@ -12,6 +13,14 @@ public struct NotificationTimestamp: Hashable, Sendable {
     public init(wallClockNanoseconds: Int64, monotonicNanoseconds: UInt64) {
         self.wallClockNanoseconds = wallClockNanoseconds
         self.monotonicNanoseconds = monotonicNanoseconds
+    }
+
+    /// Both clocks read now.
+    public static var now: Self {
+        Self(
+            wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
+            monotonicNanoseconds: SystemClock.monotonicNanoseconds()
+        )
     }
 
     /// The wall-clock reading as a `Date`.
@@ -56,7 +65,7 @@ public struct NotificationDelivery: Hashable, Sendable {
 }
 
 /// A notification together with its delivery metadata.
-public struct DeliveredNotification<Notification: TypedNotification>: Sendable {
+public struct DeliveredNotification<Notification: DarwinPayload>: Sendable {
     /// The notification.
     public var notification: Notification
     /// Who sent it, its sequence number, when, and what was missed before it.

@@ -1,16 +1,13 @@
 /// Payload bytes as they are, for code that handles notifications by a name
 /// chosen at run time, such as the `tnotify` command-line tool.
 ///
-/// Post one with ``NotificationHub/post(_:as:)`` and observe with
-/// ``NotificationHub/deliveries(ofRaw:from:bufferingPolicy:)``; the name given
-/// there routes it. Typed observers of that name decode the bytes as their
-/// type, and raw observers of a typed notification get its payload bytes: the
-/// same conversion as between processes.
-public struct RawNotification: TypedNotification, Hashable {
-    /// A placeholder: raw notifications are always routed by the name given
-    /// when posting or observing, never by this one.
-    public static let name: NotificationName = "typed-notifications.raw"
-
+/// Post one with ``TypedNotificationCenter/post(_:as:)`` and observe with
+/// ``TypedNotificationCenter/deliveries(of:named:from:bufferingPolicy:)``;
+/// the name given there routes it. Typed observers of that name decode the
+/// bytes as their type, and raw observers of a typed notification get its
+/// payload bytes: the same conversion as between processes. It decodes from
+/// any bytes, so a raw observer never misses a post as undecodable.
+public struct RawNotification: DarwinPayload, Hashable {
     /// The payload bytes.
     public var bytes: [UInt8]
 

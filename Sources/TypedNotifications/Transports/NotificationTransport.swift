@@ -123,7 +123,7 @@ public enum TransportPayloadForm: Sendable {
 /// A notification's payload as a transport carries it.
 public enum TransportPayload: Sendable {
     /// The posted value itself (in-process transports only).
-    case value(any TypedNotification)
+    case value(any DarwinPayload)
     /// The complete envelope, with the value's ``DarwinPayload`` bytes inside.
     case encoded(EncodedNotification)
 }

@@ -30,7 +30,7 @@ struct FoundationBridgeTests {
         let token = try center.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, delivery in
             received.append((note.index, delivery.sequence))
         }
-        for index in 0..<1_000 { try center.post(Ping(index: index)) }
+        for index in 0..<1_000 { center.post(Ping(index: index)) }
         await received.wait(forCount: 1_000)
         #expect(received.values.map(\.0) == Array(0..<1_000))
         let sequences = received.values.map(\.1)
@@ -47,7 +47,7 @@ struct FoundationBridgeTests {
         #expect(outcome.runsAfterCancel == 0)
         // The Foundation observer is gone, so a later post is not even received.
         let before = NotificationCenter.typedMetrics.received
-        try center.post(Ping(index: 4))
+        center.post(Ping(index: 4))
         #expect(NotificationCenter.typedMetrics.received == before)
     }
 
@@ -55,18 +55,133 @@ struct FoundationBridgeTests {
     func postsAreCounted() throws {
         let center = NotificationCenter()
         let before = NotificationCenter.typedMetrics.posted
-        for index in 0..<3 { try center.post(Ping(index: index)) }
+        for index in 0..<3 { center.post(Ping(index: index)) }
         #expect(NotificationCenter.typedMetrics.posted == before + 3)
     }
 
-    @Test("untyped posts of the same name are ignored by typed observers")
-    func untypedPostsIgnored() async throws {
+    @Test("an untyped post of a typed name without a value is counted as missed by a typed observer with a payload")
+    func untypedPostsCounted() async throws {
         let center = NotificationCenter()
-        let sequence = try center.notifications(of: Ping.self)
-        center.post(name: Notification.Name(Ping.name.rawValue), object: nil, userInfo: ["index": 1])
-        try center.post(Ping(index: 2))
+        let before = NotificationCenter.typedMetrics.undecodable
+        let sequence = try center.deliveries(of: Ping.self)
+        center.post(name: Notification.Name(Ping.name), object: nil, userInfo: ["index": 1])
+        center.post(Ping(index: 2))
         var iterator = sequence.makeAsyncIterator()
-        #expect(await iterator.next()?.index == 2)
+        let delivered = await iterator.next()
+        #expect(delivered?.notification.index == 2)
+        #expect(delivered?.delivery.missed == 1)
+        #expect(NotificationCenter.typedMetrics.undecodable == before + 1)
+    }
+
+    @Test("an untyped post reaches name-only observers and payload-less typed observers, from untypedSender")
+    func untypedPostsReachPayloadless() async throws {
+        let center = NotificationCenter()
+        let typed = try center.deliveries(of: CacheCleared.self)
+        let named = try center.deliveries(named: CacheCleared.name)
+        let others = try center.deliveries(of: CacheCleared.self, from: .others)
+        center.post(name: Notification.Name(CacheCleared.name), object: self as AnyObject?)
+        center.post(CacheCleared())
+        center.post(name: Notification.Name(CacheCleared.name), object: nil)
+        var typedIterator = typed.makeAsyncIterator()
+        var namedIterator = named.makeAsyncIterator()
+        var othersIterator = others.makeAsyncIterator()
+        let untyped = NotificationCenter.untypedSender
+        for sender in [untyped, center.sender, untyped] {
+            #expect(await typedIterator.next()?.delivery.sender == sender)
+            #expect(await namedIterator.next()?.delivery.sender == sender)
+        }
+        // `.others` of this center: the two untyped posts, not its own typed one.
+        let first = await othersIterator.next()?.delivery
+        let second = await othersIterator.next()?.delivery
+        #expect(first?.sender == untyped)
+        #expect(second?.sender == untyped)
+        #expect(first?.sequence == 0)
+    }
+
+    @Test("an untyped poster that puts a value under the value key reaches typed observers")
+    func untypedPosterWithValue() async throws {
+        let center = NotificationCenter()
+        let sequence = try center.deliveries(of: Ping.self)
+        center.post(
+            name: Notification.Name(Ping.name), object: nil,
+            userInfo: [TypedNotificationUserInfoKey.value: Ping(index: 7)])
+        var iterator = sequence.makeAsyncIterator()
+        let delivered = await iterator.next()
+        #expect(delivered?.notification.index == 7)
+        #expect(delivered?.delivery.sender == NotificationCenter.untypedSender)
+        #expect(delivered?.delivery.missed == 0)
+    }
+
+    @Test("a plain Foundation observer reads a typed post's value and sender from userInfo")
+    func plainObserverReadsValue() throws {
+        let center = NotificationCenter()
+        let seen = Collector<(Ping?, Ping?, Note?, NotificationDelivery?)>()
+        let observer = center.addObserver(forName: Notification.Name(Ping.name), object: nil, queue: nil) { note in
+            seen.append(
+                (
+                    note.userInfo?[TypedNotificationUserInfoKey.value] as? Ping, note.typedValue(as: Ping.self),
+                    note.typedValue(as: Note.self), note.typedDelivery
+                ))
+        }
+        defer { center.removeObserver(observer) }
+        center.post(Ping(index: 3))
+        center.post(name: Notification.Name(Ping.name), object: nil)
+        #expect(seen.values.count == 2)
+        let typed = try #require(seen.values.first)
+        #expect(typed.0 == Ping(index: 3))
+        #expect(typed.1 == Ping(index: 3))
+        #expect(typed.2 == nil)
+        #expect(typed.3?.sender == center.sender)
+        #expect(typed.3?.sequence == 1)
+        let untyped = try #require(seen.values.last)
+        #expect(untyped.1 == nil)
+        #expect(untyped.3 == nil)
+    }
+
+    @Test("each NotificationCenter has its own sender identity, stable across calls")
+    func identityPerCenter() {
+        let one = NotificationCenter()
+        let two = NotificationCenter()
+        #expect(one.sender == one.sender)
+        #expect(one.sender != two.sender)
+        #expect(NotificationCenter.default.sender == NotificationCenter.default.sender)
+        #expect(NotificationCenter.default.sender != one.sender)
+        #expect(one.sender.endpoint == "foundation")
+    }
+
+    @Test("endpoints of one center tell their posts apart: .others skips its own and keeps the other's")
+    func endpointsAndOthers() async throws {
+        let center = NotificationCenter()
+        let downloads = try center.endpoint("downloads")
+        let settings = try center.endpoint("settings")
+        #expect(throws: TypedNotificationError.self) { try center.endpoint("bad label") }
+        let othersOfDownloads = try downloads.deliveries(of: Ping.self, from: .others)
+        downloads.post(Ping(index: 1))
+        settings.post(Ping(index: 2))
+        center.post(Ping(index: 3))
+        downloads.post(Ping(index: 4))
+        settings.post(Ping(index: 5))
+        var iterator = othersOfDownloads.makeAsyncIterator()
+        var seen: [(Int, String)] = []
+        for _ in 0..<3 {
+            guard let delivered = await iterator.next() else { break }
+            seen.append((delivered.notification.index, delivered.delivery.sender.endpoint))
+        }
+        #expect(seen.map(\.0) == [2, 3, 5])
+        #expect(seen.map(\.1) == ["settings", "foundation", "settings"])
+    }
+
+    @Test("name-only and per-name payload posts through NotificationCenter need no try")
+    func namedPostsThroughFoundation() async throws {
+        let center = NotificationCenter()
+        let scores = try center.notifications(of: Score.self, named: "test.foundation.score")
+        let bare = try center.deliveries(named: "test.foundation.bare")
+        center.post(Score(home: 1, away: 0), as: "test.foundation.score")
+        center.post(name: "test.foundation.bare")
+        var scoreIterator = scores.makeAsyncIterator()
+        #expect(await scoreIterator.next() == Score(home: 1, away: 0))
+        var bareIterator = bare.makeAsyncIterator()
+        #expect(await bareIterator.next()?.delivery.sender == center.sender)
     }
 
     @Test("untyped Foundation observers still see typed posts")
@@ -76,7 +191,7 @@ struct FoundationBridgeTests {
         let observer = center.addObserver(forName: Notification.Name(Note.name.rawValue), object: nil, queue: nil) {
             names.append($0.name.rawValue)
         }
-        try center.post(Note(text: "x"))
+        center.post(Note(text: "x"))
         #expect(names.values == ["test.note"])
         center.removeObserver(observer)
     }

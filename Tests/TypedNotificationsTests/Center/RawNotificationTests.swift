@@ -8,7 +8,7 @@ struct RawNotificationTests {
     func rawAndTypedMeet() async throws {
         let hub = try makeHub()
         let typed = try hub.notifications(of: Note.self)
-        let raw = try hub.deliveries(ofRaw: try NotificationName(validating: "test.note"))
+        let raw = try hub.deliveries(of: RawNotification.self, named: try NotificationName(validating: "test.note"))
         try hub.post(RawNotification(bytes: Array(#"{"text":"from the command line"}"#.utf8)), as: Note.name)
         try hub.post(Note(text: "typed"))
         var typedIterator = typed.makeAsyncIterator()
@@ -42,7 +42,7 @@ struct RawNotificationTests {
         let poster = try socketHub(directory, endpoint: "cli")
         let observer = try socketHub(directory, endpoint: "app")
         let name = try NotificationName(validating: "com.example.reload")
-        let raw = try observer.deliveries(ofRaw: name)
+        let raw = try observer.deliveries(of: RawNotification.self, named: name)
         try poster.post(RawNotification(bytes: Array("now".utf8)), as: name)
         var iterator = raw.makeAsyncIterator()
         let delivered = try #require(await iterator.next())

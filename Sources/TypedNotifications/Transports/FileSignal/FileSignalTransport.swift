@@ -913,10 +913,19 @@ final class LogReader {
 extension NotificationHub where Transport == FileSignalTransport {
     /// The newest notification of type `N` in the log, with its metadata,
     /// without observing; `nil` if there is none or it does not decode as `N`.
-    public func latest<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError) -> DeliveredNotification<
-        N
-    >? {
-        guard let message = try transport.latestMessage(of: N.name) else { return nil }
+    public func latest<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
+        -> DeliveredNotification<N>?
+    {
+        try latest(of: type, named: N.name)
+    }
+
+    /// The newest value posted under `name`, chosen at run time, decoded as
+    /// `type`, with its metadata, without observing; `nil` if there is none
+    /// or it does not decode as `type`.
+    public func latest<Payload: DarwinPayload>(of type: Payload.Type, named name: NotificationName)
+        throws(TypedNotificationError) -> DeliveredNotification<Payload>?
+    {
+        guard let message = try transport.latestMessage(of: name) else { return nil }
         return DeliveredNotification(decoding: message, missed: 0)
     }
 }
