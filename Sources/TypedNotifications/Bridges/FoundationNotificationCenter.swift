@@ -28,6 +28,10 @@ import Synchronization
 ///   every center does with a payload it cannot read. Such posts come from
 ///   ``NotificationCenter/untypedSender``.
 ///
+/// Names are only Foundation names here, so a name from an invalid literal
+/// (see ``NotificationName/validationError``) is posted and observed as it
+/// is: nothing refuses it before it reaches a cross-process center.
+///
 /// Typed observers get the same guarantees as on ``NotificationHub``: posts
 /// are queued in order, handlers run on an actor, and `token.cancel()` or
 /// `await token.cancelAndWait()` waits for a running handler. Each

@@ -113,7 +113,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     public func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName)
         throws(TypedNotificationError)
     {
-        try post(payload, named: name)
+        try post(payload, named: try name.validated())
     }
 
     private func post<N: DarwinPayload>(_ notification: N, named name: NotificationName)
@@ -355,6 +355,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> ObserverRecord<N> {
+        let name = try name.validated()
         let observation = ObserverRecord<N>(
             filter: senders,
             observer: sender,

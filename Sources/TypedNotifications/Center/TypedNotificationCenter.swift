@@ -102,7 +102,7 @@ extension TypedNotificationCenter {
     ///   ``TypedNotificationError/Code/undelivered`` means it was sent, and only
     ///   the endpoints the error names did not take it.
     public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
-        try post(notification, as: N.name)
+        try post(notification, as: try N.name.validated(declaredBy: N.self))
     }
 
     /// Posts `name` with no payload, as a Darwin notification does.
@@ -128,7 +128,9 @@ extension TypedNotificationCenter {
         bufferingPolicy: NotificationBufferingPolicy = .default,
         handler: @escaping @Sendable (N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        try addObserver(type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy, handler: handler)
+        try addObserver(
+            type, named: try N.name.validated(declaredBy: N.self), from: senders, bufferingPolicy: bufferingPolicy,
+            handler: handler)
     }
 
     /// Registers a handler that runs isolated to `actor`.
@@ -148,7 +150,8 @@ extension TypedNotificationCenter {
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
+            type, named: try N.name.validated(declaredBy: N.self), from: senders, bufferingPolicy: bufferingPolicy,
+            on: actor, handler: handler)
     }
 
     /// Registers a handler that runs on the main actor, for UI code.
@@ -162,7 +165,8 @@ extension TypedNotificationCenter {
         handler: @escaping @MainActor @Sendable (N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try addObserver(
-            type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy, on: placement, handler: handler)
+            type, named: try N.name.validated(declaredBy: N.self), from: senders, bufferingPolicy: bufferingPolicy,
+            on: placement, handler: handler)
     }
 
     /// Registers a handler of the values posted under `name`, chosen at run
@@ -253,7 +257,8 @@ extension TypedNotificationCenter {
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default
     ) throws(TypedNotificationError) -> DeliverySequence<N> {
-        try registerDeliveries(of: type, named: N.name, from: senders, bufferingPolicy: bufferingPolicy)
+        try registerDeliveries(
+            of: type, named: try N.name.validated(declaredBy: N.self), from: senders, bufferingPolicy: bufferingPolicy)
     }
 
     /// Registers an observer now and returns its notifications as an async sequence.

@@ -6,17 +6,31 @@
 /// `com.example.broadcast.started` fit.
 ///
 /// Names built from run-time text go through ``init(validating:)``, which throws
-/// ``TypedNotificationError/Code/invalidName``. A string literal is source
-/// code, not input: an invalid literal stops the program the first time the
-/// name is used, with a message that names the rule it broke.
+/// ``TypedNotificationError/Code/invalidName``. A string literal cannot be
+/// checked when it compiles, and is never a reason to stop the program:
+/// an invalid literal makes a name that every post, observer and `latest`
+/// refuses with ``TypedNotificationError/Code/invalidName``, quoting the
+/// literal, the rule it broke and, for a ``TypedNotification``'s ``TypedNotification/name``,
+/// the type that declared it. To find them all before anything runs, check
+/// a module's notification types in one test:
+///
+/// ```swift
+/// @Test func notificationNames() throws {
+///     try NotificationName.validate([ScoreChanged.self, CacheCleared.self, Reload.self])
+/// }
+/// ```
 public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConvertible,
     ExpressibleByStringLiteral
 {
     /// The longest valid name, in UTF-8 bytes.
     public static let maximumLength = 200
 
-    /// The validated text of the name.
+    /// The text of the name: valid unless it came from an invalid literal
+    /// (see ``validationError``).
     public let rawValue: String
+
+    /// Whether the text passed validation; only a literal can make it false.
+    let isValid: Bool
 
     /// Validates `rawValue` and creates a name from it.
     ///
@@ -30,25 +44,66 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
             )
         }
         self.rawValue = rawValue
+        self.isValid = true
     }
 
     /// Creates a name from a literal in source code.
     ///
-    /// An invalid literal is a programming error and stops the program, the way
-    /// an out-of-range array index does; use ``init(validating:)`` for run-time text.
+    /// An invalid literal does not stop the program: every use of the name
+    /// throws ``TypedNotificationError/Code/invalidName`` (see
+    /// ``validationError``). Use ``init(validating:)`` for run-time text.
     public init(stringLiteral value: String) {
-        if let problem = Self.problem(with: value.utf8, maximumLength: Self.maximumLength) {
-            preconditionFailure(
-                "invalid NotificationName literal \(TypedNotificationError.quote(value)): \(problem)"
-            )
-        }
         self.rawValue = value
+        self.isValid = Self.problem(with: value.utf8, maximumLength: Self.maximumLength) == nil
     }
 
     /// A name whose text has already passed ``problem(with:maximumLength:)``.
     init(checked rawValue: String) {
         self.rawValue = rawValue
+        self.isValid = true
     }
+
+    /// Why this name cannot be used, or `nil` when it can: only a name made
+    /// from an invalid literal has one.
+    public var validationError: TypedNotificationError? {
+        validationError(declaredBy: nil)
+    }
+
+    /// The name, or why it cannot be used, naming `type` as where it was declared.
+    func validated(declaredBy type: Any.Type? = nil) throws(TypedNotificationError) -> Self {
+        if isValid { return self }
+        throw validationError(declaredBy: type) ?? TypedNotificationError(code: .invalidName, message: rawValue)
+    }
+
+    private func validationError(declaredBy type: Any.Type?) -> TypedNotificationError? {
+        guard !isValid, let problem = Self.problem(with: rawValue.utf8, maximumLength: Self.maximumLength)
+        else { return nil }
+        let origin = type.map { "\(String(reflecting: $0)).name, the literal " } ?? "the literal "
+        return TypedNotificationError(
+            code: .invalidName,
+            message:
+                "\(origin)\(TypedNotificationError.quote(rawValue)), is not a valid notification name: it \(problem)"
+        )
+    }
+
+    /// Checks the names of `types`, typically every notification type of a
+    /// module, in one call for one test.
+    ///
+    /// - Throws: ``TypedNotificationError`` with code
+    ///   ``TypedNotificationError/Code/invalidName`` whose message lists every
+    ///   invalid name with the type that declared it, separated by `; `.
+    public static func validate(_ types: [any TypedNotification.Type]) throws(TypedNotificationError) {
+        let problems = types.compactMap { type in type.name.validationError(declaredBy: type)?.message }
+        guard problems.isEmpty else {
+            throw TypedNotificationError(code: .invalidName, message: problems.joined(separator: "; "))
+        }
+    }
+
+    /// Names with the same text are the same name.
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+
+    /// Hashes the text.
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 
     /// The name's text.
     public var description: String { rawValue }

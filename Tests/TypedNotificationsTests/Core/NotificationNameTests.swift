@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TypedNotifications
 
@@ -79,4 +80,63 @@ struct NotificationNameTests {
         #expect(Ping.name == (try NotificationName(validating: "test.ping")))
         #expect(Ping.name.description == "test.ping")
     }
+
+    @Test("an invalid literal traps nowhere: every use throws invalidName quoting the literal and the declaring type")
+    func invalidLiteralNamesItsDeclaration() async throws {
+        #expect(TypoNotification.name.validationError?.code == .invalidName)
+        #expect(Ping.name.validationError == nil)
+        let hub = try makeHub()
+        let uses: [(String, () throws -> Void)] = [
+            ("post", { try hub.post(TypoNotification()) }),
+            ("addObserver", { _ = try hub.addObserver(TypoNotification.self) { _, _ in } }),
+            ("deliveries", { _ = try hub.deliveries(of: TypoNotification.self) }),
+            ("notifications", { _ = try hub.notifications(of: TypoNotification.self) }),
+        ]
+        for (use, call) in uses {
+            do {
+                try call()
+                Issue.record("\(use) of an invalid name did not throw")
+            } catch let error as TypedNotificationError {
+                #expect(error.code == .invalidName, "\(use)")
+                #expect(error.message.contains("TypoNotification.name"), "\(use): \(error.message)")
+                #expect(error.message.contains(#""com.example:changed""#), "\(use): \(error.message)")
+                #expect(error.message.contains("outside A-Z"), "\(use): \(error.message)")
+            }
+        }
+        #expect(hub.metrics.posted == 0)
+        // A literal given per call: the error quotes it.
+        #expect {
+            try hub.post(name: "two words")
+        } throws: { error in
+            (error as? TypedNotificationError)?.message.contains(#"the literal "two words""#) == true
+        }
+        #expect(throws: TypedNotificationError.self) { _ = try hub.deliveries(named: "../up") }
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let file = try fileHub(directory)
+        #expect(throws: TypedNotificationError.self) { _ = try file.latest(of: TypoNotification.self) }
+        let entries = try FileManager.default.contentsOfDirectory(atPath: directory)
+        #expect(!entries.contains { $0.contains(":") })
+    }
+
+    @Test("one call checks a module's notification types and lists every invalid name")
+    func validateAll() throws {
+        try NotificationName.validate([Ping.self, Note.self, CacheCleared.self])
+        #expect {
+            try NotificationName.validate([Ping.self, TypoNotification.self, Note.self, DotDotNotification.self])
+        } throws: { error in
+            guard let error = error as? TypedNotificationError else { return false }
+            return error.code == .invalidName && error.message.contains("TypoNotification.name")
+                && error.message.contains("DotDotNotification.name") && !error.message.contains("Ping")
+        }
+    }
+}
+
+/// A notification whose name literal has a typo (`:` for `.`).
+struct TypoNotification: PayloadlessNotification {
+    static let name: NotificationName = "com.example:changed"
+}
+
+struct DotDotNotification: PayloadlessNotification {
+    static let name: NotificationName = "com..example"
 }

@@ -916,7 +916,7 @@ extension NotificationHub where Transport == FileSignalTransport {
     public func latest<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
         -> DeliveredNotification<N>?
     {
-        try latest(of: type, named: N.name)
+        try latest(of: type, named: try N.name.validated(declaredBy: N.self))
     }
 
     /// The newest value posted under `name`, chosen at run time, decoded as
@@ -925,7 +925,7 @@ extension NotificationHub where Transport == FileSignalTransport {
     public func latest<Payload: DarwinPayload>(of type: Payload.Type, named name: NotificationName)
         throws(TypedNotificationError) -> DeliveredNotification<Payload>?
     {
-        guard let message = try transport.latestMessage(of: name) else { return nil }
+        guard let message = try transport.latestMessage(of: try name.validated()) else { return nil }
         return DeliveredNotification(decoding: message, missed: 0)
     }
 }
