@@ -1,6 +1,6 @@
 import Foundation
 import NotificationPlatform
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 // The distinct-senders memory run, in a process of its own:
 //

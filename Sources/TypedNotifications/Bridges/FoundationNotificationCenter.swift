@@ -114,7 +114,7 @@ extension NotificationCenter: TypedNotificationCenter {
 /// A Foundation `NotificationCenter` with a sender identity of its own: one
 /// part of a program posting and observing through a shared center.
 ///
-/// Made by ``NotificationCenter/endpoint(_:)``. Posts and observers are those
+/// Made by `NotificationCenter.endpoint(_:)`. Posts and observers are those
 /// of the center; only the identity differs, so `.others` skips this
 /// endpoint's own posts and keeps everyone else's.
 public struct NotificationCenterEndpoint: TypedNotificationCenter {

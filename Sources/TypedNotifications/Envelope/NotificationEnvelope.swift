@@ -5,11 +5,11 @@
 /// never copied out: observers decode it in place.
 public struct EncodedNotification: Sendable {
     /// The buffer that holds the envelope.
-    public let storage: [UInt8]
+    package let storage: [UInt8]
     /// Where the whole envelope lies in ``storage``.
-    public let envelopeRange: Range<Int>
+    package let envelopeRange: Range<Int>
     /// Where the payload lies in ``storage``.
-    public let payloadRange: Range<Int>
+    package let payloadRange: Range<Int>
 
     /// The envelope's bytes, ready to send or append to a log.
     public var envelope: ArraySlice<UInt8> { storage[envelopeRange] }
@@ -54,7 +54,7 @@ public struct EncodedNotification: Sendable {
 /// Decoding is total: for any bytes it returns a message or throws a
 /// ``TypedNotificationError``, and it checks every length against its limit
 /// before using it.
-public enum NotificationEnvelope {
+@_spi(TransportAuthoring) public enum NotificationEnvelope {
     /// The first four bytes of every envelope: ASCII `TNOT`.
     public static let magic: [UInt8] = [0x54, 0x4E, 0x4F, 0x54]
     /// The format version this code writes and reads.
@@ -210,7 +210,7 @@ private struct Header {
 ///
 /// Keep one per receiving thread or loop. The caches are bounded, so hostile
 /// input cannot make them grow without limit.
-public struct EnvelopeDecoder: Sendable {
+@_spi(TransportAuthoring) public struct EnvelopeDecoder: Sendable {
     /// The largest payload this decoder accepts.
     public let maximumPayloadSize: Int
     private var names: [UInt64: NotificationName] = [:]

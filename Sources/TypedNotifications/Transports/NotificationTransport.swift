@@ -114,9 +114,9 @@ public struct TransportBatchResult: Sendable {
 public enum TransportPayloadForm: Sendable {
     /// Values are handed over as they are, never encoded.
     case value
-    /// The center sends each notification as a complete ``NotificationEnvelope``
+    /// The center sends each notification as a complete `NotificationEnvelope`
     /// (``TransportPayload/encoded(_:)``), ready to write as it is; the transport
-    /// decodes what it receives with an ``EnvelopeDecoder``.
+    /// decodes what it receives with an `EnvelopeDecoder` (`@_spi(TransportAuthoring)`).
     case encoded
 }
 

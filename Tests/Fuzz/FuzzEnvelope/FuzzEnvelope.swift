@@ -1,5 +1,5 @@
 import Foundation
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// A Codable payload for the JSON path.
 struct Probe: Codable, DarwinPayload {

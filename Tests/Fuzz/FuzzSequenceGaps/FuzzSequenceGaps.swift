@@ -1,6 +1,6 @@
 import Dispatch
 import Synchronization
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,5 @@
 import Testing
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// A transport that carries envelopes within one process and can be told to
 /// lose messages, to test what a hub does for cross-process transports:

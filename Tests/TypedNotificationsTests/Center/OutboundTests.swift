@@ -3,7 +3,7 @@ import NotificationPlatform
 import Synchronization
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 
 /// An envelope transport whose sends can be held at a gate, that records
 /// every send call as it came, and can be told to fail one message of a

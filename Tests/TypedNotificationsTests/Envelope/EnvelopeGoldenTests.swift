@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// One committed vector: inputs and the exact envelope bytes, written by
 /// `Golden/generate.py`, an implementation of the format independent of this one.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 
 /// Builders for envelopes, valid and deliberately broken.
 enum Envelopes {

@@ -1,5 +1,5 @@
 import Synchronization
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc

@@ -1,34 +1,34 @@
 import NotificationPlatform
 
 /// One name's log in a file-plus-signal directory.
-public struct FileLogSummary: Sendable, Hashable {
+package struct FileLogSummary: Sendable, Hashable {
     /// The name.
-    public var name: NotificationName
+    package var name: NotificationName
     /// Segments on disk.
-    public var segments: Int
+    package var segments: Int
     /// Bytes on disk.
-    public var bytes: Int
+    package var bytes: Int
     /// Every durable cursor of this name and how far behind the end it is.
-    public var cursors: [FileCursorSummary]
+    package var cursors: [FileCursorSummary]
 }
 
 /// A durable reader's position in one log.
-public struct FileCursorSummary: Sendable, Hashable {
+package struct FileCursorSummary: Sendable, Hashable {
     /// The durable identity.
-    public var identity: String
+    package var identity: String
     /// Bytes of the log it has not yet handled.
-    public var bytesBehind: Int
+    package var bytesBehind: Int
     /// Why its cursor file cannot be used, or `nil`: not a regular file of
     /// this user (a FIFO, a link), too open a mode, or not a cursor at all.
     /// Its next run starts at the oldest record the log still has, every one
     /// marked as a redelivery.
-    public var problem: String?
+    package var problem: String?
 }
 
 extension FileSignalTransport {
     /// Every log in the directory; for tools such as `tnotify ls`. Never
     /// blocks on a file someone planted there.
-    public static func logs(
+    package static func logs(
         in directory: String = defaultDirectory, sharing: DirectorySharing = .ownerOnly
     ) -> [FileLogSummary] {
         guard case .success(let names) = SystemCalls.directoryEntries(FileLog.logsDirectory(directory)) else {
@@ -73,7 +73,7 @@ extension FileSignalTransport {
 
     /// Applies `configuration`'s retention policy to every log now; returns how
     /// many segments were deleted.
-    public static func applyRetention(
+    package static func applyRetention(
         in directory: String = defaultDirectory,
         configuration: FileSignalConfiguration = FileSignalConfiguration()
     ) -> Int {

@@ -7,7 +7,7 @@ import NotificationPlatform
 ///     DIR/logs/NAME/00000000000000000001.log segments, envelopes back to back, 0600
 ///     DIR/cursors/IDENTITY/NAME              a durable reader's position: "segment offset"
 ///
-/// The log is the truth. Every record is a ``NotificationEnvelope``, whose
+/// The log is the truth. Every record is a `NotificationEnvelope`, whose
 /// length fields and CRC-32C let a reader tell a complete record from a torn
 /// or corrupt one; the wake-up signal carries nothing.
 enum FileLog {

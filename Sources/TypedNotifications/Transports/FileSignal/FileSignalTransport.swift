@@ -148,7 +148,7 @@ final class FileSignalCounters: Sendable {
 ///   past the end) is reported in ``FileSignalStatistics/invalidCursors`` and
 ///   ``cursorProblem(for:)``, and reading starts at the oldest record the log
 ///   still has, each marked as a redelivery.
-/// - ``latestMessage(of:)`` reads the newest notification without observing.
+/// - `NotificationHub.latest(of:)` reads the newest notification without observing.
 /// - Segments roll by size and are deleted by ``FileRetentionPolicy`` once every
 ///   durable cursor is past them, so disk use stays bounded.
 public final class FileSignalTransport: NotificationTransport {
@@ -467,7 +467,7 @@ public final class FileSignalTransport: NotificationTransport {
     }
 
     /// The newest notification in `name`'s log, without observing it.
-    public func latestMessage(of name: NotificationName) throws(TypedNotificationError) -> TransportMessage? {
+    package func latestMessage(of name: NotificationName) throws(TypedNotificationError) -> TransportMessage? {
         var decoder = EnvelopeDecoder()
         for number in FileLog.segments(directory, name).reversed() {
             guard let bytes = wholeSegment(number, of: name) else { continue }

@@ -1,41 +1,41 @@
 import NotificationPlatform
 
 /// One endpoint registered for a name in a socket transport's directory.
-public struct SocketRegistration: Sendable, Hashable {
+package struct SocketRegistration: Sendable, Hashable {
     /// The name it observes.
-    public var name: NotificationName
+    package var name: NotificationName
     /// The registering center's endpoint label, as written in the entry.
-    public var endpoint: String
+    package var endpoint: String
     /// The registering process's id, as written in the entry.
-    public var processID: Int32
+    package var processID: Int32
     /// Whether its socket still accepts connections: `false` for a process
     /// that died without unregistering.
-    public var isAlive: Bool
+    package var isAlive: Bool
     /// The transport's random identifier, which names its socket and entry.
-    public var identifier: String
+    package var identifier: String
 }
 
 /// One socket in a socket transport's directory, registered or not.
-public struct SocketEndpoint: Sendable, Hashable {
+package struct SocketEndpoint: Sendable, Hashable {
     /// The transport's random identifier, which names its socket.
-    public var identifier: String
+    package var identifier: String
     /// Whether a process is still bound to it; `false` for one that ended
     /// without closing (SIGTERM, SIGKILL, a crash).
-    public var isAlive: Bool
+    package var isAlive: Bool
     /// The names it is registered for.
-    public var names: [NotificationName]
+    package var names: [NotificationName]
     /// The registering process's id and endpoint label, from its registry
     /// entries; `nil` for a socket with none (a poster that never observed).
-    public var processID: Int32?
+    package var processID: Int32?
     /// See ``processID``.
-    public var endpoint: String?
+    package var endpoint: String?
     /// Bytes waiting for it in its spool, unread.
-    public var spooledBytes: Int
+    package var spooledBytes: Int
 }
 
 extension SocketTransport {
     /// Every registration in the directory, by name; for tools such as `tnotify ls`.
-    public static func registrations(in directory: String = defaultDirectory) -> [SocketRegistration] {
+    package static func registrations(in directory: String = defaultDirectory) -> [SocketRegistration] {
         guard case .success(let names) = SystemCalls.directoryEntries(SocketRegistry.namesDirectory(directory)) else {
             return []
         }
@@ -61,7 +61,7 @@ extension SocketTransport {
 
     /// Every socket file in the directory's `sockets` folder, registered or
     /// not, with what the registry and the spool say about it; for `tnotify ls`.
-    public static func endpoints(in directory: String = defaultDirectory) -> [SocketEndpoint] {
+    package static func endpoints(in directory: String = defaultDirectory) -> [SocketEndpoint] {
         let registrations = registrations(in: directory)
         guard case .success(let files) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
             return []
@@ -89,7 +89,7 @@ extension SocketTransport {
     /// entries, socket files (also of processes that never registered, such
     /// as posters ended by SIGTERM) and spools. Returns how many endpoints
     /// were removed.
-    public static func reapDeadEndpoints(in directory: String = defaultDirectory) -> Int {
+    package static func reapDeadEndpoints(in directory: String = defaultDirectory) -> Int {
         let directory = SharedDirectory.absolute(directory)
         var dead = Set<String>()
         for registration in registrations(in: directory) where !registration.isAlive {

@@ -87,7 +87,7 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     /// dead endpoint.
     public var failedSends: Int
     /// The `errno` of the last such failure, or 0.
-    public var lastSendError: Int32
+    package var lastSendError: Int32
     /// Times a name's registry directory was read. Posting reads it once per
     /// name and again only after it changed, never once per post.
     public var registryScans: Int
@@ -153,7 +153,7 @@ public final class SocketTransport: NotificationTransport {
     private let watchedFiles: [RecordedPath]
 
     /// This transport's socket, in the directory's `sockets` folder.
-    public let socketPath: String
+    package let socketPath: String
 
     private let identifier: String
     private let spoolDirectory: String
@@ -476,7 +476,7 @@ public final class SocketTransport: NotificationTransport {
     /// The endpoints that have not yet read everything this transport posted
     /// to them (on their socket or in their spool), named as
     /// ``TypedNotificationError/undeliveredEndpoints`` are.
-    public var endpointsWithUnreadPosts: [String] {
+    package var endpointsWithUnreadPosts: [String] {
         unreadPeers().sorted().map { endpointLabel($0, of: nil) }
     }
 

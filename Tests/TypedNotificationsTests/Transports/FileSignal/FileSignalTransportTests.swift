@@ -2,7 +2,7 @@ import Foundation
 import NotificationPlatform
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 
 /// A log in memory that answers the state machine's actions as the file
 /// system would: segments by number, files removed from the directory but
