@@ -476,7 +476,7 @@ public final class SocketTransport: NotificationTransport {
     /// The endpoints that have not yet read everything this transport posted
     /// to them (on their socket or in their spool), named as
     /// ``TypedNotificationError/undeliveredEndpoints`` are.
-    package var endpointsWithUnreadPosts: [String] {
+    public var endpointsWithUnreadPosts: [String] {
         unreadPeers().sorted().map { endpointLabel($0, of: nil) }
     }
 
