@@ -251,6 +251,44 @@ extension TypedNotificationCenter {
         }
     }
 
+    /// Registers a handler of every post under `name`, whatever its payload;
+    /// it runs isolated to `actor`, which the center holds weakly while it
+    /// waits (see ``addObserver(_:from:bufferingPolicy:on:handler:)-(_,_,_,A,_)``).
+    ///
+    /// - Returns: A token; the observer lives until it is cancelled or released.
+    public func addObserver<A: Actor>(
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default,
+        on actor: A,
+        handler: @escaping @Sendable (isolated A, NotificationDelivery) -> Void
+    ) throws(TypedNotificationError) -> ObservationToken {
+        try registerObserver(
+            RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: actor
+        ) { actor, _, delivery in
+            handler(actor, delivery)
+        }
+    }
+
+    /// Registers a handler of every post under `name`, whatever its payload;
+    /// it runs on the main actor, for UI code.
+    ///
+    /// - Returns: A token; the observer lives until it is cancelled or released.
+    public func addObserver(
+        named name: NotificationName,
+        from senders: SenderFilter = .any,
+        bufferingPolicy: NotificationBufferingPolicy = .default,
+        on placement: MainActorPlacement,
+        handler: @escaping @MainActor @Sendable (NotificationDelivery) -> Void
+    ) throws(TypedNotificationError) -> ObservationToken {
+        try registerObserver(
+            RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: MainActor.shared
+        ) { _, _, delivery in
+            // The loop runs isolated to MainActor.shared, which is the main actor.
+            MainActor.assumeIsolated { handler(delivery) }
+        }
+    }
+
     /// Registers an observer now and returns its deliveries as an async sequence.
     public func deliveries<N: TypedNotification>(
         of type: N.Type,

@@ -116,6 +116,30 @@ struct NamedNotificationTests {
         #expect(hub.metrics.undecodable == 0)
     }
 
+    @Test("name-only handlers run isolated to a given actor, or on the main actor")
+    func nameOnlyPlacements() async throws {
+        let hub = try makeHub()
+        let counter = NameCounter()
+        let onMain = Collector<UInt64>()
+        let onActor = Collector<Int>()
+        let actorToken = try hub.addObserver(named: "test.placed", on: counter) { counter, delivery in
+            counter.count(delivery.sequence)
+            onActor.append(1)
+        }
+        let mainToken = try hub.addObserver(named: "test.placed", on: .main) { delivery in
+            MainActor.preconditionIsolated()
+            onMain.append(delivery.sequence)
+        }
+        try hub.post(name: "test.placed")
+        try hub.post(name: "test.placed")
+        await onMain.wait(forCount: 2)
+        await onActor.wait(forCount: 2)
+        await actorToken.cancelAndWait()
+        await mainToken.cancelAndWait()
+        #expect(await counter.sequences == [1, 2])
+        #expect(onMain.values == [1, 2])
+    }
+
     @Test("one payload type under names chosen per instance: each observer gets only its name, typed, in order")
     func payloadPerInstanceName() async throws {
         let hub = try makeHub()
@@ -180,5 +204,13 @@ struct NamedNotificationTests {
         let hub = try makeHub()
         try hub.post(name: name)
         #expect(hub.metrics.posted == 1)
+    }
+}
+
+actor NameCounter {
+    private(set) var sequences: [UInt64] = []
+
+    func count(_ sequence: UInt64) {
+        sequences.append(sequence)
     }
 }
