@@ -19,6 +19,13 @@ let package = Package(
             dependencies: ["NotificationPlatform"],
             path: "Sources/TypedNotifications"
         ),
+        // The Redis Streams transport (in progress: only the RESP codec so far, so no
+        // product yet).
+        .target(
+            name: "TypedNotificationsRedis",
+            dependencies: ["TypedNotifications", "NotificationPlatform"],
+            path: "Sources/TypedNotificationsRedis"
+        ),
         .executableTarget(
             name: "tnotify",
             dependencies: ["TypedNotifications", "CTypedNotifications"],
@@ -40,7 +47,8 @@ let package = Package(
         .testTarget(
             name: "TypedNotificationsTests",
             dependencies: [
-                "TypedNotifications", "NotificationPlatform", "CTypedNotifications", "tnotify-test-helper", "tnotify",
+                "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
+                "tnotify-test-helper", "tnotify",
             ],
             path: "Tests/TypedNotificationsTests",
             // Read at run time through #filePath; generate.py wrote them.
