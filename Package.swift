@@ -7,6 +7,8 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "TypedNotifications", targets: ["TypedNotifications"]),
+        // Across hosts, through a Redis (or Valkey) server; still no package dependencies.
+        .library(name: "TypedNotificationsRedis", targets: ["TypedNotificationsRedis"]),
         .executable(name: "tnotify", targets: ["tnotify"]),
     ],
     targets: [
@@ -19,8 +21,7 @@ let package = Package(
             dependencies: ["NotificationPlatform"],
             path: "Sources/TypedNotifications"
         ),
-        // The Redis Streams transport (in progress: only the RESP codec so far, so no
-        // product yet).
+        // The Redis Streams transport: RESP over the platform layer's TCP and Unix sockets.
         .target(
             name: "TypedNotificationsRedis",
             dependencies: ["TypedNotifications", "NotificationPlatform"],

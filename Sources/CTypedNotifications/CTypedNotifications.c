@@ -11,6 +11,10 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <unistd.h>
 
 size_t ctn_max_socket_path_length(void) {
@@ -151,6 +155,110 @@ ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credential
     }
 #endif
     return received;
+}
+
+// A non-blocking, close-on-exec socket; on Apple platforms also without SIGPIPE.
+static int stream_socket(int family) {
+#ifdef __linux__
+    return socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+#else
+    int fd = socket(family, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    int on = 1;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || fcntl(fd, F_SETFL, O_NONBLOCK) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &on, sizeof(on)) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+#endif
+}
+
+// Connects `fd` to `address`, waiting at most `timeout_ms`; closes it on failure.
+static int finish_connect(int fd, const struct sockaddr *address, socklen_t length, int timeout_ms) {
+    int result;
+    do {
+        result = connect(fd, address, length);
+    } while (result != 0 && errno == EINTR);
+    if (result != 0 && errno == EINPROGRESS) {
+        struct pollfd polled = {.fd = fd, .events = POLLOUT, .revents = 0};
+        int ready;
+        do {
+            ready = poll(&polled, 1, timeout_ms);
+        } while (ready < 0 && errno == EINTR);
+        if (ready == 0) {
+            errno = ETIMEDOUT;
+        } else if (ready > 0) {
+            int failure = 0;
+            socklen_t size = sizeof(failure);
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &failure, &size) == 0) {
+                errno = failure;
+                result = failure == 0 ? 0 : -1;
+            }
+        }
+    }
+    if (result != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int ctn_connect_stream(const char *host, const char *port, int timeout_ms, int *resolve_error) {
+    *resolve_error = 0;
+    if (port == NULL) {
+        struct sockaddr_un address;
+        socklen_t length;
+        if (make_address(&address, host, &length) != 0) return -1;
+        int fd = stream_socket(AF_UNIX);
+        if (fd < 0) return -1;
+        return finish_connect(fd, (struct sockaddr *)&address, length, timeout_ms);
+    }
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    struct addrinfo *found = NULL;
+    int code = getaddrinfo(host, port, &hints, &found);
+    if (code != 0) {
+        *resolve_error = code;
+        return -2;
+    }
+    int last_error = ECONNREFUSED;
+    for (struct addrinfo *candidate = found; candidate != NULL; candidate = candidate->ai_next) {
+        int fd = stream_socket(candidate->ai_family);
+        if (fd < 0) {
+            last_error = errno;
+            continue;
+        }
+        fd = finish_connect(fd, candidate->ai_addr, candidate->ai_addrlen, timeout_ms);
+        if (fd < 0) {
+            last_error = errno;
+            continue;
+        }
+        int on = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+        freeaddrinfo(found);
+        return fd;
+    }
+    freeaddrinfo(found);
+    errno = last_error;
+    return -1;
+}
+
+const char *ctn_resolve_error_text(int code) { return gai_strerror(code); }
+
+ssize_t ctn_send_stream(int fd, const void *bytes, size_t length) {
+#ifdef __linux__
+    return send(fd, bytes, length, MSG_DONTWAIT | MSG_NOSIGNAL);
+#else
+    return send(fd, bytes, length, 0);
+#endif
 }
 
 int ctn_pipe_cloexec(int descriptors[2]) {

@@ -39,6 +39,8 @@ package struct Errno: RawRepresentable, Error, Hashable, CustomStringConvertible
     package static let invalidArgument = Errno(rawValue: EINVAL)
     package static let notConnected = Errno(rawValue: ENOTCONN)
     package static let connectionReset = Errno(rawValue: ECONNRESET)
+    package static let timedOut = Errno(rawValue: ETIMEDOUT)
+    package static let brokenPipe = Errno(rawValue: EPIPE)
 
     /// The C library's text for the error, and its number.
     package var description: String {

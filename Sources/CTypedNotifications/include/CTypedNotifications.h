@@ -53,6 +53,21 @@ int ctn_credentials_supported(void);
 /// `*truncated` to 1 when the datagram was longer than `length`.
 ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credentials *credentials, int *truncated);
 
+/// Connects a non-blocking, close-on-exec stream socket: to `host`:`port`
+/// over TCP (with TCP_NODELAY, trying each address the name resolves to),
+/// or, when `port` is NULL, to the Unix socket path `host`. Waits at most
+/// `timeout_ms` milliseconds for each attempt. Returns the descriptor; -1
+/// with errno (ETIMEDOUT when the wait ran out); or -2 when `host` did not
+/// resolve, with `*resolve_error` set to getaddrinfo's code.
+int ctn_connect_stream(const char *host, const char *port, int timeout_ms, int *resolve_error);
+
+/// getaddrinfo's text for one of its error codes.
+const char *ctn_resolve_error_text(int code);
+
+/// Sends bytes on a connected stream socket without blocking and without
+/// raising SIGPIPE.
+ssize_t ctn_send_stream(int fd, const void *bytes, size_t length);
+
 /// Creates a pipe whose ends are close-on-exec from the start (pipe2 on
 /// Linux), so a process spawned meanwhile by another thread cannot inherit them.
 int ctn_pipe_cloexec(int descriptors[2]);

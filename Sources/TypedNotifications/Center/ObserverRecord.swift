@@ -269,7 +269,7 @@ struct ObservationCursor<N: DarwinPayload> {
 extension DeliveredNotification {
     /// `message` as a `Notification` with its metadata, or `nil` when its
     /// payload does not decode as one.
-    init?(decoding message: TransportMessage, missed: Int) {
+    package init?(decoding message: TransportMessage, missed: Int) {
         guard let value = Notification.decoded(from: message.payload) else { return nil }
         self.init(
             notification: value,

@@ -70,7 +70,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     }
 
     /// The name, or why it cannot be used, naming `type` as where it was declared.
-    func validated(declaredBy type: Any.Type? = nil) throws(TypedNotificationError) -> Self {
+    package func validated(declaredBy type: Any.Type? = nil) throws(TypedNotificationError) -> Self {
         if isValid { return self }
         throw validationError(declaredBy: type) ?? TypedNotificationError(code: .invalidName, message: rawValue)
     }
@@ -116,7 +116,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     /// Shared with endpoint labels, which follow the same rules with a shorter
     /// limit, and with the envelope decoder, which checks bytes before it makes
     /// a string of them.
-    static func problem(with text: some Sequence<UInt8>, maximumLength: Int) -> String? {
+    package static func problem(with text: some Sequence<UInt8>, maximumLength: Int) -> String? {
         var count = 0
         var previous: UInt8 = 0
         for byte in text {

@@ -29,6 +29,8 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
             case permissionDenied
             case storageFull
             case undelivered
+            case unreachable
+            case authenticationFailed
         }
 
         private let base: Base
@@ -81,6 +83,14 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         /// missed. Unlike every other error from a post, the notification was
         /// sent: everyone else has it.
         public static let undelivered = Code(.undelivered)
+        /// A transport's server could not be reached, or the connection to it
+        /// broke before it answered: what was being sent may or may not have
+        /// arrived (the message says which is known). The transport
+        /// reconnects on its own; retry later.
+        public static let unreachable = Code(.unreachable)
+        /// A server refused the credentials a transport gave it (a wrong
+        /// password or user, or a user without the needed permissions).
+        public static let authenticationFailed = Code(.authenticationFailed)
 
         /// The code's name, for example `invalidName`.
         public var description: String { base.rawValue }
@@ -116,7 +126,7 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
 extension TypedNotificationError {
     /// Renders untrusted text for an error message: quoted, escaped and cut
     /// short, so hostile input cannot flood a log or forge a line.
-    static func quote(_ text: String, limit: Int = 64) -> String {
+    package static func quote(_ text: String, limit: Int = 64) -> String {
         let shown = text.unicodeScalars.prefix(limit)
         var result = "\""
         for scalar in shown {

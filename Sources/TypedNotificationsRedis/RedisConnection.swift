@@ -1,0 +1,228 @@
+import NotificationPlatform
+import TypedNotifications
+
+/// One connection to a Redis server, logged in and with its database
+/// selected: commands go out pipelined, replies come back in order.
+///
+/// Not for two threads at a time: whoever holds it has it to itself (the
+/// transport's pool hands each out to one sender, and each reader lives on
+/// the event loop). A broken connection stays broken: every later call
+/// throws, and its owner makes a new one.
+package final class RedisConnection: @unchecked Sendable {
+    // Sendable: moved between threads only through a lock (the pool) or a
+    // job queued on the event loop, never used by two at a time (above);
+    // `descriptor` is a `let` whose raw value others may read.
+    package let options: RedisConnectionOptions
+    private let socket: FileDescriptor
+    private var input: [UInt8] = []
+    private var consumed = 0
+    private var outgoing: [UInt8] = []
+    package private(set) var isBroken = false
+    private let limits = RESPLimits()
+
+    /// The socket, for an event loop to watch.
+    package var descriptor: CInt { socket.rawValue }
+
+    private init(options: RedisConnectionOptions, socket: consuming FileDescriptor) {
+        self.options = options
+        self.socket = socket
+        input.reserveCapacity(16 * 1024)
+    }
+
+    /// Connects, logs in and selects the database, within the options' timeouts.
+    ///
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
+    ///   cannot be reached, ``TypedNotifications/TypedNotificationError/Code/authenticationFailed``
+    ///   when it refuses the credentials.
+    package static func connect(
+        _ options: RedisConnectionOptions, clientName: String? = nil
+    ) throws(TypedNotificationError) -> RedisConnection {
+        let address: StreamAddress =
+            options.isUnixSocket ? .unix(path: options.host) : .tcp(host: options.host, port: options.port)
+        let socket: FileDescriptor
+        switch SystemCalls.connectStream(
+            to: address, timeoutMilliseconds: options.connectTimeout.clampedMilliseconds)
+        {
+        case .success(let connected):
+            socket = connected
+        case .failure(let failure):
+            throw TypedNotificationError(
+                code: .unreachable, message: "could not connect to Redis at \(options.redactedDescription): \(failure)",
+                cause: failure)
+        }
+        let connection = RedisConnection(options: options, socket: socket)
+        var handshake: [[[UInt8]]] = []
+        if let password = options.password {
+            handshake.append(
+                [Array("AUTH".utf8)] + (options.username.map { [Array($0.utf8)] } ?? []) + [Array(password.utf8)])
+        }
+        if options.database != 0 { handshake.append([Array("SELECT".utf8), Array(String(options.database).utf8)]) }
+        if let clientName { handshake.append([Array("CLIENT".utf8), Array("SETNAME".utf8), Array(clientName.utf8)]) }
+        guard !handshake.isEmpty else { return connection }
+        let replies = try connection.pipeline(handshake)
+        for (command, reply) in zip(handshake, replies) {
+            guard case .error(let text) = reply else { continue }
+            let verb = String(decoding: command[0], as: UTF8.self)
+            if verb == "AUTH" || text.hasPrefix("NOAUTH") || text.hasPrefix("WRONGPASS") || text.hasPrefix("NOPERM") {
+                throw TypedNotificationError(
+                    code: .authenticationFailed,
+                    message: "Redis at \(options.redactedDescription) refused the login: \(text)")
+            }
+            throw TypedNotificationError(
+                code: .invalidConfiguration,
+                message: "Redis at \(options.redactedDescription) refused \(verb): \(text)")
+        }
+        return connection
+    }
+
+    /// Sends one command and waits for its reply (an error reply is returned, not thrown).
+    package func call(_ arguments: [[UInt8]]) throws(TypedNotificationError) -> RESPValue {
+        let replies = try pipeline([arguments])
+        return replies[0]
+    }
+
+    /// Sends one command given as text and waits for its reply.
+    package func call(_ arguments: String...) throws(TypedNotificationError) -> RESPValue {
+        try call(arguments.map { Array($0.utf8) })
+    }
+
+    /// Sends `commands` in one write and waits for all their replies, in order.
+    ///
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the
+    ///   connection broke or the server took longer than the command
+    ///   timeout; the message says how many replies had arrived.
+    package func pipeline(_ commands: [[[UInt8]]]) throws(TypedNotificationError) -> [RESPValue] {
+        try write(commands)
+        var replies: [RESPValue] = []
+        replies.reserveCapacity(commands.count)
+        let deadline = SystemClock.monotonicNanoseconds() &+ options.commandTimeout.clampedNanoseconds
+        while replies.count < commands.count {
+            if let reply = try nextReply() {
+                replies.append(reply)
+                continue
+            }
+            let now = SystemClock.monotonicNanoseconds()
+            guard now < deadline else {
+                throw broken(
+                    "Redis at \(options.redactedDescription) did not answer within \(options.commandTimeout)"
+                        + " (\(replies.count) of \(commands.count) replies arrived)", nil)
+            }
+            let wait = CInt(clamping: (deadline - now) / 1_000_000 + 1)
+            if case .failure(let error) = SystemCalls.waitUntilReadable(socket.rawValue, milliseconds: wait) {
+                throw broken("waiting for Redis failed", error)
+            }
+            _ = try fill()
+        }
+        return replies
+    }
+
+    /// Queues `commands` to be written by ``flush()``.
+    package func enqueue(_ arguments: [[UInt8]]) {
+        RESPWriter.command(arguments, into: &outgoing)
+    }
+
+    /// Writes what ``enqueue(_:)`` queued, waiting at most the command timeout.
+    package func flush() throws(TypedNotificationError) {
+        guard !outgoing.isEmpty else { return }
+        guard !isBroken else { throw broken("the connection to Redis broke earlier", nil) }
+        let result = outgoing.withUnsafeBytes {
+            SystemCalls.sendAll(socket, $0, timeoutMilliseconds: options.commandTimeout.clampedMilliseconds)
+        }
+        outgoing.removeAll(keepingCapacity: outgoing.capacity <= 64 * 1024)
+        if case .failure(let error) = result {
+            throw broken("could not send to Redis at \(options.redactedDescription)", error)
+        }
+    }
+
+    private func write(_ commands: [[[UInt8]]]) throws(TypedNotificationError) {
+        for command in commands { enqueue(command) }
+        try flush()
+    }
+
+    /// Reads what the socket has without blocking and returns every complete
+    /// reply it holds, for an event loop's readable handler.
+    ///
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
+    ///   closed the connection or sent bytes that are no reply.
+    package func readAvailable() throws(TypedNotificationError) -> [RESPValue] {
+        var replies: [RESPValue] = []
+        while true {
+            while let reply = try nextReply() { replies.append(reply) }
+            guard try fill() else { return replies }
+        }
+    }
+
+    /// Shuts the socket down, so whoever waits on it wakes; the owner still closes it.
+    package func shutDown() {
+        SystemCalls.shutdownStream(socket)
+    }
+
+    /// The next complete reply already read, if any.
+    private func nextReply() throws(TypedNotificationError) -> RESPValue? {
+        guard consumed < input.count else { return nil }
+        let read: (value: RESPValue, end: Int)?
+        do throws(RESPError) {
+            read = try RESPReader.read(input, from: consumed, limits: limits)
+        } catch {
+            throw broken("Redis at \(options.redactedDescription) sent bytes that are no reply", error)
+        }
+        guard let read else { return nil }
+        consumed = read.end
+        if consumed == input.count {
+            input.removeAll(keepingCapacity: input.capacity <= 1024 * 1024)
+            consumed = 0
+        }
+        return read.value
+    }
+
+    /// Reads what the socket has; `false` when nothing was there.
+    private func fill() throws(TypedNotificationError) -> Bool {
+        guard !isBroken else { throw broken("the connection to Redis broke earlier", nil) }
+        if consumed > 0 && consumed * 2 >= input.count {
+            input.removeFirst(consumed)
+            consumed = 0
+        }
+        let before = input.count
+        let chunk = 64 * 1024
+        input.append(contentsOf: repeatElement(0, count: chunk))
+        let result = input.withUnsafeMutableBytes { all in
+            SystemCalls.receiveStream(socket, into: UnsafeMutableRawBufferPointer(rebasing: all[before...]))
+        }
+        switch result {
+        case .success(0):
+            input.removeLast(chunk)
+            throw broken("Redis at \(options.redactedDescription) closed the connection", nil)
+        case .success(let count):
+            input.removeLast(chunk - count)
+            return true
+        case .failure(let error) where error == .wouldBlock:
+            input.removeLast(chunk)
+            return false
+        case .failure(let error):
+            input.removeLast(chunk)
+            throw broken("reading from Redis at \(options.redactedDescription) failed", error)
+        }
+    }
+
+    private func broken(_ message: String, _ cause: (any Error)?) -> TypedNotificationError {
+        isBroken = true
+        return TypedNotificationError(code: .unreachable, message: message, cause: cause)
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, at least 1 for a positive duration, within `Int`.
+    var clampedMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        let total = seconds.multipliedReportingOverflow(by: 1000)
+        guard !total.overflow else { return Int.max }
+        let milliseconds = Int(clamping: total.partialValue) + Int(attoseconds / 1_000_000_000_000_000)
+        return self > .zero ? max(1, milliseconds) : 0
+    }
+
+    /// Whole nanoseconds within `UInt64`.
+    var clampedNanoseconds: UInt64 {
+        UInt64(clamping: clampedMilliseconds) &* 1_000_000
+    }
+}

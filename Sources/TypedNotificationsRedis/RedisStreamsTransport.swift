@@ -1,0 +1,758 @@
+import NotificationPlatform
+import Synchronization
+@_spi(TransportAuthoring) import TypedNotifications
+
+/// Carries notifications through Redis Streams, so centers on many hosts
+/// that reach one Redis (or Valkey) server see each other's posts, with the
+/// guarantees of ``TypedNotifications/FileSignalTransport`` where the engine allows.
+///
+/// ```swift
+/// let transport = try RedisStreamsTransport(url: "redis://app:secret@cache.internal:6379")
+/// let center = try NotificationHub(endpoint: "billing", transport: transport)
+/// ```
+///
+/// - One stream per notification name, key `tn:{<name>}` (see
+///   ``RedisStreamsConfiguration/keyPrefix``); each entry holds the complete
+///   envelope in its field `e`, so the checksum and the sender's identity
+///   travel unchanged. An entry that is not a valid envelope of its stream's
+///   name is skipped and counted in ``RedisStreamsStatistics/corruptEntriesSkipped``,
+///   never delivered.
+/// - Posts: a post returns once Redis acknowledged its `XADD`. Posts that
+///   queue up behind one in progress go out pipelined, in one write. While
+///   the server is unreachable, a post fails at once with
+///   ``TypedNotifications/TypedNotificationError/Code/unreachable``: nothing is buffered, the
+///   caller decides. After a failed connection attempt, further posts fail
+///   without trying for a backoff (50 ms, doubling to 2 s); the first post
+///   after it tries again.
+/// - Registration is immediate: `subscribe` records the stream's last ID
+///   before it returns, and the reader reads every entry after it.
+/// - A plain observer reads with `XREAD` from there; a durable `identity`
+///   reads through a consumer group of that name, acknowledging (`XACK`)
+///   each entry once every observer has handled it. After a crash or a
+///   restart it resumes with the entries it had read but not acknowledged,
+///   marked ``TypedNotifications/NotificationDelivery/isRedelivery``, then what came after:
+///   nothing it acknowledged comes again. What Redis itself keeps over a
+///   server crash depends on its persistence (`appendonly yes` with
+///   `appendfsync always` keeps every acknowledged post).
+/// - Each subscribed name has its own reading connection (so it works
+///   unchanged on Redis Cluster, where one read cannot span slots), read by
+///   one event-loop thread that also runs the hub's executor. A broken
+///   connection is made again with backoff, and reading resumes where it
+///   stopped. An observer whose buffer is backed up is not read for: the
+///   stream keeps its entries.
+/// - Retention: ``RedisStreamsConfiguration/maximumLength`` trims on every
+///   post, ``RedisStreamsConfiguration/maximumAge`` at most once a second
+///   per name. A reader that fell behind retention is told how many it
+///   missed by the senders' sequence numbers, as on every transport.
+public final class RedisStreamsTransport: NotificationTransport {
+    /// The server and how to log in.
+    public let options: RedisConnectionOptions
+    /// The durable identity (a consumer group per name), if any.
+    public let identity: String?
+    /// Where reading a name starts without a consumer group to resume:
+    /// always for a plain observer, on a durable identity's first run.
+    public let firstRead: RedisStreamStart
+    /// Limits and policies.
+    public let configuration: RedisStreamsConfiguration
+
+    let counters = RedisStreamsCounters()
+    private let state = Locked(RedisTransportState())
+    private let loop: EventLoop
+    private let acknowledgements = Locked(AcknowledgementQueue())
+
+    /// Checks the URL, the identity and the configuration; connects only when opened.
+    ///
+    /// - Parameters:
+    ///   - url: `redis://[user:password@]host[:port][/db]` or `unix:///path`
+    ///     (see ``RedisConnectionOptions``).
+    ///   - identity: A durable identity such as `"billing"`, following the
+    ///     rules of endpoint labels; `nil` for a plain observer.
+    ///   - firstRead: Where reading starts for a plain observer, and on a
+    ///     durable identity's first run: the stream's end (the default), its
+    ///     beginning, or its newest entries.
+    ///   - configuration: Limits and policies.
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/invalidConfiguration`` for a bad
+    ///   URL (or a `rediss://` one), ``TypedNotifications/TypedNotificationError/Code/invalidEndpoint``
+    ///   for a bad identity.
+    public convenience init(
+        url: String,
+        identity: String? = nil,
+        firstRead: RedisStreamStart = .end,
+        configuration: RedisStreamsConfiguration = RedisStreamsConfiguration()
+    ) throws(TypedNotificationError) {
+        try self.init(
+            options: try RedisConnectionOptions(url: url), identity: identity, firstRead: firstRead,
+            configuration: configuration)
+    }
+
+    /// Like ``init(url:identity:firstRead:configuration:)``, with options already made.
+    public init(
+        options: RedisConnectionOptions,
+        identity: String? = nil,
+        firstRead: RedisStreamStart = .end,
+        configuration: RedisStreamsConfiguration = RedisStreamsConfiguration()
+    ) throws(TypedNotificationError) {
+        if let identity, let problem = NotificationName.problem(with: identity.utf8, maximumLength: 64) {
+            throw TypedNotificationError(
+                code: .invalidEndpoint, message: "identity \(TypedNotificationError.quote(identity)) \(problem)")
+        }
+        if let problem = NotificationName.problem(with: configuration.keyPrefix.utf8, maximumLength: 64) {
+            throw TypedNotificationError(
+                code: .invalidConfiguration,
+                message: "key prefix \(TypedNotificationError.quote(configuration.keyPrefix)) \(problem)")
+        }
+        guard (configuration.maximumLength ?? 1) >= 1, (1...100_000).contains(configuration.readBatchSize),
+            configuration.blockTimeout >= .milliseconds(10), (configuration.maximumAge ?? .seconds(1)) >= .seconds(1)
+        else {
+            throw TypedNotificationError(
+                code: .invalidConfiguration,
+                message: "Redis streams configuration out of range: maximumLength ≥ 1, readBatchSize 1-100000, "
+                    + "blockTimeout ≥ 10 ms, maximumAge ≥ 1 s")
+        }
+        self.options = options
+        self.identity = identity
+        self.firstRead = firstRead
+        self.configuration = configuration
+        do throws(Errno) {
+            loop = try EventLoop(name: "TypedNotifications.RedisStreamsTransport")
+        } catch {
+            throw TypedNotificationError(
+                code: .transportFailure, message: "could not start the Redis transport's event loop", cause: error)
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Counters since the transport was created.
+    public var statistics: RedisStreamsStatistics { counters.snapshot }
+
+    /// Redis streams carry envelopes.
+    public var payloadForm: TransportPayloadForm { .encoded }
+
+    /// The event loop that reads the streams; it also runs the hub's executor.
+    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
+
+    /// The stream key of `name`: `<prefix>:{<name>}`.
+    public func key(for name: NotificationName) -> String {
+        "\(configuration.keyPrefix):{\(name.rawValue)}"
+    }
+
+    /// Connects, so an unreachable server or a wrong password fails here, and
+    /// starts the event loop.
+    ///
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` or
+    ///   ``TypedNotifications/TypedNotificationError/Code/authenticationFailed``.
+    public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+        let connection = try RedisConnection.connect(options, clientName: "tn-\(sender.endpoint)")
+        let opened = state.withLock { state -> Bool in
+            guard case .created = state.phase else { return false }
+            state.phase = .open
+            state.receiver = receiver
+            state.idle.append(connection)
+            return true
+        }
+        guard opened else {
+            throw TypedNotificationError(code: .closed, message: "this Redis transport was already opened")
+        }
+        loop.start()
+    }
+
+    // MARK: Posting
+
+    /// Adds the envelope to its name's stream and returns once Redis acknowledged it.
+    ///
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
+    ///   cannot be reached or did not answer (the post may or may not have
+    ///   been stored then: the message says), or
+    ///   ``TypedNotifications/TypedNotificationError/Code/transportFailure`` for an error reply.
+    public func send(_ message: TransportMessage) throws(TypedNotificationError) {
+        if let failure = send(batch: [message]).failure { throw failure }
+    }
+
+    /// Adds the envelopes to their streams in one pipelined write and waits
+    /// for every acknowledgement.
+    ///
+    /// When the connection breaks on the way, ``TransportBatchResult/sent``
+    /// counts the acknowledged posts; those after may or may not have been
+    /// stored. A server error reply stops the count at that post, although
+    /// Redis went on with the pipelined posts after it.
+    public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
+        var result = TransportBatchResult()
+        guard !messages.isEmpty else { return result }
+        var commands: [[[UInt8]]] = []
+        commands.reserveCapacity(messages.count + 1)
+        let now = SystemClock.monotonicNanoseconds()
+        var trims: [NotificationName] = []
+        for message in messages {
+            guard case .encoded(let encoded) = message.payload else {
+                result.failure = TypedNotificationError(
+                    code: .transportFailure, message: "the Redis transport carries envelopes only")
+                break
+            }
+            var command: [[UInt8]] = [Array("XADD".utf8), Array(key(for: message.name).utf8)]
+            if let maximumLength = configuration.maximumLength {
+                command += [Array("MAXLEN".utf8), [UInt8(ascii: "~")], Array(String(maximumLength).utf8)]
+            }
+            command += [[UInt8(ascii: "*")], [UInt8(ascii: "e")], Array(encoded.envelope)]
+            commands.append(command)
+            if configuration.maximumAge != nil, !trims.contains(message.name) { trims.append(message.name) }
+        }
+        let posts = commands.count
+        if let maximumAge = configuration.maximumAge {
+            let due = state.withLock { state in
+                trims.filter { name in
+                    guard now >= state.nextTrim[name, default: 0] else { return false }
+                    state.nextTrim[name] = now &+ 1_000_000_000
+                    return true
+                }
+            }
+            let cutoff = SystemClock.wallClockNanoseconds() / 1_000_000 - Int64(maximumAge.clampedMilliseconds)
+            for name in due where cutoff > 0 {
+                commands.append(
+                    ["XTRIM", key(for: name), "MINID", "~", "\(cutoff)-0"].map { Array($0.utf8) })
+            }
+        }
+        guard posts > 0 else { return result }
+        let connection: RedisConnection
+        do throws(TypedNotificationError) {
+            connection = try takeConnection()
+        } catch {
+            counters.failedPosts.add(posts, ordering: .relaxed)
+            result.failure = error
+            return result
+        }
+        let replies: [RESPValue]
+        do throws(TypedNotificationError) {
+            replies = try connection.pipeline(commands)
+        } catch {
+            counters.failedPosts.add(posts, ordering: .relaxed)
+            result.failure = TypedNotificationError(
+                code: .unreachable,
+                message: "\(error.message); \(posts) post\(posts == 1 ? "" : "s") may or may not have been stored",
+                cause: error)
+            return result
+        }
+        putBack(connection)
+        for reply in replies.prefix(posts) {
+            if case .error(let text) = reply {
+                result.failure = TypedNotificationError(
+                    code: text.hasPrefix("NOPERM") ? .authenticationFailed : .transportFailure,
+                    message: "Redis refused a post: \(text)")
+                break
+            }
+            result.sent += 1
+        }
+        counters.posted.add(result.sent, ordering: .relaxed)
+        counters.failedPosts.add(posts - result.sent, ordering: .relaxed)
+        return result
+    }
+
+    /// An idle connection, or a new one unless a recent attempt failed.
+    private func takeConnection() throws(TypedNotificationError) -> RedisConnection {
+        let now = SystemClock.monotonicNanoseconds()
+        let taken = try state.withLock { state throws(TypedNotificationError) -> RedisConnection? in
+            guard case .open = state.phase else {
+                throw TypedNotificationError(code: .closed, message: "the Redis transport is not open")
+            }
+            if let connection = state.idle.popLast() { return connection }
+            if let retry = state.connectBackoff.retryAt, now < retry {
+                throw TypedNotificationError(
+                    code: .unreachable,
+                    message: "Redis at \(options.redactedDescription) is unreachable; trying again in "
+                        + "\((retry - now) / 1_000_000 + 1) ms (\(state.connectBackoff.lastError))")
+            }
+            return nil
+        }
+        if let taken { return taken }
+        do throws(TypedNotificationError) {
+            let connection = try RedisConnection.connect(options, clientName: "tn-poster")
+            state.withLock { $0.connectBackoff.succeeded() }
+            counters.reconnects.add(1, ordering: .relaxed)
+            return connection
+        } catch {
+            state.withLock { $0.connectBackoff.failed(at: now, error.message) }
+            throw error
+        }
+    }
+
+    private func putBack(_ connection: RedisConnection) {
+        guard !connection.isBroken else { return }
+        state.withLock { state in
+            guard case .open = state.phase, state.idle.count < 4 else { return }
+            state.idle.append(connection)
+        }
+    }
+
+    /// Runs `body` on a pooled connection, putting it back after.
+    func withConnection<Result>(
+        _ body: (RedisConnection) throws(TypedNotificationError) -> Result
+    ) throws(TypedNotificationError) -> Result {
+        let connection = try takeConnection()
+        let result = try body(connection)
+        putBack(connection)
+        return result
+    }
+
+    // MARK: Receiving
+
+    /// Records where reading `name` starts (the stream's last ID, or this
+    /// identity's consumer group), connects a reading connection for it, and
+    /// hands it to the event loop. Every entry added after this returns is read.
+    ///
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
+    ///   cannot be reached; nothing is subscribed then.
+    public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
+        let key = key(for: name)
+        let start: StreamEntryID
+        if let identity {
+            start = try withConnection { connection throws(TypedNotificationError) in
+                try createGroup(identity, key: key, on: connection)
+            }
+        } else {
+            start = try withConnection { connection throws(TypedNotificationError) in
+                try firstID(of: key, on: connection)
+            }
+        }
+        let connection = try RedisConnection.connect(options, clientName: "tn-reader")
+        let reader = StreamReader(
+            name: name, key: Array(key.utf8), connection: connection,
+            position: identity == nil ? .after(start) : .pendingAfter(.zero))
+        let (receiver, replaced) = try state.withLock {
+            state throws(TypedNotificationError) -> (TransportReceiver, StreamReader?) in
+            guard case .open = state.phase, let receiver = state.receiver else {
+                throw TypedNotificationError(code: .closed, message: "subscribe on a Redis transport that is not open")
+            }
+            let replaced = state.readers.updateValue(reader, forKey: name)
+            return (receiver, replaced)
+        }
+        loop.execute { [weak self] in
+            replaced?.cancel(on: self?.loop)
+            self?.startReading(reader, receiver: receiver)
+        }
+    }
+
+    /// Stops reading `name`. A durable identity's entries read but not yet
+    /// handled stay pending in its group and come again, marked as
+    /// redeliveries, when it next subscribes.
+    public func unsubscribe(from name: NotificationName) {
+        let reader = state.withLock { $0.readers.removeValue(forKey: name) }
+        guard let reader else { return }
+        loop.execute { [weak self] in reader.cancel(on: self?.loop) }
+    }
+
+    /// The ID reading starts after, for a plain observer.
+    private func firstID(of key: String, on connection: RedisConnection) throws(TypedNotificationError) -> StreamEntryID
+    {
+        switch firstRead.kind {
+        case .beginning:
+            return .zero
+        case .end:
+            return try newestIDs(of: key, count: 1, on: connection).first ?? .zero
+        case .newest(let count):
+            return try newestIDs(of: key, count: count, on: connection).last?.predecessor ?? .zero
+        }
+    }
+
+    /// Creates this identity's group on `key` at the first-read position, if
+    /// it does not exist yet; the group then remembers where it is.
+    private func createGroup(
+        _ group: String, key: String, on connection: RedisConnection
+    ) throws(TypedNotificationError) -> StreamEntryID {
+        let start: String
+        switch firstRead.kind {
+        case .beginning: start = "0"
+        case .end: start = "$"
+        case .newest(let count):
+            start = (try newestIDs(of: key, count: count, on: connection).last?.predecessor ?? .zero).description
+        }
+        let reply = try connection.call("XGROUP", "CREATE", key, group, start, "MKSTREAM")
+        if case .error(let text) = reply, !text.hasPrefix("BUSYGROUP") {
+            throw Self.failure(text, doing: "create the consumer group \(group) on \(key)")
+        }
+        return .zero
+    }
+
+    /// The IDs of the newest `count` entries of `key`, newest first.
+    private func newestIDs(
+        of key: String, count: Int, on connection: RedisConnection
+    ) throws(TypedNotificationError) -> [StreamEntryID] {
+        let reply = try connection.call("XREVRANGE", key, "+", "-", "COUNT", String(count))
+        switch reply {
+        case .array(let entries?):
+            return entries.compactMap { entry in
+                guard case .array(let parts?) = entry, case .bulkString(let id?)? = parts.first else { return nil }
+                return StreamEntryID(id)
+            }
+        case .error(let text):
+            throw Self.failure(text, doing: "read the newest entries of \(key)")
+        default:
+            return []
+        }
+    }
+
+    static func failure(_ text: String, doing what: String) -> TypedNotificationError {
+        TypedNotificationError(
+            code: text.hasPrefix("NOPERM") || text.hasPrefix("NOAUTH") ? .authenticationFailed : .transportFailure,
+            message: "Redis refused to \(what): \(text)")
+    }
+
+    // MARK: The event loop
+
+    /// Watches the reader's connection and asks for its first entries. On the loop.
+    private func startReading(_ reader: StreamReader, receiver: TransportReceiver) {
+        guard !reader.isCancelled else { return }
+        reader.receiver = receiver
+        guard let descriptor = reader.connection?.descriptor else { return }
+        let registered = loop.register(descriptor) { [weak self, weak reader] in
+            guard let self, let reader else { return }
+            readReplies(of: reader)
+        }
+        if case .failure = registered {
+            reconnect(reader)
+            return
+        }
+        requestEntries(of: reader)
+    }
+
+    /// Sends the reader's next blocking read, unless its observers are backed up.
+    private func requestEntries(of reader: StreamReader) {
+        guard !reader.isCancelled, !reader.awaitingReply, let connection = reader.connection,
+            let receiver = reader.receiver
+        else { return }
+        if receiver.isBackedUp(reader.name) {
+            loop.schedule(after: 5_000_000) { [weak self, weak reader] in
+                guard let self, let reader else { return }
+                requestEntries(of: reader)
+            }
+            return
+        }
+        let block = String(configuration.blockTimeout.clampedMilliseconds)
+        let count = String(configuration.readBatchSize)
+        switch reader.position {
+        case .after(let id):
+            connection.enqueue(
+                ["XREAD", "COUNT", count, "BLOCK", block, "STREAMS"].map { Array($0.utf8) }
+                    + [reader.key, Array(id.description.utf8)])
+        case .pendingAfter(let id):
+            connection.enqueue(
+                ["XREADGROUP", "GROUP", identity ?? "", identity ?? "", "COUNT", count, "STREAMS"].map {
+                    Array($0.utf8)
+                } + [reader.key, Array(id.description.utf8)])
+        case .new:
+            connection.enqueue(
+                ["XREADGROUP", "GROUP", identity ?? "", identity ?? "", "COUNT", count, "BLOCK", block, "STREAMS"].map {
+                    Array($0.utf8)
+                } + [reader.key, [UInt8(ascii: ">")]])
+        }
+        do throws(TypedNotificationError) {
+            try connection.flush()
+        } catch {
+            reconnect(reader)
+            return
+        }
+        reader.awaitingReply = true
+        let generation = reader.generation &+ 1
+        reader.generation = generation
+        let patience = configuration.blockTimeout.clampedNanoseconds &+ options.commandTimeout.clampedNanoseconds
+        loop.schedule(after: patience) { [weak self, weak reader] in
+            // The read went unanswered: the server or the path to it is gone.
+            guard let self, let reader, reader.awaitingReply, reader.generation == generation else { return }
+            reconnect(reader)
+        }
+    }
+
+    /// Reads what arrived on the reader's connection and delivers its entries.
+    private func readReplies(of reader: StreamReader) {
+        guard !reader.isCancelled, let connection = reader.connection else { return }
+        let replies: [RESPValue]
+        do throws(TypedNotificationError) {
+            replies = try connection.readAvailable()
+        } catch {
+            reconnect(reader)
+            return
+        }
+        for reply in replies {
+            reader.awaitingReply = false
+            if case .error(let text) = reply {
+                if text.hasPrefix("NOGROUP") {
+                    // The group was deleted (or the server lost it): make it
+                    // again where this reader was, then go on.
+                    reader.position = .pendingAfter(.zero)
+                    reconnect(reader)
+                    return
+                }
+                reader.receiver?.fail(Self.failure(text, doing: "read \(String(decoding: reader.key, as: UTF8.self))"))
+                reader.cancel(on: loop)
+                return
+            }
+            deliver(reply, of: reader)
+        }
+        requestEntries(of: reader)
+    }
+
+    /// Passes the entries of one read reply to the center.
+    private func deliver(_ reply: RESPValue, of reader: StreamReader) {
+        guard let receiver = reader.receiver else { return }
+        let entries = Self.entries(in: reply)
+        if case .pendingAfter = reader.position, entries.isEmpty {
+            // Every pending entry was delivered again: now the new ones.
+            reader.position = .new
+            return
+        }
+        let redelivering: Bool
+        if case .pendingAfter = reader.position { redelivering = true } else { redelivering = false }
+        for (id, fields) in entries {
+            switch reader.position {
+            case .after: reader.position = .after(id)
+            case .pendingAfter: reader.position = .pendingAfter(id)
+            case .new: break
+            }
+            reader.lastDelivered = max(reader.lastDelivered, id)
+            guard var message = decode(fields, of: reader) else {
+                counters.corruptEntriesSkipped.add(1, ordering: .relaxed)
+                if identity != nil { acknowledge(id, key: reader.key) }
+                continue
+            }
+            message.isRedelivery = redelivering
+            if identity != nil {
+                let key = reader.key
+                message.receipt = DeliveryReceipt { [weak self] in self?.acknowledge(id, key: key) }
+            }
+            counters.delivered.add(1, ordering: .relaxed)
+            receiver.receive(message)
+        }
+    }
+
+    /// The envelope in an entry's fields, if it is a valid one of the reader's name.
+    private func decode(_ fields: [RESPValue]?, of reader: StreamReader) -> TransportMessage? {
+        guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "e")],
+            case .bulkString(let value?) = fields[1]
+        else { return nil }
+        guard let message = try? reader.decoder.decode(value), message.name == reader.name else { return nil }
+        return message
+    }
+
+    /// The `(id, fields)` of each entry of a read reply; fields are `nil` for
+    /// a pending entry that was deleted from the stream.
+    static func entries(in reply: RESPValue) -> [(StreamEntryID, [RESPValue]?)] {
+        guard case .array(let streams?) = reply else { return [] }
+        var result: [(StreamEntryID, [RESPValue]?)] = []
+        for stream in streams {
+            guard case .array(let pair?) = stream, pair.count == 2, case .array(let entries?) = pair[1] else {
+                continue
+            }
+            for entry in entries {
+                guard case .array(let parts?) = entry, parts.count == 2, case .bulkString(let idBytes?) = parts[0],
+                    let id = StreamEntryID(idBytes)
+                else { continue }
+                if case .array(let fields) = parts[1] {
+                    result.append((id, fields))
+                } else {
+                    result.append((id, nil))
+                }
+            }
+        }
+        return result
+    }
+
+    /// Drops the reader's connection and makes a new one after a backoff, on the loop.
+    private func reconnect(_ reader: StreamReader) {
+        reader.dropConnection(on: loop)
+        reader.awaitingReply = false
+        guard !reader.isCancelled else { return }
+        if case .new = reader.position {
+            // Read again what this process was handed but has not acknowledged.
+            reader.position = .pendingAfter(reader.lastDelivered)
+        }
+        let delay = reader.backoff.nextDelay()
+        loop.schedule(after: delay) { [weak self, weak reader] in
+            guard let self, let reader, !reader.isCancelled, let receiver = reader.receiver else { return }
+            do throws(TypedNotificationError) {
+                let connection = try RedisConnection.connect(options, clientName: "tn-reader")
+                if let identity {
+                    _ = try createGroup(identity, key: String(decoding: reader.key, as: UTF8.self), on: connection)
+                }
+                reader.connection = connection
+                reader.backoff.reset()
+                counters.reconnects.add(1, ordering: .relaxed)
+                startReading(reader, receiver: receiver)
+            } catch {
+                reconnect(reader)
+            }
+        }
+    }
+
+    /// Queues an acknowledgement; the loop sends queued ones together.
+    private func acknowledge(_ id: StreamEntryID, key: [UInt8]) {
+        let first = acknowledgements.withLock { queue -> Bool in
+            queue.pending.append((key, id))
+            defer { queue.flushQueued = true }
+            return !queue.flushQueued
+        }
+        if first { loop.execute { [weak self] in self?.flushAcknowledgements() } }
+    }
+
+    /// Sends the queued acknowledgements, one `XACK` per stream, on the loop.
+    /// What fails stays queued and is tried again in a second.
+    private func flushAcknowledgements() {
+        guard let identity else { return }
+        let pending = acknowledgements.withLock { queue in
+            defer {
+                queue.pending.removeAll()
+                queue.flushQueued = false
+            }
+            return queue.pending
+        }
+        guard !pending.isEmpty else { return }
+        var byKey: [[UInt8]: [StreamEntryID]] = [:]
+        for (key, id) in pending { byKey[key, default: []].append(id) }
+        let commands = byKey.map { key, ids in
+            [Array("XACK".utf8), key, Array(identity.utf8)] + ids.map { Array($0.description.utf8) }
+        }
+        do throws(TypedNotificationError) {
+            let connection = try ackConnection()
+            let replies = try connection.pipeline(commands)
+            for reply in replies {
+                if case .integer(let count) = reply { counters.acknowledged.add(Int(count), ordering: .relaxed) }
+            }
+        } catch {
+            state.withLock { $0.acknowledger = nil }
+            let retry = acknowledgements.withLock { queue -> Bool in
+                queue.pending = pending + queue.pending
+                defer { queue.flushQueued = true }
+                return !queue.flushQueued
+            }
+            if retry {
+                loop.schedule(after: 1_000_000_000) { [weak self] in self?.flushAcknowledgements() }
+            }
+        }
+    }
+
+    /// The loop's own connection for acknowledgements.
+    private func ackConnection() throws(TypedNotificationError) -> RedisConnection {
+        if let existing = state.withLock({ $0.acknowledger }), !existing.isBroken { return existing }
+        let connection = try RedisConnection.connect(options, clientName: "tn-acknowledger")
+        state.withLock { $0.acknowledger = connection }
+        return connection
+    }
+
+    /// Stops reading, sends the acknowledgements still queued, and closes
+    /// every connection. Waits for the event loop, at most 2 seconds.
+    /// Idempotent.
+    public func close() {
+        let (wasOpen, readers) = state.withLock { state -> (Bool, [StreamReader]) in
+            defer {
+                state.phase = .closed
+                state.readers = [:]
+                state.idle = []
+            }
+            if case .open = state.phase { return (true, Array(state.readers.values)) }
+            return (false, [])
+        }
+        if wasOpen {
+            loop.execute { [weak self] in
+                guard let self else { return }
+                for reader in readers { reader.cancel(on: loop) }
+                flushAcknowledgements()
+                state.withLock { $0.acknowledger = nil }
+            }
+        }
+        loop.stop()
+        guard wasOpen else { return }
+        _ = loop.join(nanoseconds: 2_000_000_000)
+    }
+
+    /// The newest valid envelope in `name`'s stream, without observing it.
+    package func latestMessage(of name: NotificationName) throws(TypedNotificationError) -> TransportMessage? {
+        let key = key(for: name)
+        let reply = try withConnection { connection throws(TypedNotificationError) in
+            try connection.call("XREVRANGE", key, "+", "-", "COUNT", "16")
+        }
+        if case .error(let text) = reply { throw Self.failure(text, doing: "read the newest entry of \(key)") }
+        var decoder = EnvelopeDecoder()
+        guard case .array(let entries?) = reply else { return nil }
+        for entry in entries {
+            guard case .array(let parts?) = entry, parts.count == 2, case .array(let fields?) = parts[1],
+                fields.count == 2, case .bulkString(let value?) = fields[1],
+                let message = try? decoder.decode(value), message.name == name
+            else { continue }
+            return message
+        }
+        return nil
+    }
+}
+
+extension NotificationHub where Transport == RedisStreamsTransport {
+    /// The newest notification of type `N` in its stream, with its metadata,
+    /// without observing; `nil` if there is none or it does not decode as `N`.
+    ///
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server cannot be reached.
+    public func latest<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
+        -> DeliveredNotification<N>?
+    {
+        try latest(of: type, named: try N.name.validated(declaredBy: N.self))
+    }
+
+    /// The newest value posted under `name`, chosen at run time, decoded as
+    /// `type`, with its metadata, without observing; `nil` if there is none
+    /// or it does not decode as `type`.
+    public func latest<Payload: DarwinPayload>(of type: Payload.Type, named name: NotificationName)
+        throws(TypedNotificationError) -> DeliveredNotification<Payload>?
+    {
+        guard let message = try transport.latestMessage(of: try name.validated()) else { return nil }
+        return DeliveredNotification(decoding: message, missed: 0)
+    }
+}
+
+/// The transport's shared state, under its lock.
+struct RedisTransportState {
+    enum Phase { case created, open, closed }
+    var phase = Phase.created
+    var receiver: TransportReceiver?
+    var idle: [RedisConnection] = []
+    var readers: [NotificationName: StreamReader] = [:]
+    var connectBackoff = ConnectBackoff()
+    var nextTrim: [NotificationName: UInt64] = [:]
+    var acknowledger: RedisConnection?
+}
+
+/// Acknowledgements waiting for the loop.
+struct AcknowledgementQueue {
+    var pending: [([UInt8], StreamEntryID)] = []
+    var flushQueued = false
+}
+
+/// When to try connecting again after failures: 50 ms, doubling to 2 s.
+struct ConnectBackoff {
+    private(set) var failures = 0
+    private(set) var retryAt: UInt64?
+    private(set) var lastError = ""
+
+    mutating func failed(at now: UInt64, _ error: String) {
+        failures += 1
+        lastError = error
+        retryAt = now &+ nextDelay(after: failures)
+    }
+
+    mutating func succeeded() {
+        failures = 0
+        retryAt = nil
+    }
+
+    func nextDelay(after failures: Int) -> UInt64 {
+        let milliseconds = min(2_000, 50 << min(failures - 1, 6))
+        return UInt64(milliseconds) * 1_000_000
+    }
+
+    /// For a reader: the delay before its next attempt, counting this one.
+    mutating func nextDelay() -> UInt64 {
+        failures += 1
+        return nextDelay(after: failures)
+    }
+
+    mutating func reset() {
+        failures = 0
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import Testing
+import TypedNotifications
+
+@testable import TypedNotificationsRedis
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A `redis-server` of a test's own: on a free loopback port, in a temporary
+/// directory, with append-only persistence that syncs every write, stopped
+/// (SIGKILL) when the test lets go of it.
+///
+/// Where `redis-server` is not installed, the Redis suites are skipped with
+/// that reason, unless `TYPED_NOTIFICATIONS_REQUIRE_REDIS=1` (set by
+/// `.ci/run`), which turns the skip into a failure.
+final class RedisTestServer: Sendable {
+    let directory: String
+    let port: Int
+    let extraArguments: [String]
+    private let process = Locked<HelperProcess?>(nil)
+
+    /// Where `redis-server` is, if installed.
+    static let executable: String? = [
+        "/usr/bin/redis-server", "/usr/local/bin/redis-server", "/opt/homebrew/bin/redis-server",
+    ]
+    .first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    /// Whether the Redis suites run: the server is installed, or CI requires them (and fails without it).
+    static let suitesRun =
+        executable != nil || ProcessInfo.processInfo.environment["TYPED_NOTIFICATIONS_REQUIRE_REDIS"] == "1"
+
+    /// The reason printed when they are skipped.
+    static let skipReason: Comment =
+        "redis-server is not installed (apt-get install redis-server); TYPED_NOTIFICATIONS_REQUIRE_REDIS=1 makes this a failure"
+
+    /// Starts a server and returns once it accepts connections.
+    init(arguments: [String] = []) async throws {
+        guard let executable = Self.executable else {
+            throw RedisTestFailure("redis-server is not installed, and TYPED_NOTIFICATIONS_REQUIRE_REDIS=1 requires it")
+        }
+        directory = try makeTemporaryDirectory()
+        port = try Self.freePort()
+        extraArguments = arguments
+        try await start(executable)
+    }
+
+    /// The URL of this server, with `credentials` (`user:password@`) if given.
+    func url(credentials: String = "") -> String { "redis://\(credentials)127.0.0.1:\(port)" }
+
+    /// Starts (or restarts, from its append-only file) the server process.
+    func start(_ executable: String? = RedisTestServer.executable) async throws {
+        guard let executable else { throw RedisTestFailure("redis-server is not installed") }
+        let arguments =
+            [
+                "--port", "\(port)", "--bind", "127.0.0.1", "--dir", directory, "--appendonly", "yes",
+                "--appendfsync", "always", "--save", "", "--daemonize", "no", "--loglevel", "notice",
+            ] + extraArguments
+        let server = try HelperProcess(arguments, executable: executable)
+        process.withLock { $0 = server }
+        // Ready when it says so; a server that exits first (its port taken)
+        // fails the test. Whichever comes first fires `decided`; a waiter
+        // that lost stays parked until the server's output ends.
+        let decided = Signal()
+        Task {
+            await server.waitForLine(startingWith: "", containing: "Ready to accept connections")
+            decided.fire()
+        }
+        Task {
+            await server.waitForOutputEnd()
+            decided.fire()
+        }
+        let ready =
+            await decided.wait(upTo: .seconds(30))
+            && server.lines.values.contains { $0.contains("Ready to accept connections") }
+        guard ready else {
+            throw RedisTestFailure("redis-server exited: \(server.lines.values.suffix(5)) \(server.errors.values)")
+        }
+    }
+
+    /// Kills the server with SIGKILL and waits for it to be gone.
+    func kill() async {
+        guard let server = process.withLock({ $0 }) else { return }
+        server.signal(SIGKILL)
+        _ = await server.waitForExit()
+    }
+
+    /// Runs one command on a connection of its own and returns the reply.
+    func command(_ arguments: String..., credentials: RedisConnectionOptions? = nil) throws -> RESPValue {
+        let options = credentials ?? RedisConnectionOptions(port: port)
+        return try RedisConnection.connect(options).call(arguments.map { Array($0.utf8) })
+    }
+
+    /// Runs one command given as bytes.
+    func command(bytes arguments: [[UInt8]]) throws -> RESPValue {
+        try RedisConnection.connect(RedisConnectionOptions(port: port)).call(arguments)
+    }
+
+    deinit {
+        if let server = process.withLock({ $0 }) { server.signal(SIGKILL) }
+        removeDirectory(directory)
+    }
+
+    /// A TCP port no one listens on now, from the kernel.
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+        }
+        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        guard named == 0 else { throw POSIXError(.EIO) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// A Redis test could not set itself up.
+struct RedisTestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
