@@ -85,7 +85,7 @@ struct FairnessTests {
     }
 
     @Test(
-        "a main-actor ticker keeps at least 80% of its ticks on time while 100k notifications flood a main-actor handler"
+        "a main-actor ticker keeps at least 80% as many ticks on time as a free thread does while 100k notifications flood a main-actor handler"
     )
     @MainActor
     func mainActorTickerUnderFlood() async throws {
@@ -105,8 +105,14 @@ struct FairnessTests {
         // Enough ticks fell within the flood for the ratio to mean something.
         #expect(main.due >= 10, "the flood lasted only \(main.due) ticks")
         let report = "main actor: \(main.onTime) of \(main.due) on time; a free thread: \(free.onTime) of \(free.due)"
-        if Double(free.onTime) >= 0.8 * Double(free.due) {
-            #expect(Double(main.onTime) >= 0.8 * Double(main.due), "\(report)")
+        // Measured against a baseline of the same run: a ticker on a free
+        // thread, which the flood cannot delay, only the machine can. (Before
+        // handler loops gave their actor up, the main-actor ticker ran once in
+        // the whole flood: 0% on time.)
+        let mainRatio = Double(main.onTime) / Double(max(main.due, 1))
+        let freeRatio = Double(free.onTime) / Double(max(free.due, 1))
+        if freeRatio >= 0.5 {
+            #expect(mainRatio >= 0.8 * freeRatio, "\(report)")
         } else {
             print(
                 "FairnessTests: the machine kept only \(free.onTime) of \(free.due) unflooded ticks on time; \(report)")
