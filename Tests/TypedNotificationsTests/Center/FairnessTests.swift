@@ -108,10 +108,12 @@ struct FairnessTests {
         // Measured against a baseline of the same run: a ticker on a free
         // thread, which the flood cannot delay, only the machine can. (Before
         // handler loops gave their actor up, the main-actor ticker ran once in
-        // the whole flood: 0% on time.)
+        // the whole flood: 0% on time.) Asserted when the machine keeps the
+        // free ticker on time; under ThreadSanitizer it often cannot, and then
+        // late ticks say nothing about the actor.
         let mainRatio = Double(main.onTime) / Double(max(main.due, 1))
         let freeRatio = Double(free.onTime) / Double(max(free.due, 1))
-        if freeRatio >= 0.5 {
+        if freeRatio >= 0.8 {
             #expect(mainRatio >= 0.8 * freeRatio, "\(report)")
         } else {
             print(
