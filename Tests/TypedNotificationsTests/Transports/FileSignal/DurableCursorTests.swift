@@ -153,13 +153,16 @@ struct DurableCursorTests {
                 let remaining = 1_500 - handled.count
                 // Killed at a random point in its first three runs, while
                 // notifications are being handled; the last run finishes.
+                var killed = false
                 if run <= 3 && remaining > 1 {
                     await helper.lines.wait(forCount: 1 + Int.random(in: 1...min(500, remaining - 1)))
                     helper.signal(SIGKILL)
-                    kills += 1
+                    killed = true
                 }
                 _ = await helper.waitForExit()
                 await helper.waitForOutputEnd()
+                // A kill counts when it landed mid-backlog, before "done".
+                if killed && !helper.lines.values.contains("done") { kills += 1 }
                 for line in helper.lines.values where line.hasPrefix("got ") {
                     let fields = line.split(separator: " ")
                     guard fields.count == 3, let index = Int(fields[1]) else {
@@ -180,6 +183,9 @@ struct DurableCursorTests {
             #expect(Set(handled.keys) == Set(0..<1_500))
         }
         print("\(mode): \(kills) kills, \(duplicates) duplicates, each marked")
-        #expect(kills >= 50)
+        // At least the first run of every round was killed mid-backlog (on a
+        // loaded machine a killed run may handle the rest before it dies, so
+        // later kills are not counted on).
+        #expect(kills >= 25)
     }
 }
