@@ -8,6 +8,13 @@ import TypedNotifications
 /// transport's pool hands each out to one sender, and each reader lives on
 /// the event loop). A broken connection stays broken: every later call
 /// throws, and its owner makes a new one.
+///
+/// `@unchecked Sendable` is safe because a connection has one owner at a
+/// time and changes hands only through a lock or a queued loop job (both
+/// publish its state): the transport's pool takes it out under its lock
+/// and a sender uses it alone until it puts it back under that lock; a
+/// reader's and the acknowledger's connections are used only by jobs of
+/// the one event-loop thread.
 package final class RedisConnection: @unchecked Sendable {
     // Sendable: moved between threads only through a lock (the pool) or a
     // job queued on the event loop, never used by two at a time (above);
