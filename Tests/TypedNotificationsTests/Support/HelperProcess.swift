@@ -35,11 +35,24 @@ final class HelperProcess: Sendable {
 
     /// Starts the helper (or another `executable`); `standardInput`, if given,
     /// becomes its descriptor 0.
-    init(_ arguments: [String], executable: String = HelperProcess.executable, standardInput: CInt? = nil) throws {
+    ///
+    /// With `killedAtLine`, the helper is sent SIGKILL by the thread that
+    /// reads its output as soon as that line is read, before any later one,
+    /// and its output pipe holds only one page: so it dies at most a few
+    /// hundred short lines past that line, however late the test's own task
+    /// is scheduled.
+    init(
+        _ arguments: [String], executable: String = HelperProcess.executable, standardInput: CInt? = nil,
+        killedAtLine: Int? = nil
+    ) throws {
         var output: [CInt] = [-1, -1]
         var errorOutput: [CInt] = [-1, -1]
         guard ctn_pipe_cloexec(&output) == 0, ctn_pipe_cloexec(&errorOutput) == 0 else {
             throw POSIXError(.EMFILE)
+        }
+        if killedAtLine != nil {
+            // F_SETPIPE_SZ (1031): the smallest pipe Linux allows, one page.
+            _ = fcntl(output[1], 1031, 4096)
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -62,7 +75,7 @@ final class HelperProcess: Sendable {
             throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EIO)
         }
         pid = child
-        Self.readLines(from: output[0], into: lines, then: outputEnded)
+        Self.readLines(from: output[0], into: lines, then: outputEnded, killing: killedAtLine.map { (child, $0) })
         Self.readLines(from: errorOutput[0], into: errors, then: errorsEnded)
         let (pid, exitStatus, exited) = (child, self.exitStatus, self.exited)
         Thread.detachNewThread {
@@ -73,8 +86,12 @@ final class HelperProcess: Sendable {
         }
     }
 
-    /// Reads `descriptor` to its end on a thread of its own, one line at a time.
-    private static func readLines(from descriptor: CInt, into lines: Collector<String>, then ended: Signal) {
+    /// Reads `descriptor` to its end on a thread of its own, one line at a time;
+    /// with `killing`, sends that process SIGKILL once that many lines are read.
+    private static func readLines(
+        from descriptor: CInt, into lines: Collector<String>, then ended: Signal,
+        killing: (process: pid_t, line: Int)? = nil
+    ) {
         Thread.detachNewThread {
             defer {
                 close(descriptor)
@@ -82,6 +99,7 @@ final class HelperProcess: Sendable {
             }
             var pending: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
+            var linesRead = 0
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
@@ -90,6 +108,8 @@ final class HelperProcess: Sendable {
                 while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
                     lines.append(String(decoding: pending[..<newline], as: UTF8.self))
                     pending.removeSubrange(...newline)
+                    linesRead += 1
+                    if let killing, linesRead == killing.line { kill(killing.process, SIGKILL) }
                 }
             }
             if !pending.isEmpty { lines.append(String(decoding: pending, as: UTF8.self)) }
