@@ -23,6 +23,10 @@ package final class RedisConnection: @unchecked Sendable {
     private let socket: FileDescriptor
     private var input: [UInt8] = []
     private var consumed = 0
+    // What one receive reads into before it is appended to `input`: made
+    // once, so a read neither zero-fills nor shrinks `input` (in a debug
+    // build, zero-filling 64 KiB through generic code took 14 ms a read).
+    private var receiveBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     private var outgoing: [UInt8] = []
     package private(set) var isBroken = false
     private let limits = RESPLimits()
@@ -189,24 +193,16 @@ package final class RedisConnection: @unchecked Sendable {
             input.removeFirst(consumed)
             consumed = 0
         }
-        let before = input.count
-        let chunk = 64 * 1024
-        input.append(contentsOf: repeatElement(0, count: chunk))
-        let result = input.withUnsafeMutableBytes { all in
-            SystemCalls.receiveStream(socket, into: UnsafeMutableRawBufferPointer(rebasing: all[before...]))
-        }
+        let result = receiveBuffer.withUnsafeMutableBytes { SystemCalls.receiveStream(socket, into: $0) }
         switch result {
         case .success(0):
-            input.removeLast(chunk)
             throw broken("Redis at \(options.redactedDescription) closed the connection", nil)
         case .success(let count):
-            input.removeLast(chunk - count)
+            receiveBuffer.withUnsafeBufferPointer { input.append(contentsOf: $0.prefix(count)) }
             return true
         case .failure(let error) where error == .wouldBlock:
-            input.removeLast(chunk)
             return false
         case .failure(let error):
-            input.removeLast(chunk)
             throw broken("reading from Redis at \(options.redactedDescription) failed", error)
         }
     }

@@ -214,8 +214,16 @@ struct RedisStreamsTransportTests {
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         var received: [Int] = []
+        var kills = 0
         for index in 0..<300 {
-            if index % 100 == 50 { _ = try server.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes") }
+            if index % 100 == 50 {
+                // Each kill finds the reader connected again after the
+                // previous one; the posts right after a kill are made while
+                // it is not.
+                #expect(waitUntil { observer.transport.statistics.reconnects >= kills })
+                _ = try server.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+                kills += 1
+            }
             // A post whose connection was killed under it fails with
             // unreachable: the poster is told, and retries once.
             if !succeeds({ () throws(TypedNotificationError) in try poster.post(Ping(index: index)) }) {
@@ -233,6 +241,7 @@ struct RedisStreamsTransportTests {
         for index in received where deduplicated.last != index { deduplicated.append(index) }
         #expect(deduplicated.prefix(300) == ArraySlice(0..<300))
         #expect(observer.transport.statistics.reconnects >= 3)
+        #expect(kills == 3)
     }
 
     @Test("a post while the server is down fails at once with unreachable; after a restart, posting resumes")
