@@ -1,5 +1,6 @@
 import Foundation
 @_spi(TransportAuthoring) import TypedNotifications
+import TypedNotificationsRedis
 
 #if canImport(Glibc)
     import Glibc
@@ -8,7 +9,9 @@ import Foundation
 #endif
 
 // A process the tests start as an observer or a poster, to test cross-process
-// behaviour with real processes. Prints one line per event, flushed at once:
+// behaviour with real processes. Prints one line per event, flushed at once.
+// Where DIR is a redis:// URL, observe, observe-total and fdurable use the
+// Redis Streams transport on that server instead:
 //
 //   tnotify-test-helper observe DIR COUNT        "ready", "progress N" every 100,
 //                                                then "done count=… inorder=… missed=…"
@@ -26,6 +29,9 @@ import Foundation
 //                                                envelope on the socket that is its stdin
 //   tnotify-test-helper fobserve DIR COUNT [ID]  like observe, over the file transport,
 //                                                with a durable identity if given
+//   tnotify-test-helper fdurable DIR ID LAST sequence|handler
+//                                                a durable observer with identity ID: "got INDEX 0|1"
+//                                                per handled ping (1: a redelivery), "done" after LAST
 //   tnotify-test-helper fobserve-events DIR COUNT like fobserve, but polls only once an hour:
 //                                                only change events can wake it
 //   tnotify-test-helper fpost DIR COUNT POSTER [SEGMENT]
@@ -54,7 +60,18 @@ func fail(_ message: String) -> Never {
 }
 
 func observe(directory: String, count: Int, countingMissed: Bool = false) async throws {
-    let hub = try NotificationHub(endpoint: "observer", transport: SocketTransport(directory: directory))
+    if directory.hasPrefix("redis://") {
+        let hub = try NotificationHub(endpoint: "observer", transport: RedisStreamsTransport(url: directory))
+        try await observe(hub, count: count, countingMissed: countingMissed)
+    } else {
+        let hub = try NotificationHub(endpoint: "observer", transport: SocketTransport(directory: directory))
+        try await observe(hub, count: count, countingMissed: countingMissed)
+    }
+}
+
+func observe<Transport: NotificationTransport>(_ hub: NotificationHub<Transport>, count: Int, countingMissed: Bool)
+    async throws
+{
     let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
     say("ready")
     var received = 0
@@ -112,8 +129,20 @@ func observeFiles(directory: String, count: Int, identity: String?, pollInterval
 /// and `done` once it has handled index `last`. `mode` is `sequence` (a `for
 /// await` loop) or `handler` (a handler on the center's executor).
 func observeDurably(directory: String, identity: String, last: Int, mode: String) async throws {
-    let hub = try NotificationHub(
-        endpoint: "durable", transport: FileSignalTransport(directory: directory, identity: identity))
+    if directory.hasPrefix("redis://") {
+        let hub = try NotificationHub(
+            endpoint: "durable", transport: RedisStreamsTransport(url: directory, identity: identity))
+        try await observeDurably(hub, last: last, mode: mode)
+    } else {
+        let hub = try NotificationHub(
+            endpoint: "durable", transport: FileSignalTransport(directory: directory, identity: identity))
+        try await observeDurably(hub, last: last, mode: mode)
+    }
+}
+
+func observeDurably<Transport: NotificationTransport>(_ hub: NotificationHub<Transport>, last: Int, mode: String)
+    async throws
+{
     switch mode {
     case "handler":
         let finished = AsyncStream<Void>.makeStream()

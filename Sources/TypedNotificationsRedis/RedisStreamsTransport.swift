@@ -28,7 +28,10 @@ import Synchronization
 ///   before it returns, and the reader reads every entry after it.
 /// - A plain observer reads with `XREAD` from there; a durable `identity`
 ///   reads through a consumer group of that name, acknowledging (`XACK`)
-///   each entry once every observer has handled it. After a crash or a
+///   each entry once every observer has handled it. An entry that every
+///   observer holding it abandoned (cancelled, or left its loop, with the
+///   entry read but not handled) is not acknowledged: it stays pending and
+///   comes again, marked, when the identity next subscribes to the name. After a crash or a
 ///   restart it resumes with the entries it had read but not acknowledged,
 ///   marked ``TypedNotifications/NotificationDelivery/isRedelivery``, then what came after:
 ///   nothing it acknowledged comes again. What Redis itself keeps over a
@@ -55,10 +58,11 @@ public final class RedisStreamsTransport: NotificationTransport {
     /// Limits and policies.
     public let configuration: RedisStreamsConfiguration
 
-    let counters = RedisStreamsCounters()
+    let counters: RedisStreamsCounters
     private let state = Locked(RedisTransportState())
     private let loop: EventLoop
-    private let acknowledgements = Locked(AcknowledgementQueue())
+    // A durable identity's acknowledgements; nil for a plain observer.
+    private let acknowledgements: AcknowledgementSender?
 
     /// Checks the URL, the identity and the configuration; connects only when opened.
     ///
@@ -113,11 +117,18 @@ public final class RedisStreamsTransport: NotificationTransport {
         self.identity = identity
         self.firstRead = firstRead
         self.configuration = configuration
+        let loop: EventLoop
         do throws(Errno) {
             loop = try EventLoop(name: "TypedNotifications.RedisStreamsTransport")
         } catch {
             throw TypedNotificationError(
                 code: .transportFailure, message: "could not start the Redis transport's event loop", cause: error)
+        }
+        let counters = RedisStreamsCounters()
+        self.loop = loop
+        self.counters = counters
+        acknowledgements = identity.map {
+            AcknowledgementSender(identity: $0, options: options, counters: counters, loop: loop)
         }
     }
 
@@ -512,13 +523,15 @@ public final class RedisStreamsTransport: NotificationTransport {
             reader.lastDelivered = max(reader.lastDelivered, id)
             guard var message = decode(fields, of: reader) else {
                 counters.corruptEntriesSkipped.add(1, ordering: .relaxed)
-                if identity != nil { acknowledge(id, key: reader.key) }
+                acknowledgements?.acknowledge(id, key: reader.key)
                 continue
             }
             message.isRedelivery = redelivering
-            if identity != nil {
+            if let acknowledgements {
                 let key = reader.key
-                message.receipt = DeliveryReceipt { [weak self] in self?.acknowledge(id, key: key) }
+                // Not acknowledged when every observer holding it ended
+                // without handling it: it stays pending and comes again.
+                message.receipt = DeliveryReceipt.unlessAbandoned { acknowledgements.acknowledge(id, key: key) }
             }
             counters.delivered.add(1, ordering: .relaxed)
             receiver.receive(message)
@@ -584,63 +597,13 @@ public final class RedisStreamsTransport: NotificationTransport {
         }
     }
 
-    /// Queues an acknowledgement; the loop sends queued ones together.
-    private func acknowledge(_ id: StreamEntryID, key: [UInt8]) {
-        let first = acknowledgements.withLock { queue -> Bool in
-            queue.pending.append((key, id))
-            defer { queue.flushQueued = true }
-            return !queue.flushQueued
-        }
-        if first { loop.execute { [weak self] in self?.flushAcknowledgements() } }
-    }
-
-    /// Sends the queued acknowledgements, one `XACK` per stream, on the loop.
-    /// What fails stays queued and is tried again in a second.
-    private func flushAcknowledgements() {
-        guard let identity else { return }
-        let pending = acknowledgements.withLock { queue in
-            defer {
-                queue.pending.removeAll()
-                queue.flushQueued = false
-            }
-            return queue.pending
-        }
-        guard !pending.isEmpty else { return }
-        var byKey: [[UInt8]: [StreamEntryID]] = [:]
-        for (key, id) in pending { byKey[key, default: []].append(id) }
-        let commands = byKey.map { key, ids in
-            [Array("XACK".utf8), key, Array(identity.utf8)] + ids.map { Array($0.description.utf8) }
-        }
-        do throws(TypedNotificationError) {
-            let connection = try ackConnection()
-            let replies = try connection.pipeline(commands)
-            for reply in replies {
-                if case .integer(let count) = reply { counters.acknowledged.add(Int(count), ordering: .relaxed) }
-            }
-        } catch {
-            state.withLock { $0.acknowledger = nil }
-            let retry = acknowledgements.withLock { queue -> Bool in
-                queue.pending = pending + queue.pending
-                defer { queue.flushQueued = true }
-                return !queue.flushQueued
-            }
-            if retry {
-                loop.schedule(after: 1_000_000_000) { [weak self] in self?.flushAcknowledgements() }
-            }
-        }
-    }
-
-    /// The loop's own connection for acknowledgements.
-    private func ackConnection() throws(TypedNotificationError) -> RedisConnection {
-        if let existing = state.withLock({ $0.acknowledger }), !existing.isBroken { return existing }
-        let connection = try RedisConnection.connect(options, clientName: "tn-acknowledger")
-        state.withLock { $0.acknowledger = connection }
-        return connection
-    }
-
     /// Stops reading, sends the acknowledgements still queued, and closes
     /// every connection. Waits for the event loop, at most 2 seconds.
     /// Idempotent.
+    ///
+    /// A durable identity's deliveries handled after this returned (a loop
+    /// that was still holding one) are not acknowledged: they stay pending in its
+    /// group and come again, marked as redeliveries, on its next run.
     public func close() {
         let (wasOpen, readers) = state.withLock { state -> (Bool, [StreamReader]) in
             defer {
@@ -652,11 +615,27 @@ public final class RedisStreamsTransport: NotificationTransport {
             return (false, [])
         }
         if wasOpen {
-            loop.execute { [weak self] in
-                guard let self else { return }
+            // The last acknowledgements go out before the loop stops: once
+            // stopped, its queued jobs run on another thread after `join`
+            // returned, too late for a process that exits after `close()`.
+            let (loop, acknowledgements) = (loop, acknowledgements)
+            // On the loop, after the delivery in progress there: the
+            // center lets go of a receipt once it handed the message out.
+            let finalFlush: @Sendable () -> Void = {
                 for reader in readers { reader.cancel(on: loop) }
-                flushAcknowledgements()
-                state.withLock { $0.acknowledger = nil }
+                acknowledgements?.close()
+                acknowledgements?.flush()
+                acknowledgements?.dropConnection()
+            }
+            if loop.isCurrent {
+                finalFlush()
+            } else {
+                let flushed = OneShotEvent()
+                loop.execute {
+                    finalFlush()
+                    flushed.signal()
+                }
+                _ = flushed.wait(nanoseconds: 2_000_000_000)
             }
         }
         loop.stop()
@@ -715,13 +694,6 @@ struct RedisTransportState {
     var readers: [NotificationName: StreamReader] = [:]
     var connectBackoff = ConnectBackoff()
     var nextTrim: [NotificationName: UInt64] = [:]
-    var acknowledger: RedisConnection?
-}
-
-/// Acknowledgements waiting for the loop.
-struct AcknowledgementQueue {
-    var pending: [([UInt8], StreamEntryID)] = []
-    var flushQueued = false
 }
 
 /// When to try connecting again after failures: 50 ms, doubling to 2 s.

@@ -29,7 +29,7 @@ final class DeliveryQueue: Sendable {
         case .buffered:
             return false
         case .discarded:
-            message.receipt?.release()
+            message.receipt?.abandon()
             return false
         case .dropped(let lost):
             lost.receipt?.release()

@@ -462,7 +462,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         }
         // The transport's hold on a durable message's receipt goes once every
         // observer that queued it holds it: with none, it is handled now.
-        defer { message.receipt?.release() }
+        defer { message.receipt?.releaseHold() }
         guard let delivery else { return }
         counters.received.add(1, ordering: .relaxed)
         if delivery.gap > 0 {

@@ -138,7 +138,7 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
             return true
         }
         guard releaseNow else { return }
-        for receipt in receipts { receipt.release() }
+        for receipt in receipts { receipt.abandon() }
     }
 
     private func markRemoved(releasing receipts: [DeliveryReceipt]) {
@@ -147,7 +147,7 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
             defer { state.receipts = [] }
             return state.receipts
         }
-        for receipt in receipts + stashed { receipt.release() }
+        for receipt in receipts + stashed { receipt.abandon() }
     }
 
     private func cleanUp(_ unregister: @Sendable () -> Void) {

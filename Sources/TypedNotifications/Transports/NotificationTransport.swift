@@ -183,7 +183,10 @@ public struct TransportMessage: Sendable {
 /// - an observer whose buffering policy dropped the message (the loss is
 ///   reported in ``NotificationDelivery/missed``), or that could not decode it
 ///   (counted as undecodable and missed);
-/// - an observer that was cancelled, once it has been removed from the center.
+/// - an observer that was cancelled, or whose loop ended, with the message
+///   in hand, once it has been removed from the center (it *abandoned* the
+///   message: a transport may leave such a message to be read again, see
+///   the Redis transport).
 ///
 /// When the last hold goes, `whenHandled` runs, once, on the thread that let
 /// go of it: keep it short and never block in it.
@@ -191,12 +194,30 @@ public final class DeliveryReceipt: Sendable {
     // Holds not yet let go of: one for the transport until the center took
     // the message, plus one per observer that queued it.
     private let holds = Atomic<Int>(1)
+    // For a receipt that skips abandoned messages: bit 0, an observer ended
+    // holding it unhandled; bit 1, an observer handled it.
+    private let outcomes = Atomic<UInt8>(0)
+    private let skipsAbandoned: Bool
     private let whenHandled: @Sendable () -> Void
 
     /// Creates a receipt held once, by the transport, until the center has
     /// passed the message to its observers.
     public init(whenHandled: @escaping @Sendable () -> Void) {
         self.whenHandled = whenHandled
+        self.skipsAbandoned = false
+    }
+
+    /// Like ``init(whenHandled:)``, but `whenHandled` does not run when the
+    /// observers that queued the message all ended holding it unhandled
+    /// (cancelled, or their loop left): for a transport that can leave it
+    /// unacknowledged, to be read again, instead of moving past it.
+    package static func unlessAbandoned(_ whenHandled: @escaping @Sendable () -> Void) -> DeliveryReceipt {
+        DeliveryReceipt(whenHandled: whenHandled, skipsAbandoned: true)
+    }
+
+    private init(whenHandled: @escaping @Sendable () -> Void, skipsAbandoned: Bool) {
+        self.whenHandled = whenHandled
+        self.skipsAbandoned = skipsAbandoned
     }
 
     /// Adds a hold: an observer queued the message.
@@ -204,11 +225,26 @@ public final class DeliveryReceipt: Sendable {
         holds.add(1, ordering: .relaxed)
     }
 
-    /// Lets go of one hold; the last runs `whenHandled`.
+    /// Lets go of an observer's hold: it is done with the message (handled
+    /// it, or counted it as missed). The last hold runs `whenHandled`.
     func release() {
-        if holds.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
-            whenHandled()
-        }
+        if skipsAbandoned { outcomes.bitwiseOr(2, ordering: .relaxed) }
+        releaseHold()
+    }
+
+    /// Lets go of an observer's hold on a message it ended with in hand and
+    /// never handled.
+    func abandon() {
+        if skipsAbandoned { outcomes.bitwiseOr(1, ordering: .relaxed) }
+        releaseHold()
+    }
+
+    /// Lets go of a hold, the transport's or an observer's; the last runs
+    /// `whenHandled` unless the message was only abandoned.
+    func releaseHold() {
+        guard holds.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        if skipsAbandoned && outcomes.load(ordering: .relaxed) == 1 { return }
+        whenHandled()
     }
 }
 

@@ -1,0 +1,98 @@
+import NotificationPlatform
+import TypedNotifications
+
+/// Sends a durable identity's acknowledgements: receipts queue them from any
+/// thread, and jobs on the transport's event loop send them together, one
+/// `XACK` per stream, on a connection of their own.
+///
+/// Apart from the transport, so a receipt released late (after the
+/// transport was closed, or while it is being deinitialized) holds this and
+/// not the transport.
+final class AcknowledgementSender: Sendable {
+    private let identity: String
+    private let options: RedisConnectionOptions
+    private let counters: RedisStreamsCounters
+    private let loop: EventLoop
+    private let queue = Locked(Queue())
+    // Used only by jobs of the loop, which run one at a time: on its
+    // thread, and after it stopped on the thread that drains its jobs.
+    private let connection = Locked<RedisConnection?>(nil)
+
+    private struct Queue {
+        var pending: [([UInt8], StreamEntryID)] = []
+        var flushQueued = false
+        // Set by `close()`: what is released after it is not acknowledged.
+        var closed = false
+    }
+
+    init(identity: String, options: RedisConnectionOptions, counters: RedisStreamsCounters, loop: EventLoop) {
+        self.identity = identity
+        self.options = options
+        self.counters = counters
+        self.loop = loop
+    }
+
+    /// Queues the acknowledgement of entry `id` of stream `key`; the loop
+    /// sends what is queued together. Once closed, does nothing: the entry
+    /// stays pending and comes again, marked, on the identity's next run.
+    func acknowledge(_ id: StreamEntryID, key: [UInt8]) {
+        let first = queue.withLock { queue -> Bool in
+            guard !queue.closed else { return false }
+            queue.pending.append((key, id))
+            defer { queue.flushQueued = true }
+            return !queue.flushQueued
+        }
+        if first { loop.execute { [self] in flush() } }
+    }
+
+    /// Refuses acknowledgements from now on; what is queued is still sent by
+    /// the next ``flush()``.
+    func close() {
+        queue.withLock { $0.closed = true }
+    }
+
+    /// Sends the queued acknowledgements. On the loop. What fails stays
+    /// queued and is tried again in a second, unless closed.
+    func flush() {
+        let pending = queue.withLock { queue in
+            defer {
+                queue.pending.removeAll()
+                queue.flushQueued = false
+            }
+            return queue.pending
+        }
+        guard !pending.isEmpty else { return }
+        var byKey: [[UInt8]: [StreamEntryID]] = [:]
+        for (key, id) in pending { byKey[key, default: []].append(id) }
+        let commands = byKey.map { key, ids in
+            [Array("XACK".utf8), key, Array(identity.utf8)] + ids.map { Array($0.description.utf8) }
+        }
+        do throws(TypedNotificationError) {
+            let replies = try liveConnection().pipeline(commands)
+            for reply in replies {
+                if case .integer(let count) = reply { counters.acknowledged.add(Int(count), ordering: .relaxed) }
+            }
+        } catch {
+            dropConnection()
+            let retry = queue.withLock { queue -> Bool in
+                guard !queue.closed else { return false }
+                queue.pending = pending + queue.pending
+                defer { queue.flushQueued = true }
+                return !queue.flushQueued
+            }
+            if retry { loop.schedule(after: 1_000_000_000) { [self] in flush() } }
+        }
+    }
+
+    /// Closes the connection. On the loop.
+    func dropConnection() {
+        connection.withLock { $0 = nil }
+    }
+
+    private func liveConnection() throws(TypedNotificationError) -> RedisConnection {
+        if let existing = connection.withLock({ $0 }), !existing.isBroken { return existing }
+        let made = try RedisConnection.connect(options, clientName: "tn-acknowledger")
+        connection.withLock { $0 = made }
+        return made
+    }
+}

@@ -1,0 +1,247 @@
+import Foundation
+import Testing
+
+@_spi(TransportAuthoring) @testable import TypedNotifications
+@testable import TypedNotificationsRedis
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Durable identities and retention over Redis, against the adversaries that
+/// break them: observer processes killed mid-backlog, the server killed and
+/// restarted from its append-only file, an observer stopped while retention
+/// trims its stream.
+@Suite(
+    "Redis Streams: durable identities and retention under faults", .serialized, .timeLimit(.minutes(10)),
+    .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
+struct RedisFaultTests {
+    @Test(
+        "a durable observer process SIGKILLed at random points in a backlog of 1,500, 12 rounds each way: all handled, every duplicate marked as a redelivery",
+        arguments: ["sequence", "handler"])
+    func observerKilled(mode: String) async throws {
+        // This test is about the observer, not the server's disk: sync once a second.
+        let server = try await RedisTestServer(arguments: ["--appendfsync", "everysec"])
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        var kills = 0
+        var duplicates = 0
+        for round in 0..<12 {
+            let identity = "w\(round)"
+            _ = try server.command("DEL", "tn:{test.helper.ping}")
+            // The identity's first run starts at the stream's end: make its
+            // group now, so all 1,500 below are its backlog.
+            let first = try redisHub(server, endpoint: "durable", identity: identity)
+            _ = try first.deliveries(of: HelperPing.self)
+            first.close()
+            for index in 0..<1_500 { try poster.post(HelperPing(poster: 1, index: index)) }
+            var last = 1_499
+            var expected = Set(0...last)
+            var handled: [Int: Int] = [:]
+            var finished = false
+            for run in 1...8 where !finished {
+                if run > 1 {
+                    // A fresh last entry: a run ends once it has read it, so
+                    // it read everything before it (a killed run may have
+                    // read and acknowledged the previous last one).
+                    last += 1
+                    try poster.post(HelperPing(poster: 1, index: last))
+                    expected.insert(last)
+                }
+                let remaining = expected.count - handled.count
+                // Killed, by the thread reading its output, at a random line
+                // in its first three runs; at most two pages of short lines
+                // (some 800) pass before the kill lands.
+                let killed = run <= 3 && remaining > 1
+                let helper = try HelperProcess(
+                    ["fdurable", server.url(), identity, String(last), mode],
+                    killedAtLine: killed ? 1 + Int.random(in: 1...min(300, remaining - 1)) : nil)
+                let status = await helper.waitForExit()
+                let said = helper.lines.values.contains("done")
+                if !killed {
+                    #expect(status == 0, "run \(run): \(helper.errors.values)")
+                }
+                if killed && !said { kills += 1 }
+                for line in helper.lines.values where line.hasPrefix("got ") {
+                    let fields = line.split(separator: " ")
+                    guard fields.count == 3, let index = Int(fields[1]) else {
+                        Issue.record("unexpected line \(line)")
+                        continue
+                    }
+                    if handled[index] != nil {
+                        duplicates += 1
+                        #expect(fields[2] == "1", "\(index) was handled before and came again unmarked (run \(run))")
+                    }
+                    handled[index, default: 0] += 1
+                }
+                // Only a run that ended by itself acknowledged all it handled.
+                finished = !killed && said
+            }
+            #expect(finished)
+            #expect(Set(handled.keys) == expected, "round \(round)")
+            // Nothing is left pending in the identity's group.
+            let pending = try server.command("XPENDING", "tn:{test.helper.ping}", identity)
+            guard case .array(let summary?) = pending, case .integer(let count)? = summary.first else {
+                throw RedisTestFailure("XPENDING: \(pending)")
+            }
+            #expect(count == 0, "round \(round): \(count) entries still pending")
+        }
+        print("Redis \(mode): \(kills) kills, \(duplicates) duplicates, each marked")
+        // The first run of every round was killed mid-backlog.
+        #expect(kills >= 12)
+    }
+
+    @Test(
+        "the server SIGKILLed twice and restarted from its append-only file: a durable observer gets all 600, nothing it acknowledged comes again, what comes again is marked"
+    )
+    func serverKilled() async throws {
+        let server = try await RedisTestServer()
+        let observer = try redisHub(server, endpoint: "observer", identity: "durable")
+        defer { observer.close() }
+        let seen = Collector<(index: Int, redelivery: Bool)>()
+        let token = try observer.addObserver(Ping.self) { ping, delivery in
+            seen.append((ping.index, delivery.isRedelivery))
+        }
+        defer { withExtendedLifetime(token) {} }
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        var acknowledgedBeforeKill: Set<Int> = []
+        for index in 0..<600 {
+            if index == 200 {
+                // Killed once everything so far was handled and acknowledged:
+                // none of it may come again.
+                await seen.wait(forCount: 200)
+                #expect(waitUntil { observer.transport.statistics.acknowledged >= 200 })
+                acknowledgedBeforeKill = Set(0..<200)
+                await server.kill()
+                try await server.start()
+            }
+            if index == 400 {
+                // Killed mid-stream, while entries are being read and handled.
+                await server.kill()
+                try await server.start()
+            }
+            // A post fails fast with unreachable while the server is down or
+            // the connection is new; retried until Redis acknowledges it.
+            var attempts = 0
+            while !succeeds({ () throws(TypedNotificationError) in try poster.post(Ping(index: index)) }) {
+                attempts += 1
+                try #require(attempts < 1_000, "post \(index) never acknowledged")
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        let arrived = await seen.wait(forCount: 600, upTo: .seconds(120))
+        var handled: Set<Int> = []
+        for (index, redelivery) in seen.values {
+            if handled.contains(index) {
+                #expect(redelivery, "\(index) came again unmarked")
+                #expect(!acknowledgedBeforeKill.contains(index), "\(index) had been acknowledged and came again")
+            }
+            handled.insert(index)
+        }
+        #expect(arrived)
+        #expect(handled == Set(0..<600))
+        #expect(observer.transport.statistics.reconnects >= 2)
+    }
+
+    @Test(
+        "a durable loop that leaves after the first of 20 acknowledges only that one: the 19 it took and never handled come again, marked, when the name is observed again"
+    )
+    func abandonedEntries() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let observer = try redisHub(server, endpoint: "observer", identity: "leaver")
+        defer { observer.close() }
+        let sequence = try observer.deliveries(of: Ping.self)
+        for index in 0..<20 { try poster.post(Ping(index: index)) }
+        // All 20 read and queued for the loop, which takes them together.
+        #expect(waitUntil { observer.transport.statistics.delivered >= 20 })
+        for await delivered in sequence {
+            #expect(delivered.notification.index == 0)
+            break
+        }
+        #expect(waitUntil { observer.transport.statistics.acknowledged >= 1 })
+        // Observed again (the name was unsubscribed when the loop left): the
+        // group hands this identity what it read and never acknowledged.
+        let seen = Collector<(index: Int, redelivery: Bool)>()
+        let token = try observer.addObserver(Ping.self) { ping, delivery in
+            seen.append((ping.index, delivery.isRedelivery))
+        }
+        defer { withExtendedLifetime(token) {} }
+        #expect(await seen.wait(forCount: 19, upTo: .seconds(30)))
+        #expect(seen.values.map(\.index) == Array(1..<20))
+        #expect(seen.values.allSatisfy { $0.redelivery })
+        #expect(observer.transport.statistics.acknowledged >= 1)
+        #expect(waitUntil { observer.transport.statistics.acknowledged == 20 })
+    }
+
+    @Test("a durable identity's first run starts where it chose; later runs resume where it stopped")
+    func firstRead() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        for index in 0..<100 { try poster.post(Ping(index: index)) }
+        let starts: [(String, RedisStreamStart, [Int])] = [
+            ("at-end", .end, [100]), ("from-start", .beginning, Array(0...100)), ("newest", .newest(2), [98, 99, 100]),
+        ]
+        var hubs: [NotificationHub<RedisStreamsTransport>] = []
+        var sequences: [DeliverySequence<Ping>] = []
+        for (identity, start, _) in starts {
+            let hub = try redisHub(server, endpoint: identity, identity: identity, firstRead: start)
+            hubs.append(hub)
+            sequences.append(try hub.deliveries(of: Ping.self))
+        }
+        try poster.post(Ping(index: 100))
+        for (position, (identity, _, expected)) in starts.enumerated() {
+            var iterator = sequences[position].makeAsyncIterator()
+            var got: [Int] = []
+            while got.count < expected.count, let delivered = await iterator.next() {
+                #expect(!delivered.delivery.isRedelivery)
+                got.append(delivered.notification.index)
+            }
+            #expect(got == expected, "\(identity)")
+            // Closed holding the last one, not acknowledged.
+            hubs[position].close()
+        }
+        try poster.post(Ping(index: 101))
+        try poster.post(Ping(index: 102))
+        // The second run of "at-end" resumes: 100 again, marked, then what
+        // was posted while it was not running.
+        let again = try redisHub(server, endpoint: "at-end", identity: "at-end", firstRead: .end)
+        defer { again.close() }
+        var iterator = try again.deliveries(of: Ping.self).makeAsyncIterator()
+        var got: [(Int, Bool)] = []
+        while got.count < 3, let delivered = await iterator.next() {
+            got.append((delivered.notification.index, delivered.delivery.isRedelivery))
+        }
+        #expect(got.map(\.0) == [100, 101, 102])
+        #expect(got.map(\.1) == [true, false, false])
+    }
+
+    @Test(
+        "an observer process stopped while retention trims its stream is told, on SIGCONT, how many it missed: received plus missed is every post"
+    )
+    func behindRetention() async throws {
+        let server = try await RedisTestServer(arguments: ["--appendfsync", "everysec"])
+        let observer = try HelperProcess(["observe-total", server.url(), "3000"])
+        await observer.waitForLine(startingWith: "ready")
+        observer.signal(SIGSTOP)
+        waitUntilStopped(observer.pid)
+        let poster = try redisHub(server, endpoint: "poster", configuration: .init(maximumLength: 100))
+        defer { poster.close() }
+        for index in 0..<3_000 { try poster.post(HelperPing(poster: 1, index: index)) }
+        // Redis trims whole nodes of 100 entries: a few hundred at most remain.
+        guard case .integer(let length) = try server.command("XLEN", "tn:{test.helper.ping}") else {
+            throw RedisTestFailure("XLEN")
+        }
+        #expect(length < 400)
+        observer.signal(SIGCONT)
+        #expect(await observer.waitForExit() == 0, "\(observer.errors.values)")
+        let done = try #require(observer.lines.values.first { $0.hasPrefix("done") }.map(parseDone))
+        let count = try #require(done["count"].flatMap { Int($0) })
+        let missed = try #require(done["missed"].flatMap { Int($0) })
+        #expect(count + missed == 3_000)
+        #expect(missed >= 3_000 - 400)
+    }
+}
