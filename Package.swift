@@ -29,7 +29,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tnotify",
-            dependencies: ["TypedNotifications", "CTypedNotifications"],
+            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "CTypedNotifications"],
             path: "Sources/tnotify"
         ),
         // Started by the tests as observer and poster processes.

@@ -1,6 +1,7 @@
 import CTypedNotifications
 import Foundation
 import TypedNotifications
+import TypedNotificationsRedis
 
 #if canImport(Glibc)
     import Glibc
@@ -8,9 +9,10 @@ import TypedNotifications
     import Darwin
 #endif
 
-/// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file] [--dir DIR] [--wait TIME]`
+/// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis] [--dir DIR | --url URL] [--wait TIME]`
 func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
-    let arguments = try Arguments(words, options: ["json", "text", "transport", "dir", "wait"], flags: ["stdin"])
+    let arguments = try Arguments(
+        words, options: ["json", "text", "transport", "dir", "url", "wait"], flags: ["stdin"])
     guard arguments.positional.count == 1 else {
         throw CommandFailure(code: .usage, message: "post takes exactly one NAME")
     }
@@ -41,7 +43,7 @@ func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     }
     let hub: AnyHub
     do {
-        hub = try AnyHub.make(choice, directory: choice.directory(arguments), endpoint: "tnotify")
+        hub = try AnyHub.make(choice, arguments: arguments, endpoint: "tnotify")
     } catch {
         throw failure(error)
     }
@@ -81,9 +83,10 @@ private func text(_ duration: Duration) -> String {
 /// How many notifications `watch` holds for a slow terminal by default.
 let defaultWatchBuffer = 10_000
 
-/// `tnotify watch NAME... [--transport …] [--dir …] [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]`
+/// `tnotify watch NAME... [--transport …] [--dir … | --url …] [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]`
 func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
-    let arguments = try Arguments(words, options: ["transport", "dir", "cursor", "from", "buffer"], flags: ["json"])
+    let arguments = try Arguments(
+        words, options: ["transport", "dir", "url", "cursor", "from", "buffer"], flags: ["json"])
     var buffer = defaultWatchBuffer
     if let text = arguments.option("buffer") {
         guard let value = Int(text), value > 0 else {
@@ -97,22 +100,25 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     var names: [NotificationName] = []
     for text in arguments.positional { names.append(try notificationName(text)) }
     let choice = try TransportChoice.from(arguments)
-    if arguments.option("cursor") != nil && choice != .file {
-        throw CommandFailure(code: .usage, message: "--cursor needs --transport file: only logs keep a position")
+    if arguments.option("cursor") != nil && choice == .socket {
+        throw CommandFailure(
+            code: .usage, message: "--cursor needs --transport file or redis: only logs and streams keep a position")
     }
-    var firstRead = FileLogStart.end
+    var start = StartChoice.end
     if let text = arguments.option("from") {
-        guard choice == .file else {
-            throw CommandFailure(code: .usage, message: "--from needs --transport file: only logs keep what was posted")
+        guard choice != .socket else {
+            throw CommandFailure(
+                code: .usage,
+                message: "--from needs --transport file or redis: only logs and streams keep what was posted"
+            )
         }
-        firstRead = try logStart(text)
+        start = try startChoice(text)
     }
     let hub: AnyHub
     var sequences: [(NotificationName, DeliverySequence<RawNotification>)] = []
     do {
         hub = try AnyHub.make(
-            choice, directory: choice.directory(arguments), endpoint: "tnotify-watch",
-            identity: arguments.option("cursor"), firstRead: firstRead)
+            choice, arguments: arguments, endpoint: "tnotify-watch", identity: arguments.option("cursor"), start: start)
         // Bounded, so a stalled terminal cannot grow the watcher without end;
         // what it drops is printed as `missed` on the next line.
         for name in names {
@@ -123,7 +129,9 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     }
     // Ctrl-C or SIGTERM: unregister, then exit cleanly.
     let stop = SignalStop(hub: hub)
-    emit("watching \(names.map(\.rawValue).joined(separator: " ")) over the \(choice.rawValue) transport")
+    emit(
+        "watching \(names.map(\.rawValue).joined(separator: " ")) over the \(choice.rawValue) transport, \(choice.location(arguments))"
+    )
     for name in names {
         if let problem = hub.cursorProblem(for: name) {
             warn(
@@ -165,43 +173,57 @@ final class SignalStop {
     }
 }
 
-/// `tnotify latest NAME [--dir DIR]`
+/// `tnotify latest NAME [--transport file|redis] [--dir DIR | --url URL] [--json]`
 func latestCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
-    let arguments = try Arguments(words, options: ["dir"], flags: ["json"])
+    let arguments = try Arguments(words, options: ["transport", "dir", "url"], flags: ["json"])
     guard arguments.positional.count == 1 else {
         throw CommandFailure(code: .usage, message: "latest takes exactly one NAME")
     }
     let name = try notificationName(arguments.positional[0])
-    let directory = TransportChoice.file.directory(arguments)
-    do {
-        let transport = try FileSignalTransport(directory: directory)
-        guard let message = try transport.latestMessage(of: name), case .encoded(let encoded) = message.payload else {
-            throw CommandFailure(code: .unavailable, message: "no notification of \(name) in \(directory)")
-        }
-        let delivered = DeliveredNotification(
-            notification: RawNotification(bytes: Array(encoded.payload)),
-            delivery: NotificationDelivery(
-                sender: message.sender, sequence: message.sequence, timestamp: message.timestamp, missed: 0)
-        )
-        emit(arguments.flag("json") ? jsonLine(name, delivered) : textLine(name, delivered))
-    } catch let error as CommandFailure {
-        throw error
-    } catch {
-        throw failure(
-            error as? TypedNotificationError ?? TypedNotificationError(code: .transportFailure, message: "\(error)"))
+    let choice = try TransportChoice.from(arguments, fallback: .file)
+    guard choice != .socket else {
+        throw CommandFailure(
+            code: .usage, message: "latest needs --transport file or redis: the socket transport keeps nothing")
     }
+    let message: TransportMessage?
+    do throws(TypedNotificationError) {
+        switch choice {
+        case .file, .socket:
+            message = try FileSignalTransport(directory: choice.directory(arguments)).latestMessage(of: name)
+        case .redis:
+            let hub = try NotificationHub(
+                endpoint: "tnotify", transport: RedisStreamsTransport(url: TransportChoice.redisURL(arguments)))
+            defer { hub.close() }
+            message = try hub.transport.latestMessage(of: name)
+        }
+    } catch {
+        throw failure(error)
+    }
+    guard let message, case .encoded(let encoded) = message.payload else {
+        throw CommandFailure(code: .unavailable, message: "no notification of \(name) in \(choice.location(arguments))")
+    }
+    let delivered = DeliveredNotification(
+        notification: RawNotification(bytes: Array(encoded.payload)),
+        delivery: NotificationDelivery(
+            sender: message.sender, sequence: message.sequence, timestamp: message.timestamp, missed: 0)
+    )
+    emit(arguments.flag("json") ? jsonLine(name, delivered) : textLine(name, delivered))
 }
 
-/// `tnotify ls [--transport socket|file] [--dir DIR]`
+/// `tnotify ls [--transport socket|file|redis] [--dir DIR | --url URL]`
 func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
-    let arguments = try Arguments(words, options: ["transport", "dir"], flags: [])
+    let arguments = try Arguments(words, options: ["transport", "dir", "url"], flags: [])
     guard arguments.positional.isEmpty else { throw CommandFailure(code: .usage, message: "ls takes no NAME") }
+    // With no --transport, the two that need no server; --url alone means Redis.
     let choices: [TransportChoice] =
-        arguments.option("transport") == nil ? [.socket, .file] : [try TransportChoice.from(arguments)]
+        arguments.option("transport") == nil && arguments.option("url") == nil
+        ? [.socket, .file] : [try TransportChoice.from(arguments)]
     for choice in choices {
         let directory = choice.directory(arguments)
-        emit("\(choice.rawValue) transport, \(directory):")
+        emit("\(choice.rawValue) transport, \(choice.location(arguments)):")
         switch choice {
+        case .redis:
+            try listStreams(arguments)
         case .socket:
             let endpoints = SocketTransport.endpoints(in: directory)
             if endpoints.isEmpty { emit("  no sockets") }
@@ -233,13 +255,20 @@ func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
 
 /// `tnotify gc [--transport socket|file] [--dir DIR]`
 func gcCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
-    let arguments = try Arguments(words, options: ["transport", "dir"], flags: [])
+    let arguments = try Arguments(words, options: ["transport", "dir", "url"], flags: [])
     guard arguments.positional.isEmpty else { throw CommandFailure(code: .usage, message: "gc takes no NAME") }
     let choices: [TransportChoice] =
-        arguments.option("transport") == nil ? [.socket, .file] : [try TransportChoice.from(arguments)]
+        arguments.option("transport") == nil && arguments.option("url") == nil
+        ? [.socket, .file] : [try TransportChoice.from(arguments)]
     for choice in choices {
         let directory = choice.directory(arguments)
         switch choice {
+        case .redis:
+            throw CommandFailure(
+                code: .usage,
+                message:
+                    "gc has nothing to do on Redis: every post trims its stream (maximumLength, maximumAge) and a reader leaves nothing behind"
+            )
         case .socket:
             emit("socket transport: reaped \(SocketTransport.reapDeadEndpoints(in: directory)) dead endpoint(s)")
         case .file:
@@ -248,8 +277,8 @@ func gcCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     }
 }
 
-/// `end`, `beginning` or `newest:N` (N above 0) as a ``FileLogStart``.
-func logStart(_ text: String) throws(CommandFailure) -> FileLogStart {
+/// `end`, `beginning` or `newest:N` (N above 0).
+func startChoice(_ text: String) throws(CommandFailure) -> StartChoice {
     switch text {
     case "end": return .end
     case "beginning": return .beginning
@@ -259,5 +288,24 @@ func logStart(_ text: String) throws(CommandFailure) -> FileLogStart {
         }
         throw CommandFailure(
             code: .usage, message: "--from takes end, beginning or newest:N (N a whole number above 0), not \(text)")
+    }
+}
+
+/// Lists the notification streams on the Redis server, with their durable identities.
+func listStreams(_ arguments: Arguments) throws(CommandFailure) {
+    let streams: [RedisStreamSummary]
+    do {
+        streams = try RedisStreamsTransport.streams(
+            options: try RedisConnectionOptions(url: TransportChoice.redisURL(arguments)))
+    } catch {
+        throw failure(error)
+    }
+    if streams.isEmpty { emit("  no streams") }
+    for stream in streams {
+        emit("  \(stream.name)  \(stream.length) entries")
+        for identity in stream.identities {
+            let behind = identity.behind.map { "\($0) behind" } ?? "behind by an unknown count (entries trimmed)"
+            emit("    identity \(identity.name): \(identity.pending) pending, \(behind)")
+        }
     }
 }

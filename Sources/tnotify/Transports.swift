@@ -1,34 +1,96 @@
 import Foundation
 import TypedNotifications
+import TypedNotificationsRedis
 
 /// Which transport a command uses; the same default for every command, so
 /// `watch` in one terminal and `post` in another meet with no flags.
 enum TransportChoice: String {
     case socket
     case file
+    case redis
 
-    static func from(_ arguments: Arguments) throws(CommandFailure) -> TransportChoice {
-        guard let text = arguments.option("transport") else { return .socket }
+    /// `--transport`, or `redis` when only `--url` is given, or `fallback`.
+    static func from(_ arguments: Arguments, fallback: TransportChoice = .socket) throws(CommandFailure)
+        -> TransportChoice
+    {
+        guard let text = arguments.option("transport") else {
+            return arguments.option("url") != nil ? .redis : fallback
+        }
         guard let choice = TransportChoice(rawValue: text) else {
-            throw CommandFailure(code: .usage, message: "--transport must be socket or file, not \(text)")
+            throw CommandFailure(code: .usage, message: "--transport must be socket, file or redis, not \(text)")
+        }
+        if choice == .redis && arguments.option("dir") != nil {
+            throw CommandFailure(
+                code: .usage, message: "--dir is for the socket and file transports; Redis takes --url")
+        }
+        if choice != .redis && arguments.option("url") != nil {
+            throw CommandFailure(code: .usage, message: "--url needs --transport redis")
         }
         return choice
     }
 
+    /// The directory of the socket or file transport.
     func directory(_ arguments: Arguments) -> String {
         arguments.option("dir")
             ?? (self == .socket ? SocketTransport.defaultDirectory : FileSignalTransport.defaultDirectory)
     }
+
+    /// The Redis server: `--url`, else `$TNOTIFY_REDIS_URL`, else the local default.
+    static func redisURL(_ arguments: Arguments) -> String {
+        arguments.option("url") ?? ProcessInfo.processInfo.environment["TNOTIFY_REDIS_URL"] ?? "redis://127.0.0.1:6379"
+    }
+
+    /// Where the command's notifications are: a directory, or a redacted URL.
+    func location(_ arguments: Arguments) -> String {
+        guard self == .redis else { return directory(arguments) }
+        let url = Self.redisURL(arguments)
+        return (try? RedisConnectionOptions(url: url).redactedDescription) ?? url
+    }
 }
 
-/// A hub over either transport, behind one interface for the commands.
+/// Where a watcher without a saved position starts, for the file and Redis transports.
+enum StartChoice {
+    case end
+    case beginning
+    case newest(Int)
+
+    var file: FileLogStart {
+        switch self {
+        case .end: .end
+        case .beginning: .beginning
+        case .newest(let count): .newest(count)
+        }
+    }
+
+    var redis: RedisStreamStart {
+        switch self {
+        case .end: .end
+        case .beginning: .beginning
+        case .newest(let count): .newest(count)
+        }
+    }
+}
+
+/// A hub over any of the transports, behind one interface for the commands.
 enum AnyHub: Sendable {
     case socket(NotificationHub<SocketTransport>)
     case file(NotificationHub<FileSignalTransport>)
+    case redis(NotificationHub<RedisStreamsTransport>)
 
+    /// A hub over the transport the command line chose.
     static func make(
-        _ choice: TransportChoice, directory: String, endpoint: String, identity: String? = nil,
-        firstRead: FileLogStart = .end
+        _ choice: TransportChoice, arguments: Arguments, endpoint: String, identity: String? = nil,
+        start: StartChoice = .end
+    ) throws(TypedNotificationError) -> AnyHub {
+        try make(
+            choice, directory: choice.directory(arguments), redisURL: TransportChoice.redisURL(arguments),
+            endpoint: endpoint, identity: identity, start: start)
+    }
+
+    /// A hub over `choice`, in `directory` or on the server at `redisURL`.
+    static func make(
+        _ choice: TransportChoice, directory: String, redisURL: String = "", endpoint: String,
+        identity: String? = nil, start: StartChoice = .end
     ) throws(TypedNotificationError) -> AnyHub {
         switch choice {
         case .socket:
@@ -37,7 +99,14 @@ enum AnyHub: Sendable {
             return .file(
                 try NotificationHub(
                     endpoint: endpoint,
-                    transport: FileSignalTransport(directory: directory, identity: identity, firstRead: firstRead)
+                    transport: FileSignalTransport(directory: directory, identity: identity, firstRead: start.file)
+                )
+            )
+        case .redis:
+            return .redis(
+                try NotificationHub(
+                    endpoint: endpoint,
+                    transport: RedisStreamsTransport(url: redisURL, identity: identity, firstRead: start.redis)
                 )
             )
         }
@@ -48,13 +117,14 @@ enum AnyHub: Sendable {
         switch self {
         case .socket(let hub): hub.failure
         case .file(let hub): hub.failure
+        case .redis(let hub): hub.failure
         }
     }
 
     /// Why a durable cursor could not be used, for the file transport.
     func cursorProblem(for name: NotificationName) -> String? {
         switch self {
-        case .socket: nil
+        case .socket, .redis: nil
         case .file(let hub): hub.transport.cursorProblem(for: name)
         }
     }
@@ -63,6 +133,7 @@ enum AnyHub: Sendable {
         switch self {
         case .socket(let hub): try hub.post(raw, as: name)
         case .file(let hub): try hub.post(raw, as: name)
+        case .redis(let hub): try hub.post(raw, as: name)
         }
     }
 
@@ -74,6 +145,8 @@ enum AnyHub: Sendable {
         case .socket(let hub):
             try hub.deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
         case .file(let hub): try hub.deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
+        case .redis(let hub):
+            try hub.deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
         }
     }
 
@@ -81,6 +154,7 @@ enum AnyHub: Sendable {
         switch self {
         case .socket(let hub): try hub.post(notification)
         case .file(let hub): try hub.post(notification)
+        case .redis(let hub): try hub.post(notification)
         }
     }
 
@@ -88,6 +162,7 @@ enum AnyHub: Sendable {
         switch self {
         case .socket(let hub): try hub.deliveries(of: type, bufferingPolicy: .unbounded)
         case .file(let hub): try hub.deliveries(of: type, bufferingPolicy: .unbounded)
+        case .redis(let hub): try hub.deliveries(of: type, bufferingPolicy: .unbounded)
         }
     }
 
@@ -96,6 +171,7 @@ enum AnyHub: Sendable {
         switch self {
         case .socket(let hub): hub.close()
         case .file(let hub): hub.close()
+        case .redis(let hub): hub.close()
         }
     }
 }
@@ -106,7 +182,7 @@ func failure(_ error: TypedNotificationError) -> CommandFailure {
         switch error.code {
         case .invalidName, .invalidEndpoint, .invalidConfiguration, .pathTooLong: .usage
         case .invalidPayload, .payloadEncodingFailed, .payloadTooLarge: .badPayload
-        case .permissionDenied, .insecureDirectory: .permission
+        case .permissionDenied, .insecureDirectory, .authenticationFailed: .permission
         case .storageFull, .transportFailure: .ioError
         case .undelivered: .temporaryFailure
         default: .unavailable

@@ -2,7 +2,7 @@ import Foundation
 import TypedNotifications
 
 // tnotify: post, watch and inspect typed notifications from the command line,
-// over this package's socket and file-plus-signal transports.
+// over this package's socket, file-plus-signal and Redis Streams transports.
 
 let help: [String: String] = [
     "": """
@@ -11,58 +11,68 @@ let help: [String: String] = [
     Commands:
       post NAME     post a notification (--json TEXT | --text TEXT | --stdin)
       watch NAME... print every notification of these names as it arrives
-      latest NAME   print the newest notification of a name (file transport)
+      latest NAME   print the newest notification of a name (file or Redis)
       ls            list names, endpoints, logs and cursors
       gc            reap dead endpoints and apply log retention now
       demo          two processes exchange typed notifications over each transport
 
     Every command takes --help. post and watch use the socket transport and its
     default directory unless told otherwise, so they meet with no flags.
+    --transport redis --url redis://[user:password@]host[:port][/db] (or just
+    --url, or $TNOTIFY_REDIS_URL) reaches other hosts through a Redis server.
     Exit codes: 0 success, 64 usage, 65 bad payload, 69 unavailable, 74 I/O,
     75 an observer did not take a post, 77 permission.
     """,
     "post": """
-    usage: tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file] [--dir DIR] [--wait TIME]
+    usage: tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis]
+                        [--dir DIR | --url URL] [--wait TIME]
 
     Posts one notification named NAME. The payload is JSON (checked), UTF-8 text,
     or standard input's bytes; none gives an empty payload. Returns at once: an
     observer that cannot take it now (a stopped process) finds it in its spool
     when it resumes. Exits 75 naming each observer that did not take it (its
-    spool is full). --wait TIME (socket transport; 5s, 250ms) also waits until
+    spool is full). Over Redis, returns once the server stored it; exits 69
+    when the server cannot be reached. --wait TIME (socket transport; 5s, 250ms) also waits until
     every observer has read it, and exits 75 naming those that have not.
     """,
     "watch": """
-    usage: tnotify watch NAME... [--transport socket|file] [--dir DIR] [--cursor ID]
-                         [--from end|beginning|newest:N] [--buffer N] [--json]
+    usage: tnotify watch NAME... [--transport socket|file|redis] [--dir DIR | --url URL]
+                         [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]
 
     Prints one line per notification: time, name, sender, sequence number and
-    payload; with --json, one JSON object per line. --cursor ID (file transport)
-    resumes the durable cursor ID where it stopped. --from (file transport)
-    says where to start without a saved cursor: the log's end (default), its
-    beginning, or its newest N notifications. --buffer N (default 10000)
+    payload; with --json, one JSON object per line. --cursor ID (file or Redis)
+    resumes the durable cursor ID where it stopped (over Redis, a consumer
+    group; what it printed is acknowledged, the rest comes again marked as a
+    redelivery). --from (file or Redis) says where to start without a saved
+    cursor: the end (default), the beginning, or the newest N notifications. --buffer N (default 10000)
     is how many notifications wait while output is slow; beyond it the oldest
     are dropped and the next line says how many were missed. Ctrl-C or SIGTERM
     unregisters and exits.
     """,
     "latest": """
-    usage: tnotify latest NAME [--dir DIR] [--json]
+    usage: tnotify latest NAME [--transport file|redis] [--dir DIR | --url URL] [--json]
 
-    Prints the newest notification of NAME in the file transport's log without
-    observing. Exits 69 when there is none.
+    Prints the newest notification of NAME in the file transport's log (the
+    default) or its Redis stream, without observing. Exits 69 when there is
+    none. The socket transport keeps nothing: --transport socket exits 64.
     """,
     "ls": """
-    usage: tnotify ls [--transport socket|file] [--dir DIR]
+    usage: tnotify ls [--transport socket|file|redis] [--dir DIR | --url URL]
 
     Lists each transport's directory: every socket, alive or dead, with the
     names it is registered for, its pid and what waits in its spool; logs with
-    their size and every durable cursor with how far behind it is.
+    their size and every durable cursor with how far behind it is. With
+    --transport redis: every stream with its length, and each durable
+    identity with what it has pending and how far behind it is. Without
+    --transport, the socket and file transports.
     """,
     "gc": """
     usage: tnotify gc [--transport socket|file] [--dir DIR]
 
     Removes what dead endpoints left (registrations, sockets, spools), also of
     processes that never registered, and deletes log segments past the default
-    retention policy (kept while a durable cursor needs them).
+    retention policy (kept while a durable cursor needs them). Redis needs
+    none: every post trims its stream, so --transport redis exits 64.
     """,
     "demo": """
     usage: tnotify demo

@@ -1,0 +1,81 @@
+import TypedNotifications
+
+/// One notification name's stream on a Redis server, for `tnotify ls`.
+package struct RedisStreamSummary: Sendable, Hashable {
+    /// A durable identity's consumer group on the stream.
+    package struct Identity: Sendable, Hashable {
+        /// The identity (the group's name).
+        package var name: String
+        /// Entries it read and has not acknowledged yet.
+        package var pending: Int
+        /// Entries added after the last one it read; `nil` when Redis cannot
+        /// tell (entries were deleted or trimmed in between).
+        package var behind: Int?
+    }
+
+    /// The notification name whose stream this is.
+    package var name: String
+    /// Entries the stream holds.
+    package var length: Int
+    /// The durable identities reading it.
+    package var identities: [Identity]
+}
+
+extension RedisStreamsTransport {
+    /// Every stream of notifications under `keyPrefix` on the server, by
+    /// name, with its length and the durable identities reading it.
+    ///
+    /// Lists with `SCAN` (a few keys at a time, never blocking the server)
+    /// and reads each stream with `XLEN` and `XINFO GROUPS`.
+    package static func streams(
+        options: RedisConnectionOptions,
+        keyPrefix: String = RedisStreamsConfiguration().keyPrefix
+    ) throws(TypedNotificationError) -> [RedisStreamSummary] {
+        let connection = try RedisConnection.connect(options, clientName: "tnotify-ls")
+        defer { connection.shutDown() }
+        let head = keyPrefix + ":{"
+        var keys: [String] = []
+        var cursor = "0"
+        repeat {
+            let reply = try connection.call("SCAN", cursor, "MATCH", head + "*}", "COUNT", "1000", "TYPE", "stream")
+            guard case .array(let parts?) = reply, parts.count == 2, case .bulkString(let next?) = parts[0],
+                case .array(let found?) = parts[1]
+            else { throw failure("\(reply)", doing: "list the streams under \(keyPrefix)") }
+            for case .bulkString(let key?) in found { keys.append(String(decoding: key, as: UTF8.self)) }
+            cursor = String(decoding: next, as: UTF8.self)
+        } while cursor != "0"
+        var summaries: [RedisStreamSummary] = []
+        for key in keys.sorted() {
+            // The name between the braces; a key that holds no valid name is
+            // not one of ours.
+            let name = String(key.dropFirst(head.count).dropLast())
+            guard (try? NotificationName(validating: name)) != nil else { continue }
+            guard case .integer(let length) = try connection.call("XLEN", key) else { continue }
+            var identities: [RedisStreamSummary.Identity] = []
+            if case .array(let groups?) = try connection.call("XINFO", "GROUPS", key) {
+                for case .array(let fields?) in groups {
+                    identities.append(identity(from: fields))
+                }
+            }
+            summaries.append(RedisStreamSummary(name: name, length: Int(length), identities: identities))
+        }
+        return summaries
+    }
+
+    /// A group from the field-value pairs `XINFO GROUPS` gives for it.
+    private static func identity(from fields: [RESPValue]) -> RedisStreamSummary.Identity {
+        var identity = RedisStreamSummary.Identity(name: "", pending: 0, behind: nil)
+        var index = 0
+        while index + 1 < fields.count {
+            defer { index += 2 }
+            guard case .bulkString(let field?) = fields[index] else { continue }
+            switch (String(decoding: field, as: UTF8.self), fields[index + 1]) {
+            case ("name", .bulkString(let value?)): identity.name = String(decoding: value, as: UTF8.self)
+            case ("pending", .integer(let value)): identity.pending = Int(value)
+            case ("lag", .integer(let value)): identity.behind = Int(value)
+            default: break
+            }
+        }
+        return identity
+    }
+}
