@@ -42,7 +42,10 @@ let package = Package(
         .target(name: "AllocationCounter", path: "Benchmarks/AllocationCounter"),
         .executableTarget(
             name: "TypedNotificationsBenchmark",
-            dependencies: ["TypedNotifications", "NotificationPlatform", "CTypedNotifications", "AllocationCounter"],
+            dependencies: [
+                "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
+                "AllocationCounter",
+            ],
             path: "Benchmarks/TypedNotificationsBenchmark"
         ),
         .testTarget(

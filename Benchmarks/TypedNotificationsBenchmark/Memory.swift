@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import TypedNotifications
+import TypedNotificationsRedis
 
 // The memory run, in a process of its own:
 //
@@ -34,8 +35,10 @@ struct SoakOutput: Codable {
 
 func runSoak(_ arguments: ArraySlice<String>) throws {
     let values = Array(arguments)
-    guard values.count == 2, let kind = Kind(rawValue: values[0]), let count = Int(values[1]), count >= 10 else {
-        fail("usage: soak hub-handlers|socket|file COUNT")
+    guard values.count == 2 || values.count == 3, let kind = Kind(rawValue: values[0]), let count = Int(values[1]),
+        count >= 10
+    else {
+        fail("usage: soak hub-handlers|socket|file COUNT | soak redis COUNT URL")
     }
     let directory = makeScratchDirectory("soak")
     defer { removeScratchDirectory(directory) }
@@ -48,8 +51,13 @@ func runSoak(_ arguments: ArraySlice<String>) throws {
         output = SoakOutput(series: try soak(SocketTransport(directory: directory), kind: kind, count: count))
     case .file:
         output = SoakOutput(series: try soak(FileSignalTransport(directory: directory), kind: kind, count: count))
+    case .redis where values.count == 3:
+        // The stream is trimmed, so the server stays small over a long run.
+        let transport = try RedisStreamsTransport(
+            url: values[2], configuration: RedisStreamsConfiguration(maximumLength: 10_000))
+        output = SoakOutput(series: try soak(transport, kind: kind, count: count))
     default:
-        fail("soak runs hub-handlers, socket or file")
+        fail("soak runs hub-handlers, socket, file or redis")
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys

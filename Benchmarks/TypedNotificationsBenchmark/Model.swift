@@ -11,12 +11,16 @@ enum Kind: String, Codable, CaseIterable, Sendable {
     case socket
     case rawAppend = "raw-append"
     case file
+    case rawRedis = "raw-redis"
+    case redisPubSub = "redis-pubsub"
+    case redis
 
     /// The transport family a kind belongs to, and whose baseline its ratio uses.
     enum Group: String, Codable, Sendable {
         case inProcess = "in-process"
         case socket
         case file
+        case redis
     }
 
     var group: Group {
@@ -24,6 +28,7 @@ enum Kind: String, Codable, CaseIterable, Sendable {
         case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences: .inProcess
         case .rawDatagram, .socket: .socket
         case .rawAppend, .file: .file
+        case .rawRedis, .redisPubSub, .redis: .redis
         }
     }
 
@@ -33,11 +38,12 @@ enum Kind: String, Codable, CaseIterable, Sendable {
         case .inProcess: .asyncMessage
         case .socket: .rawDatagram
         case .file: .rawAppend
+        case .redis: .rawRedis
         }
     }
 
     /// Whether this kind is ours (the others are floors and peers).
-    var isTypedNotifications: Bool { [.hubHandlers, .hubSequences, .socket, .file].contains(self) }
+    var isTypedNotifications: Bool { [.hubHandlers, .hubSequences, .socket, .file, .redis].contains(self) }
 
     /// Whether observers are separate processes.
     var isCrossProcess: Bool { group != .inProcess }
@@ -53,6 +59,9 @@ enum Kind: String, Codable, CaseIterable, Sendable {
         case .socket: "SocketTransport"
         case .rawAppend: "floor: append + inotify"
         case .file: "FileSignalTransport"
+        case .rawRedis: "floor: bare XADD + XREAD"
+        case .redisPubSub: "Redis PUBLISH/SUBSCRIBE"
+        case .redis: "RedisStreamsTransport"
         }
     }
 }
@@ -72,6 +81,8 @@ struct PointSpec: Codable, Sendable {
     var gapNanoseconds: UInt64
     /// Where cross-process scenarios keep their files.
     var directory: String
+    /// The server of the Redis scenarios.
+    var redisURL: String? = nil
 
     var total: Int { warmup + latencyCount + burstCount }
     var measuredLatency: Range<Int> { warmup..<(warmup + latencyCount) }

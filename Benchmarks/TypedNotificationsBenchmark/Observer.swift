@@ -32,6 +32,8 @@ func runObserver(_ arguments: ArraySlice<String>) throws {
         observeRawDatagrams(path: rawSocketPath(directory, index), payloadBytes: payloadBytes, recorder)
     case .rawAppend:
         observeRawAppends(path: directory + "/raw.log", payloadBytes: payloadBytes, recorder)
+    case .rawRedis, .redisPubSub, .redis:
+        try observeRedis(kind, url: directory, recorder: recorder)
     case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences:
         fail("\(kind.rawValue) has no observer process")
     }

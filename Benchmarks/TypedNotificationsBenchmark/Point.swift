@@ -45,12 +45,14 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
         }
         children = (0..<spec.observers).map { index in
             Child([
-                "observe", spec.kind.rawValue, spec.directory, "\(spec.total)",
+                // Redis observers get the server's URL where the others get the directory.
+                "observe", spec.kind.rawValue, spec.kind.group == .redis ? (spec.redisURL ?? "") : spec.directory,
+                "\(spec.total)",
                 stampsPath(spec, index), "\(spec.payloadBytes)", "\(index)",
             ])
         }
         for child in children { _ = child.expect("ready") }
-        poster = try makeCrossProcessPoster(spec)
+        poster = try spec.kind.group == .redis ? makeRedisPoster(spec) : makeCrossProcessPoster(spec)
     } else {
         recorders = (0..<spec.observers).map { _ in Recorder(total: spec.total, primed: primed) }
         poster = try makeInProcessPoster(spec, recorders)
@@ -230,7 +232,7 @@ func makeInProcessPoster(_ spec: PointSpec, _ recorders: [Recorder]) throws -> P
             }
         }
         return Poster(post: { try hub.post($0) }, close: { for task in tasks { task.cancel() } })
-    case .rawDatagram, .socket, .rawAppend, .file:
+    case .rawDatagram, .socket, .rawAppend, .file, .rawRedis, .redisPubSub, .redis:
         fail("\(spec.kind.rawValue) is not an in-process kind")
     }
 }
@@ -290,8 +292,8 @@ func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
             },
             close: { closeDescriptor(descriptor) }
         )
-    case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences:
-        fail("\(spec.kind.rawValue) is not a cross-process kind")
+    case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences, .rawRedis, .redisPubSub, .redis:
+        fail("\(spec.kind.rawValue) is not a socket or file kind")
     }
 }
 

@@ -74,6 +74,20 @@ extension Report {
                     measured: String(format: "%.0f/s", file.throughputPerSecond),
                     met: file.throughputPerSecond >= 150_000))
         }
+        if let redis = point(.redis, 1), let raw = point(.rawRedis, 1) {
+            ratio(
+                "redis: p50 latency at N=1 ≤ 1.5× bare XADD + blocking XREAD",
+                Double(redis.latencyToLast.p50) / Double(max(raw.latencyToLast.p50, 1)), atMost: 1.5,
+                detail: "\(microseconds(redis.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))")
+        }
+        if let redis = point(.redis, 1) {
+            targets.append(
+                TargetResult(
+                    target: "redis: ≥ 50,000 posts/s from one poster",
+                    measured: String(
+                        format: "%.0f/s, each post waiting for Redis's acknowledgement", redis.throughputPerSecond),
+                    met: redis.throughputPerSecond >= 50_000))
+        }
         if let memory {
             for series in memory.series {
                 targets.append(

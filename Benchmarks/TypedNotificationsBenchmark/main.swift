@@ -9,7 +9,8 @@ import Foundation
 //       [--observers LIST] [--sizes LIST] [--count N] [--output DIR]
 //
 //   --only      any of envelope, delivery, fanout, posters, stopped, memory (default: all)
-//   --kinds     fan-out scenarios, e.g. socket,raw-datagram (default: all)
+//   --kinds     fan-out scenarios, e.g. socket,raw-datagram (default: all; the Redis
+//               ones, redis,raw-redis,redis-pubsub, only where redis-server is installed)
 //   --observers 1,4,16 by default;  --sizes 16,4096 by default
 //   --count     measured notifications per point (default 20,000; quick 1,000)
 //   --output    where fanout.json and fanout.svg go (default .build/benchmark)
@@ -71,7 +72,7 @@ func list(_ flag: String) -> [String]? { option(flag)?.split(separator: ",").map
 
 let quick = arguments.contains("--quick")
 let sections = Set(list("--only") ?? ["envelope", "delivery", "fanout", "posters", "stopped", "memory"])
-let kinds =
+var kinds =
     try list("--kinds").map { names in
         try names.map { name in
             guard let kind = Kind(rawValue: name) else {
@@ -88,6 +89,18 @@ let machine = MachineInfo.current(quick: quick)
 
 if let buildWarning { print(buildWarning) }
 print("Machine: \(machine.processor), \(machine.cores) cores, \(machine.kernel)\n")
+
+// The Redis scenarios run against a server of this run's own.
+var redisServer: BenchRedisServer?
+if kinds.contains(where: { $0.group == .redis }) && (sections.contains("fanout") || sections.contains("memory")) {
+    if let executable = BenchRedisServer.executable {
+        redisServer = BenchRedisServer(executable: executable)
+    } else {
+        print("Redis scenarios skipped: redis-server is not installed (apt-get install redis-server)\n")
+        kinds.removeAll { $0.group == .redis }
+    }
+}
+defer { redisServer?.stop() }
 
 var micro = MicroResults()
 let microCosts = Micro(count: quick ? 50_000 : 1_000_000, runs: quick ? 3 : 5)
@@ -112,8 +125,10 @@ if sections.contains("fanout") {
                     // Light load: the gap grows with N so that 16 observers on
                     // two cores still measure latency, not a queue.
                     gapNanoseconds: 25_000 * UInt64(max(2, observers)),
-                    directory: directory
+                    directory: directory,
+                    redisURL: redisServer?.url
                 )
+                if kind.group == .redis { redisServer?.flush() }
                 let child = Child(["point", String(decoding: try JSONEncoder().encode(spec), as: UTF8.self)])
                 let line = child.expect("result ")
                 child.wait()
@@ -168,8 +183,11 @@ if sections.contains("memory") {
     let notifications = quick ? 100_000 : 1_000_000
     print("\nMemory: RSS over \(notifications) notifications to one observer, after a warm-up tenth")
     var results = MemoryResults()
-    for kind in [Kind.hubHandlers, .socket, .file] {
-        let child = Child(["soak", kind.rawValue, "\(notifications)"])
+    for kind in [Kind.hubHandlers, .socket, .file, .redis] {
+        guard kind != .redis || redisServer != nil else { continue }
+        redisServer?.flush()
+        let child = Child(
+            ["soak", kind.rawValue, "\(notifications)"] + (kind == .redis ? [redisServer?.url ?? ""] : []))
         let line = child.expect("result ")
         child.wait()
         let output = try JSONDecoder().decode(SoakOutput.self, from: Data(line.dropFirst(7).utf8))
