@@ -37,9 +37,8 @@ import Synchronization
 ///   nothing it acknowledged comes again. What Redis itself keeps over a
 ///   server crash depends on its persistence (`appendonly yes` with
 ///   `appendfsync always` keeps every acknowledged post).
-/// - Each subscribed name has its own reading connection (so it works
-///   unchanged on Redis Cluster, where one read cannot span slots), read by
-///   one event-loop thread that also runs the hub's executor. A broken
+/// - Each subscribed name has its own reading connection, read by one
+///   event-loop thread that also runs the hub's executor. A broken
 ///   connection is made again with backoff, and reading resumes where it
 ///   stopped. An observer whose buffer is backed up is not read for: the
 ///   stream keeps its entries.
@@ -47,6 +46,8 @@ import Synchronization
 ///   post, ``RedisStreamsConfiguration/maximumAge`` at most once a second
 ///   per name. A reader that fell behind retention is told how many it
 ///   missed by the senders' sequence numbers, as on every transport.
+/// - Redis Cluster is not supported yet: a `MOVED` or `ASK` reply is a
+///   ``TypedNotifications/TypedNotificationError/Code/transportFailure``.
 public final class RedisStreamsTransport: NotificationTransport {
     /// The server and how to log in.
     public let options: RedisConnectionOptions
