@@ -169,6 +169,7 @@ public final class RedisStreamsTransport: NotificationTransport {
             throw TypedNotificationError(code: .closed, message: "this Redis transport was already opened")
         }
         loop.start()
+        loop.execute { [weak self] in self?.watchReaders() }
     }
 
     // MARK: Posting
@@ -465,14 +466,29 @@ public final class RedisStreamsTransport: NotificationTransport {
             return
         }
         reader.awaitingReply = true
-        let generation = reader.generation &+ 1
-        reader.generation = generation
-        let patience = configuration.blockTimeout.clampedNanoseconds &+ options.commandTimeout.clampedNanoseconds
-        loop.schedule(after: patience) { [weak self, weak reader] in
-            // The read went unanswered: the server or the path to it is gone.
-            guard let self, let reader, reader.awaitingReply, reader.generation == generation else { return }
+        reader.requestedAt = SystemClock.monotonicNanoseconds()
+    }
+
+    /// How long a read may go unanswered before its connection counts as broken.
+    private var patience: UInt64 {
+        configuration.blockTimeout.clampedNanoseconds &+ options.commandTimeout.clampedNanoseconds
+    }
+
+    /// Every quarter of the patience, on the loop: a reader whose read went
+    /// unanswered that long has lost its server, or the path to it, and
+    /// connects again. One timer for all readers, not one per read: reads
+    /// come thousands of times a second, and the loop scans its timers.
+    private func watchReaders() {
+        let readers = state.withLock { state -> [StreamReader]? in
+            guard case .open = state.phase else { return nil }
+            return Array(state.readers.values)
+        }
+        guard let readers else { return }
+        let now = SystemClock.monotonicNanoseconds()
+        for reader in readers where reader.awaitingReply && now &- reader.requestedAt > patience {
             reconnect(reader)
         }
+        loop.schedule(after: max(10_000_000, patience / 4)) { [weak self] in self?.watchReaders() }
     }
 
     /// Reads what arrived on the reader's connection and delivers its entries.

@@ -27,8 +27,8 @@ final class StreamReader: @unchecked Sendable {
     var decoder = EnvelopeDecoder()
     /// A read was sent and its reply has not come.
     var awaitingReply = false
-    /// Counts reads, so a timer knows whether the read it watches is still the one waiting.
-    var generation: UInt64 = 0
+    /// When the read now waiting was sent, for the transport's watchdog.
+    var requestedAt: UInt64 = 0
     /// The newest entry handed to the center, so a durable reader that
     /// reconnects reads again only what came after it.
     var lastDelivered = StreamEntryID.zero

@@ -176,6 +176,37 @@ struct RedisFaultTests {
         #expect(waitUntil { observer.transport.statistics.acknowledged == 20 })
     }
 
+    @Test(
+        "a server that stops answering (SIGSTOP) is noticed by the readers' watchdog, which connects again once it answers; nothing is lost"
+    )
+    func unansweredRead() async throws {
+        let server = try await RedisTestServer()
+        var options = try RedisConnectionOptions(url: server.url())
+        options.commandTimeout = .milliseconds(200)
+        // A read may go unanswered 100 + 200 ms before it counts as lost.
+        let transport = try RedisStreamsTransport(
+            options: options, configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(100)))
+        let observer = try NotificationHub(endpoint: "observer", transport: transport)
+        defer { observer.close() }
+        let seen = Collector<Int>()
+        let token = try observer.addObserver(Ping.self) { ping, _ in seen.append(ping.index) }
+        defer { withExtendedLifetime(token) {} }
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 0))
+        #expect(await seen.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(transport.statistics.reconnects == 0)
+        // The fault: stopped for three times the reader's patience.
+        server.signal(SIGSTOP)
+        try await Task.sleep(for: .milliseconds(900))
+        server.signal(SIGCONT)
+        try poster.post(Ping(index: 1))
+        #expect(await seen.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(seen.values == [0, 1])
+        // Without the watchdog the old read just resumes: no reconnect.
+        #expect(transport.statistics.reconnects >= 1)
+    }
+
     @Test("a durable identity's first run starts where it chose; later runs resume where it stopped")
     func firstRead() async throws {
         let server = try await RedisTestServer()

@@ -79,6 +79,11 @@ final class RedisTestServer: Sendable {
         }
     }
 
+    /// Sends `signal` to the server (SIGSTOP, SIGCONT).
+    func signal(_ signal: Int32) {
+        process.withLock { $0 }?.signal(signal)
+    }
+
     /// Kills the server with SIGKILL and waits for it to be gone.
     func kill() async {
         guard let server = process.withLock({ $0 }) else { return }
