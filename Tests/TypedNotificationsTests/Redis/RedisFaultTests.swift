@@ -207,6 +207,35 @@ struct RedisFaultTests {
         #expect(transport.statistics.reconnects >= 1)
     }
 
+    @Test(
+        "a flood to a slow loop with the default buffer arrives whole: the reader reads no more while the loop is backed up"
+    )
+    func backedUpObserver() async throws {
+        let server = try await RedisTestServer(arguments: ["--appendfsync", "everysec"])
+        let observer = try redisHub(server, endpoint: "observer")
+        defer { observer.close() }
+        // The default buffer: the newest 1,024.
+        var iterator = try observer.deliveries(of: Ping.self).makeAsyncIterator()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        // 5,000, then an end marker the loop stops at.
+        for index in 0...5_000 { try poster.post(Ping(index: index)) }
+        var received: [Int] = []
+        var missed = 0
+        while let delivered = await iterator.next() {
+            missed += delivered.delivery.missed
+            if delivered.notification.index == 5_000 { break }
+            received.append(delivered.notification.index)
+            // A slow loop: 100 µs of work per notification, while the
+            // stream holds all 5,000 at once.
+            let until = ContinuousClock.now + .microseconds(100)
+            while ContinuousClock.now < until {}
+        }
+        #expect(received == Array(0..<5_000))
+        #expect(missed == 0)
+        #expect(observer.metrics.dropped == 0)
+    }
+
     @Test("a durable identity's first run starts where it chose; later runs resume where it stopped")
     func firstRead() async throws {
         let server = try await RedisTestServer()
