@@ -80,14 +80,6 @@ extension Report {
                 Double(redis.latencyToLast.p50) / Double(max(raw.latencyToLast.p50, 1)), atMost: 1.5,
                 detail: "\(microseconds(redis.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))")
         }
-        if let redis = point(.redis, 1) {
-            targets.append(
-                TargetResult(
-                    target: "redis: ≥ 50,000 posts/s from one poster",
-                    measured: String(
-                        format: "%.0f/s, each post waiting for Redis's acknowledgement", redis.throughputPerSecond),
-                    met: redis.throughputPerSecond >= 50_000))
-        }
         if let memory {
             for series in memory.series {
                 targets.append(

@@ -122,18 +122,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         // The expensive part, encoding and checksumming the payload, happens
         // before the post gets in line; the sender stamps only the sequence
         // number and clocks into the envelope's trailer.
-        var pending: PendingEnvelope?
-        if transport.payloadForm == .encoded {
-            pending = try PendingEnvelope(
-                name: name,
-                sender: sender,
-                maximumPayloadSize: configuration.maximumPayloadSize,
-                payloadSizeHint: notification.payloadSizeHint
-            ) { buffer in
-                try notification.encodePayload(into: &buffer)
-            }
-        }
-        let payload: OutboundPayload = pending.take().map { .encoded($0) } ?? .value(notification)
+        let payload = try outboundPayload(notification, named: name)
         do throws(TypedNotificationError) {
             switch outbound.withLock({ $0.post(named: name) }) {
             case .closed:
@@ -152,6 +141,110 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             throw error
         }
         counters.posted.add(1, ordering: .relaxed)
+    }
+
+    /// Posts every notification of `notifications`, in order, as few
+    /// transport batches as it can, and returns once each was sent or failed.
+    ///
+    /// The transport gets them up to 64 at a time: the Redis transport writes
+    /// such a batch pipelined, in one write, and waits once for every
+    /// acknowledgement; the file transport appends it under one lock. Each
+    /// post still gets its own sequence number, in order, and posts of other
+    /// threads may go out between batches.
+    ///
+    /// - Returns: How many were sent.
+    /// - Throws: The first post's failure, in post order, once every post
+    ///   has its outcome (those before it were sent; those after it were
+    ///   tried too). A payload that cannot be encoded, or a hub closed
+    ///   meanwhile, ends the batch there: the posts before it still go out,
+    ///   and that error is thrown if none failed before.
+    @discardableResult
+    public func post<N: TypedNotification>(contentsOf notifications: some Sequence<N>)
+        throws(TypedNotificationError) -> Int
+    {
+        let name = try N.name.validated()
+        var waiters: [OutboundWaiter] = []
+        var leading: OutboundStamped?
+        var refused: TypedNotificationError?
+        // Queued one by one; the first finds the line idle and leads, but
+        // sends only once the rest are queued behind it.
+        for notification in notifications {
+            // A payload that cannot be encoded ends the batch; what was
+            // queued before it still goes out (and the lead is never kept).
+            var payload: OutboundPayload
+            do throws(TypedNotificationError) {
+                payload = try outboundPayload(notification, named: name)
+            } catch {
+                refused = error
+                break
+            }
+            let waiter = OutboundWaiter()
+            switch outbound.withLock({ $0.enqueue(payload, named: name, waiter: waiter) }) {
+            case .closed:
+                refused = TypedNotificationError(code: .closed, message: "post of \(name) to a closed center")
+            case .send(let sequence):
+                leading = OutboundStamped(post: payload, name: name, sequence: sequence)
+            case .queued:
+                waiters.append(waiter)
+            }
+            // The line or `leading` holds it now: one owner for its buffer.
+            payload = .taken
+            if refused != nil { break }
+        }
+        var sent = 0
+        var firstFailure: TypedNotificationError?
+        func record(_ outcome: OutboundOutcome) {
+            switch outcome {
+            case .sent:
+                sent += 1
+            case .failed(let error):
+                if error.code == .undelivered { sent += 1 }
+                firstFailure = firstFailure ?? error
+            case .lead:
+                break
+            }
+        }
+        if let own = leading {
+            do throws(TypedNotificationError) {
+                try lead(own)
+                record(.sent)
+            } catch {
+                record(.failed(error))
+            }
+        }
+        for waiter in waiters {
+            switch waiter.wait() {
+            case .lead:
+                do throws(TypedNotificationError) {
+                    try lead(outbound.withLock { $0.lead() })
+                    record(.sent)
+                } catch {
+                    record(.failed(error))
+                }
+            case let outcome:
+                record(outcome)
+            }
+        }
+        counters.posted.add(sent, ordering: .relaxed)
+        if let failure = firstFailure ?? refused { throw failure }
+        return sent
+    }
+
+    /// What the line carries for `notification`: its envelope, encoded and
+    /// checksummed before it gets in line, or the value itself.
+    private func outboundPayload<N: DarwinPayload>(_ notification: N, named name: NotificationName)
+        throws(TypedNotificationError) -> OutboundPayload
+    {
+        guard transport.payloadForm == .encoded else { return .value(notification) }
+        return .encoded(
+            try PendingEnvelope(
+                name: name,
+                sender: sender,
+                maximumPayloadSize: configuration.maximumPayloadSize,
+                payloadSizeHint: notification.payloadSizeHint
+            ) { buffer in
+                try notification.encodePayload(into: &buffer)
+            })
     }
 
     /// Gets in line behind the post being sent, and blocks until this post

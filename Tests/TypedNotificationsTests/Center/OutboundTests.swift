@@ -139,6 +139,53 @@ struct OutboundTests {
         #expect(transport.calls.withLock { $0.last?.first?.sequence } == 9)
     }
 
+    @Test("post(contentsOf:) hands the transport its posts 64 at a time, numbered in order, and says how many it sent")
+    func postContentsOfBatches() throws {
+        let transport = GatedTransport()
+        transport.gate.signal()
+        let hub = try NotificationHub(endpoint: "batch", transport: transport)
+        #expect(try hub.post(contentsOf: (0..<200).map { Ping(index: $0) }) == 200)
+        let calls = transport.calls.withLock { $0 }
+        // The first alone (it found the line idle), three batches of 64, then
+        // the lead passes on and the last seven go out together.
+        #expect(calls.map(\.count) == [1, 64, 64, 64, 7])
+        let sent = calls.joined().map { $0 }
+        #expect(try decodedSequences(sent) == Array(1...200))
+        #expect(try sent.map { try Ping.decodePayload(fromEncoded: $0).index } == Array(0..<200))
+        #expect(hub.metrics.posted == 200)
+    }
+
+    @Test("post(contentsOf:) with a post failing mid-batch: the others are sent without a gap, and its error is thrown")
+    func postContentsOfFailure() throws {
+        let transport = GatedTransport()
+        transport.gate.signal()
+        transport.failAtIndex.withLock { $0 = 5 }
+        let hub = try NotificationHub(endpoint: "batch", transport: transport)
+        #expect(throws: TypedNotificationError.self) {
+            try hub.post(contentsOf: (0..<100).map { Ping(index: $0) })
+        }
+        let calls = transport.calls.withLock { $0 }
+        // The first call sent 1; the second failed at its sixth message.
+        guard calls.count >= 3 else {
+            Issue.record("calls: \(calls.map(\.count))")
+            return
+        }
+        let sent = [calls[0][0]] + calls[1].prefix(5) + calls[2...].joined()
+        #expect(try decodedSequences(Array(sent)) == Array(1...99), "no number is skipped")
+        let indices = try sent.map { try Ping.decodePayload(fromEncoded: $0).index }
+        #expect(Set(indices).count == 99)
+        #expect(!indices.contains(try Ping.decodePayload(fromEncoded: calls[1][5]).index))
+        #expect(hub.metrics.posted == 99)
+
+        hub.close()
+        do {
+            try hub.post(contentsOf: [Ping(index: 1)])
+            Issue.record("a closed hub took a batch")
+        } catch {
+            #expect(error.code == .closed)
+        }
+    }
+
     @Test("close returns while a post is being sent; the hub holds no lock across the transport's send")
     func closeDoesNotWaitForASend() throws {
         let transport = GatedTransport()

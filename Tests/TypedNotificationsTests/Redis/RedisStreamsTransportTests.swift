@@ -205,6 +205,36 @@ struct RedisStreamsTransportTests {
         #expect(latest.delivery.sequence == 3)
     }
 
+    @Test(
+        "post(contentsOf:) goes out pipelined: 640 posts reach the server in a few reads, not 640, and arrive in order")
+    func pipelinedPosts() async throws {
+        let server = try await RedisTestServer()
+        let observer = try redisHub(server, endpoint: "observer")
+        defer { observer.close() }
+        var iterator = try observer.deliveries(of: Ping.self).makeAsyncIterator()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        func readsProcessed() throws -> Int {
+            guard case .bulkString(let text?) = try server.command("INFO", "stats") else { return -1 }
+            let line = String(decoding: text, as: UTF8.self).split(separator: "\r\n")
+                .first { $0.hasPrefix("total_reads_processed:") }
+            return line.flatMap { Int($0.dropFirst("total_reads_processed:".count)) } ?? -1
+        }
+        let before = try readsProcessed()
+        #expect(try poster.post(contentsOf: (0..<640).map { Ping(index: $0) }) == 640)
+        let pipelined = try readsProcessed() - before
+        // One read per batch of 64 (a batch may arrive in two), plus INFO itself.
+        #expect((1...40).contains(pipelined), "\(pipelined) reads for 640 pipelined posts")
+        let single = try readsProcessed()
+        for index in 640..<740 { try poster.post(Ping(index: index)) }
+        #expect(try readsProcessed() - single >= 100, "one by one, each post is a read of its own")
+        var received: [Int] = []
+        while received.count < 740, let delivered = await iterator.next() {
+            received.append(delivered.notification.index)
+        }
+        #expect(received == Array(0..<740))
+    }
+
     @Test("connections killed by the server (CLIENT KILL) are made again; nothing posted meanwhile is lost")
     func clientKill() async throws {
         let server = try await RedisTestServer()
