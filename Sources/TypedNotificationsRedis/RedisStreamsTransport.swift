@@ -45,7 +45,10 @@ import Synchronization
 /// - Retention: ``RedisStreamsConfiguration/maximumLength`` trims on every
 ///   post, ``RedisStreamsConfiguration/maximumAge`` at most once a second
 ///   per name. A reader that fell behind retention is told how many it
-///   missed by the senders' sequence numbers, as on every transport.
+///   missed by the senders' sequence numbers, as on every transport: that
+///   needs a post of the sender read before the gap and one after it, so a
+///   reader that had read nothing of a sender before its posts were trimmed
+///   is not told of them (a known limit).
 /// - Redis Cluster is not supported yet: a `MOVED` or `ASK` reply is a
 ///   ``TypedNotifications/TypedNotificationError/Code/transportFailure``.
 public final class RedisStreamsTransport: NotificationTransport {
