@@ -45,10 +45,12 @@ final class AcknowledgementSender: Sendable {
         if first { loop.execute { [self] in flush() } }
     }
 
-    /// Refuses acknowledgements from now on; what is queued is still sent by
-    /// the next ``flush()``.
-    func close() {
+    /// The transport is closing, on the loop: refuses acknowledgements from
+    /// now on, sends what is queued, and closes the connection.
+    func finish() {
         queue.withLock { $0.closed = true }
+        flush()
+        connection.withLock { $0 = nil }
     }
 
     /// Sends the queued acknowledgements. On the loop. What fails stays
@@ -73,7 +75,7 @@ final class AcknowledgementSender: Sendable {
                 if case .integer(let count) = reply { counters.acknowledged.add(Int(count), ordering: .relaxed) }
             }
         } catch {
-            dropConnection()
+            connection.withLock { $0 = nil }
             let retry = queue.withLock { queue -> Bool in
                 guard !queue.closed else { return false }
                 queue.pending = pending + queue.pending
@@ -82,11 +84,6 @@ final class AcknowledgementSender: Sendable {
             }
             if retry { loop.schedule(after: 1_000_000_000) { [self] in flush() } }
         }
-    }
-
-    /// Closes the connection. On the loop.
-    func dropConnection() {
-        connection.withLock { $0 = nil }
     }
 
     private func liveConnection() throws(TypedNotificationError) -> RedisConnection {

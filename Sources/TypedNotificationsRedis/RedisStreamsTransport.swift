@@ -31,8 +31,8 @@ import Synchronization
 ///   each entry once every observer has handled it. An entry that every
 ///   observer holding it abandoned (cancelled, or left its loop, with the
 ///   entry read but not handled) is not acknowledged: it stays pending and
-///   comes again, marked, when the identity next subscribes to the name. After a crash or a
-///   restart it resumes with the entries it had read but not acknowledged,
+///   comes again, marked, when the identity next subscribes to the name.
+///   After a crash or a restart it resumes with the entries it had read but not acknowledged,
 ///   marked ``TypedNotifications/NotificationDelivery/isRedelivery``, then what came after:
 ///   nothing it acknowledged comes again. What Redis itself keeps over a
 ///   server crash depends on its persistence (`appendonly yes` with
@@ -622,8 +622,8 @@ public final class RedisStreamsTransport: NotificationTransport {
     /// Idempotent.
     ///
     /// A durable identity's deliveries handled after this returned (a loop
-    /// that was still holding one) are not acknowledged: they stay pending in its
-    /// group and come again, marked as redeliveries, on its next run.
+    /// that was still holding one) are not acknowledged: they stay pending in
+    /// its group and come again, marked as redeliveries, on its next run.
     public func close() {
         let (wasOpen, readers) = state.withLock { state -> (Bool, [StreamReader]) in
             defer {
@@ -634,33 +634,40 @@ public final class RedisStreamsTransport: NotificationTransport {
             if case .open = state.phase { return (true, Array(state.readers.values)) }
             return (false, [])
         }
-        if wasOpen {
-            // The last acknowledgements go out before the loop stops: once
-            // stopped, its queued jobs run on another thread after `join`
-            // returned, too late for a process that exits after `close()`.
-            let (loop, acknowledgements) = (loop, acknowledgements)
-            // On the loop, after the delivery in progress there: the
-            // center lets go of a receipt once it handed the message out.
-            let finalFlush: @Sendable () -> Void = {
-                for reader in readers { reader.cancel(on: loop) }
-                acknowledgements?.close()
-                acknowledgements?.flush()
-                acknowledgements?.dropConnection()
-            }
-            if loop.isCurrent {
+        guard wasOpen else {
+            loop.stop()
+            return
+        }
+        // One deadline for the last acknowledgements and the loop's end.
+        let deadline = SystemClock.monotonicNanoseconds() &+ 2_000_000_000
+        // The last acknowledgements go out before the loop stops: once
+        // stopped, its queued jobs run on another thread after `join`
+        // returned, too late for a process that exits after `close()`. On
+        // the loop, after the delivery in progress there: the center lets go
+        // of a receipt once it handed the message out.
+        let (loop, acknowledgements) = (loop, acknowledgements)
+        let finalFlush: @Sendable () -> Void = {
+            for reader in readers { reader.cancel(on: loop) }
+            acknowledgements?.finish()
+        }
+        if loop.isCurrent {
+            finalFlush()
+        } else {
+            let flushed = OneShotEvent()
+            loop.execute {
                 finalFlush()
-            } else {
-                let flushed = OneShotEvent()
-                loop.execute {
-                    finalFlush()
-                    flushed.signal()
-                }
-                _ = flushed.wait(nanoseconds: 2_000_000_000)
+                flushed.signal()
             }
+            _ = flushed.wait(nanoseconds: Self.nanoseconds(until: deadline))
         }
         loop.stop()
-        guard wasOpen else { return }
-        _ = loop.join(nanoseconds: 2_000_000_000)
+        _ = loop.join(nanoseconds: Self.nanoseconds(until: deadline))
+    }
+
+    /// What is left of the time until `deadline`, on the monotonic clock.
+    private static func nanoseconds(until deadline: UInt64) -> UInt64 {
+        let now = SystemClock.monotonicNanoseconds()
+        return deadline > now ? deadline - now : 0
     }
 
     /// The newest valid envelope in `name`'s stream, without observing it.

@@ -62,18 +62,7 @@ struct RedisFaultTests {
                     #expect(status == 0, "run \(run): \(helper.errors.values)")
                 }
                 if killed && !said { kills += 1 }
-                for line in helper.lines.values where line.hasPrefix("got ") {
-                    let fields = line.split(separator: " ")
-                    guard fields.count == 3, let index = Int(fields[1]) else {
-                        Issue.record("unexpected line \(line)")
-                        continue
-                    }
-                    if handled[index] != nil {
-                        duplicates += 1
-                        #expect(fields[2] == "1", "\(index) was handled before and came again unmarked (run \(run))")
-                    }
-                    handled[index, default: 0] += 1
-                }
+                duplicates += tallyDurableRun(helper.lines.values, run: run, into: &handled)
                 // Only a run that ended by itself acknowledged all it handled.
                 finished = !killed && said
             }

@@ -180,3 +180,23 @@ func parseDone(_ line: String) -> [String: String] {
         uniquingKeysWith: { $1 }
     )
 }
+
+/// Tallies the "got INDEX 0|1" lines of one run of the helper's `fdurable`
+/// into `handled` (how often each index was handled) and returns how many
+/// came again; each one handled before must come marked as a redelivery (1).
+func tallyDurableRun(_ lines: [String], run: Int, into handled: inout [Int: Int]) -> Int {
+    var duplicates = 0
+    for line in lines where line.hasPrefix("got ") {
+        let fields = line.split(separator: " ")
+        guard fields.count == 3, let index = Int(fields[1]) else {
+            Issue.record("unexpected line \(line)")
+            continue
+        }
+        if handled[index] != nil {
+            duplicates += 1
+            #expect(fields[2] == "1", "\(index) was handled before and came again unmarked (run \(run))")
+        }
+        handled[index, default: 0] += 1
+    }
+    return duplicates
+}

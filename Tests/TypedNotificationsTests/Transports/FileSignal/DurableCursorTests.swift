@@ -159,22 +159,11 @@ struct DurableCursorTests {
                 let helper = try HelperProcess(
                     ["fdurable", directory, "w", "1499", mode],
                     killedAtLine: killed ? 1 + Int.random(in: 1...min(500, remaining - 1)) : nil)
+                // Returns once every line it wrote was read, too.
                 _ = await helper.waitForExit()
-                await helper.waitForOutputEnd()
                 // A kill counts when it landed mid-backlog, before "done".
                 if killed && !helper.lines.values.contains("done") { kills += 1 }
-                for line in helper.lines.values where line.hasPrefix("got ") {
-                    let fields = line.split(separator: " ")
-                    guard fields.count == 3, let index = Int(fields[1]) else {
-                        Issue.record("unexpected line \(line)")
-                        continue
-                    }
-                    if handled[index] != nil {
-                        duplicates += 1
-                        #expect(fields[2] == "1", "\(index) was handled before and came again unmarked (run \(run))")
-                    }
-                    handled[index, default: 0] += 1
-                }
+                duplicates += tallyDurableRun(helper.lines.values, run: run, into: &handled)
                 // Done, or killed just after handling the last one (then the
                 // next run would find nothing left to handle).
                 finished = helper.lines.values.contains("done") || handled.count == 1_500
