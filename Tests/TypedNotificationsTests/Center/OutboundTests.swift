@@ -186,6 +186,49 @@ struct OutboundTests {
         }
     }
 
+    @Test(
+        "post(contentsOf:) beside another thread posting one at a time: each poster's posts in order, numbers without a gap"
+    )
+    func postContentsOfBesideSinglePosts() throws {
+        let transport = GatedTransport()
+        transport.gate.signal()
+        let hub = try NotificationHub(endpoint: "batch", transport: transport)
+        let single = startThread {
+            for index in 0..<500 { _ = try? hub.post(Ping(index: index, poster: 2)) }
+        }
+        let batched = try hub.post(contentsOf: (0..<500).map { Ping(index: $0, poster: 1) })
+        single.wait()
+        #expect(batched == 500)
+        let sent = transport.calls.withLock { $0 }.joined().map { $0 }
+        #expect(try decodedSequences(sent) == Array(1...1_000))
+        let pings = try sent.map { try Ping.decodePayload(fromEncoded: $0) }
+        #expect(pings.filter { $0.poster == 1 }.map(\.index) == Array(0..<500))
+        #expect(pings.filter { $0.poster == 2 }.map(\.index) == Array(0..<500))
+        let overlapped = transport.overlapped.load(ordering: .relaxed)
+        #expect(!overlapped, "sends of one center never overlap")
+    }
+
+    @Test(
+        "post(contentsOf:) with a payload that cannot be encoded: the posts before it go out, its error is thrown, the hub posts on"
+    )
+    func postContentsOfEncodingFailure() throws {
+        let transport = GatedTransport()
+        transport.gate.signal()
+        let hub = try NotificationHub(endpoint: "batch", transport: transport)
+        do {
+            try hub.post(contentsOf: (0..<10).map { Fragile(index: $0, failing: $0 == 3) })
+            Issue.record("a payload that cannot be encoded was posted")
+        } catch {
+            #expect(error.code == .payloadEncodingFailed)
+        }
+        let sent = transport.calls.withLock { $0 }.joined().map { $0 }
+        #expect(try decodedSequences(sent) == [1, 2, 3])
+        // The batch did not keep the lead: a later post goes out at once.
+        try hub.post(Ping(index: 0))
+        #expect(transport.calls.withLock { $0.last?.first?.sequence } == 1)
+        #expect(hub.metrics.posted == 4)
+    }
+
     @Test("close returns while a post is being sent; the hub holds no lock across the transport's send")
     func closeDoesNotWaitForASend() throws {
         let transport = GatedTransport()
@@ -206,5 +249,29 @@ extension Ping {
     static func decodePayload(fromEncoded message: TransportMessage) throws -> Ping {
         guard case .encoded(let encoded) = message.payload else { throw POSIXError(.EINVAL) }
         return try encoded.withUnsafePayload { try Ping(payload: $0) }
+    }
+}
+
+/// A notification whose payload refuses to be encoded when told to.
+struct Fragile: TypedNotification {
+    static let name: NotificationName = "test.fragile"
+    var index: Int
+    var failing: Bool
+
+    struct Refused: Error {}
+
+    func encodePayload(into buffer: inout [UInt8]) throws {
+        if failing { throw Refused() }
+        buffer.append(UInt8(truncatingIfNeeded: index))
+    }
+
+    init(index: Int, failing: Bool) {
+        self.index = index
+        self.failing = failing
+    }
+
+    init(payload bytes: UnsafeRawBufferPointer) throws {
+        index = Int(bytes.first ?? 0)
+        failing = false
     }
 }
