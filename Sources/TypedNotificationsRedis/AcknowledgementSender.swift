@@ -3,20 +3,20 @@ import TypedNotifications
 
 /// Sends a durable identity's acknowledgements: receipts queue them from any
 /// thread, and jobs on the transport's event loop send them together, one
-/// `XACK` per stream, on a connection of their own.
+/// `XACK` per stream, on connections of their own (one per cluster node).
 ///
 /// Apart from the transport, so a receipt released late (after the
 /// transport was closed, or while it is being deinitialized) holds this and
 /// not the transport.
 final class AcknowledgementSender: Sendable {
     private let identity: String
-    private let options: RedisConnectionOptions
+    private let router: ClusterRouter
     private let counters: RedisStreamsCounters
     private let loop: EventLoop
     private let queue = Locked(Queue())
     // Used only by jobs of the loop, which run one at a time: on its
     // thread, and after it stopped on the thread that drains its jobs.
-    private let connection = Locked<RedisConnection?>(nil)
+    private let connections = Locked<[RedisConnectionOptions: RedisConnection]>([:])
 
     private struct Queue {
         var pending: [([UInt8], StreamEntryID)] = []
@@ -25,9 +25,9 @@ final class AcknowledgementSender: Sendable {
         var closed = false
     }
 
-    init(identity: String, options: RedisConnectionOptions, counters: RedisStreamsCounters, loop: EventLoop) {
+    init(identity: String, router: ClusterRouter, counters: RedisStreamsCounters, loop: EventLoop) {
         self.identity = identity
-        self.options = options
+        self.router = router
         self.counters = counters
         self.loop = loop
     }
@@ -50,7 +50,7 @@ final class AcknowledgementSender: Sendable {
     func finish() {
         queue.withLock { $0.closed = true }
         flush()
-        connection.withLock { $0 = nil }
+        connections.withLock { $0 = [:] }
     }
 
     /// Sends the queued acknowledgements. On the loop. What fails stays
@@ -67,15 +67,17 @@ final class AcknowledgementSender: Sendable {
         var byKey: [[UInt8]: [StreamEntryID]] = [:]
         for (key, id) in pending { byKey[key, default: []].append(id) }
         let commands = byKey.map { key, ids in
-            [Array("XACK".utf8), key, Array(identity.utf8)] + ids.map { Array($0.description.utf8) }
+            RoutedCommand(
+                key: key, [Array("XACK".utf8), key, Array(identity.utf8)] + ids.map { Array($0.description.utf8) })
         }
-        do throws(TypedNotificationError) {
-            let replies = try liveConnection().pipeline(commands)
-            for reply in replies {
-                if case .integer(let count) = reply { counters.acknowledged.add(Int(count), ordering: .relaxed) }
-            }
-        } catch {
-            connection.withLock { $0 = nil }
+        let routed = router.run(commands, connection: liveConnection(to:), release: { _ in })
+        if routed.redirections > 0 { counters.redirections.add(routed.redirections, ordering: .relaxed) }
+        for reply in routed.replies {
+            if case .integer(let count) = reply { counters.acknowledged.add(Int(count), ordering: .relaxed) }
+        }
+        if routed.failure != nil {
+            // Those acknowledged already are acknowledged again: harmless.
+            connections.withLock { $0 = $0.filter { !$0.value.isBroken } }
             let retry = queue.withLock { queue -> Bool in
                 guard !queue.closed else { return false }
                 queue.pending = pending + queue.pending
@@ -86,10 +88,10 @@ final class AcknowledgementSender: Sendable {
         }
     }
 
-    private func liveConnection() throws(TypedNotificationError) -> RedisConnection {
-        if let existing = connection.withLock({ $0 }), !existing.isBroken { return existing }
-        let made = try RedisConnection.connect(options, clientName: "tn-acknowledger")
-        connection.withLock { $0 = made }
+    private func liveConnection(to node: RedisConnectionOptions) throws(TypedNotificationError) -> RedisConnection {
+        if let existing = connections.withLock({ $0[node] }), !existing.isBroken { return existing }
+        let made = try RedisConnection.connect(node, clientName: "tn-acknowledger")
+        connections.withLock { $0[node] = made }
         return made
     }
 }

@@ -25,34 +25,51 @@ extension RedisStreamsTransport {
     /// Every stream of notifications under `keyPrefix` on the server, by
     /// name, with its length and the durable identities reading it.
     ///
-    /// Lists with `SCAN` (a few keys at a time, never blocking the server)
-    /// and reads each stream with `XLEN` and `XINFO GROUPS`.
+    /// Lists with `SCAN` (a few keys at a time, never blocking the server;
+    /// on every master of a cluster) and reads each stream with `XLEN` and
+    /// `XINFO GROUPS`.
     package static func streams(
         options: RedisConnectionOptions,
         keyPrefix: String = RedisStreamsConfiguration().keyPrefix
     ) throws(TypedNotificationError) -> [RedisStreamSummary] {
-        let connection = try RedisConnection.connect(options, clientName: "tnotify-ls")
-        defer { connection.shutDown() }
+        var connections: [RedisConnectionOptions: RedisConnection] = [:]
+        defer { for connection in connections.values { connection.shutDown() } }
+        let connect = { (node: RedisConnectionOptions) throws(TypedNotificationError) -> RedisConnection in
+            if let open = connections[node] { return open }
+            let made = try RedisConnection.connect(node, clientName: "tnotify-ls")
+            connections[node] = made
+            return made
+        }
+        let router = ClusterRouter(seed: options)
+        try router.learn(slotsOf: try connect(options))
         let head = keyPrefix + ":{"
         var keys: [String] = []
-        var cursor = "0"
-        repeat {
-            let reply = try connection.call("SCAN", cursor, "MATCH", head + "*}", "COUNT", "1000", "TYPE", "stream")
-            guard case .array(let parts?) = reply, parts.count == 2, case .bulkString(let next?) = parts[0],
-                case .array(let found?) = parts[1]
-            else { throw failure("\(reply)", doing: "list the streams under \(keyPrefix)") }
-            for case .bulkString(let key?) in found { keys.append(String(decoding: key, as: UTF8.self)) }
-            cursor = String(decoding: next, as: UTF8.self)
-        } while cursor != "0"
+        for node in router.nodes {
+            let connection = try connect(node)
+            var cursor = "0"
+            repeat {
+                let reply = try connection.call(
+                    "SCAN", cursor, "MATCH", head + "*}", "COUNT", "1000", "TYPE", "stream")
+                guard case .array(let parts?) = reply, parts.count == 2, case .bulkString(let next?) = parts[0],
+                    case .array(let found?) = parts[1]
+                else { throw failure("\(reply)", doing: "list the streams under \(keyPrefix)") }
+                for case .bulkString(let key?) in found { keys.append(String(decoding: key, as: UTF8.self)) }
+                cursor = String(decoding: next, as: UTF8.self)
+            } while cursor != "0"
+        }
         var summaries: [RedisStreamSummary] = []
-        for key in keys.sorted() {
+        for key in Set(keys).sorted() {
             // The name between the braces; a key that holds no valid name is
             // not one of ours.
             let name = String(key.dropFirst(head.count).dropLast())
             guard (try? NotificationName(validating: name)) != nil else { continue }
-            guard case .integer(let length) = try connection.call("XLEN", key) else { continue }
+            let replies = router.run(
+                [RoutedCommand(key: key, "XLEN", key), RoutedCommand(key: key, "XINFO", "GROUPS", key)],
+                connection: connect, release: { _ in })
+            if let failure = replies.failure { throw failure }
+            guard case .integer(let length) = replies.replies[0] else { continue }
             var identities: [RedisStreamSummary.Identity] = []
-            if case .array(let groups?) = try connection.call("XINFO", "GROUPS", key) {
+            if case .array(let groups?) = replies.replies[1] {
                 for case .array(let fields?) in groups {
                     identities.append(identity(from: fields))
                 }

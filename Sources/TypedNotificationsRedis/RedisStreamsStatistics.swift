@@ -15,6 +15,9 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     public var acknowledged: Int
     /// Connections made again after one broke.
     public var reconnects: Int
+    /// Redis Cluster redirections (`MOVED`, `ASK`) followed: commands sent
+    /// again to the node that owns, or is importing, their name's slot.
+    public var redirections: Int
 }
 
 /// The live counters behind ``RedisStreamsStatistics``.
@@ -25,6 +28,7 @@ final class RedisStreamsCounters: Sendable {
     let corruptEntriesSkipped = Atomic<Int>(0)
     let acknowledged = Atomic<Int>(0)
     let reconnects = Atomic<Int>(0)
+    let redirections = Atomic<Int>(0)
 
     var snapshot: RedisStreamsStatistics {
         RedisStreamsStatistics(
@@ -33,6 +37,7 @@ final class RedisStreamsCounters: Sendable {
             delivered: delivered.load(ordering: .relaxed),
             corruptEntriesSkipped: corruptEntriesSkipped.load(ordering: .relaxed),
             acknowledged: acknowledged.load(ordering: .relaxed),
-            reconnects: reconnects.load(ordering: .relaxed))
+            reconnects: reconnects.load(ordering: .relaxed),
+            redirections: redirections.load(ordering: .relaxed))
     }
 }

@@ -49,8 +49,21 @@ import Synchronization
 ///   needs a post of the sender read before the gap and one after it, so a
 ///   reader that had read nothing of a sender before its posts were trimmed
 ///   is not told of them (a known limit).
-/// - Redis Cluster is not supported yet: a `MOVED` or `ASK` reply is a
-///   ``TypedNotifications/TypedNotificationError/Code/transportFailure``.
+/// - Redis Cluster: point the URL at any node. The transport reads the
+///   slot map (`CLUSTER SLOTS`) when it opens and sends each command to the
+///   node that owns its name's hash slot; the braces in `tn:{<name>}` make
+///   the name the hash tag, so a name's stream stays in one slot and names
+///   spread over the nodes. A slot that moves (a reshard, a failover) is
+///   followed: `MOVED` updates the map and the command goes again to the new
+///   node; `ASK` sends that one command (after `ASKING`) to the node
+///   importing the slot. Posts of one name keep their order through a move,
+///   readers resume at their position on the new node, and a durable
+///   identity's consumer group moves with its stream, so its
+///   acknowledgements follow it. A reader waiting on a stream whose key
+///   moved while its slot is still migrating learns of it when its read
+///   ends (at most ``RedisStreamsConfiguration/blockTimeout``); once the
+///   slot is moved, the server redirects it. Redirections are counted in
+///   ``RedisStreamsStatistics/redirections``.
 public final class RedisStreamsTransport: NotificationTransport {
     /// The server and how to log in.
     public let options: RedisConnectionOptions
@@ -63,6 +76,7 @@ public final class RedisStreamsTransport: NotificationTransport {
     public let configuration: RedisStreamsConfiguration
 
     let counters: RedisStreamsCounters
+    let router: ClusterRouter
     private let state = Locked(RedisTransportState())
     private let loop: EventLoop
     // A durable identity's acknowledgements; nil for a plain observer.
@@ -129,10 +143,12 @@ public final class RedisStreamsTransport: NotificationTransport {
                 code: .transportFailure, message: "could not start the Redis transport's event loop", cause: error)
         }
         let counters = RedisStreamsCounters()
+        let router = ClusterRouter(seed: options)
         self.loop = loop
         self.counters = counters
+        self.router = router
         acknowledgements = identity.map {
-            AcknowledgementSender(identity: $0, options: options, counters: counters, loop: loop)
+            AcknowledgementSender(identity: $0, router: router, counters: counters, loop: loop)
         }
     }
 
@@ -161,11 +177,13 @@ public final class RedisStreamsTransport: NotificationTransport {
     ///   ``TypedNotifications/TypedNotificationError/Code/authenticationFailed``.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         let connection = try RedisConnection.connect(options, clientName: "tn-\(sender.endpoint)")
+        // A cluster answers with its slot map; a standalone server with an error.
+        try router.learn(slotsOf: connection)
         let opened = state.withLock { state -> Bool in
             guard case .created = state.phase else { return false }
             state.phase = .open
             state.receiver = receiver
-            state.idle.append(connection)
+            state.idle[options, default: []].append(connection)
             return true
         }
         guard opened else {
@@ -197,7 +215,7 @@ public final class RedisStreamsTransport: NotificationTransport {
     public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
         var result = TransportBatchResult()
         guard !messages.isEmpty else { return result }
-        var commands: [[[UInt8]]] = []
+        var commands: [RoutedCommand] = []
         commands.reserveCapacity(messages.count + 1)
         let now = SystemClock.monotonicNanoseconds()
         var trims: [NotificationName] = []
@@ -207,12 +225,13 @@ public final class RedisStreamsTransport: NotificationTransport {
                     code: .transportFailure, message: "the Redis transport carries envelopes only")
                 break
             }
-            var command: [[UInt8]] = [Array("XADD".utf8), Array(key(for: message.name).utf8)]
+            let key = Array(key(for: message.name).utf8)
+            var command: [[UInt8]] = [Array("XADD".utf8), key]
             if let maximumLength = configuration.maximumLength {
                 command += [Array("MAXLEN".utf8), [UInt8(ascii: "~")], Array(String(maximumLength).utf8)]
             }
             command += [[UInt8(ascii: "*")], [UInt8(ascii: "e")], Array(encoded.envelope)]
-            commands.append(command)
+            commands.append(RoutedCommand(key: key, command))
             if configuration.maximumAge != nil, !trims.contains(message.name) { trims.append(message.name) }
         }
         let posts = commands.count
@@ -226,32 +245,13 @@ public final class RedisStreamsTransport: NotificationTransport {
             }
             let cutoff = SystemClock.wallClockNanoseconds() / 1_000_000 - Int64(maximumAge.clampedMilliseconds)
             for name in due where cutoff > 0 {
-                commands.append(
-                    ["XTRIM", key(for: name), "MINID", "~", "\(cutoff)-0"].map { Array($0.utf8) })
+                let key = key(for: name)
+                commands.append(RoutedCommand(key: key, "XTRIM", key, "MINID", "~", "\(cutoff)-0"))
             }
         }
         guard posts > 0 else { return result }
-        let connection: RedisConnection
-        do throws(TypedNotificationError) {
-            connection = try takeConnection()
-        } catch {
-            counters.failedPosts.add(posts, ordering: .relaxed)
-            result.failure = error
-            return result
-        }
-        let replies: [RESPValue]
-        do throws(TypedNotificationError) {
-            replies = try connection.pipeline(commands)
-        } catch {
-            counters.failedPosts.add(posts, ordering: .relaxed)
-            result.failure = TypedNotificationError(
-                code: .unreachable,
-                message: "\(error.message); \(posts) post\(posts == 1 ? "" : "s") may or may not have been stored",
-                cause: error)
-            return result
-        }
-        putBack(connection)
-        for reply in replies.prefix(posts) {
+        let routed = run(commands)
+        for reply in routed.replies.prefix(posts) {
             if case .error(let text) = reply {
                 result.failure = TypedNotificationError(
                     code: text.hasPrefix("NOPERM") ? .authenticationFailed : .transportFailure,
@@ -260,35 +260,65 @@ public final class RedisStreamsTransport: NotificationTransport {
             }
             result.sent += 1
         }
+        if result.failure == nil, result.sent < posts, let failure = routed.failure {
+            let unsure = posts - result.sent
+            result.failure =
+                routed.mayHaveRun
+                ? TypedNotificationError(
+                    code: failure.code,
+                    message:
+                        "\(failure.message); \(unsure) post\(unsure == 1 ? "" : "s") may or may not have been stored",
+                    cause: failure)
+                : failure
+        }
         counters.posted.add(result.sent, ordering: .relaxed)
         counters.failedPosts.add(posts - result.sent, ordering: .relaxed)
         return result
     }
 
-    /// An idle connection, or a new one unless a recent attempt failed.
-    private func takeConnection() throws(TypedNotificationError) -> RedisConnection {
+    /// Runs commands on the nodes of their keys (the one server, unless it
+    /// is a cluster) on pooled connections, following redirections.
+    func run(_ commands: [RoutedCommand]) -> RoutedReplies {
+        let routed = router.run(commands, connection: takeConnection(to:), release: putBack(_:))
+        if routed.redirections > 0 { counters.redirections.add(routed.redirections, ordering: .relaxed) }
+        return routed
+    }
+
+    /// Runs one command on the node of its key and returns its reply (an
+    /// error reply is returned, not thrown).
+    func call(_ command: RoutedCommand) throws(TypedNotificationError) -> RESPValue {
+        let routed = run([command])
+        guard let reply = routed.replies.first else {
+            throw routed.failure
+                ?? TypedNotificationError(code: .transportFailure, message: "a Redis command was left without a reply")
+        }
+        return reply
+    }
+
+    /// An idle connection to `node`, or a new one unless a recent attempt failed.
+    private func takeConnection(to node: RedisConnectionOptions) throws(TypedNotificationError) -> RedisConnection {
         let now = SystemClock.monotonicNanoseconds()
         let taken = try state.withLock { state throws(TypedNotificationError) -> RedisConnection? in
             guard case .open = state.phase else {
                 throw TypedNotificationError(code: .closed, message: "the Redis transport is not open")
             }
-            if let connection = state.idle.popLast() { return connection }
-            if let retry = state.connectBackoff.retryAt, now < retry {
+            if let connection = state.idle[node]?.popLast() { return connection }
+            if let backoff = state.connectBackoff[node], let retry = backoff.retryAt, now < retry {
                 throw TypedNotificationError(
                     code: .unreachable,
-                    message: "Redis at \(options.redactedDescription) is unreachable; trying again in "
-                        + "\((retry - now) / 1_000_000 + 1) ms (\(state.connectBackoff.lastError))")
+                    message: "Redis at \(node.redactedDescription) is unreachable; trying again in "
+                        + "\((retry - now) / 1_000_000 + 1) ms (\(backoff.lastError))")
             }
             return nil
         }
         if let taken { return taken }
         do throws(TypedNotificationError) {
-            let connection = try RedisConnection.connect(options, clientName: "tn-poster")
-            state.withLock { $0.connectBackoff.succeeded() }
+            let connection = try RedisConnection.connect(node, clientName: "tn-poster")
+            state.withLock { $0.connectBackoff[node] = nil }
             counters.reconnects.add(1, ordering: .relaxed)
             return connection
         } catch {
-            state.withLock { $0.connectBackoff.failed(at: now, error.message) }
+            state.withLock { $0.connectBackoff[node, default: ConnectBackoff()].failed(at: now, error.message) }
             throw error
         }
     }
@@ -296,19 +326,9 @@ public final class RedisStreamsTransport: NotificationTransport {
     private func putBack(_ connection: RedisConnection) {
         guard !connection.isBroken else { return }
         state.withLock { state in
-            guard case .open = state.phase, state.idle.count < 4 else { return }
-            state.idle.append(connection)
+            guard case .open = state.phase, state.idle[connection.options, default: []].count < 4 else { return }
+            state.idle[connection.options, default: []].append(connection)
         }
-    }
-
-    /// Runs `body` on a pooled connection, putting it back after.
-    func withConnection<Result>(
-        _ body: (RedisConnection) throws(TypedNotificationError) -> Result
-    ) throws(TypedNotificationError) -> Result {
-        let connection = try takeConnection()
-        let result = try body(connection)
-        putBack(connection)
-        return result
     }
 
     // MARK: Receiving
@@ -323,15 +343,12 @@ public final class RedisStreamsTransport: NotificationTransport {
         let key = key(for: name)
         let start: StreamEntryID
         if let identity {
-            start = try withConnection { connection throws(TypedNotificationError) in
-                try createGroup(identity, key: key, on: connection)
-            }
+            try createGroup(identity, key: key)
+            start = .zero
         } else {
-            start = try withConnection { connection throws(TypedNotificationError) in
-                try firstID(of: key, on: connection)
-            }
+            start = try firstID(of: key)
         }
-        let connection = try RedisConnection.connect(options, clientName: "tn-reader")
+        let connection = try RedisConnection.connect(router.options(forKey: key.utf8), clientName: "tn-reader")
         let reader = StreamReader(
             name: name, key: Array(key.utf8), connection: connection,
             position: identity == nil ? .after(start) : .pendingAfter(.zero))
@@ -359,42 +376,36 @@ public final class RedisStreamsTransport: NotificationTransport {
     }
 
     /// The ID reading starts after, for a plain observer.
-    private func firstID(of key: String, on connection: RedisConnection) throws(TypedNotificationError) -> StreamEntryID
-    {
+    private func firstID(of key: String) throws(TypedNotificationError) -> StreamEntryID {
         switch firstRead.kind {
         case .beginning:
             return .zero
         case .end:
-            return try newestIDs(of: key, count: 1, on: connection).first ?? .zero
+            return try newestIDs(of: key, count: 1).first ?? .zero
         case .newest(let count):
-            return try newestIDs(of: key, count: count, on: connection).last?.predecessor ?? .zero
+            return try newestIDs(of: key, count: count).last?.predecessor ?? .zero
         }
     }
 
     /// Creates this identity's group on `key` at the first-read position, if
     /// it does not exist yet; the group then remembers where it is.
-    private func createGroup(
-        _ group: String, key: String, on connection: RedisConnection
-    ) throws(TypedNotificationError) -> StreamEntryID {
+    private func createGroup(_ group: String, key: String) throws(TypedNotificationError) {
         let start: String
         switch firstRead.kind {
         case .beginning: start = "0"
         case .end: start = "$"
         case .newest(let count):
-            start = (try newestIDs(of: key, count: count, on: connection).last?.predecessor ?? .zero).description
+            start = (try newestIDs(of: key, count: count).last?.predecessor ?? .zero).description
         }
-        let reply = try connection.call("XGROUP", "CREATE", key, group, start, "MKSTREAM")
+        let reply = try call(RoutedCommand(key: key, "XGROUP", "CREATE", key, group, start, "MKSTREAM"))
         if case .error(let text) = reply, !text.hasPrefix("BUSYGROUP") {
             throw Self.failure(text, doing: "create the consumer group \(group) on \(key)")
         }
-        return .zero
     }
 
     /// The IDs of the newest `count` entries of `key`, newest first.
-    private func newestIDs(
-        of key: String, count: Int, on connection: RedisConnection
-    ) throws(TypedNotificationError) -> [StreamEntryID] {
-        let reply = try connection.call("XREVRANGE", key, "+", "-", "COUNT", String(count))
+    private func newestIDs(of key: String, count: Int) throws(TypedNotificationError) -> [StreamEntryID] {
+        let reply = try call(RoutedCommand(key: key, "XREVRANGE", key, "+", "-", "COUNT", String(count)))
         switch reply {
         case .array(let entries?):
             return entries.compactMap { entry in
@@ -406,6 +417,14 @@ public final class RedisStreamsTransport: NotificationTransport {
         default:
             return []
         }
+    }
+
+    /// Whether an error reply to a read passes once the cluster settles: a
+    /// slot being resharded or a failover (`TRYAGAIN`, `CLUSTERDOWN`), a
+    /// server loading its data (`LOADING`), a stream moved away while a read
+    /// waited on it (`UNBLOCKED`). The reader connects again with backoff.
+    static func isTransient(_ text: String) -> Bool {
+        ["TRYAGAIN", "CLUSTERDOWN", "LOADING", "UNBLOCKED", "MASTERDOWN"].contains { text.hasPrefix($0) }
     }
 
     static func failure(_ text: String, doing what: String) -> TypedNotificationError {
@@ -446,6 +465,9 @@ public final class RedisStreamsTransport: NotificationTransport {
         }
         let block = String(configuration.blockTimeout.clampedMilliseconds)
         let count = String(configuration.readBatchSize)
+        // Sent to a node importing the name's slot (an `ASK`): each read
+        // says it was asked there.
+        if reader.askedNode != nil { connection.enqueue([Array("ASKING".utf8)]) }
         switch reader.position {
         case .after(let id):
             connection.enqueue(
@@ -505,6 +527,8 @@ public final class RedisStreamsTransport: NotificationTransport {
             return
         }
         for reply in replies {
+            // The `+OK` of an `ASKING` before a read.
+            if case .simpleString = reply { continue }
             reader.awaitingReply = false
             if case .error(let text) = reply {
                 if text.hasPrefix("NOGROUP") {
@@ -514,10 +538,25 @@ public final class RedisStreamsTransport: NotificationTransport {
                     reconnect(reader)
                     return
                 }
+                if let redirection = Redirection(text, fallbackHost: connection.options.host) {
+                    // The name's slot moved (`MOVED`: read from its new
+                    // node) or is moving (`ASK`: read from the importing
+                    // node until it owns the slot), from where reading was.
+                    router.learn(redirection)
+                    reader.askedNode = redirection.isPermanent ? nil : redirection.node
+                    counters.redirections.add(1, ordering: .relaxed)
+                    reconnect(reader, redirected: true)
+                    return
+                }
+                if Self.isTransient(text) {
+                    reconnect(reader)
+                    return
+                }
                 reader.receiver?.fail(Self.failure(text, doing: "read \(String(decoding: reader.key, as: UTF8.self))"))
                 reader.cancel(on: loop)
                 return
             }
+            reader.backoff.reset()
             deliver(reply, of: reader)
         }
         requestEntries(of: reader)
@@ -590,8 +629,9 @@ public final class RedisStreamsTransport: NotificationTransport {
         return result
     }
 
-    /// Drops the reader's connection and makes a new one after a backoff, on the loop.
-    private func reconnect(_ reader: StreamReader) {
+    /// Drops the reader's connection and makes a new one after a backoff
+    /// (at once after a redirection), on the loop.
+    private func reconnect(_ reader: StreamReader, redirected: Bool = false) {
         reader.dropConnection(on: loop)
         reader.awaitingReply = false
         guard !reader.isCancelled else { return }
@@ -599,16 +639,18 @@ public final class RedisStreamsTransport: NotificationTransport {
             // Read again what this process was handed but has not acknowledged.
             reader.position = .pendingAfter(reader.lastDelivered)
         }
-        let delay = reader.backoff.nextDelay()
+        // The first redirection in a row is followed at once; more of them
+        // back off (two nodes that send a name to each other).
+        let backoff = reader.backoff.nextDelay()
+        let delay = redirected && reader.backoff.failures == 1 ? 0 : backoff
         loop.schedule(after: delay) { [weak self, weak reader] in
             guard let self, let reader, !reader.isCancelled, let receiver = reader.receiver else { return }
             do throws(TypedNotificationError) {
-                let connection = try RedisConnection.connect(options, clientName: "tn-reader")
-                if let identity {
-                    _ = try createGroup(identity, key: String(decoding: reader.key, as: UTF8.self), on: connection)
-                }
+                let key = String(decoding: reader.key, as: UTF8.self)
+                if let identity { try createGroup(identity, key: key) }
+                let node = reader.askedNode.map(router.options(for:)) ?? router.options(forKey: reader.key)
+                let connection = try RedisConnection.connect(node, clientName: "tn-reader")
                 reader.connection = connection
-                reader.backoff.reset()
                 counters.reconnects.add(1, ordering: .relaxed)
                 startReading(reader, receiver: receiver)
             } catch {
@@ -629,7 +671,7 @@ public final class RedisStreamsTransport: NotificationTransport {
             defer {
                 state.phase = .closed
                 state.readers = [:]
-                state.idle = []
+                state.idle = [:]
             }
             if case .open = state.phase { return (true, Array(state.readers.values)) }
             return (false, [])
@@ -673,9 +715,7 @@ public final class RedisStreamsTransport: NotificationTransport {
     /// The newest valid envelope in `name`'s stream, without observing it.
     package func latestMessage(of name: NotificationName) throws(TypedNotificationError) -> TransportMessage? {
         let key = key(for: name)
-        let reply = try withConnection { connection throws(TypedNotificationError) in
-            try connection.call("XREVRANGE", key, "+", "-", "COUNT", "16")
-        }
+        let reply = try call(RoutedCommand(key: key, "XREVRANGE", key, "+", "-", "COUNT", "16"))
         if case .error(let text) = reply { throw Self.failure(text, doing: "read the newest entry of \(key)") }
         var decoder = EnvelopeDecoder()
         guard case .array(let entries?) = reply else { return nil }
@@ -717,9 +757,10 @@ struct RedisTransportState {
     enum Phase { case created, open, closed }
     var phase = Phase.created
     var receiver: TransportReceiver?
-    var idle: [RedisConnection] = []
+    // Per node (the one server, unless it is a cluster).
+    var idle: [RedisConnectionOptions: [RedisConnection]] = [:]
     var readers: [NotificationName: StreamReader] = [:]
-    var connectBackoff = ConnectBackoff()
+    var connectBackoff: [RedisConnectionOptions: ConnectBackoff] = [:]
     var nextTrim: [NotificationName: UInt64] = [:]
 }
 

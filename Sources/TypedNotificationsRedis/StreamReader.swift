@@ -33,6 +33,9 @@ final class StreamReader: @unchecked Sendable {
     /// reconnects reads again only what came after it.
     var lastDelivered = StreamEntryID.zero
     var backoff = ConnectBackoff()
+    /// The node an `ASK` sent reads to while the name's slot migrates
+    /// there; `nil`: the node the slot map names.
+    var askedNode: RedisNodeAddress?
     private(set) var isCancelled = false
 
     init(name: NotificationName, key: [UInt8], connection: RedisConnection, position: Position) {
