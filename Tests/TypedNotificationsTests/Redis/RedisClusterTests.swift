@@ -242,4 +242,74 @@ struct RedisClusterTests {
         #expect(summary.first == .integer(1))
         #expect(try cluster.nodes[1].command("XLEN", key) == .integer(200))
     }
+
+    @Test(
+        "a master killed (SIGKILL) and restarted from its append-only file: posts to its slots fail fast with unreachable while others go on; then readers resume and nothing is lost"
+    )
+    func masterKilled() async throws {
+        // Without full coverage the other masters keep serving their slots.
+        let cluster = try await RedisTestCluster(arguments: ["--cluster-require-full-coverage", "no"])
+        let onKilled = ReshardPing.name
+        var candidate = 0
+        var onLiving = try NotificationName(validating: "living.n0")
+        while try cluster.owner(ofSlot: try cluster.slot(of: "tn:{\(onLiving.rawValue)}")) != 1 {
+            candidate += 1
+            onLiving = try NotificationName(validating: "living.n\(candidate)")
+        }
+        #expect(try cluster.owner(ofSlot: try cluster.slot(of: "tn:{\(onKilled.rawValue)}")) == 0)
+        let observer = try clusterHub(cluster, node: 2, endpoint: "observer")
+        defer { observer.close() }
+        let durable = try clusterHub(cluster, node: 1, endpoint: "durable", identity: "svc")
+        defer { durable.close() }
+        var killedPlain = try observer.deliveries(of: ReshardPing.self, named: onKilled).makeAsyncIterator()
+        var killedKept = try durable.deliveries(of: ReshardPing.self, named: onKilled).makeAsyncIterator()
+        var living = try observer.deliveries(of: ReshardPing.self, named: onLiving).makeAsyncIterator()
+        let poster = try clusterHub(cluster, node: 1, endpoint: "poster")
+        defer { poster.close() }
+        func receive(_ index: Int, on iterator: inout DeliverySequence<ReshardPing>.AsyncIterator) async throws {
+            let delivered = try #require(await iterator.next())
+            #expect(delivered.notification.index == index && delivered.delivery.missed == 0)
+        }
+        for index in 0..<50 {
+            try poster.post(ReshardPing(index: index), as: onKilled)
+            try poster.post(ReshardPing(index: index), as: onLiving)
+        }
+        for index in 0..<50 {
+            try await receive(index, on: &killedPlain)
+            try await receive(index, on: &killedKept)
+            try await receive(index, on: &living)
+        }
+
+        await cluster.nodes[0].kill()
+        let started = ContinuousClock.now
+        #expect {
+            try poster.post(ReshardPing(index: 50), as: onKilled)
+        } throws: { ($0 as? TypedNotificationError)?.code == .unreachable }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        for index in 50..<100 { try poster.post(ReshardPing(index: index), as: onLiving) }
+        for index in 50..<100 { try await receive(index, on: &living) }
+
+        try await cluster.nodes[0].start()
+        try cluster.waitUntilSettled()
+        // Posts fail fast within the backoff (at most 2 s); one after it succeeds.
+        var attempts = 1
+        while !succeeds({ () throws(TypedNotificationError) in
+            try poster.post(ReshardPing(index: 50), as: onKilled)
+        }),
+            attempts < 100
+        {
+            attempts += 1
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(attempts < 100)
+        for index in 51..<100 { try poster.post(ReshardPing(index: index), as: onKilled) }
+        // Both readers reconnected to the restarted master and resume where
+        // they were: the first 50 are not read again, the next 50 arrive.
+        for index in 50..<100 {
+            try await receive(index, on: &killedPlain)
+            try await receive(index, on: &killedKept)
+        }
+        #expect(observer.transport.statistics.reconnects > 0)
+        #expect(try cluster.nodes[0].command("XLEN", "tn:{\(onKilled.rawValue)}") == .integer(100))
+    }
 }

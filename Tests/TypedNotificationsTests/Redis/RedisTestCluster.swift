@@ -29,8 +29,8 @@ final class RedisTestCluster: Sendable {
 
     /// Starts three masters, makes them one cluster with the 16,384 slots
     /// split in three (node 0 owns 0-5460), and returns once every node
-    /// says the cluster is ok.
-    init() async throws {
+    /// says the cluster is ok. `arguments` go to every node.
+    init(arguments: [String] = []) async throws {
         var nodes: [RedisTestServer] = []
         for _ in 0..<3 {
             let bus = try RedisTestServer.freePort()
@@ -38,13 +38,18 @@ final class RedisTestCluster: Sendable {
                 try await RedisTestServer(arguments: [
                     "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", "\(bus)",
                     "--cluster-node-timeout", "5000",
-                ]))
+                ] + arguments))
         }
         self.nodes = nodes
         try await Self.runCLI(
             ["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" } + [
                 "--cluster-replicas", "0", "--cluster-yes",
             ])
+        try waitUntilSettled()
+    }
+
+    /// Returns once every node says the cluster is ok (`CLUSTER INFO`).
+    func waitUntilSettled() throws {
         let settled = waitUntil {
             nodes.allSatisfy { node in
                 guard case .bulkString(let info?) = try? node.command("CLUSTER", "INFO") else { return false }
