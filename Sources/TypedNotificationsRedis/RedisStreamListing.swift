@@ -11,6 +11,10 @@ package struct RedisStreamSummary: Sendable, Hashable {
         /// Entries added after the last one it read; `nil` when Redis cannot
         /// tell (entries were deleted or trimmed in between).
         package var behind: Int?
+        /// Entries ever added up to the group's position (Redis's
+        /// entries-read, raised by the transport past entries trimmed
+        /// unread); `nil` when Redis cannot tell.
+        package var entriesRead: Int?
     }
 
     /// The notification name whose stream this is.
@@ -80,8 +84,8 @@ extension RedisStreamsTransport {
     }
 
     /// A group from the field-value pairs `XINFO GROUPS` gives for it.
-    private static func identity(from fields: [RESPValue]) -> RedisStreamSummary.Identity {
-        var identity = RedisStreamSummary.Identity(name: "", pending: 0, behind: nil)
+    static func identity(from fields: [RESPValue]) -> RedisStreamSummary.Identity {
+        var identity = RedisStreamSummary.Identity(name: "", pending: 0, behind: nil, entriesRead: nil)
         var index = 0
         while index + 1 < fields.count {
             defer { index += 2 }
@@ -90,6 +94,7 @@ extension RedisStreamsTransport {
             case ("name", .bulkString(let value?)): identity.name = String(decoding: value, as: UTF8.self)
             case ("pending", .integer(let value)): identity.pending = Int(value)
             case ("lag", .integer(let value)): identity.behind = Int(value)
+            case ("entries-read", .integer(let value)): identity.entriesRead = Int(clamping: value)
             default: break
             }
         }

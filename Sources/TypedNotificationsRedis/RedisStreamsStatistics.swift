@@ -18,6 +18,10 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     /// Redis Cluster redirections (`MOVED`, `ASK`) followed: commands sent
     /// again to the node that owns, or is importing, their name's slot.
     public var redirections: Int
+    /// Entries trimmed from their streams (by ``RedisStreamsConfiguration/maximumLength``
+    /// or ``RedisStreamsConfiguration/maximumAge``) after a reader's position
+    /// before it read them, each reported as missed.
+    public var trimmedUnread: Int
 }
 
 /// The live counters behind ``RedisStreamsStatistics``.
@@ -29,6 +33,7 @@ final class RedisStreamsCounters: Sendable {
     let acknowledged = Atomic<Int>(0)
     let reconnects = Atomic<Int>(0)
     let redirections = Atomic<Int>(0)
+    let trimmedUnread = Atomic<Int>(0)
 
     var snapshot: RedisStreamsStatistics {
         RedisStreamsStatistics(
@@ -38,6 +43,7 @@ final class RedisStreamsCounters: Sendable {
             corruptEntriesSkipped: corruptEntriesSkipped.load(ordering: .relaxed),
             acknowledged: acknowledged.load(ordering: .relaxed),
             reconnects: reconnects.load(ordering: .relaxed),
-            redirections: redirections.load(ordering: .relaxed))
+            redirections: redirections.load(ordering: .relaxed),
+            trimmedUnread: trimmedUnread.load(ordering: .relaxed))
     }
 }

@@ -44,11 +44,18 @@ import Synchronization
 ///   stream keeps its entries.
 /// - Retention: ``RedisStreamsConfiguration/maximumLength`` trims on every
 ///   post, ``RedisStreamsConfiguration/maximumAge`` at most once a second
-///   per name. A reader that fell behind retention is told how many it
-///   missed by the senders' sequence numbers, as on every transport: that
-///   needs a post of the sender read before the gap and one after it, so a
-///   reader that had read nothing of a sender before its posts were trimmed
-///   is not told of them (a known limit).
+///   per name. A reader that fell behind retention is told exactly how many
+///   entries were trimmed before it read them, of every sender, in the next
+///   delivery's ``TypedNotifications/NotificationDelivery/missed``: each read
+///   goes out with an `XINFO STREAM`, which Redis runs just before it, and
+///   the stream's counters (entries ever added, entries left) against the
+///   reader's own count tell how many it never got. A durable identity's
+///   count is its group's entries-read, raised past what was reported, so a
+///   later run does not report it again. Entries trimmed before a reader
+///   started (before its registration, or before ``firstRead``) are not
+///   missed. Needs Redis 7 (or Valkey 7.2) or later; two processes sharing
+///   one durable identity make the count inexact, and so does `XDEL` by
+///   hand of entries no one has read while older ones remain.
 /// - Redis Cluster: point the URL at any node. The transport reads the
 ///   slot map (`CLUSTER SLOTS`) when it opens and sends each command to the
 ///   node that owns its name's hash slot; the braces in `tn:{<name>}` make
@@ -161,6 +168,10 @@ public final class RedisStreamsTransport: NotificationTransport {
 
     /// Redis streams carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
+
+    /// `true`: the transport counts the entries trimmed before a reader read
+    /// them (of any sender) from the stream's counters and reports them.
+    public var reportsEveryMissedNotification: Bool { true }
 
     /// The event loop that reads the streams; it also runs the hub's executor.
     public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
@@ -342,16 +353,17 @@ public final class RedisStreamsTransport: NotificationTransport {
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
         let key = key(for: name)
         let start: StreamEntryID
+        let accounted: Int?
         if let identity {
-            try createGroup(identity, key: key)
             start = .zero
+            accounted = try createGroup(identity, key: key)
         } else {
-            start = try firstID(of: key)
+            (start, accounted) = try startingPoint(of: key)
         }
         let connection = try RedisConnection.connect(router.options(forKey: key.utf8), clientName: "tn-reader")
         let reader = StreamReader(
             name: name, key: Array(key.utf8), connection: connection,
-            position: identity == nil ? .after(start) : .pendingAfter(.zero))
+            position: identity == nil ? .after(start) : .pendingAfter(.zero), accounted: accounted)
         let (receiver, replaced) = try state.withLock {
             state throws(TypedNotificationError) -> (TransportReceiver, StreamReader?) in
             guard case .open = state.phase, let receiver = state.receiver else {
@@ -375,48 +387,68 @@ public final class RedisStreamsTransport: NotificationTransport {
         loop.execute { [weak self] in reader.cancel(on: self?.loop) }
     }
 
-    /// The ID reading starts after, for a plain observer.
-    private func firstID(of key: String) throws(TypedNotificationError) -> StreamEntryID {
+    /// Where reading starts by ``firstRead``, from one snapshot of the
+    /// stream: the ID reading starts after, and how many entries were ever
+    /// added up to it (`nil` from a server before Redis 7). Entries trimmed
+    /// up to there are not missed: nobody was reading them.
+    private func startingPoint(of key: String) throws(TypedNotificationError) -> (StreamEntryID, Int?) {
+        var newest: Int?
+        if case .newest(let count) = firstRead.kind { newest = count }
+        let (snapshot, ids) = try snapshot(of: key, newest: newest)
         switch firstRead.kind {
         case .beginning:
-            return .zero
+            return (.zero, snapshot?.removed)
         case .end:
-            return try newestIDs(of: key, count: 1).first ?? .zero
-        case .newest(let count):
-            return try newestIDs(of: key, count: count).last?.predecessor ?? .zero
+            return (snapshot?.lastGenerated ?? .zero, snapshot?.added)
+        case .newest:
+            return (ids.last?.predecessor ?? .zero, snapshot.map { $0.added - ids.count })
+        }
+    }
+
+    /// `XINFO STREAM` of `key` and, with `newest`, the IDs of its newest
+    /// entries (newest first), read together in one pipeline.
+    private func snapshot(
+        of key: String, newest: Int?
+    ) throws(TypedNotificationError) -> (StreamSnapshot?, [StreamEntryID]) {
+        var commands = [RoutedCommand(key: key, "XINFO", "STREAM", key)]
+        if let newest { commands.append(RoutedCommand(key: key, "XREVRANGE", key, "+", "-", "COUNT", String(newest))) }
+        let routed = run(commands)
+        if let failure = routed.failure { throw failure }
+        guard newest != nil else { return (StreamSnapshot(routed.replies[0]), []) }
+        switch routed.replies[1] {
+        case .array(let entries?):
+            let ids = entries.compactMap { entry -> StreamEntryID? in
+                guard case .array(let parts?) = entry, case .bulkString(let id?)? = parts.first else { return nil }
+                return StreamEntryID(id)
+            }
+            return (StreamSnapshot(routed.replies[0]), ids)
+        case .error(let text):
+            throw Self.failure(text, doing: "read the newest entries of \(key)")
+        default:
+            return (StreamSnapshot(routed.replies[0]), [])
         }
     }
 
     /// Creates this identity's group on `key` at the first-read position, if
-    /// it does not exist yet; the group then remembers where it is.
-    private func createGroup(_ group: String, key: String) throws(TypedNotificationError) {
-        let start: String
-        switch firstRead.kind {
-        case .beginning: start = "0"
-        case .end: start = "$"
-        case .newest(let count):
-            start = (try newestIDs(of: key, count: count).last?.predecessor ?? .zero).description
-        }
-        let reply = try call(RoutedCommand(key: key, "XGROUP", "CREATE", key, group, start, "MKSTREAM"))
-        if case .error(let text) = reply, !text.hasPrefix("BUSYGROUP") {
+    /// it does not exist yet (the group then remembers where it is), and
+    /// returns the group's entries-read: how many entries were ever added up
+    /// to its position. A new group's counter starts where reading starts,
+    /// from the same snapshot, so entries trimmed before it are not missed.
+    private func createGroup(_ group: String, key: String) throws(TypedNotificationError) -> Int? {
+        let (start, accounted) = try startingPoint(of: key)
+        var create = RoutedCommand(key: key, "XGROUP", "CREATE", key, group, start.description, "MKSTREAM")
+        if let accounted { create.arguments += [Array("ENTRIESREAD".utf8), Array(String(accounted).utf8)] }
+        let routed = run([create, RoutedCommand(key: key, "XINFO", "GROUPS", key)])
+        if let failure = routed.failure { throw failure }
+        if case .error(let text) = routed.replies[0], !text.hasPrefix("BUSYGROUP") {
             throw Self.failure(text, doing: "create the consumer group \(group) on \(key)")
         }
-    }
-
-    /// The IDs of the newest `count` entries of `key`, newest first.
-    private func newestIDs(of key: String, count: Int) throws(TypedNotificationError) -> [StreamEntryID] {
-        let reply = try call(RoutedCommand(key: key, "XREVRANGE", key, "+", "-", "COUNT", String(count)))
-        switch reply {
-        case .array(let entries?):
-            return entries.compactMap { entry in
-                guard case .array(let parts?) = entry, case .bulkString(let id?)? = parts.first else { return nil }
-                return StreamEntryID(id)
-            }
-        case .error(let text):
-            throw Self.failure(text, doing: "read the newest entries of \(key)")
-        default:
-            return []
+        guard case .array(let groups?) = routed.replies[1] else { return nil }
+        for case .array(let fields?) in groups {
+            let identity = Self.identity(from: fields)
+            if identity.name == group { return identity.entriesRead }
         }
+        return nil
     }
 
     /// Whether an error reply to a read passes once the cluster settles: a
@@ -465,24 +497,47 @@ public final class RedisStreamsTransport: NotificationTransport {
         }
         let block = String(configuration.blockTimeout.clampedMilliseconds)
         let count = String(configuration.readBatchSize)
-        // Sent to a node importing the name's slot (an `ASK`): each read
-        // says it was asked there.
-        if reader.askedNode != nil { connection.enqueue([Array("ASKING".utf8)]) }
+        // Each command sent to a node importing the name's slot (after an
+        // `ASK`) says it was asked there.
+        func send(_ command: [[UInt8]], _ reply: StreamReader.Reply) {
+            if reader.askedNode != nil {
+                connection.enqueue([Array("ASKING".utf8)])
+                reader.expected.append(.asking)
+            }
+            connection.enqueue(command)
+            reader.expected.append(reply)
+        }
+        if case .pendingAfter = reader.position {
+        } else {
+            // The stream's counters just before the read, which Redis runs
+            // right after, with nothing between: how many entries were
+            // trimmed before this reader got to them.
+            send([Array("XINFO".utf8), Array("STREAM".utf8), reader.key], .streamInfo)
+        }
+        if let identity, reader.groupCounterBehind, let position = reader.groupPosition,
+            let accounted = reader.accounted
+        {
+            send(
+                ["XGROUP", "SETID"].map { Array($0.utf8) } + [reader.key]
+                    + [identity, position.description, "ENTRIESREAD", String(accounted)].map { Array($0.utf8) },
+                .counterRaise)
+            reader.groupCounterBehind = false
+        }
         switch reader.position {
         case .after(let id):
-            connection.enqueue(
+            send(
                 ["XREAD", "COUNT", count, "BLOCK", block, "STREAMS"].map { Array($0.utf8) }
-                    + [reader.key, Array(id.description.utf8)])
+                    + [reader.key, Array(id.description.utf8)], .read)
         case .pendingAfter(let id):
-            connection.enqueue(
+            send(
                 ["XREADGROUP", "GROUP", identity ?? "", identity ?? "", "COUNT", count, "STREAMS"].map {
                     Array($0.utf8)
-                } + [reader.key, Array(id.description.utf8)])
+                } + [reader.key, Array(id.description.utf8)], .read)
         case .new:
-            connection.enqueue(
+            send(
                 ["XREADGROUP", "GROUP", identity ?? "", identity ?? "", "COUNT", count, "BLOCK", block, "STREAMS"].map {
                     Array($0.utf8)
-                } + [reader.key, [UInt8(ascii: ">")]])
+                } + [reader.key, [UInt8(ascii: ">")]], .read)
         }
         do throws(TypedNotificationError) {
             try connection.flush()
@@ -527,8 +582,15 @@ public final class RedisStreamsTransport: NotificationTransport {
             return
         }
         for reply in replies {
-            // The `+OK` of an `ASKING` before a read.
-            if case .simpleString = reply { continue }
+            switch reader.expected.isEmpty ? .read : reader.expected.removeFirst() {
+            case .asking, .counterRaise:
+                continue
+            case .streamInfo:
+                reader.removedBeforeRead = StreamSnapshot(reply)?.removed
+                continue
+            case .read:
+                break
+            }
             reader.awaitingReply = false
             if case .error(let text) = reply {
                 if text.hasPrefix("NOGROUP") {
@@ -566,10 +628,12 @@ public final class RedisStreamsTransport: NotificationTransport {
     private func deliver(_ reply: RESPValue, of reader: StreamReader) {
         guard let receiver = reader.receiver else { return }
         let entries = Self.entries(in: reply)
-        if case .pendingAfter = reader.position, entries.isEmpty {
+        if case .pendingAfter = reader.position {
             // Every pending entry was delivered again: now the new ones.
-            reader.position = .new
-            return
+            if entries.isEmpty { reader.position = .new }
+        } else {
+            countTrimmed(before: entries.count, of: reader)
+            if case .new = reader.position, let last = entries.last?.0 { reader.groupPosition = last }
         }
         let redelivering: Bool
         if case .pendingAfter = reader.position { redelivering = true } else { redelivering = false }
@@ -595,6 +659,26 @@ public final class RedisStreamsTransport: NotificationTransport {
             counters.delivered.add(1, ordering: .relaxed)
             receiver.receive(message)
         }
+    }
+
+    /// Reports the entries trimmed after the reader's position before it
+    /// read them, as missed, and moves its count past them and the `read`
+    /// entries of this reply (which start at the first entry left).
+    private func countTrimmed(before read: Int, of reader: StreamReader) {
+        let removed = reader.removedBeforeRead
+        reader.removedBeforeRead = nil
+        guard let removed else {
+            // No counters with this read (an error reply to XINFO): count on.
+            if let accounted = reader.accounted { reader.accounted = accounted + read }
+            return
+        }
+        let accounted = reader.accounted ?? removed
+        let trimmed = removed - accounted
+        reader.accounted = max(accounted, removed) + read
+        guard trimmed > 0 else { return }
+        counters.trimmedUnread.add(trimmed, ordering: .relaxed)
+        reader.receiver?.missed(MissedNotifications(count: trimmed, name: reader.name))
+        if identity != nil { reader.groupCounterBehind = true }
     }
 
     /// The envelope in an entry's fields, if it is a valid one of the reader's name.
@@ -647,7 +731,13 @@ public final class RedisStreamsTransport: NotificationTransport {
             guard let self, let reader, !reader.isCancelled, let receiver = reader.receiver else { return }
             do throws(TypedNotificationError) {
                 let key = String(decoding: reader.key, as: UTF8.self)
-                if let identity { try createGroup(identity, key: key) }
+                if let identity {
+                    // Redis's counter, unless this reader counted further
+                    // and has not raised it yet.
+                    if let counted = try createGroup(identity, key: key) {
+                        reader.accounted = max(reader.accounted ?? counted, counted)
+                    }
+                }
                 let node = reader.askedNode.map(router.options(for:)) ?? router.options(forKey: reader.key)
                 let connection = try RedisConnection.connect(node, clientName: "tn-reader")
                 reader.connection = connection

@@ -25,8 +25,36 @@ final class StreamReader: @unchecked Sendable {
     var position: Position
     var receiver: TransportReceiver?
     var decoder = EnvelopeDecoder()
+    /// What the replies still to come answer, in the order sent.
+    enum Reply {
+        /// `ASKING`, before a command to a node importing the slot.
+        case asking
+        /// `XINFO STREAM`, sent just before a read.
+        case streamInfo
+        /// `XGROUP SETID … ENTRIESREAD`, raising the group's counter.
+        case counterRaise
+        /// The read.
+        case read
+    }
+
     /// A read was sent and its reply has not come.
     var awaitingReply = false
+    var expected: [Reply] = []
+    /// How many entries were ever added to the stream up to where the
+    /// reader is: up to its position for a plain observer, the group's
+    /// entries-read for a durable identity. Trimming that removed more than
+    /// this removed entries the reader never read. `nil` until known.
+    var accounted: Int?
+    /// How many entries the stream had lost to trimming (entries-added
+    /// minus length, from `XINFO STREAM`) just before the read now waiting.
+    var removedBeforeRead: Int?
+    /// The newest entry a durable identity's group handed this reader with
+    /// `>`: the group's position.
+    var groupPosition: StreamEntryID?
+    /// The group's entries-read in Redis is below ``accounted`` (trimmed
+    /// entries were counted as missed): raised before the next read, so a
+    /// later run does not count them again.
+    var groupCounterBehind = false
     /// When the read now waiting was sent, for the transport's watchdog.
     var requestedAt: UInt64 = 0
     /// The newest entry handed to the center, so a durable reader that
@@ -38,11 +66,14 @@ final class StreamReader: @unchecked Sendable {
     var askedNode: RedisNodeAddress?
     private(set) var isCancelled = false
 
-    init(name: NotificationName, key: [UInt8], connection: RedisConnection, position: Position) {
+    init(
+        name: NotificationName, key: [UInt8], connection: RedisConnection, position: Position, accounted: Int?
+    ) {
         self.name = name
         self.key = key
         self.connection = connection
         self.position = position
+        self.accounted = accounted
     }
 
     /// Stops for good and closes the connection. On the loop.
@@ -53,6 +84,8 @@ final class StreamReader: @unchecked Sendable {
 
     /// Stops watching the connection and closes it. On the loop.
     func dropConnection(on loop: EventLoop?) {
+        expected.removeAll()
+        removedBeforeRead = nil
         guard let connection else { return }
         loop?.deregister(connection.descriptor)
         self.connection = nil

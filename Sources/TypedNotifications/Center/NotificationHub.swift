@@ -81,7 +81,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         self.transport = transport
         self.executor = NotificationExecutor(sharing: transport.deliveryExecutor)
         self.configuration = configuration
-        self.tracksSequenceGaps = transport.payloadForm == .encoded
+        self.tracksSequenceGaps = transport.payloadForm == .encoded && !transport.reportsEveryMissedNotification
         try transport.open(
             as: sender,
             receiver: TransportReceiver(

@@ -61,11 +61,25 @@ public protocol NotificationTransport: Sendable {
     /// after ``close()``. `nil` (the default): the center's executor runs on
     /// the shared pool.
     var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { get }
+
+    /// Whether the transport itself reports every notification its receiver
+    /// will never get, through ``TransportReceiver/missed(_:)``, so the
+    /// center does not also count gaps in each sender's sequence numbers
+    /// (it would count them twice).
+    ///
+    /// `false` (the default): the center counts a gap in a sender's numbers
+    /// as missed. A log that knows how many entries were trimmed before a
+    /// reader got to them, even of senders the reader never heard from,
+    /// says `true` (the Redis Streams transport does).
+    var reportsEveryMissedNotification: Bool { get }
 }
 
 extension NotificationTransport {
     /// No executor of its own: handlers on a center's executor run on the shared pool.
     public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { nil }
+
+    /// `false`: the center counts gaps in each sender's sequence numbers.
+    public var reportsEveryMissedNotification: Bool { false }
 
     /// Calls ``send(_:)`` for each message, in order, until one fails.
     public func send(batch messages: [TransportMessage]) -> TransportBatchResult {

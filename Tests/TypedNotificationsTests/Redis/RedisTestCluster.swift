@@ -35,10 +35,11 @@ final class RedisTestCluster: Sendable {
         for _ in 0..<3 {
             let bus = try RedisTestServer.freePort()
             nodes.append(
-                try await RedisTestServer(arguments: [
-                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", "\(bus)",
-                    "--cluster-node-timeout", "5000",
-                ] + arguments))
+                try await RedisTestServer(
+                    arguments: [
+                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", "\(bus)",
+                        "--cluster-node-timeout", "5000",
+                    ] + arguments))
         }
         self.nodes = nodes
         try await Self.runCLI(
