@@ -122,7 +122,7 @@ package final class RedisConnection: @unchecked Sendable {
             if case .failure(let error) = SystemCalls.waitUntilReadable(socket.rawValue, milliseconds: wait) {
                 throw broken("waiting for Redis failed", error)
             }
-            _ = try fill()
+            try fill()
         }
         return replies
     }
@@ -155,11 +155,16 @@ package final class RedisConnection: @unchecked Sendable {
     ///
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
     ///   closed the connection or sent bytes that are no reply.
+    ///
+    /// Reads until a receive comes back short of its buffer, not until one
+    /// finds nothing: with a level-triggered poller, bytes that arrive after
+    /// that wake the loop again, and the empty receive is a system call saved.
     package func readAvailable() throws(TypedNotificationError) -> [RESPValue] {
         var replies: [RESPValue] = []
         while true {
+            let received = try fill()
             while let reply = try nextReply() { replies.append(reply) }
-            guard try fill() else { return replies }
+            if received < receiveBuffer.count { return replies }
         }
     }
 
@@ -186,8 +191,9 @@ package final class RedisConnection: @unchecked Sendable {
         return read.value
     }
 
-    /// Reads what the socket has; `false` when nothing was there.
-    private func fill() throws(TypedNotificationError) -> Bool {
+    /// Reads what the socket has; how many bytes, 0 when nothing was there.
+    @discardableResult
+    private func fill() throws(TypedNotificationError) -> Int {
         guard !isBroken else { throw broken("the connection to Redis broke earlier", nil) }
         if consumed > 0 && consumed * 2 >= input.count {
             input.removeFirst(consumed)
@@ -199,9 +205,9 @@ package final class RedisConnection: @unchecked Sendable {
             throw broken("Redis at \(options.redactedDescription) closed the connection", nil)
         case .success(let count):
             receiveBuffer.withUnsafeBufferPointer { input.append(contentsOf: $0.prefix(count)) }
-            return true
+            return count
         case .failure(let error) where error == .wouldBlock:
-            return false
+            return 0
         case .failure(let error):
             throw broken("reading from Redis at \(options.redactedDescription) failed", error)
         }

@@ -621,7 +621,13 @@ public final class RedisStreamsTransport: NotificationTransport {
             reader.backoff.reset()
             deliver(reply, of: reader)
         }
-        requestEntries(of: reader)
+        // The next read goes out after the jobs the deliveries queued on this
+        // loop (handlers on the hub's executor), so its system call is not
+        // between an entry's arrival and its handler.
+        loop.execute { [weak self, weak reader] in
+            guard let self, let reader else { return }
+            requestEntries(of: reader)
+        }
     }
 
     /// Passes the entries of one read reply to the center.
