@@ -147,6 +147,18 @@ struct PointResult: Codable, Sendable {
     var latencyRatioToBaseline: Double?
     /// Throughput over the baseline's at the same point.
     var throughputRatioToBaseline: Double?
+    /// p50 latency to the last observer in each round, in the order run,
+    /// when the point ran in more than one (`--rounds`).
+    var roundLatencyP50s: [UInt64]?
+
+    /// The round with the median p50 latency to the last observer (the
+    /// lower middle one of an even count), carrying every round's p50.
+    static func median(of rounds: [PointResult]) -> PointResult {
+        let ordered = rounds.sorted { $0.latencyToLast.p50 < $1.latencyToLast.p50 }
+        var chosen = ordered[(ordered.count - 1) / 2]
+        if rounds.count > 1 { chosen.roundLatencyP50s = rounds.map(\.latencyToLast.p50) }
+        return chosen
+    }
 }
 
 /// Figures of the fixed-cost micro benchmarks.

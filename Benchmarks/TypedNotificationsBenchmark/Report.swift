@@ -34,6 +34,13 @@ extension Report {
                 TargetResult(
                     target: target, measured: String(format: "%.2f× (%@)", value, detail), met: value <= limit))
         }
+        // With --rounds, each round's ratio: the floor and the transport of one
+        // round ran minutes apart at most.
+        func rounds(_ point: PointResult, against floor: PointResult) -> String {
+            guard let ours = point.roundLatencyP50s, let floors = floor.roundLatencyP50s else { return "" }
+            let ratios = zip(ours, floors).map { String(format: "%.2f×", Double($0) / Double(max($1, 1))) }
+            return "; by round: " + ratios.joined(separator: ", ")
+        }
         if let hub = point(.hubHandlers, 1), let peer = point(.asyncMessage, 1), hub.throughputPerSecond > 0 {
             let times = hub.throughputPerSecond / max(peer.throughputPerSecond, 1)
             targets.append(
@@ -53,7 +60,8 @@ extension Report {
             ratio(
                 "socket: p50 latency at N=1 ≤ 1.5× raw datagram",
                 Double(socket.latencyToLast.p50) / Double(max(raw.latencyToLast.p50, 1)), atMost: 1.5,
-                detail: "\(microseconds(socket.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))")
+                detail: "\(microseconds(socket.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))"
+                    + rounds(socket, against: raw))
         }
         if let socket = point(.socket, 16), let raw = point(.rawDatagram, 16) {
             ratio(
@@ -65,7 +73,8 @@ extension Report {
             ratio(
                 "file: p50 latency at N=1 ≤ 2× raw append + inotify",
                 Double(file.latencyToLast.p50) / Double(max(raw.latencyToLast.p50, 1)), atMost: 2,
-                detail: "\(microseconds(file.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))")
+                detail: "\(microseconds(file.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))"
+                    + rounds(file, against: raw))
         }
         if let file = point(.file, 1) {
             targets.append(
@@ -78,7 +87,8 @@ extension Report {
             ratio(
                 "redis: p50 latency at N=1 ≤ 1.5× bare XADD + blocking XREAD",
                 Double(redis.latencyToLast.p50) / Double(max(raw.latencyToLast.p50, 1)), atMost: 1.5,
-                detail: "\(microseconds(redis.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))")
+                detail: "\(microseconds(redis.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))"
+                    + rounds(redis, against: raw))
         }
         if let memory {
             for series in memory.series {

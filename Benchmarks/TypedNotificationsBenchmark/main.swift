@@ -15,6 +15,8 @@ import TypedNotificationsRedis
 //               ones, redis,raw-redis,redis-pubsub, only where redis-server is installed)
 //   --observers 1,4,16 by default;  --sizes 16,4096 by default
 //   --count     measured notifications per point (default 20,000; quick 1,000)
+//   --rounds    fan-out rounds, interleaved point by point (default 1); each point
+//               reports the round with its median p50, and every round's p50
 //   --output    where fanout.json and fanout.svg go (default .build/benchmark)
 //
 // Roles this executable plays for itself, in child processes:
@@ -86,6 +88,7 @@ var kinds =
 let observerCounts = list("--observers")?.compactMap { Int($0) } ?? [1, 4, 16]
 let sizes = list("--sizes")?.compactMap { Int($0) } ?? [16, 4096]
 let latencyCount = option("--count").flatMap(Int.init) ?? (quick ? 1_000 : 20_000)
+let rounds = max(1, option("--rounds").flatMap(Int.init) ?? 1)
 let outputDirectory = option("--output") ?? ".build/benchmark"
 let machine = MachineInfo.current(quick: quick)
 
@@ -112,38 +115,46 @@ if sections.contains("delivery") { micro = try await microCosts.delivery(into: m
 var points: [PointResult] = []
 if sections.contains("fanout") {
     print("\nFan-out: \(latencyCount) paced notifications per point for latency, then a burst for throughput")
-    for kind in kinds {
-        for size in sizes {
-            for observers in observerCounts {
-                let directory = kind.isCrossProcess ? makeScratchDirectory(kind.rawValue) : ""
-                defer { if kind.isCrossProcess { removeScratchDirectory(directory) } }
-                let spec = PointSpec(
-                    kind: kind,
-                    observers: observers,
-                    payloadBytes: size,
-                    warmup: max(100, latencyCount / 10),
-                    latencyCount: latencyCount,
-                    burstCount: latencyCount,
-                    // Light load: the gap grows with N so that 16 observers on
-                    // two cores still measure latency, not a queue.
-                    gapNanoseconds: 25_000 * UInt64(max(2, observers)),
-                    directory: directory,
-                    redisURL: redisServer?.url
-                )
-                if kind.group == .redis { redisServer?.flush() }
-                let child = Child(["point", String(decoding: try JSONEncoder().encode(spec), as: UTF8.self)])
-                let line = child.expect("result ")
-                child.wait()
-                let point = try JSONDecoder().decode(PointResult.self, from: Data(line.dropFirst(7).utf8))
-                points.append(point)
-                print(
-                    "  \(padded(kind.label, 26)) N=\(padded("\(observers)", 2)) \(padded("\(size)", 4, right: true)) B: "
-                        + "p50 \(microseconds(point.latencyToLast.p50)), p99 \(microseconds(point.latencyToLast.p99)), "
-                        + "\(rate(point.throughputPerSecond)), lost \(point.lost)")
+    // Rounds interleave: every point once, then every point again, so that a
+    // slow minute of the machine falls on a floor and its transport alike.
+    var measured: [[PointResult]] = []
+    for round in 1...rounds {
+        if rounds > 1 { print("  round \(round) of \(rounds)") }
+        var index = 0
+        for kind in kinds {
+            for size in sizes {
+                for observers in observerCounts {
+                    let directory = kind.isCrossProcess ? makeScratchDirectory(kind.rawValue) : ""
+                    defer { if kind.isCrossProcess { removeScratchDirectory(directory) } }
+                    let spec = PointSpec(
+                        kind: kind,
+                        observers: observers,
+                        payloadBytes: size,
+                        warmup: max(100, latencyCount / 10),
+                        latencyCount: latencyCount,
+                        burstCount: latencyCount,
+                        // Light load: the gap grows with N so that 16 observers on
+                        // two cores still measure latency, not a queue.
+                        gapNanoseconds: 25_000 * UInt64(max(2, observers)),
+                        directory: directory,
+                        redisURL: redisServer?.url
+                    )
+                    if kind.group == .redis { redisServer?.flush() }
+                    let child = Child(["point", String(decoding: try JSONEncoder().encode(spec), as: UTF8.self)])
+                    let line = child.expect("result ")
+                    child.wait()
+                    let point = try JSONDecoder().decode(PointResult.self, from: Data(line.dropFirst(7).utf8))
+                    if round == 1 { measured.append([point]) } else { measured[index].append(point) }
+                    index += 1
+                    print(
+                        "  \(padded(kind.label, 26)) N=\(padded("\(observers)", 2)) \(padded("\(size)", 4, right: true)) B: "
+                            + "p50 \(microseconds(point.latencyToLast.p50)), p99 \(microseconds(point.latencyToLast.p99)), "
+                            + "\(rate(point.throughputPerSecond)), lost \(point.lost)")
+                }
             }
         }
     }
-    points = Report.withRatios(points)
+    points = Report.withRatios(measured.map(PointResult.median(of:)))
     // Written now too, so a later section's failure cannot lose these figures.
     try write(Report(machine: machine, micro: micro, points: points, memory: nil, targets: []))
 }
@@ -257,6 +268,15 @@ let report = Report(machine: machine, micro: micro, points: points, memory: memo
 if !points.isEmpty {
     print("\nFan-out results (latency: post until the last observer has it; × base: against the group's baseline)")
     print(table(points))
+    if rounds > 1 {
+        print("\nEvery round's p50 to the last observer (each point above is its median round)")
+        for point in points {
+            let p50s = (point.roundLatencyP50s ?? []).map(microseconds).joined(separator: ", ")
+            print(
+                "  \(padded(point.label, 26)) N=\(padded("\(point.observers)", 2)) \(padded("\(point.payloadBytes)", 4, right: true)) B: \(p50s)"
+            )
+        }
+    }
 }
 if !targets.isEmpty {
     print("\nTargets (reported, never asserted)")
