@@ -101,6 +101,49 @@ extension SystemCalls {
         retrying { recv(descriptor.rawValue, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT)) }
     }
 
+    /// Lets ``receiveStreamWaiting(_:into:)`` on `descriptor` wait for bytes,
+    /// at most `timeoutMilliseconds` a call, where that saves a `poll` before
+    /// each receive; `false` where it is not done (an Apple platform, whose
+    /// sends rely on the socket being non-blocking; a timeout of 0, which
+    /// would mean no limit; or a failed call), and the socket is unchanged.
+    /// Receives that must not wait pass `MSG_DONTWAIT` and are unaffected.
+    ///
+    /// The corresponding C functions are `setsockopt(SO_RCVTIMEO)` and
+    /// `fcntl(F_SETFL)` clearing `O_NONBLOCK`.
+    package static func enableWaitingReceives(
+        _ descriptor: borrowing FileDescriptor, timeoutMilliseconds: Int
+    ) -> Bool {
+        #if os(Linux)
+            guard timeoutMilliseconds > 0 else { return false }
+            // A day at most: a caller waiting longer receives again.
+            let bounded = min(timeoutMilliseconds, 86_400_000)
+            var time = timeval(tv_sec: bounded / 1000, tv_usec: (bounded % 1000) * 1000)
+            count()
+            guard
+                setsockopt(
+                    descriptor.rawValue, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size)) == 0
+            else { return false }
+            count()
+            let flags = fcntl(descriptor.rawValue, F_GETFL)
+            count()
+            return flags >= 0 && fcntl(descriptor.rawValue, F_SETFL, flags & ~O_NONBLOCK) == 0
+        #else
+            return false
+        #endif
+    }
+
+    /// Receives from a stream socket made waiting by
+    /// ``enableWaitingReceives(_:timeoutMilliseconds:)``: the count read once
+    /// bytes are there, 0 when the peer closed, `wouldBlock` when its timeout
+    /// passed first.
+    ///
+    /// The corresponding C function is `recv`.
+    package static func receiveStreamWaiting(
+        _ descriptor: borrowing FileDescriptor, into buffer: UnsafeMutableRawBufferPointer
+    ) -> Result<Int, Errno> {
+        retrying { recv(descriptor.rawValue, buffer.baseAddress, buffer.count, 0) }
+    }
+
     /// Shuts a stream socket down both ways, so a thread waiting on it wakes.
     ///
     /// The corresponding C function is `shutdown`.

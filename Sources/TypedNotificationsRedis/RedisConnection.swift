@@ -30,6 +30,9 @@ package final class RedisConnection: @unchecked Sendable {
     private var outgoing: [UInt8] = []
     package private(set) var isBroken = false
     private let limits = RESPLimits()
+    // Whether a wait for a reply is one receive that blocks (Linux), not a
+    // `poll` and then a receive: a system call fewer per command.
+    private var waitsInReceive = false
 
     /// The socket, for an event loop to watch.
     package var descriptor: CInt { socket.rawValue }
@@ -38,6 +41,8 @@ package final class RedisConnection: @unchecked Sendable {
         self.options = options
         self.socket = socket
         input.reserveCapacity(16 * 1024)
+        waitsInReceive = SystemCalls.enableWaitingReceives(
+            self.socket, timeoutMilliseconds: options.commandTimeout.clampedMilliseconds)
     }
 
     /// Connects, logs in and selects the database, within the options' timeouts.
@@ -118,6 +123,12 @@ package final class RedisConnection: @unchecked Sendable {
                     "Redis at \(options.redactedDescription) did not answer within \(options.commandTimeout)"
                         + " (\(replies.count) of \(commands.count) replies arrived)", nil)
             }
+            if waitsInReceive {
+                // Returns with bytes, or empty once the timeout passed and
+                // the deadline above is checked again.
+                try fill(waiting: true)
+                continue
+            }
             let wait = CInt(clamping: (deadline - now) / 1_000_000 + 1)
             if case .failure(let error) = SystemCalls.waitUntilReadable(socket.rawValue, milliseconds: wait) {
                 throw broken("waiting for Redis failed", error)
@@ -191,15 +202,20 @@ package final class RedisConnection: @unchecked Sendable {
         return read.value
     }
 
-    /// Reads what the socket has; how many bytes, 0 when nothing was there.
+    /// Reads what the socket has, or with `waiting`, what it has once bytes
+    /// arrive or the receive timeout passed; how many bytes, 0 for none.
     @discardableResult
-    private func fill() throws(TypedNotificationError) -> Int {
+    private func fill(waiting: Bool = false) throws(TypedNotificationError) -> Int {
         guard !isBroken else { throw broken("the connection to Redis broke earlier", nil) }
         if consumed > 0 && consumed * 2 >= input.count {
             input.removeFirst(consumed)
             consumed = 0
         }
-        let result = receiveBuffer.withUnsafeMutableBytes { SystemCalls.receiveStream(socket, into: $0) }
+        let result = receiveBuffer.withUnsafeMutableBytes { buffer in
+            waiting
+                ? SystemCalls.receiveStreamWaiting(socket, into: buffer)
+                : SystemCalls.receiveStream(socket, into: buffer)
+        }
         switch result {
         case .success(0):
             throw broken("Redis at \(options.redactedDescription) closed the connection", nil)
