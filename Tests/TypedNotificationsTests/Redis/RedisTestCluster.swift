@@ -33,13 +33,13 @@ final class RedisTestCluster: Sendable {
     init(arguments: [String] = []) async throws {
         var nodes: [RedisTestServer] = []
         for _ in 0..<3 {
-            let bus = try RedisTestServer.freePort()
             nodes.append(
                 try await RedisTestServer(
                     arguments: [
-                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port", "\(bus)",
-                        "--cluster-node-timeout", "5000",
-                    ] + arguments))
+                        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+                        "5000",
+                    ] + arguments,
+                    clusterBus: true))
         }
         self.nodes = nodes
         try await Self.runCLI(

@@ -19,7 +19,7 @@ final class RedisTestServer: Sendable {
     let directory: String
     let port: Int
     let extraArguments: [String]
-    private let process = Locked<HelperProcess?>(nil)
+    private let process: Locked<HelperProcess?>
 
     /// Where `redis-server` is, if installed.
     static let executable: String? = [
@@ -35,30 +35,56 @@ final class RedisTestServer: Sendable {
     static let skipReason: Comment =
         "redis-server is not installed (apt-get install redis-server); TYPED_NOTIFICATIONS_REQUIRE_REDIS=1 makes this a failure"
 
-    /// Starts a server and returns once it accepts connections.
-    init(arguments: [String] = []) async throws {
+    /// Starts a server and returns once it accepts connections; with
+    /// `clusterBus`, a cluster node whose bus listens on a free port too.
+    ///
+    /// A free port can be taken before the server binds it (by another
+    /// test's server, or as the local port of some outgoing connection):
+    /// then it starts again on other ports, up to five times.
+    init(arguments: [String] = [], clusterBus: Bool = false) async throws {
         guard let executable = Self.executable else {
             throw RedisTestFailure("redis-server is not installed, and TYPED_NOTIFICATIONS_REQUIRE_REDIS=1 requires it")
         }
-        directory = try makeTemporaryDirectory()
-        port = try Self.freePort()
-        extraArguments = arguments
-        try await start(executable)
+        let directory = try makeTemporaryDirectory()
+        self.directory = directory
+        var launched: (port: Int, arguments: [String], server: HelperProcess)?
+        for attempt in 1...5 where launched == nil {
+            let port = try Self.freePort()
+            let extra = clusterBus ? ["--cluster-port", "\(try Self.freePort())"] + arguments : arguments
+            if let server = try await Self.launch(
+                executable, port: port, directory: directory, arguments: extra, portMayBeTaken: attempt < 5)
+            {
+                launched = (port, extra, server)
+            }
+        }
+        guard let launched else { throw RedisTestFailure("redis-server found no free port") }
+        port = launched.port
+        extraArguments = launched.arguments
+        process = Locked(launched.server)
     }
 
     /// The URL of this server, with `credentials` (`user:password@`) if given.
     func url(credentials: String = "") -> String { "redis://\(credentials)127.0.0.1:\(port)" }
 
-    /// Starts (or restarts, from its append-only file) the server process.
+    /// Restarts the server process, from its append-only file, on its port.
     func start(_ executable: String? = RedisTestServer.executable) async throws {
         guard let executable else { throw RedisTestFailure("redis-server is not installed") }
+        let server = try await Self.launch(
+            executable, port: port, directory: directory, arguments: extraArguments, portMayBeTaken: false)
+        process.withLock { $0 = server }
+    }
+
+    /// Starts a server process and returns it once it accepts connections;
+    /// `nil` when its port was taken and `portMayBeTaken`.
+    private static func launch(
+        _ executable: String, port: Int, directory: String, arguments extra: [String], portMayBeTaken: Bool
+    ) async throws -> HelperProcess? {
         let arguments =
             [
                 "--port", "\(port)", "--bind", "127.0.0.1", "--dir", directory, "--appendonly", "yes",
                 "--appendfsync", "always", "--save", "", "--daemonize", "no", "--loglevel", "notice",
-            ] + extraArguments
+            ] + extra
         let server = try HelperProcess(arguments, executable: executable)
-        process.withLock { $0 = server }
         // Ready when it says so; a server that exits first (its port taken)
         // fails the test. Whichever comes first fires `decided`; a waiter
         // that lost stays parked until the server's output ends.
@@ -75,8 +101,13 @@ final class RedisTestServer: Sendable {
             await decided.wait(upTo: .seconds(30))
             && server.lines.values.contains { $0.contains("Ready to accept connections") }
         guard ready else {
+            if portMayBeTaken && server.lines.values.contains(where: { $0.contains("Address already in use") }) {
+                return nil
+            }
+            server.signal(SIGKILL)
             throw RedisTestFailure("redis-server exited: \(server.lines.values.suffix(5)) \(server.errors.values)")
         }
+        return server
     }
 
     /// Sends `signal` to the server (SIGSTOP, SIGCONT).
