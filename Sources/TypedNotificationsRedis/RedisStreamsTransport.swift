@@ -497,15 +497,8 @@ public final class RedisStreamsTransport: NotificationTransport {
         }
         let block = String(configuration.blockTimeout.clampedMilliseconds)
         let count = String(configuration.readBatchSize)
-        // Each command sent to a node importing the name's slot (after an
-        // `ASK`) says it was asked there.
         func send(_ command: [[UInt8]], _ reply: StreamReader.Reply) {
-            if reader.askedNode != nil {
-                connection.enqueue([Array("ASKING".utf8)])
-                reader.expected.append(.asking)
-            }
-            connection.enqueue(command)
-            reader.expected.append(reply)
+            enqueue(command, expecting: reply, on: connection, of: reader)
         }
         if case .pendingAfter = reader.position {
         } else {
@@ -514,15 +507,7 @@ public final class RedisStreamsTransport: NotificationTransport {
             // trimmed before this reader got to them.
             send([Array("XINFO".utf8), Array("STREAM".utf8), reader.key], .streamInfo)
         }
-        if let identity, reader.groupCounterBehind, let position = reader.groupPosition,
-            let accounted = reader.accounted
-        {
-            send(
-                ["XGROUP", "SETID"].map { Array($0.utf8) } + [reader.key]
-                    + [identity, position.description, "ENTRIESREAD", String(accounted)].map { Array($0.utf8) },
-                .counterRaise)
-            reader.groupCounterBehind = false
-        }
+        enqueueGroupCounterRaise(of: reader, on: connection)
         switch reader.position {
         case .after(let id):
             send(
@@ -547,6 +532,49 @@ public final class RedisStreamsTransport: NotificationTransport {
         }
         reader.awaitingReply = true
         reader.requestedAt = SystemClock.monotonicNanoseconds()
+    }
+
+    /// Queues a command of the reader's on its connection, and what its
+    /// reply answers. A command sent to a node importing the name's slot
+    /// (after an `ASK`) says it was asked there.
+    private func enqueue(
+        _ command: [[UInt8]], expecting reply: StreamReader.Reply, on connection: RedisConnection,
+        of reader: StreamReader
+    ) {
+        if reader.askedNode != nil {
+            connection.enqueue([Array("ASKING".utf8)])
+            reader.expected.append(.asking)
+        }
+        connection.enqueue(command)
+        reader.expected.append(reply)
+    }
+
+    /// Queues the raise of a durable group's entries-read past the entries
+    /// this reader counted as trimmed, if one is due, so a later run is not
+    /// told of them again.
+    private func enqueueGroupCounterRaise(of reader: StreamReader, on connection: RedisConnection) {
+        guard let identity, reader.groupCounterBehind, let position = reader.groupPosition,
+            let accounted = reader.accounted
+        else { return }
+        enqueue(
+            ["XGROUP", "SETID"].map { Array($0.utf8) } + [reader.key]
+                + [identity, position.description, "ENTRIESREAD", String(accounted)].map { Array($0.utf8) },
+            expecting: .counterRaise, on: connection, of: reader)
+        reader.groupCounterBehind = false
+    }
+
+    /// Sends a due counter raise at once, not with the next read, which a
+    /// hub closed right after this delivery would never send. When the send
+    /// fails, the raise goes with the first read on the next connection.
+    private func raiseGroupCounter(of reader: StreamReader) {
+        guard reader.groupCounterBehind, let connection = reader.connection else { return }
+        enqueueGroupCounterRaise(of: reader, on: connection)
+        do throws(TypedNotificationError) {
+            try connection.flush()
+        } catch {
+            // The connection is broken: the next read finds it so and connects again.
+            reader.groupCounterBehind = true
+        }
     }
 
     /// How long a read may go unanswered before its connection counts as broken.
@@ -620,6 +648,7 @@ public final class RedisStreamsTransport: NotificationTransport {
             }
             reader.backoff.reset()
             deliver(reply, of: reader)
+            raiseGroupCounter(of: reader)
         }
         // The next read goes out after the jobs the deliveries queued on this
         // loop (handlers on the hub's executor), so its system call is not
