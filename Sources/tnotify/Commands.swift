@@ -1,5 +1,6 @@
 import CTypedNotifications
 import Foundation
+import Synchronization
 import TypedNotifications
 import TypedNotificationsRedis
 
@@ -127,7 +128,10 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     } catch {
         throw failure(error)
     }
-    // Ctrl-C or SIGTERM: unregister, then exit cleanly.
+    // Ctrl-C or SIGTERM: the loops end (a line being written is finished
+    // and counts as handled), then the hub closes, sending what they
+    // handled, and unregisters. Installed before "watching" is printed, so
+    // a signal sent on seeing it is handled so too.
     let stop = SignalStop(hub: hub)
     emit(
         "watching \(names.map(\.rawValue).joined(separator: " ")) over the \(choice.rawValue) transport, \(choice.location(arguments))"
@@ -141,35 +145,67 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     }
     let asJSON = arguments.flag("json")
     // Each line is written before the loop asks for the next delivery, and
-    // asking acknowledges: a durable cursor moves past a notification only
-    // once its line was printed.
-    await withTaskGroup(of: Void.self) { group in
-        for (name, sequence) in sequences {
-            group.addTask {
-                for await delivered in sequence {
-                    emit(asJSON ? jsonLine(name, delivered) : textLine(name, delivered))
+    // asking, or leaving the loop, acknowledges: a durable cursor moves past
+    // a notification only once its line was printed.
+    let watching = Task {
+        await withTaskGroup(of: Void.self) { group in
+            for (name, sequence) in sequences {
+                group.addTask {
+                    for await delivered in sequence {
+                        emit(asJSON ? jsonLine(name, delivered) : textLine(name, delivered))
+                    }
                 }
             }
         }
     }
-    withExtendedLifetime(stop) {}
+    stop.whenFired { watching.cancel() }
+    await watching.value
+    if stop.fired {
+        hub.close()
+        exit(0)
+    }
     if let failure = hub.failure { throw CommandFailure(code: .unavailable, message: failure.message) }
 }
 
-/// Closes the hub (unregistering it) and exits 0 when SIGINT or SIGTERM
-/// arrives. The signal handler only writes to a pipe; a thread of its own
-/// reads it and shuts down, so no signal is lost or acted on unsafely.
-final class SignalStop {
+/// Exits 0 when SIGINT or SIGTERM arrives: runs the action given to
+/// ``whenFired(_:)`` (which ends the watch loops; the caller then closes the
+/// hub and exits), and closes the hub and exits itself if that has not
+/// happened 2 seconds later (a loop blocked writing to a stalled terminal).
+/// The signal handler only writes to a pipe; a thread of its own reads it
+/// and acts, so no signal is lost or acted on unsafely.
+final class SignalStop: Sendable {
+    private let state = Mutex<(fired: Bool, action: (@Sendable () -> Void)?)>((false, nil))
+
+    /// Whether a signal arrived.
+    var fired: Bool { state.withLock { $0.fired } }
+
     init(hub: AnyHub) {
         var ends: [CInt] = [-1, -1]
         guard ctn_pipe_cloexec(&ends) == 0, ctn_install_termination_pipe(ends[1]) == 0 else { return }
         let readEnd = ends[0]
-        Thread.detachNewThread {
+        Thread.detachNewThread { [self] in
             var byte: UInt8 = 0
             while read(readEnd, &byte, 1) != 1 {}
+            let action = state.withLock { state in
+                state.fired = true
+                return state.action
+            }
+            action?()
+            // A deadline, not a synchronization: the caller exits first
+            // unless its loops cannot end.
+            usleep(2_000_000)
             hub.close()
             exit(0)
         }
+    }
+
+    /// Runs `action` when a signal arrives, or now if one has.
+    func whenFired(_ action: @escaping @Sendable () -> Void) {
+        let fired = state.withLock { state in
+            state.action = action
+            return state.fired
+        }
+        if fired { action() }
     }
 }
 

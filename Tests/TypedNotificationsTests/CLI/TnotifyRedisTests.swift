@@ -112,4 +112,28 @@ struct TnotifyRedisTests {
             #expect(result.status == 64, "\(arguments): \(result.errors)")
         }
     }
+
+    @Test(
+        "a durable watcher sent SIGTERM the moment its line appears has acknowledged that line: 20 rounds, nothing printed twice, nothing left pending"
+    )
+    func terminatedOnItsLine() async throws {
+        let server = try await RedisTestServer()
+        let redis = ["--transport", "redis", "--url", server.url()]
+        for round in 0..<20 {
+            let watcher = try HelperProcess(
+                ["watch", "app.term", "--cursor", "auditor"] + redis, executable: HelperProcess.tnotify)
+            await watcher.waitForLine(startingWith: "watching")
+            #expect(try await tnotify(["post", "app.term", "--text", "n\(round)"] + redis).status == 0)
+            await watcher.waitForLine(startingWith: "", containing: " n\(round)")
+            watcher.signal(SIGTERM)
+            #expect(await watcher.waitForExit() == 0)
+            // This round's line only: no earlier one came again.
+            let printed = watcher.lines.values.dropFirst().compactMap { $0.split(separator: " ").last.map(String.init) }
+            #expect(printed == ["n\(round)"], "round \(round)")
+        }
+        guard case .array(let summary?) = try server.command("XPENDING", "tn:{app.term}", "auditor") else {
+            throw RedisTestFailure("XPENDING")
+        }
+        #expect(summary.first == .integer(0))
+    }
 }
