@@ -54,7 +54,11 @@ final class AcknowledgementSender: Sendable {
     }
 
     /// Sends the queued acknowledgements. On the loop. What fails stays
-    /// queued and is tried again in a second, unless closed.
+    /// queued and is tried again in a second, unless closed: a broken
+    /// connection, and an error reply other than a missing group (a slot
+    /// whose nodes still disagree on its owner and send the command back and
+    /// forth past the redirection limit, `TRYAGAIN`, `LOADING`). Where the
+    /// group or stream is gone there is nothing left to acknowledge.
     func flush() {
         let pending = queue.withLock { queue in
             defer {
@@ -66,26 +70,35 @@ final class AcknowledgementSender: Sendable {
         guard !pending.isEmpty else { return }
         var byKey: [[UInt8]: [StreamEntryID]] = [:]
         for (key, id) in pending { byKey[key, default: []].append(id) }
-        let commands = byKey.map { key, ids in
+        let batches = Array(byKey)
+        let commands = batches.map { key, ids in
             RoutedCommand(
                 key: key, [Array("XACK".utf8), key, Array(identity.utf8)] + ids.map { Array($0.description.utf8) })
         }
         let routed = router.run(commands, connection: liveConnection(to:), release: { _ in })
         if routed.redirections > 0 { counters.redirections.add(routed.redirections, ordering: .relaxed) }
-        for reply in routed.replies {
-            if case .integer(let count) = reply { counters.acknowledged.add(Int(count), ordering: .relaxed) }
-        }
-        if routed.failure != nil {
-            // Those acknowledged already are acknowledged again: harmless.
-            connections.withLock { $0 = $0.filter { !$0.value.isBroken } }
-            let retry = queue.withLock { queue -> Bool in
-                guard !queue.closed else { return false }
-                queue.pending = pending + queue.pending
-                defer { queue.flushQueued = true }
-                return !queue.flushQueued
+        var again: [([UInt8], StreamEntryID)] = []
+        for (index, (key, ids)) in batches.enumerated() {
+            switch index < routed.replies.count ? routed.replies[index] : nil {
+            case .integer(let count):
+                counters.acknowledged.add(Int(count), ordering: .relaxed)
+            case .error(let text) where text.hasPrefix("NOGROUP") || text.hasPrefix("WRONGTYPE"):
+                continue
+            default:
+                // No reply (those acknowledged already are acknowledged
+                // again: harmless), or an error reply.
+                again += ids.map { (key, $0) }
             }
-            if retry { loop.schedule(after: 1_000_000_000) { [self] in flush() } }
         }
+        if routed.failure != nil { connections.withLock { $0 = $0.filter { !$0.value.isBroken } } }
+        guard !again.isEmpty else { return }
+        let retry = queue.withLock { queue -> Bool in
+            guard !queue.closed else { return false }
+            queue.pending = again + queue.pending
+            defer { queue.flushQueued = true }
+            return !queue.flushQueued
+        }
+        if retry { loop.schedule(after: 1_000_000_000) { [self] in flush() } }
     }
 
     private func liveConnection(to node: RedisConnectionOptions) throws(TypedNotificationError) -> RedisConnection {

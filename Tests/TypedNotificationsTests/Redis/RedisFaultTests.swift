@@ -166,6 +166,52 @@ struct RedisFaultTests {
     }
 
     @Test(
+        "an acknowledgement the server refuses (ACL -xack when it is sent) is kept and sent again once allowed: nothing stays pending"
+    )
+    func refusedAcknowledgement() async throws {
+        let server = try await RedisTestServer()
+        #expect(
+            try server.command("ACL", "SETUSER", "app", "on", ">secret", "~*", "&*", "+@all") == .simpleString("OK"))
+        let durable = try NotificationHub(
+            endpoint: "durable",
+            transport: RedisStreamsTransport(url: server.url(credentials: "app:secret@"), identity: "svc"))
+        defer { durable.close() }
+        // The handler runs on an actor of its own, not on the transport's
+        // thread, which must stay free to send acknowledgements.
+        let release = DispatchSemaphore(value: 0)
+        let seen = Collector<Int>()
+        // The observer holds its actor weakly: the test keeps it.
+        let tally = Tally()
+        let token = try durable.addObserver(Ping.self, on: tally) { _, ping, _ in
+            // The tenth is held until the server refuses acknowledgements.
+            if ping.index == 9 { _ = release.wait(timeout: .now() + 60) }
+            seen.append(ping.index)
+        }
+        defer { withExtendedLifetime((token, tally)) {} }
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        for index in 0..<10 { try poster.post(Ping(index: index)) }
+        #expect(await seen.wait(forCount: 9, upTo: .seconds(30)))
+        #expect(waitUntil { durable.transport.statistics.acknowledged == 9 })
+        #expect(try server.command("ACL", "SETUSER", "app", "-xack") == .simpleString("OK"))
+        release.signal()
+        // Refused: the server logs it.
+        #expect(
+            waitUntil {
+                guard case .array(let log?) = try? server.command("ACL", "LOG") else { return false }
+                return !log.isEmpty
+            })
+        #expect(durable.transport.statistics.acknowledged == 9)
+        #expect(try server.command("ACL", "SETUSER", "app", "+xack") == .simpleString("OK"))
+        // Kept, and sent again.
+        #expect(waitUntil { durable.transport.statistics.acknowledged == 10 })
+        guard case .array(let summary?) = try server.command("XPENDING", "tn:{\(Ping.name.rawValue)}", "svc") else {
+            throw RedisTestFailure("XPENDING")
+        }
+        #expect(summary.first == .integer(0))
+    }
+
+    @Test(
         "a server that stops answering (SIGSTOP) is noticed by the readers' watchdog, which connects again once it answers; nothing is lost"
     )
     func unansweredRead() async throws {
