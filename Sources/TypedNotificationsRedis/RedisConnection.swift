@@ -29,6 +29,8 @@ package final class RedisConnection: @unchecked Sendable {
     private var receiveBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     private var outgoing: [UInt8] = []
     package private(set) var isBroken = false
+    /// The server's ID of this connection, when asked for at connect.
+    package private(set) var clientID: Int?
     private let limits = RESPLimits()
     // Whether a wait for a reply is one receive that blocks (Linux), not a
     // `poll` and then a receive: a system call fewer per command.
@@ -50,8 +52,11 @@ package final class RedisConnection: @unchecked Sendable {
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
     ///   cannot be reached, ``TypedNotifications/TypedNotificationError/Code/authenticationFailed``
     ///   when it refuses the credentials.
+    /// With `identifying`, also asks the server for this connection's
+    /// client ID (``clientID``), which another connection needs to end a
+    /// blocking command of this one (`CLIENT UNBLOCK`).
     package static func connect(
-        _ options: RedisConnectionOptions, clientName: String? = nil
+        _ options: RedisConnectionOptions, clientName: String? = nil, identifying: Bool = false
     ) throws(TypedNotificationError) -> RedisConnection {
         let address: StreamAddress =
             options.isUnixSocket ? .unix(path: options.host) : .tcp(host: options.host, port: options.port)
@@ -74,9 +79,14 @@ package final class RedisConnection: @unchecked Sendable {
         }
         if options.database != 0 { handshake.append([Array("SELECT".utf8), Array(String(options.database).utf8)]) }
         if let clientName { handshake.append([Array("CLIENT".utf8), Array("SETNAME".utf8), Array(clientName.utf8)]) }
+        if identifying { handshake.append([Array("CLIENT".utf8), Array("ID".utf8)]) }
         guard !handshake.isEmpty else { return connection }
         let replies = try connection.pipeline(handshake)
         for (command, reply) in zip(handshake, replies) {
+            if identifying, command.count == 2, command[1] == Array("ID".utf8), case .integer(let id) = reply {
+                connection.clientID = Int(id)
+                continue
+            }
             guard case .error(let text) = reply else { continue }
             let verb = String(decoding: command[0], as: UTF8.self)
             if verb == "AUTH" || text.hasPrefix("NOAUTH") || text.hasPrefix("WRONGPASS") || text.hasPrefix("NOPERM") {

@@ -360,7 +360,8 @@ public final class RedisStreamsTransport: NotificationTransport {
         } else {
             (start, accounted) = try startingPoint(of: key)
         }
-        let connection = try RedisConnection.connect(router.options(forKey: key.utf8), clientName: "tn-reader")
+        let connection = try RedisConnection.connect(
+            router.options(forKey: key.utf8), clientName: "tn-reader", identifying: identity != nil)
         let reader = StreamReader(
             name: name, key: Array(key.utf8), connection: connection,
             position: identity == nil ? .after(start) : .pendingAfter(.zero), accounted: accounted)
@@ -372,6 +373,7 @@ public final class RedisStreamsTransport: NotificationTransport {
             let replaced = state.readers.updateValue(reader, forKey: name)
             return (receiver, replaced)
         }
+        if let replaced { endReads(of: replaced) }
         loop.execute { [weak self] in
             replaced?.cancel(on: self?.loop)
             self?.startReading(reader, receiver: receiver)
@@ -380,11 +382,46 @@ public final class RedisStreamsTransport: NotificationTransport {
 
     /// Stops reading `name`. A durable identity's entries read but not yet
     /// handled stay pending in its group and come again, marked as
-    /// redeliveries, when it next subscribes.
+    /// redeliveries, when it next subscribes. Its reads end at the server
+    /// before this returns: an entry posted after that is left for the
+    /// identity's next subscription, as a first delivery.
     public func unsubscribe(from name: NotificationName) {
         let reader = state.withLock { $0.readers.removeValue(forKey: name) }
         guard let reader else { return }
+        endReads(of: reader)
         loop.execute { [weak self] in reader.cancel(on: self?.loop) }
+    }
+
+    /// Ends a durable reader's reads at the server before this returns, on
+    /// a pooled connection: see ``endReads(of:identity:borrowing:giveBack:)``.
+    private func endReads(of reader: StreamReader) {
+        Self.endReads(
+            of: reader, identity: identity,
+            borrowing: { (try? takeConnection(to: $0)) ?? (try? RedisConnection.connect($0)) },
+            giveBack: putBack(_:))
+    }
+
+    /// Marks a durable reader as stopping and ends its connection at the
+    /// server (`CLIENT KILL ID`, on another connection to its node), from
+    /// the calling thread, whether or not the loop got to the reader yet.
+    ///
+    /// Closing the socket is not enough: a blocking `XREADGROUP` that Redis
+    /// serves before it notices the close (a busy server, or a loop that
+    /// closes the socket late) hands the identity entries posted meanwhile,
+    /// and its next run gets them marked as redeliveries though no handler
+    /// saw them. Once this returned, no read of the reader takes an entry:
+    /// its connection is gone at the server, and a connection the loop makes
+    /// again is never read from (``StreamReader/adopt(_:)``). Static, for
+    /// `close()`, which may run in `deinit`.
+    private static func endReads(
+        of reader: StreamReader, identity: String?,
+        borrowing borrow: (RedisConnectionOptions) -> RedisConnection?, giveBack: (RedisConnection) -> Void
+    ) {
+        guard identity != nil, let (node, clientID) = reader.markStopping(), let other = borrow(node) else { return }
+        let killed = try? other.call([
+            Array("CLIENT".utf8), Array("KILL".utf8), Array("ID".utf8), Array(String(clientID).utf8),
+        ])
+        if killed != nil { giveBack(other) }
     }
 
     /// Where reading starts by ``firstRead``, from one snapshot of the
@@ -774,7 +811,10 @@ public final class RedisStreamsTransport: NotificationTransport {
                     }
                 }
                 let node = reader.askedNode.map(router.options(for:)) ?? router.options(forKey: reader.key)
-                let connection = try RedisConnection.connect(node, clientName: "tn-reader")
+                let connection = try RedisConnection.connect(
+                    node, clientName: "tn-reader", identifying: identity != nil)
+                // Not read from when the reader is being stopped.
+                guard reader.adopt(connection) else { return }
                 reader.connection = connection
                 counters.reconnects.add(1, ordering: .relaxed)
                 startReading(reader, receiver: receiver)
@@ -791,19 +831,33 @@ public final class RedisStreamsTransport: NotificationTransport {
     /// A durable identity's deliveries handled after this returned (a loop
     /// that was still holding one) are not acknowledged: they stay pending in
     /// its group and come again, marked as redeliveries, on its next run.
+    /// Its reads end at the server before this returns, so an entry posted
+    /// after it returned goes to the next run as a first delivery; one
+    /// posted while it closes may be read and left pending, and come again
+    /// marked.
     public func close() {
-        let (wasOpen, readers) = state.withLock { state -> (Bool, [StreamReader]) in
+        let (wasOpen, readers, idle) = state.withLock {
+            state -> (Bool, [StreamReader], [RedisConnectionOptions: [RedisConnection]]) in
             defer {
                 state.phase = .closed
                 state.readers = [:]
                 state.idle = [:]
             }
-            if case .open = state.phase { return (true, Array(state.readers.values)) }
-            return (false, [])
+            if case .open = state.phase { return (true, Array(state.readers.values), state.idle) }
+            return (false, [], [:])
         }
         guard wasOpen else {
             loop.stop()
             return
+        }
+        // Durable readers' connections are ended at the server first, on the
+        // idle connections, which close after.
+        var spare = idle
+        for reader in readers {
+            Self.endReads(
+                of: reader, identity: identity,
+                borrowing: { spare[$0]?.popLast() ?? (try? RedisConnection.connect($0)) },
+                giveBack: { spare[$0.options, default: []].append($0) })
         }
         // One deadline for the last acknowledgements and the loop's end.
         let deadline = SystemClock.monotonicNanoseconds() &+ 2_000_000_000

@@ -165,6 +165,94 @@ struct RedisFaultTests {
         #expect(waitUntil { observer.transport.statistics.acknowledged == 20 })
     }
 
+    /// Whether a reader of `server` waits in a blocking read.
+    private static func readerBlocked(_ server: RedisTestServer) -> Bool {
+        readers(of: server).contains { $0.contains("flags=b") }
+    }
+
+    /// The `CLIENT LIST` lines of the transports' reading connections.
+    private static func readers(of server: RedisTestServer) -> [Substring] {
+        guard case .bulkString(let list?) = try? server.command("CLIENT", "LIST") else { return [] }
+        return String(decoding: list, as: UTF8.self).split(separator: "\n").filter { $0.contains("name=tn-reader") }
+    }
+
+    @Test(
+        "a post made right after a durable observer's cancel returned goes to the identity's next observer unmarked, 40 rounds: the reader's connection is ended at the server first"
+    )
+    func postedAfterLeaving() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let seen = Collector<(index: Int, redelivery: Bool)>()
+        for round in 0..<40 {
+            let durable = try redisHub(server, endpoint: "durable", identity: "svc")
+            defer { durable.close() }
+            let token = try durable.addObserver(Ping.self) { ping, delivery in
+                seen.append((ping.index, delivery.isRedelivery))
+            }
+            // What the previous round posted after its observer left,
+            // handled and acknowledged; then this one's read waits.
+            #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
+            #expect(waitUntil { durable.transport.statistics.acknowledged == min(round, 1) })
+            #expect(waitUntil { Self.readerBlocked(server) })
+            // The last observer leaves, so the name is unsubscribed, and at
+            // once a post: no read of this run may take it.
+            token.cancel()
+            try poster.post(Ping(index: round))
+            guard case .array(let summary?) = try server.command("XPENDING", "tn:{\(Ping.name.rawValue)}", "svc") else {
+                throw RedisTestFailure("XPENDING")
+            }
+            #expect(summary.first == .integer(0), "round \(round): the stopped reader took the post")
+        }
+        #expect(seen.values.map(\.index) == Array(0..<39))
+        #expect(seen.values.allSatisfy { !$0.redelivery })
+    }
+
+    @Test(
+        "a post made right after a durable hub's close() returned goes to the next run unmarked, though a handler held the transport's thread past close()'s wait"
+    )
+    func postedAfterClose() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let seen = Collector<(index: Int, redelivery: Bool)>()
+        let holding = Collector<Int>()
+        /// A run: observes with a handler on the transport's thread, which
+        /// holds it for 2.5 s on a post of index -1.
+        func run() throws -> (NotificationHub<RedisStreamsTransport>, ObservationToken) {
+            let durable = try redisHub(server, endpoint: "durable", identity: "svc")
+            let token = try durable.addObserver(Ping.self) { ping, delivery in
+                if ping.index < 0 {
+                    holding.append(ping.index)
+                    Thread.sleep(forTimeInterval: 2.5)
+                } else {
+                    seen.append((ping.index, delivery.isRedelivery))
+                }
+            }
+            return (durable, token)
+        }
+        for round in 0..<2 {
+            let (durable, token) = try run()
+            defer { withExtendedLifetime(token) {} }
+            #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
+            try poster.post(Ping(index: -1))
+            #expect(await holding.wait(forCount: round + 1, upTo: .seconds(30)))
+            // close() waits 2 s for the loop, which the handler holds longer;
+            // the loop then reads again before it gets to the close.
+            durable.close()
+            try poster.post(Ping(index: round))
+            #expect(waitUntil { Self.readers(of: server).isEmpty })
+        }
+        let (last, token) = try run()
+        defer {
+            token.cancel()
+            last.close()
+        }
+        #expect(await seen.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(seen.values.map(\.index) == [0, 1])
+        #expect(seen.values.allSatisfy { !$0.redelivery }, "\(seen.values)")
+    }
+
     @Test(
         "an acknowledgement the server refuses (ACL -xack when it is sent) is kept and sent again once allowed: nothing stays pending"
     )
@@ -366,17 +454,25 @@ struct RedisFaultTests {
         let server = try await RedisTestServer(arguments: ["--appendfsync", "everysec"])
         let poster = try redisHub(server, endpoint: "poster", configuration: .init(maximumLength: 100))
         defer { poster.close() }
-        /// One run of the identity: reads until `total` new posts are
-        /// received or counted missed; returns (received, missed).
-        func run(until total: Int) async throws -> (received: Int, missed: Int) {
+        /// Every index delivered so far, over all runs.
+        var seen: Set<Int> = []
+        /// One run of the identity: reads until `total` posts from `first`
+        /// on are received or counted missed; returns (received, missed).
+        /// An entry a run took from Redis and never handled comes again,
+        /// marked, on the next: a run's last delivery, or an entry Redis
+        /// handed a closing run's blocked read just before it saw the
+        /// connection close. It counts once; an unmarked one never comes twice.
+        func run(from first: Int, until total: Int) async throws -> (received: Int, missed: Int) {
             let durable = try redisHub(server, endpoint: "durable", identity: "svc")
             defer { durable.close() }
             var received = 0
             var missed = 0
             for await delivered in try durable.deliveries(of: Ping.self) {
                 missed += delivered.delivery.missed
-                // A run's last delivery may come again, marked, on the next.
-                if !delivered.delivery.isRedelivery { received += 1 }
+                let index = delivered.notification.index
+                let new = seen.insert(index).inserted
+                if !delivered.delivery.isRedelivery { #expect(new, "\(index) came again unmarked") }
+                if new && index >= first { received += 1 }
                 if received + missed >= total { break }
             }
             return (received, missed)
@@ -385,17 +481,17 @@ struct RedisFaultTests {
         let started = try redisHub(server, endpoint: "durable", identity: "svc")
         var iterator = try started.deliveries(of: Ping.self).makeAsyncIterator()
         for index in 0..<10 { try poster.post(Ping(index: index)) }
-        for _ in 0..<10 { _ = try #require(await iterator.next()) }
+        for _ in 0..<10 { seen.insert(try #require(await iterator.next()).notification.index) }
         started.close()
         // Away while 3,000 posts are trimmed to a few hundred.
         for index in 10..<3_010 { try poster.post(Ping(index: index)) }
-        let second = try await run(until: 3_000)
+        let second = try await run(from: 10, until: 3_000)
         #expect(second.received + second.missed == 3_000)
         #expect(second.missed >= 3_000 - 400)
         // Redis's counter was raised past what was counted: the next run,
         // after 50 more posts, is told of no loss.
         for index in 3_010..<3_060 { try poster.post(Ping(index: index)) }
-        let third = try await run(until: 50)
+        let third = try await run(from: 3_010, until: 50)
         #expect(third == (received: 50, missed: 0))
     }
 }
