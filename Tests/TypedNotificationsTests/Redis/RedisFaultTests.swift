@@ -412,13 +412,7 @@ struct RedisFaultTests {
         if stoppedWhileWaiting {
             // Its read waits at the server: the first post is handed to it
             // (into its socket) before retention trims the rest.
-            #expect(
-                waitUntil {
-                    guard case .bulkString(let list?) = try? server.command("CLIENT", "LIST") else { return false }
-                    return String(decoding: list, as: UTF8.self).split(separator: "\n").contains {
-                        $0.contains("name=tn-reader") && $0.contains("flags=b")
-                    }
-                })
+            #expect(waitUntil { Self.readerBlocked(server) })
         }
         // Otherwise stopped at once, most likely before its first read: it
         // has heard nothing of either poster when their posts are trimmed.
