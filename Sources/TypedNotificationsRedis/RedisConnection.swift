@@ -83,8 +83,9 @@ package final class RedisConnection: @unchecked Sendable {
         guard !handshake.isEmpty else { return connection }
         let replies = try connection.pipeline(handshake)
         for (command, reply) in zip(handshake, replies) {
-            if identifying, command.count == 2, command[1] == Array("ID".utf8), case .integer(let id) = reply {
-                connection.clientID = Int(id)
+            if identifying, command.count == 2, command[1] == Array("ID".utf8) {
+                // Refused (an ACL without it): the connection works without.
+                if case .integer(let id) = reply { connection.clientID = Int(id) }
                 continue
             }
             guard case .error(let text) = reply else { continue }

@@ -254,6 +254,50 @@ struct RedisFaultTests {
     }
 
     @Test(
+        "an ACL user with only the commands the Across hosts article lists posts, observes as a durable identity, and stops with its read ended at the server; without client|kill it still works"
+    )
+    func leastPrivilege() async throws {
+        let server = try await RedisTestServer()
+        for (user, kill) in [("lean", true), ("nokill", false)] {
+            let rules =
+                ["on", ">pw", "~tn:*", "+@stream", "+client|setname", "+client|id"] + (kill ? ["+client|kill"] : [])
+            let reply = try server.command(bytes: (["ACL", "SETUSER", user] + rules).map { Array($0.utf8) })
+            #expect(reply == .simpleString("OK"))
+            let url = server.url(credentials: "\(user):pw@")
+            let poster = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: url))
+            defer { poster.close() }
+            let seen = Collector<(index: Int, redelivery: Bool)>()
+            for round in 0..<3 {
+                let durable = try NotificationHub(
+                    endpoint: "durable", transport: RedisStreamsTransport(url: url, identity: user))
+                defer { durable.close() }
+                let token = try durable.addObserver(Ping.self) { ping, delivery in
+                    seen.append((ping.index, delivery.isRedelivery))
+                }
+                #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
+                #expect(waitUntil { durable.transport.statistics.acknowledged == min(round, 1) })
+                #expect(waitUntil { Self.readerBlocked(server) })
+                token.cancel()
+                try poster.post(Ping(index: round))
+            }
+            let key = "tn:{\(Ping.name.rawValue)}"
+            guard case .array(let summary?) = try server.command("XPENDING", key, user) else {
+                throw RedisTestFailure("XPENDING")
+            }
+            if kill {
+                // Every post after a cancel was left for the next run.
+                #expect(summary.first == .integer(0))
+                #expect(seen.values.map(\.index) == [0, 1])
+                #expect(seen.values.allSatisfy { !$0.redelivery })
+            } else {
+                // Nothing lost: each post reached the next run, marked at worst.
+                #expect(Set(seen.values.map(\.index)) == [0, 1])
+            }
+            _ = try server.command("DEL", key)
+        }
+    }
+
+    @Test(
         "an acknowledgement the server refuses (ACL -xack when it is sent) is kept and sent again once allowed: nothing stays pending"
     )
     func refusedAcknowledgement() async throws {
