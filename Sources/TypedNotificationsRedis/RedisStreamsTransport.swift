@@ -383,8 +383,9 @@ public final class RedisStreamsTransport: NotificationTransport {
     /// Stops reading `name`. A durable identity's entries read but not yet
     /// handled stay pending in its group and come again, marked as
     /// redeliveries, when it next subscribes. Its reads end at the server
-    /// before this returns: an entry posted after that is left for the
-    /// identity's next subscription, as a first delivery.
+    /// before this returns (a server that does not answer is waited for at
+    /// most the connect and command timeouts): an entry posted after that
+    /// is left for the identity's next subscription, as a first delivery.
     public func unsubscribe(from name: NotificationName) {
         let reader = state.withLock { $0.readers.removeValue(forKey: name) }
         guard let reader else { return }
@@ -413,15 +414,29 @@ public final class RedisStreamsTransport: NotificationTransport {
     /// its connection is gone at the server, and a connection the loop makes
     /// again is never read from (``StreamReader/adopt(_:)``). Static, for
     /// `close()`, which may run in `deinit`.
+    ///
+    /// Returns the node when it did not answer (`nil` otherwise), so that
+    /// `close()` waits for a silent node once, not once per reader. A
+    /// borrowed connection that fails at once (one the server closed while
+    /// it was idle) is replaced by a new one, once.
+    @discardableResult
     private static func endReads(
         of reader: StreamReader, identity: String?,
         borrowing borrow: (RedisConnectionOptions) -> RedisConnection?, giveBack: (RedisConnection) -> Void
-    ) {
-        guard identity != nil, let (node, clientID) = reader.markStopping(), let other = borrow(node) else { return }
-        let killed = try? other.call([
-            Array("CLIENT".utf8), Array("KILL".utf8), Array("ID".utf8), Array(String(clientID).utf8),
-        ])
-        if killed != nil { giveBack(other) }
+    ) -> RedisConnectionOptions? {
+        guard identity != nil, let (node, clientID) = reader.markStopping() else { return nil }
+        let kill = [Array("CLIENT".utf8), Array("KILL".utf8), Array("ID".utf8), Array(String(clientID).utf8)]
+        guard let borrowed = borrow(node) else { return node }
+        let started = SystemClock.monotonicNanoseconds()
+        if (try? borrowed.call(kill)) != nil {
+            giveBack(borrowed)
+            return nil
+        }
+        guard SystemClock.monotonicNanoseconds() &- started < 100_000_000,
+            let fresh = try? RedisConnection.connect(node), (try? fresh.call(kill)) != nil
+        else { return node }
+        giveBack(fresh)
+        return nil
     }
 
     /// Where reading starts by ``firstRead``, from one snapshot of the
@@ -825,8 +840,10 @@ public final class RedisStreamsTransport: NotificationTransport {
     }
 
     /// Stops reading, sends the acknowledgements still queued, and closes
-    /// every connection. Waits for the event loop, at most 2 seconds.
-    /// Idempotent.
+    /// every connection. Waits for the event loop, at most 2 seconds, after
+    /// a durable identity's reads are ended at the server: a node that does
+    /// not answer that is waited for once, at most its connect and command
+    /// timeouts. Idempotent.
     ///
     /// A durable identity's deliveries handled after this returned (a loop
     /// that was still holding one) are not acknowledged: they stay pending in
@@ -853,11 +870,15 @@ public final class RedisStreamsTransport: NotificationTransport {
         // Durable readers' connections are ended at the server first, on the
         // idle connections, which close after.
         var spare = idle
+        var silent: Set<RedisConnectionOptions> = []
         for reader in readers {
-            Self.endReads(
+            let unanswered = Self.endReads(
                 of: reader, identity: identity,
-                borrowing: { spare[$0]?.popLast() ?? (try? RedisConnection.connect($0)) },
+                borrowing: { node in
+                    silent.contains(node) ? nil : spare[node]?.popLast() ?? (try? RedisConnection.connect(node))
+                },
                 giveBack: { spare[$0.options, default: []].append($0) })
+            if let unanswered { silent.insert(unanswered) }
         }
         // One deadline for the last acknowledgements and the loop's end.
         let deadline = SystemClock.monotonicNanoseconds() &+ 2_000_000_000

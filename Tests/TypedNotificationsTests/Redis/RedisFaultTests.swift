@@ -298,6 +298,32 @@ struct RedisFaultTests {
     }
 
     @Test(
+        "close() of a durable identity reading four names from a server that stopped answering (SIGSTOP) waits for it once, not once a reader"
+    )
+    func closeWithSilentServer() async throws {
+        let server = try await RedisTestServer()
+        var options = try RedisConnectionOptions(url: server.url())
+        options.commandTimeout = .seconds(1)
+        let durable = try NotificationHub(
+            endpoint: "durable", transport: RedisStreamsTransport(options: options, identity: "svc"))
+        let names: [NotificationName] = ["test.a", "test.b", "test.c", "test.d"]
+        let tokens = try names.map { name in try durable.addObserver(String.self, named: name) { _, _ in } }
+        defer {
+            for token in tokens { token.cancel() }
+        }
+        #expect(waitUntil { Self.readers(of: server).filter { $0.contains("flags=b") }.count == 4 })
+        server.signal(SIGSTOP)
+        defer { server.signal(SIGCONT) }
+        let clock = ContinuousClock()
+        let started = clock.now
+        durable.close()
+        let waited = clock.now - started
+        // Once a reader, it would be four command timeouts (4 s); once, 1 s
+        // and the loop's end. A generous bound, not a speed measurement.
+        #expect(waited < .seconds(3), "close() waited \(waited)")
+    }
+
+    @Test(
         "an acknowledgement the server refuses (ACL -xack when it is sent) is kept and sent again once allowed: nothing stays pending"
     )
     func refusedAcknowledgement() async throws {
