@@ -9,7 +9,10 @@ public struct RedisStreamsConfiguration: Sendable, Hashable {
     /// tree, so a stream may briefly hold a little more); `nil`: no limit by length.
     public var maximumLength: Int?
     /// How long entries are kept, about: each post trims entries older than
-    /// this, at most once a second per name; `nil`: no limit by age.
+    /// this, at most once a second per name, by the poster's clock against
+    /// the IDs the server gave them; whole nodes of the stream go, so a few
+    /// older entries may stay beside newer ones. At least one second;
+    /// `nil`: no limit by age. A stream nobody posts to is not trimmed.
     public var maximumAge: Duration?
     /// The most entries one read asks for.
     public var readBatchSize: Int

@@ -512,6 +512,49 @@ struct RedisFaultTests {
     }
 
     @Test(
+        "retention by age: a post trims the entries older than maximumAge (whole nodes of the stream), and a durable identity away meanwhile is told exactly how many it missed"
+    )
+    func retentionByAge() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(
+            server, endpoint: "poster",
+            configuration: .init(maximumLength: nil, maximumAge: .seconds(1)))
+        defer { poster.close() }
+        let key = "tn:{\(Ping.name.rawValue)}"
+        // A first run of the identity takes post 0.
+        let first = try redisHub(server, endpoint: "durable", identity: "svc")
+        let seen = Collector<Int>()
+        let token = try first.addObserver(Ping.self) { ping, _ in seen.append(ping.index) }
+        try poster.post(Ping(index: 0))
+        #expect(await seen.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(waitUntil { first.transport.statistics.acknowledged == 1 })
+        token.cancel()
+        first.close()
+        // Away while 300 more are posted and grow older than the age limit;
+        // a trim goes out at most once a second per name, so the wait is
+        // the limit itself, not synchronisation.
+        for index in 1...300 { try poster.post(Ping(index: index)) }
+        try await Task.sleep(for: .milliseconds(2_200))
+        try poster.post(Ping(index: 301))
+        // Every node of old entries went; the last node holds 300 and 301.
+        guard case .integer(let length) = try server.command("XLEN", key) else { throw RedisTestFailure("XLEN") }
+        #expect(length >= 1 && length <= 100, "XLEN \(length)")
+        // The identity's next run: what is left, and the rest as missed.
+        let second = try redisHub(server, endpoint: "durable", identity: "svc")
+        defer { second.close() }
+        var received: [Int] = []
+        var missed = 0
+        for await delivered in try second.deliveries(of: Ping.self) {
+            missed += delivered.delivery.missed
+            received.append(delivered.notification.index)
+            if delivered.notification.index == 301 { break }
+        }
+        #expect(received.count == Int(length))
+        #expect(received.count + missed == 301)
+        #expect(received == Array((302 - received.count)...301))
+    }
+
+    @Test(
         "a durable identity away while retention trims its stream is told exactly how many it missed on its next run, and not again on the run after"
     )
     func durableBehindRetention() async throws {
