@@ -49,12 +49,13 @@ package final class RedisConnection: @unchecked Sendable {
 
     /// Connects, logs in and selects the database, within the options' timeouts.
     ///
+    /// With `identifying`, also asks the server for this connection's
+    /// client ID (``clientID``), with which another connection can end this
+    /// one at the server (`CLIENT KILL ID`).
+    ///
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
     ///   cannot be reached, ``TypedNotifications/TypedNotificationError/Code/authenticationFailed``
     ///   when it refuses the credentials.
-    /// With `identifying`, also asks the server for this connection's
-    /// client ID (``clientID``), which another connection needs to end a
-    /// blocking command of this one (`CLIENT UNBLOCK`).
     package static func connect(
         _ options: RedisConnectionOptions, clientName: String? = nil, identifying: Bool = false
     ) throws(TypedNotificationError) -> RedisConnection {
