@@ -176,36 +176,50 @@ struct RedisFaultTests {
         return String(decoding: list, as: UTF8.self).split(separator: "\n").filter { $0.contains("name=tn-reader") }
     }
 
+    /// Rounds of a durable identity whose only observer leaves, and at once
+    /// a post: each round's observer first gets what the round before posted
+    /// after its observer left. Returns every delivery, and how many entries
+    /// the identity had pending right after each post.
+    private static func leaveThenPost(
+        rounds: Int, server: RedisTestServer, url: String, identity: String
+    ) async throws -> (seen: [(index: Int, redelivery: Bool)], pending: [RESPValue?]) {
+        let poster = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: url))
+        defer { poster.close() }
+        let seen = Collector<(index: Int, redelivery: Bool)>()
+        var pending: [RESPValue?] = []
+        for round in 0..<rounds {
+            let durable = try NotificationHub(
+                endpoint: "durable", transport: RedisStreamsTransport(url: url, identity: identity))
+            defer { durable.close() }
+            let token = try durable.addObserver(Ping.self) { ping, delivery in
+                seen.append((ping.index, delivery.isRedelivery))
+            }
+            // What the previous round posted, handled and acknowledged;
+            // then this one's read waits.
+            #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
+            #expect(waitUntil { durable.transport.statistics.acknowledged == min(round, 1) })
+            #expect(waitUntil { readerBlocked(server) })
+            // The last observer leaves, so the name is unsubscribed, and at
+            // once a post: no read of this run may take it.
+            token.cancel()
+            try poster.post(Ping(index: round))
+            guard case .array(let summary?) = try server.command("XPENDING", "tn:{\(Ping.name.rawValue)}", identity)
+            else { throw RedisTestFailure("XPENDING") }
+            pending.append(summary.first)
+        }
+        return (seen.values, pending)
+    }
+
     @Test(
         "a post made right after a durable observer's cancel returned goes to the identity's next observer unmarked, 40 rounds: the reader's connection is ended at the server first"
     )
     func postedAfterLeaving() async throws {
         let server = try await RedisTestServer()
-        let poster = try redisHub(server, endpoint: "poster")
-        defer { poster.close() }
-        let seen = Collector<(index: Int, redelivery: Bool)>()
-        for round in 0..<40 {
-            let durable = try redisHub(server, endpoint: "durable", identity: "svc")
-            defer { durable.close() }
-            let token = try durable.addObserver(Ping.self) { ping, delivery in
-                seen.append((ping.index, delivery.isRedelivery))
-            }
-            // What the previous round posted after its observer left,
-            // handled and acknowledged; then this one's read waits.
-            #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
-            #expect(waitUntil { durable.transport.statistics.acknowledged == min(round, 1) })
-            #expect(waitUntil { Self.readerBlocked(server) })
-            // The last observer leaves, so the name is unsubscribed, and at
-            // once a post: no read of this run may take it.
-            token.cancel()
-            try poster.post(Ping(index: round))
-            guard case .array(let summary?) = try server.command("XPENDING", "tn:{\(Ping.name.rawValue)}", "svc") else {
-                throw RedisTestFailure("XPENDING")
-            }
-            #expect(summary.first == .integer(0), "round \(round): the stopped reader took the post")
-        }
-        #expect(seen.values.map(\.index) == Array(0..<39))
-        #expect(seen.values.allSatisfy { !$0.redelivery })
+        let (seen, pending) = try await Self.leaveThenPost(
+            rounds: 40, server: server, url: server.url(), identity: "svc")
+        #expect(pending.allSatisfy { $0 == .integer(0) }, "pending after each post: \(pending)")
+        #expect(seen.map(\.index) == Array(0..<39))
+        #expect(seen.allSatisfy { !$0.redelivery })
     }
 
     @Test(
@@ -263,36 +277,18 @@ struct RedisFaultTests {
                 ["on", ">pw", "~tn:*", "+@stream", "+client|setname", "+client|id"] + (kill ? ["+client|kill"] : [])
             let reply = try server.command(bytes: (["ACL", "SETUSER", user] + rules).map { Array($0.utf8) })
             #expect(reply == .simpleString("OK"))
-            let url = server.url(credentials: "\(user):pw@")
-            let poster = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: url))
-            defer { poster.close() }
-            let seen = Collector<(index: Int, redelivery: Bool)>()
-            for round in 0..<3 {
-                let durable = try NotificationHub(
-                    endpoint: "durable", transport: RedisStreamsTransport(url: url, identity: user))
-                defer { durable.close() }
-                let token = try durable.addObserver(Ping.self) { ping, delivery in
-                    seen.append((ping.index, delivery.isRedelivery))
-                }
-                #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
-                #expect(waitUntil { durable.transport.statistics.acknowledged == min(round, 1) })
-                #expect(waitUntil { Self.readerBlocked(server) })
-                token.cancel()
-                try poster.post(Ping(index: round))
-            }
-            let key = "tn:{\(Ping.name.rawValue)}"
-            guard case .array(let summary?) = try server.command("XPENDING", key, user) else {
-                throw RedisTestFailure("XPENDING")
-            }
+            let (seen, pending) = try await Self.leaveThenPost(
+                rounds: 3, server: server, url: server.url(credentials: "\(user):pw@"), identity: user)
             if kill {
                 // Every post after a cancel was left for the next run.
-                #expect(summary.first == .integer(0))
-                #expect(seen.values.map(\.index) == [0, 1])
-                #expect(seen.values.allSatisfy { !$0.redelivery })
+                #expect(pending.allSatisfy { $0 == .integer(0) }, "pending after each post: \(pending)")
+                #expect(seen.map(\.index) == [0, 1])
+                #expect(seen.allSatisfy { !$0.redelivery })
             } else {
                 // Nothing lost: each post reached the next run, marked at worst.
-                #expect(Set(seen.values.map(\.index)) == [0, 1])
+                #expect(Set(seen.map(\.index)) == [0, 1])
             }
+            let key = "tn:{\(Ping.name.rawValue)}"
             _ = try server.command("DEL", key)
         }
     }
