@@ -69,10 +69,7 @@ struct RedisFaultTests {
             #expect(finished)
             #expect(Set(handled.keys) == expected, "round \(round)")
             // Nothing is left pending in the identity's group.
-            let pending = try server.command("XPENDING", "tn:{test.helper.ping}", identity)
-            guard case .array(let summary?) = pending, case .integer(let count)? = summary.first else {
-                throw RedisTestFailure("XPENDING: \(pending)")
-            }
+            let count = try server.pendingCount("tn:{test.helper.ping}", group: identity)
             #expect(count == 0, "round \(round): \(count) entries still pending")
         }
         print("Redis \(mode): \(kills) kills, \(duplicates) duplicates, each marked")
@@ -182,11 +179,11 @@ struct RedisFaultTests {
     /// the identity had pending right after each post.
     private static func leaveThenPost(
         rounds: Int, server: RedisTestServer, url: String, identity: String
-    ) async throws -> (seen: [(index: Int, redelivery: Bool)], pending: [RESPValue?]) {
+    ) async throws -> (seen: [(index: Int, redelivery: Bool)], pending: [Int]) {
         let poster = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: url))
         defer { poster.close() }
         let seen = Collector<(index: Int, redelivery: Bool)>()
-        var pending: [RESPValue?] = []
+        var pending: [Int] = []
         for round in 0..<rounds {
             let durable = try NotificationHub(
                 endpoint: "durable", transport: RedisStreamsTransport(url: url, identity: identity))
@@ -203,9 +200,7 @@ struct RedisFaultTests {
             // once a post: no read of this run may take it.
             token.cancel()
             try poster.post(Ping(index: round))
-            guard case .array(let summary?) = try server.command("XPENDING", "tn:{\(Ping.name.rawValue)}", identity)
-            else { throw RedisTestFailure("XPENDING") }
-            pending.append(summary.first)
+            pending.append(try server.pendingCount("tn:{\(Ping.name.rawValue)}", group: identity))
         }
         return (seen.values, pending)
     }
@@ -217,7 +212,7 @@ struct RedisFaultTests {
         let server = try await RedisTestServer()
         let (seen, pending) = try await Self.leaveThenPost(
             rounds: 40, server: server, url: server.url(), identity: "svc")
-        #expect(pending.allSatisfy { $0 == .integer(0) }, "pending after each post: \(pending)")
+        #expect(pending.allSatisfy { $0 == 0 }, "pending after each post: \(pending)")
         #expect(seen.map(\.index) == Array(0..<39))
         #expect(seen.allSatisfy { !$0.redelivery })
     }
@@ -281,7 +276,7 @@ struct RedisFaultTests {
                 rounds: 3, server: server, url: server.url(credentials: "\(user):pw@"), identity: user)
             if kill {
                 // Every post after a cancel was left for the next run.
-                #expect(pending.allSatisfy { $0 == .integer(0) }, "pending after each post: \(pending)")
+                #expect(pending.allSatisfy { $0 == 0 }, "pending after each post: \(pending)")
                 #expect(seen.map(\.index) == [0, 1])
                 #expect(seen.allSatisfy { !$0.redelivery })
             } else {
@@ -359,10 +354,7 @@ struct RedisFaultTests {
         #expect(try server.command("ACL", "SETUSER", "app", "+xack") == .simpleString("OK"))
         // Kept, and sent again.
         #expect(waitUntil { durable.transport.statistics.acknowledged == 10 })
-        guard case .array(let summary?) = try server.command("XPENDING", "tn:{\(Ping.name.rawValue)}", "svc") else {
-            throw RedisTestFailure("XPENDING")
-        }
-        #expect(summary.first == .integer(0))
+        #expect(try server.pendingCount("tn:{\(Ping.name.rawValue)}", group: "svc") == 0)
     }
 
     @Test(

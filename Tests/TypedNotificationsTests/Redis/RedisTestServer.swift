@@ -128,6 +128,16 @@ final class RedisTestServer: Sendable {
         return try RedisConnection.connect(options).call(arguments.map { Array($0.utf8) })
     }
 
+    /// How many entries `group` read from the stream `key` and has not
+    /// acknowledged (the count `XPENDING` gives).
+    func pendingCount(_ key: String, group: String) throws -> Int {
+        let reply = try command("XPENDING", key, group)
+        guard case .array(let summary?) = reply, case .integer(let count)? = summary.first else {
+            throw RedisTestFailure("XPENDING \(key) \(group): \(reply)")
+        }
+        return Int(count)
+    }
+
     /// Runs one command given as bytes.
     func command(bytes arguments: [[UInt8]]) throws -> RESPValue {
         try RedisConnection.connect(RedisConnectionOptions(port: port)).call(arguments)
