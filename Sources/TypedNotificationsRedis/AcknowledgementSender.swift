@@ -101,6 +101,17 @@ final class AcknowledgementSender: Sendable {
         if retry { loop.schedule(after: 1_000_000_000) { [self] in flush() } }
     }
 
+    /// Runs `commands` now on this sender's connections and returns their
+    /// replies. On the loop. For a durable reader's group-counter raise,
+    /// which must not ride on the reader's own connection (see
+    /// `RedisStreamsTransport.raiseGroupCounter(of:)`).
+    func runNow(_ commands: [RoutedCommand]) -> RoutedReplies {
+        let routed = router.run(commands, connection: liveConnection(to:), release: { _ in })
+        if routed.redirections > 0 { counters.redirections.add(routed.redirections, ordering: .relaxed) }
+        if routed.failure != nil { connections.withLock { $0 = $0.filter { !$0.value.isBroken } } }
+        return routed
+    }
+
     private func liveConnection(to node: RedisConnectionOptions) throws(TypedNotificationError) -> RedisConnection {
         if let existing = connections.withLock({ $0[node] }), !existing.isBroken { return existing }
         let made = try RedisConnection.connect(node, clientName: "tn-acknowledger")

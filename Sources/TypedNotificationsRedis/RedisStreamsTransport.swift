@@ -615,18 +615,24 @@ public final class RedisStreamsTransport: NotificationTransport {
         reader.groupCounterBehind = false
     }
 
-    /// Sends a due counter raise at once, not with the next read, which a
-    /// hub closed right after this delivery would never send. When the send
-    /// fails, the raise goes with the first read on the next connection.
+    /// Raises the group's counter now, if due, and waits for Redis to take
+    /// it, before the entries whose read counted the trim are handed out:
+    /// once an observer was told of a loss, a later run is not told again,
+    /// even when the hub closes right after (not with the next read, which
+    /// a closed hub never sends). On the acknowledgements' connection, not
+    /// the reader's, which `close()` may end at the server at any moment;
+    /// no read is in flight meanwhile, so the group's position it sets is
+    /// where the group is. When it fails, the raise goes with the next read.
     private func raiseGroupCounter(of reader: StreamReader) {
-        guard reader.groupCounterBehind, let connection = reader.connection else { return }
-        enqueueGroupCounterRaise(of: reader, on: connection)
-        do throws(TypedNotificationError) {
-            try connection.flush()
-        } catch {
-            // The connection is broken: the next read finds it so and connects again.
-            reader.groupCounterBehind = true
-        }
+        guard reader.groupCounterBehind, let identity, let acknowledgements, let position = reader.groupPosition,
+            let accounted = reader.accounted
+        else { return }
+        let raise = RoutedCommand(
+            key: reader.key,
+            ["XGROUP", "SETID"].map { Array($0.utf8) } + [reader.key]
+                + [identity, position.description, "ENTRIESREAD", String(accounted)].map { Array($0.utf8) })
+        let routed = acknowledgements.runNow([raise])
+        if routed.failure == nil, case .simpleString? = routed.replies.first { reader.groupCounterBehind = false }
     }
 
     /// How long a read may go unanswered before its connection counts as broken.
@@ -700,7 +706,6 @@ public final class RedisStreamsTransport: NotificationTransport {
             }
             reader.backoff.reset()
             deliver(reply, of: reader)
-            raiseGroupCounter(of: reader)
         }
         // The next read goes out after the jobs the deliveries queued on this
         // loop (handlers on the hub's executor), so its system call is not
@@ -721,6 +726,7 @@ public final class RedisStreamsTransport: NotificationTransport {
         } else {
             countTrimmed(before: entries.count, of: reader)
             if case .new = reader.position, let last = entries.last?.0 { reader.groupPosition = last }
+            raiseGroupCounter(of: reader)
         }
         let redelivering: Bool
         if case .pendingAfter = reader.position { redelivering = true } else { redelivering = false }
