@@ -553,10 +553,17 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         let delivery = table.withLock {
             $0.received(message.name, sequence: message.sequence, from: message.sender, tracksGaps: tracksGaps)
         }
+        guard let delivery, !delivery.observers.isEmpty else {
+            // Nobody observes the name now: the message came after its last
+            // observer left. A durable one is not passed over: left
+            // unhandled, it comes again when the name is observed again.
+            message.receipt?.abandon()
+            return
+        }
         // The transport's hold on a durable message's receipt goes once every
-        // observer that queued it holds it: with none, it is handled now.
+        // observer that queued it holds it: with none (every observer's
+        // sender filter passed it by), it is handled now.
         defer { message.receipt?.releaseHold() }
-        guard let delivery else { return }
         counters.received.add(1, ordering: .relaxed)
         if delivery.gap > 0 {
             counters.sequenceGaps.addSaturating(delivery.gap)
