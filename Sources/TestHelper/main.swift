@@ -37,8 +37,8 @@ import TypedNotificationsRedis
 //   tnotify-test-helper fpost DIR COUNT POSTER [SEGMENT]
 //                                                like post, over the file transport,
 //                                                starting a segment every SEGMENT bytes
-//   tnotify-test-helper ftorn DIR                takes the append lock, writes half an
-//                                                envelope, and is killed mid-append
+//   tnotify-test-helper ftorn DIR                takes the append lock, writes half a
+//                                                framed record, and is killed mid-append
 //   tnotify-test-helper fpost-limited DIR BYTES  sets RLIMIT_FSIZE to BYTES and posts
 //                                                until refused: "refused CODE after N"
 
@@ -198,7 +198,14 @@ func tornAppend(directory: String) throws -> Never {
         sequence: 1,
         timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
     ) { try HelperPing(poster: 99, index: 0).encodePayload(into: &$0) }
-    let half = Array(encoded.envelope.prefix(encoded.envelope.count / 2))
+    // Framed as a writer frames it at the segment's end, then cut in half.
+    var info = stat()
+    guard fstat(file, &info) == 0 else { fail("cannot stat the segment") }
+    var framed: [UInt8] = []
+    Array(encoded.envelope).withUnsafeBytes {
+        _ = LogFormat.appendRecord($0, index: 0, at: Int(info.st_size), to: &framed)
+    }
+    let half = Array(framed.prefix(framed.count / 2))
     _ = half.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
     say("torn")
     kill(getpid(), SIGKILL)

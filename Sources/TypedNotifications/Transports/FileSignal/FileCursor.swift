@@ -1,13 +1,26 @@
 import NotificationPlatform
 import Synchronization
 
-/// A place in a name's log: a segment and a byte offset in it.
+/// A place in a name's log: a segment and a byte offset in it, and, when
+/// known, the index of the record that comes next (see ``LogFormat``), which
+/// tells how many a reader missed when it finds that record gone. Positions
+/// compare and hash by place alone.
 struct LogPosition: Comparable, Hashable, Sendable, CustomStringConvertible {
     var segment: UInt64
     var offset: Int
+    var index: UInt64? = nil
 
     static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.segment, lhs.offset) < (rhs.segment, rhs.offset)
+    }
+
+    static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.segment == rhs.segment && lhs.offset == rhs.offset
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(segment)
+        hasher.combine(offset)
     }
 
     var description: String { "\(segment) \(offset)" }
@@ -16,12 +29,15 @@ struct LogPosition: Comparable, Hashable, Sendable, CustomStringConvertible {
 /// A durable reader's saved state in `DIR/cursors/IDENTITY/NAME`, replaced
 /// atomically (written to a temporary file, then renamed):
 ///
-///     COMMITTED-SEGMENT COMMITTED-OFFSET DELIVERED-SEGMENT DELIVERED-OFFSET
+///     COMMITTED-SEGMENT COMMITTED-OFFSET DELIVERED-SEGMENT DELIVERED-OFFSET [NEXT-INDEX]
 ///
 /// *Committed* is the end of the last record every observer handled, in
 /// order: where the next run starts. *Delivered* is the end of the last
 /// record handed to the center: what lies between the two may have been
 /// handled by a run that crashed, so the next run marks it as a redelivery.
+/// *Next index* is the index of the record after the committed position, so
+/// a run that finds that record deleted by retention is told exactly how
+/// many it missed; files written before the log had record indexes lack it.
 /// A file of the first version holds only the committed position.
 struct FileCursor: Equatable, Sendable {
     var committed: LogPosition
@@ -60,11 +76,13 @@ struct FileCursor: Equatable, Sendable {
         guard bytes.count < 128, bytes.last == UInt8(ascii: "\n") else { return nil }
         let parts = bytes.dropLast().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
         let numbers = parts.map { UInt64(String(decoding: $0, as: UTF8.self)) }
-        guard numbers.count == 2 || numbers.count == 4, numbers.allSatisfy({ $0 != nil }) else { return nil }
+        guard numbers.count == 2 || numbers.count == 4 || numbers.count == 5, numbers.allSatisfy({ $0 != nil })
+        else { return nil }
         let values = numbers.compactMap { $0 }
         guard values[0] > 0, values[1] <= UInt64(Int.max) else { return nil }
-        let committed = LogPosition(segment: values[0], offset: Int(values[1]))
-        guard values.count == 4 else { return FileCursor(committed: committed, delivered: committed) }
+        let committed = LogPosition(
+            segment: values[0], offset: Int(values[1]), index: values.count == 5 ? values[4] : nil)
+        guard values.count >= 4 else { return FileCursor(committed: committed, delivered: committed) }
         guard values[2] > 0, values[3] <= UInt64(Int.max) else { return nil }
         let delivered = LogPosition(segment: values[2], offset: Int(values[3]))
         guard delivered >= committed else { return nil }
@@ -74,7 +92,9 @@ struct FileCursor: Equatable, Sendable {
     private static let saves = Atomic<UInt64>(0)
 
     /// The file's bytes.
-    var bytes: [UInt8] { Array("\(committed) \(delivered)\n".utf8) }
+    var bytes: [UInt8] {
+        Array("\(committed) \(delivered)\(committed.index.map { " \($0)" } ?? "")\n".utf8)
+    }
 
     /// Writes the cursor: a temporary file, then a rename over the old one (a
     /// FIFO or anything else planted there is replaced, never opened).

@@ -4,12 +4,12 @@ import NotificationPlatform
 ///
 ///     DIR/                                   0700
 ///     DIR/logs/NAME/lock                     serializes appends (flock)
-///     DIR/logs/NAME/00000000000000000001.log segments, envelopes back to back, 0600
+///     DIR/logs/NAME/00000000000000000001.log segments of framed envelopes (``LogFormat``), 0600
 ///     DIR/cursors/IDENTITY/NAME              a durable reader's position: "segment offset"
 ///
-/// The log is the truth. Every record is a `NotificationEnvelope`, whose
-/// length fields and CRC-32C let a reader tell a complete record from a torn
-/// or corrupt one; the wake-up signal carries nothing.
+/// The log is the truth. Every record is a `NotificationEnvelope` framed in
+/// checksummed fragments (``LogFormat``), which let a reader tell a complete
+/// record from a torn or corrupt one; the wake-up signal carries nothing.
 enum FileLog {
     static func logsDirectory(_ root: String) -> String { root + "/logs" }
     static func cursorsDirectory(_ root: String) -> String { root + "/cursors" }
@@ -87,99 +87,49 @@ enum FileLog {
         return .success(bytes)
     }
 
-    /// What lies at one position of a segment.
-    enum Scan {
-        /// A complete, valid record of this length.
-        case record(Int)
-        /// Not enough bytes yet for the record that starts here.
-        case incomplete
-        /// Not a valid record; the next valid one starts this many bytes on,
-        /// or none was found in what is there.
-        case corrupt(skip: Int?)
-    }
-
-    /// Looks at the record starting at `offset` within `bytes`, checking its
-    /// header, its length and its checksum.
-    static func scan(_ bytes: [UInt8], at offset: Int, maximumPayloadSize: Int) -> Scan {
-        switch checkRecord(bytes, at: offset, maximumPayloadSize: maximumPayloadSize) {
-        case .some(true):
-            let length = recordLength(bytes, at: offset, maximumPayloadSize: maximumPayloadSize) ?? 0
-            return .record(length)
-        case .none:
-            return .incomplete
-        case .some(false):
-            // Resynchronize: the next position that holds a whole valid record.
-            var next = offset + 1
-            while next + NotificationEnvelope.headerSize <= bytes.count {
-                if bytes[next] == NotificationEnvelope.magic[0],
-                    checkRecord(bytes, at: next, maximumPayloadSize: maximumPayloadSize) == true
-                {
-                    return .corrupt(skip: next - offset)
+    /// Where a segment's readable part ends, and the index of the record
+    /// that comes next there: a record boundary, before any torn tail. A
+    /// segment closed by a rollover mark ends at the start of the next
+    /// segment. Reads the segment's last block, or the whole segment when
+    /// that block does not tell the index. `nil` when it cannot be read or
+    /// is of format 1.
+    static func end(of file: borrowing FileDescriptor, number: UInt64) -> LogPosition? {
+        guard case .success(let info) = SystemCalls.fileStatus(file) else { return nil }
+        var from = LogFormat.blockStart(of: max(0, info.size - 1))
+        while true {
+            guard case .success(let bytes) = read(file, at: from, count: info.size - from) else { return nil }
+            var index: UInt64?
+            var next: UInt64?
+            let walked = LogScanner.walk(bytes, base: from, fileSize: info.size) { item in
+                switch item {
+                case .record(_, _, let found, _): index = found &+ 1
+                case .start(let found): index = found
+                case .rollover(let segment, let found, _):
+                    index = found
+                    next = segment
+                case .skipped: break
                 }
-                next += 1
             }
-            return .corrupt(skip: nil)
+            if walked.stop == .formatOne { return nil }
+            if let next { return LogPosition(segment: next, offset: 0, index: index) }
+            if index == nil && from > 0 {
+                from = 0
+                continue
+            }
+            return LogPosition(segment: number, offset: walked.end, index: index)
         }
     }
 
-    /// Walks the records in `bytes` from the start: calls `record` with the
-    /// offset and length of each complete valid one and `corrupt` for each
-    /// corrupt stretch skipped, and stops at an incomplete record or at
-    /// corruption with nothing valid after it. Returns how many bytes it
-    /// consumed and whether it stopped before the end.
-    static func walk(
-        _ bytes: [UInt8],
-        record: (_ offset: Int, _ length: Int) -> Void,
-        corrupt: () -> Void = {}
-    ) -> (consumed: Int, stoppedShort: Bool) {
-        var offset = 0
-        while offset < bytes.count {
-            switch scan(bytes, at: offset, maximumPayloadSize: NotificationEnvelope.payloadSizeHardLimit) {
-            case .record(let length):
-                record(offset, length)
-                offset += length
-            case .corrupt(let skip?):
-                corrupt()
-                offset += skip
-            case .incomplete, .corrupt(nil):
-                return (offset, true)
-            }
+    /// Every record of a whole segment, in order: where each starts and
+    /// ends, its index and its message (`nil` when it does not decode).
+    static func records(in bytes: [UInt8], decoder: inout EnvelopeDecoder) -> [(
+        start: Int, end: Int, index: UInt64, message: TransportMessage?
+    )] {
+        var found: [(start: Int, end: Int, index: UInt64, message: TransportMessage?)] = []
+        _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+            guard case .record(let start, let end, let index, let envelope) = item else { return }
+            found.append((start, end, index, LogCursorStateMachine.decode(envelope, in: bytes, with: &decoder)))
         }
-        return (offset, false)
-    }
-
-    /// `true` for a complete valid record, `false` for an invalid one, `nil`
-    /// when more bytes are needed to tell.
-    private static func checkRecord(_ bytes: [UInt8], at offset: Int, maximumPayloadSize: Int) -> Bool? {
-        let available = bytes.count - offset
-        let length: Int?
-        do {
-            length = try bytes.withUnsafeBytes { raw throws(TypedNotificationError) in
-                try NotificationEnvelope.recordLength(
-                    in: UnsafeRawBufferPointer(rebasing: raw[offset...]),
-                    maximumPayloadSize: maximumPayloadSize
-                )
-            }
-        } catch {
-            return false
-        }
-        guard let length else { return nil }
-        guard length <= available else { return nil }
-        let stored = bytes.withUnsafeBytes { raw in
-            UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: offset + length - 4, as: UInt32.self))
-        }
-        let computed = bytes.withUnsafeBytes { raw in
-            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length - 4)]))
-        }
-        return stored == computed
-    }
-
-    private static func recordLength(_ bytes: [UInt8], at offset: Int, maximumPayloadSize: Int) -> Int? {
-        try? bytes.withUnsafeBytes { raw throws(TypedNotificationError) in
-            try NotificationEnvelope.recordLength(
-                in: UnsafeRawBufferPointer(rebasing: raw[offset...]),
-                maximumPayloadSize: maximumPayloadSize
-            )
-        }
+        return found
     }
 }

@@ -59,7 +59,9 @@ public struct FileSignalStatistics: Hashable, Sendable {
     public var appendWrites: Int
     /// Appends that failed (a full disk, a file-size limit) and were cut back.
     public var failedAppends: Int
-    /// Torn records, left by a writer killed mid-append, that this transport cut off.
+    /// Torn records, left by a writer killed mid-append, that this
+    /// transport's appends stepped over (to the next 32 KiB block; never cut
+    /// off, so nothing another process wrote is ever destroyed).
     public var repairedTails: Int
     /// Records read from the logs and handed to the center.
     public var delivered: Int
@@ -248,6 +250,11 @@ public final class FileSignalTransport: NotificationTransport {
     /// File-plus-signal transports carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
 
+    /// `true`: the log numbers every record, so a reader counts exactly what
+    /// retention deleted or corruption destroyed before it read it, of every
+    /// sender, including senders it never heard from.
+    public var reportsEveryMissedNotification: Bool { true }
+
     /// Starts the event-loop thread that reads the logs.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         let monitorDescriptor = try state.withLock {
@@ -264,7 +271,7 @@ public final class FileSignalTransport: NotificationTransport {
         }
         if configuration.usesChangeEvents, let monitorDescriptor {
             do throws(Errno) {
-                try loop.register(monitorDescriptor) { [weak self] in self?.readPass(thorough: false) }.get()
+                try loop.register(monitorDescriptor) { [weak self] in self?.readPass() }.get()
             } catch {
                 throw SharedDirectory.failure(error, "could not watch the logs in \(directory)")
             }
@@ -284,7 +291,7 @@ public final class FileSignalTransport: NotificationTransport {
     private func schedulePolls(every interval: UInt64) {
         loop.schedule(after: interval) { [weak self] in
             guard let self else { return }
-            readPass()
+            readPass(thorough: true)
             schedulePolls(every: interval)
         }
     }
@@ -312,6 +319,7 @@ public final class FileSignalTransport: NotificationTransport {
             // before it reads, on the event loop: an append before the watch
             // is read by that pass, and one after it wakes the loop.
             readersChanged.wrappingAdd(1, ordering: .releasing)
+            state.newlySubscribed.append(name)
             state.readers[name] = LogReader(
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
                 sharing: configuration.sharing)
@@ -471,11 +479,9 @@ public final class FileSignalTransport: NotificationTransport {
         var decoder = EnvelopeDecoder()
         for number in FileLog.segments(directory, name).reversed() {
             guard let bytes = wholeSegment(number, of: name) else { continue }
-            var newest: TransportMessage?
-            _ = FileLog.walk(bytes) { offset, _ in
-                newest = (try? decoder.decode(bytes, at: offset))?.message ?? newest
+            if let newest = FileLog.records(in: bytes, decoder: &decoder).last(where: { $0.message != nil }) {
+                return newest.message
             }
-            if let newest { return newest }
         }
         return nil
     }
@@ -510,12 +516,7 @@ public final class FileSignalTransport: NotificationTransport {
     /// been delivered before.
     private func startingPoint(for name: NotificationName) -> (position: LogPosition, redeliverThrough: LogPosition?) {
         let segments = FileLog.segments(directory, name)
-        let newest = segments.last ?? 1
-        var size = 0
-        if case .success(let info) = SystemCalls.linkStatus(FileLog.segmentPath(directory, name, newest)) {
-            size = info.size
-        }
-        let end = LogPosition(segment: newest, offset: size)
+        let end = logEnd(of: name, segments: segments)
         let oldest = LogPosition(segment: segments.first ?? 1, offset: 0)
         guard let identity else { return (firstPosition(of: name, segments: segments, end: end), nil) }
         let problem: String
@@ -528,8 +529,12 @@ public final class FileSignalTransport: NotificationTransport {
             if cursor.committed > end {
                 problem = "the cursor (\(cursor.committed)) points past the end of the log (\(end))"
             } else if cursor.committed < oldest {
-                // Retention deleted what it had not read: start at what is left.
-                return (oldest, max(cursor.delivered, oldest))
+                // Retention deleted what it had not read: start at what is
+                // left; the index saved with the cursor tells how much that was.
+                return (
+                    LogPosition(segment: oldest.segment, offset: 0, index: cursor.committed.index),
+                    max(cursor.delivered, oldest)
+                )
             } else {
                 let aligned = recordBoundary(atOrBefore: cursor.committed, of: name)
                 return (aligned, max(cursor.delivered, cursor.committed))
@@ -538,6 +543,20 @@ public final class FileSignalTransport: NotificationTransport {
         counters.invalidCursors.add(1, ordering: .relaxed)
         commits.withLock { $0.problems[name] = problem }
         return (oldest, end)
+    }
+
+    /// Where `name`'s log ends now: past its newest segment's last whole
+    /// record, before any torn tail, with the index of the record to come.
+    /// A segment of format 1 "ends" at its start, where a reader refuses it
+    /// and goes on to the segment after it.
+    private func logEnd(of name: NotificationName, segments: [UInt64]) -> LogPosition {
+        guard let newest = segments.last else { return LogPosition(segment: 1, offset: 0) }
+        guard
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(directory, name, newest), create: false, sharing: configuration.sharing),
+            let end = FileLog.end(of: file, number: newest)
+        else { return LogPosition(segment: newest, offset: 0) }
+        return end
     }
 
     /// The bytes of segment `number` of `name`'s log, or `nil` when it
@@ -565,12 +584,13 @@ public final class FileSignalTransport: NotificationTransport {
             for segment in segments.reversed() {
                 guard wanted > 0 else { break }
                 guard let bytes = wholeSegment(segment, of: name) else { continue }
-                var starts: [Int] = []
-                _ = FileLog.walk(bytes) { offset, _ in starts.append(offset) }
-                if starts.count >= wanted {
-                    return LogPosition(segment: segment, offset: starts[starts.count - wanted])
+                var decoder = EnvelopeDecoder()
+                let records = FileLog.records(in: bytes, decoder: &decoder)
+                if records.count >= wanted {
+                    let record = records[records.count - wanted]
+                    return LogPosition(segment: segment, offset: record.start, index: record.index)
                 }
-                wanted -= starts.count
+                wanted -= records.count
             }
             return LogPosition(segment: segments.first ?? end.segment, offset: 0)
         }
@@ -586,47 +606,63 @@ public final class FileSignalTransport: NotificationTransport {
             case .success(let bytes) = FileLog.read(file, at: 0, count: position.offset)
         else { return position }
         var boundary = 0
-        _ = FileLog.walk(bytes) { offset, length in boundary = offset + length }
+        _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+            switch item {
+            case .record(_, let end, _, _): boundary = end
+            case .start, .rollover, .skipped: break
+            }
+        }
+        guard boundary != position.offset else { return position }
         return LogPosition(segment: position.segment, offset: boundary)
     }
 
     // MARK: - Reading, on the event loop
 
-    /// Reads every subscribed log and hands what is new to the center: a
-    /// change event only says when to look.
+    /// Reads subscribed logs and hands what is new to the center: a change
+    /// event only says when to look, and which log to look at.
     ///
-    /// With `thorough`, every reader also looks for a newer segment; else only
-    /// readers whose directory saw a file created (or that found nothing new).
-    private func readPass(thorough: Bool = true) {
+    /// With `thorough` (the poll, the safety net), every subscribed log is
+    /// read; else only those whose directory changed, new subscriptions and
+    /// readers with more to read, so a wake-up costs the same however many
+    /// names are observed.
+    private func readPass(thorough: Bool = false) {
         passQueued.store(false, ordering: .releasing)
+        guard
+            let (checking, subscribed) = state.withLock({ state -> (FileReading, [NotificationName])? in
+                guard let receiving = state.receiving else { return nil }
+                defer { state.newlySubscribed = [] }
+                return (receiving, state.newlySubscribed)
+            })
+        else { return }
+        // The change events, and watches for new logs, on this thread, which
+        // alone uses the monitor, with no lock held.
+        let changed = checking.changedNames(newlySubscribed: subscribed, in: directory)
+        let candidates: [NotificationName]
+        if thorough || changed == nil {
+            candidates = state.withLock { Array($0.readers.keys) }
+        } else {
+            candidates = Array(changed ?? [])
+        }
         // A name whose observers have a slice waiting is not read now: the
         // log keeps it, and reading on would only overflow their buffers.
         // Asked before the lock, which the center's own lock comes before.
-        guard
-            let (checking, names) = state.withLock({ state in state.receiving.map { ($0, Array(state.readers.keys)) } })
-        else { return }
-        let held = Set(names.filter { checking.receiver.isBackedUp($0) })
-        // Decided under the lock: which readers read, and whether each looks
-        // for a newer segment. The reading itself happens after, with no lock
-        // held, so a subscribe or a post never waits behind a pread.
-        // The change events, and watches for logs not watched yet, on this
-        // thread, which alone uses the monitor, with no lock held.
-        let changes = checking.watchChanges(of: names, in: directory)
+        let held = Set(candidates.filter { checking.receiver.isBackedUp($0) })
+        // Decided under the lock: which readers read. The reading itself
+        // happens after, with no lock held, so a subscribe or a post never
+        // waits behind a pread.
         let plan = state.withLock {
-            state -> (FileReading, UInt64, [(name: NotificationName, reader: LogReader, lookForNewSegment: Bool)])? in
+            state -> (FileReading, UInt64, [(name: NotificationName, reader: LogReader)])? in
             guard case .open = state.phase, let receiving = state.receiving else { return nil }
-            let plan = state.readers.filter { !held.contains($0.key) }.map { name, reader in
-                (name, reader, thorough || changes.all || changes.created.contains(name))
+            let plan = candidates.compactMap { name -> (name: NotificationName, reader: LogReader)? in
+                held.contains(name) ? nil : state.readers[name].map { (name, $0) }
             }
             return (receiving, readersChanged.load(ordering: .acquiring), plan)
         }
         guard let (receiving, generation, plan) = plan else { return }
-        var read = plan.map { name, reader, lookForNewSegment in
+        var read = plan.map { name, reader in
             (
                 name: name, reader: reader,
-                records: reader.readNew(
-                    root: directory, decoder: &receiving.decoder, counters: counters,
-                    lookForNewSegment: lookForNewSegment)
+                records: reader.readNew(root: directory, decoder: &receiving.decoder, counters: counters)
             )
         }
         // A name unsubscribed (or subscribed again, with a reader of its own)
@@ -641,17 +677,22 @@ public final class FileSignalTransport: NotificationTransport {
         }
         // Held names are looked at again by the recheck, not by a pass
         // queued at once (which would spin while their observers catch up).
-        let batches = (records: read.map { ($0.name, $0.records) }, hasMore: read.contains { $0.reader.hasMore })
+        let batches = (
+            records: read.map { ($0.name, $0.records, $0.reader.missedAfterRecords) },
+            hasMore: read.filter { $0.reader.hasMore }.map(\.name)
+        )
+        receiving.markDue(batches.hasMore)
         if let removal = receiving.removalWatch.removal() {
             receiving.receiver.fail(removal)
             return
         }
         saveDueCursors()
-        for (name, records) in batches.records where !records.isEmpty {
-            deliver(records, of: name, to: receiving.receiver)
+        for (name, records, missedAfter) in batches.records {
+            if !records.isEmpty { deliver(records, of: name, to: receiving.receiver) }
+            receiving.receiver.missed(MissedNotifications(count: missedAfter, name: name))
         }
         // Behind the handler jobs these records just queued on this thread.
-        if batches.hasMore { requestPass() }
+        if !batches.hasMore.isEmpty { requestPass() }
         if !held.isEmpty { scheduleRecheck() }
     }
 
@@ -672,6 +713,7 @@ public final class FileSignalTransport: NotificationTransport {
     private func deliver(_ records: [LogRecord], of name: NotificationName, to receiver: TransportReceiver) {
         guard identity != nil else {
             for record in records {
+                receiver.missed(MissedNotifications(count: record.missedBefore, name: name))
                 counters.delivered.add(1, ordering: .relaxed)
                 receiver.receive(record.message)
             }
@@ -697,6 +739,7 @@ public final class FileSignalTransport: NotificationTransport {
             message.receipt = DeliveryReceipt { [weak self] in
                 self?.handled(token, of: name, generation: generation)
             }
+            receiver.missed(MissedNotifications(count: record.missedBefore, name: name))
             counters.delivered.add(1, ordering: .relaxed)
             receiver.receive(message)
         }
@@ -779,6 +822,8 @@ struct CommitSlot {
 struct LogRecord {
     var message: TransportMessage
     var end: LogPosition
+    /// Notifications the log lost just before this one (retention, corruption).
+    var missedBefore = 0
 }
 
 /// What a ``FileSignalTransport`` changes after creation, under one lock.
@@ -793,6 +838,8 @@ struct FileSignalState {
     /// The logs' change events until `open` hands them to the read passes.
     var unopenedMonitor: DirectoryMonitor?
     var readers: [NotificationName: LogReader] = [:]
+    /// Names subscribed since the last read pass, which watches their logs.
+    var newlySubscribed: [NotificationName] = []
     /// What the loop's read passes keep, from `open` on.
     var receiving: FileReading?
     /// Apple platforms: the notify(3) descriptor that wakes the reader.
@@ -811,6 +858,8 @@ final class LogReader {
     let name: NotificationName
     /// The last pass stopped at ``LogCursorStateMachine/bytesPerPass`` with more to read.
     private(set) var hasMore = false
+    /// Notifications the last pass found lost after the last record it read.
+    private(set) var missedAfterRecords = 0
     private let sharing: DirectorySharing
     private var machine: LogCursorStateMachine
     // The segment being read, and which file it is (to notice a log started
@@ -834,17 +883,16 @@ final class LogReader {
     }
 
     /// Reads the records written past the cursor, moving on to newer segments
-    /// (see ``LogCursorStateMachine/startPass(lookForNewSegment:)``).
-    func readNew(
-        root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, lookForNewSegment: Bool = true
-    ) -> [LogRecord] {
-        var action = machine.startPass(lookForNewSegment: lookForNewSegment)
+    /// by their rollover marks.
+    func readNew(root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters) -> [LogRecord] {
+        var action = machine.startPass()
         while true {
             let event: LogCursorStateMachine.Event
             switch action {
             case .finish:
                 let result = machine.takeResult()
                 hasMore = result.hasMore
+                missedAfterRecords = result.missedAfterRecords
                 if result.corruptRecordsSkipped > 0 {
                     counters.corruptRecordsSkipped.add(result.corruptRecordsSkipped, ordering: .relaxed)
                 }
@@ -893,16 +941,9 @@ final class LogReader {
                     event = .readFailed
                 }
             case .findNext(let segment):
-                // One lstat in the common case; a directory listing only when
-                // something that is not a segment occupies the next number.
-                let nextPath = FileLog.segmentPath(root, name, segment + 1)
-                if FileLog.isSegment(at: nextPath) {
-                    event = .nextFound(segment + 1)
-                } else if case .success = SystemCalls.linkStatus(nextPath) {
-                    event = .nextFound(FileLog.segments(root, name).first { $0 > segment })
-                } else {
-                    event = .nextFound(nil)
-                }
+                // Asked only of a segment removed or of format 1, which no
+                // rollover mark leads on from: the directory says.
+                event = .nextFound(FileLog.segments(root, name).first { $0 > segment })
             }
             if open == nil { machine.segmentClosed() }
             action = machine.receive(event, decoder: &decoder)
@@ -939,9 +980,14 @@ final class FileReading: @unchecked Sendable {
     let receiver: TransportReceiver
     var decoder = EnvelopeDecoder()
     var removalWatch: RemovalWatch
-    // The logs' change events (inotify), and which log each watch is for.
+    // The logs' change events (inotify), which log each watch is for, the
+    // logs not watched yet (their directory could not be watched: read on
+    // every pass), and the names to read on the next pass whatever the events.
     private let monitor: DirectoryMonitor
     private var watchIndex: [NotificationName: Int] = [:]
+    private var watchedNames: [Int: NotificationName] = [:]
+    private var unwatched: Set<NotificationName> = []
+    private var due: Set<NotificationName> = []
 
     init(receiver: TransportReceiver, root: RecordedPath?, monitor: DirectoryMonitor) {
         self.receiver = receiver
@@ -949,31 +995,43 @@ final class FileReading: @unchecked Sendable {
         self.monitor = monitor
     }
 
-    /// Reads the change events since the last look and watches the
-    /// directories of `names` not watched yet (a log directory removed, and
-    /// perhaps made again, lost its watch). `all`: the events overflowed, or
-    /// cannot tell which log changed; `created`: logs whose directory saw a
-    /// file created, or that are not watched (the poll looks at them).
-    func watchChanges(of names: [NotificationName], in root: String) -> (all: Bool, created: Set<NotificationName>) {
+    /// Names to read on the next pass even without a change event (a reader
+    /// stopped with more to read).
+    func markDue(_ names: [NotificationName]) {
+        due.formUnion(names)
+    }
+
+    /// Reads the change events since the last look and watches the logs of
+    /// names newly subscribed (and of those whose directory was removed, and
+    /// perhaps made again, losing its watch). Returns the names to read: those
+    /// whose log changed, the new ones, the unwatched ones and those due; `nil`
+    /// when the events overflowed and every log must be read.
+    func changedNames(newlySubscribed: [NotificationName], in root: String) -> Set<NotificationName>? {
         let changed = monitor.changes()
-        let created = monitor.takeCreations()
-        let lost = monitor.takeLostWatches()
-        for (name, index) in watchIndex where lost.contains(index) {
+        _ = monitor.takeCreations()
+        var names = due
+        due = []
+        for index in monitor.takeLostWatches() {
+            guard let name = watchedNames.removeValue(forKey: index) else { continue }
             watchIndex[name] = nil
+            unwatched.insert(name)
         }
-        for name in names where watchIndex[name] == nil {
+        for name in newlySubscribed where watchIndex[name] == nil {
+            unwatched.insert(name)
+        }
+        for name in unwatched {
+            names.insert(name)
             if let index = try? monitor.watch(FileLog.nameDirectory(root, name)) {
                 watchIndex[name] = index
+                watchedNames[index] = name
+                unwatched.remove(name)
             }
         }
-        var createdNames: Set<NotificationName> = []
-        for name in names {
-            guard let index = watchIndex[name] else {
-                createdNames.insert(name)
-                continue
-            }
-            if created.contains(index) { createdNames.insert(name) }
+        names.formUnion(newlySubscribed)
+        guard let changed else { return nil }
+        for index in changed {
+            if let name = watchedNames[index] { names.insert(name) }
         }
-        return (changed == nil, createdNames)
+        return names
     }
 }

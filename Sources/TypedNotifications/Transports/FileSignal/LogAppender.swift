@@ -1,66 +1,66 @@
 import NotificationPlatform
 
-/// Appends envelopes to one name's log, serialized with every other process by
-/// an exclusive `flock` on the name's lock file.
+/// Appends envelopes to one name's log (see ``LogFormat``), serialized with
+/// every other process by an exclusive `flock` on the name's lock file.
 ///
-/// Before each append it checks the tail written since its last look: a
-/// record cut short by a writer that was killed mid-append is cut off (the
-/// torn tail is repaired). A write that fails (a full disk, RLIMIT_FSIZE) is
-/// cut back the same way, so no partial record stays and nothing before it is
-/// touched.
+/// Under the lock it first looks at what other processes wrote since it last
+/// looked, from where it knows the log is whole: a rollover mark there is
+/// followed to the next segment (opened for appending, whoever created it);
+/// a tail torn by a writer killed mid-append is stepped over to the next
+/// block, never cut off; its own segment deleted under it (retention, `rm`)
+/// is left for the newest one. So a post either lands where readers find it
+/// or throws. It never truncates what another writer wrote: only its own
+/// write that failed (a full disk, RLIMIT_FSIZE) is cut back, so nothing
+/// partial stays and nothing before it is touched.
 final class LogAppender: @unchecked Sendable {
     // Sendable: one thread uses an appender at a time. It lives either in
     // its transport's table of idle appenders, touched only under that
     // table's lock, or in the hands of the one send that took it out of the
     // table (under the same lock) and puts it back when done; a concurrent
     // send of the same name finds no appender there and opens its own.
-    private let root: String
+    private let files: any LogFiles
     private let name: NotificationName
-    private let configuration: FileSignalConfiguration
-    private let lock: FileDescriptor
-    private var segmentNumber: UInt64
-    // The path of segment `segmentNumber + 1`, checked on every append.
-    private var nextSegmentPath = ""
-    private var segment: FileDescriptor
-    // Bytes of the active segment known to hold only complete records; -1: unknown.
-    private var validatedEnd = -1
+    private let segmentSize: Int
     private let counters: FileSignalCounters
+    private var current: OpenSegment?
+    // Where the next fragment goes in the current segment, and the
+    // segment's size when that was established; -1: not known yet.
+    private var validatedEnd = -1
+    private var knownSize = -1
+    // The index of the next record; `nil` until read from the log.
+    private var nextIndex: UInt64?
+    // The bytes of one write: fragments, padding, a rollover mark.
+    private var batch: [UInt8] = []
+    private static let keptBatchCapacity = 256 * 1024
 
-    init(
+    private struct OpenSegment {
+        let file: any LogSegmentFile
+        let number: UInt64
+    }
+
+    /// An appender of `name`'s log in a shared directory.
+    convenience init(
         root: String,
         name: NotificationName,
         configuration: FileSignalConfiguration,
         counters: FileSignalCounters
     ) throws(TypedNotificationError) {
-        self.root = root
+        self.init(
+            files: try SystemLogFiles(root: root, name: name, configuration: configuration, counters: counters),
+            name: name, segmentSize: configuration.segmentSize, counters: counters)
+    }
+
+    /// An appender of the log in `files`.
+    init(files: any LogFiles, name: NotificationName, segmentSize: Int, counters: FileSignalCounters) {
+        self.files = files
         self.name = name
-        self.configuration = configuration
+        self.segmentSize = segmentSize
         self.counters = counters
-        try SharedDirectory.prepare(FileLog.nameDirectory(root, name), sharing: configuration.sharing)
-        let sharing = configuration.sharing
-        lock = try FileLog.open(FileLog.lockPath(root, name), create: true, sharing: sharing).get()
-        // The newest segment; a number something else occupies (a FIFO or
-        // a link planted there) is skipped, never opened.
-        var number = FileLog.segments(root, name).last ?? 1
-        while case .success = SystemCalls.linkStatus(FileLog.segmentPath(root, name, number)),
-            !FileLog.isSegment(root, name, number)
-        {
-            number += 1
-            guard number < 64 + (FileLog.segments(root, name).last ?? 1) else {
-                throw TypedNotificationError(
-                    code: .insecureDirectory,
-                    message: "the log of \(name) is crowded with files that are not segments; remove them"
-                )
-            }
-        }
-        segment = try FileLog.open(FileLog.segmentPath(root, name, number), create: true, sharing: sharing).get()
-        segmentNumber = number
-        nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
     }
 
     /// Whether the log this appender holds was found removed (`rm -rf`):
-    /// its newest segment is no longer linked. Appending through it would
-    /// write into deleted files; the transport starts a new appender.
+    /// its segment and its lock file are no longer linked. Appending through
+    /// it would write into deleted files; the transport starts a new appender.
     private(set) var isRemoved = false
 
     /// Appends envelopes in order, each whole or not at all, under one lock
@@ -71,72 +71,69 @@ final class LogAppender: @unchecked Sendable {
     func append<Envelopes: RandomAccessCollection<EncodedNotification>>(_ envelopes: Envelopes) -> (
         appended: Int, failure: TypedNotificationError?
     ) where Envelopes.Index == Int {
-        if case .failure(let error) = SystemCalls.lockFile(lock, exclusive: true) {
-            return (0, SharedDirectory.failure(error, "could not lock the log of \(name)"))
+        do throws(TypedNotificationError) {
+            try files.lock()
+        } catch {
+            return (0, error)
         }
-        defer { SystemCalls.unlockFile(lock) }
+        defer { files.unlock() }
         var appended = 0
         let first = envelopes.startIndex
         while appended < envelopes.count {
-            let length = envelopes[first + appended].envelopeRange.count
             do throws(TypedNotificationError) {
-                while true {
-                    try followRollover()
-                    try validateTail()
-                    if isRemoved { return (appended, nil) }
-                    if validatedEnd > 0 && validatedEnd + length > configuration.segmentSize {
-                        try roll()
-                        continue
-                    }
-                    break
-                }
+                try findTail()
             } catch {
                 return (appended, error)
             }
-            // As many more as fit in this segment go out in the same write.
-            var count = 1
-            var total = length
+            if isRemoved { return (appended, nil) }
+            guard let segment = current, let index = nextIndex else { break }
+            // As many as fit in this segment go out in one write; a record
+            // larger than a segment goes alone into a segment of its own.
+            let start = validatedEnd
+            var end = start
+            var count = 0
+            batch.removeAll(keepingCapacity: true)
             while appended + count < envelopes.count {
-                let next = envelopes[first + appended + count].envelopeRange.count
-                guard validatedEnd + total + next <= configuration.segmentSize else { break }
-                total += next
+                let envelope = envelopes[first + appended + count]
+                let mark = batch.count
+                let after = envelope.storage.withUnsafeBytes { raw in
+                    LogFormat.appendRecord(
+                        UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]),
+                        index: index &+ UInt64(count), at: end, to: &batch)
+                }
+                let holdsRecords = end > LogFormat.headerSize
+                if after > segmentSize && (count > 0 || holdsRecords) {
+                    batch.removeSubrange(mark...)
+                    break
+                }
+                end = after
                 count += 1
             }
-            let start = validatedEnd
-            let result: Result<Void, Errno>
-            if count == 1 {
-                let envelope = envelopes[first + appended]
-                result = envelope.storage.withUnsafeBytes { raw in
-                    SystemCalls.writeAll(
-                        segment, UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]), at: start)
+            guard count > 0 else {
+                do throws(TypedNotificationError) {
+                    try roll()
+                } catch {
+                    return (appended, error)
                 }
-            } else {
-                batch.removeAll(keepingCapacity: true)
-                batch.reserveCapacity(total)
-                for envelope in envelopes[(first + appended)..<(first + appended + count)] {
-                    batch.append(contentsOf: envelope.storage[envelope.envelopeRange])
-                }
-                result = batch.withUnsafeBytes { SystemCalls.writeAll(segment, $0, at: start) }
-                // A burst's buffer is not kept for good.
-                if batch.capacity > Self.keptBatchCapacity { batch = [] }
+                continue
             }
+            let result = segment.file.write(batch, at: start)
+            if batch.capacity > Self.keptBatchCapacity { batch = [] }
             if case .failure(let error) = result {
                 // Cut back whatever part was written: no partial record stays.
-                _ = SystemCalls.truncate(segment, to: start)
+                segment.file.truncate(to: start)
                 counters.failedAppends.add(1, ordering: .relaxed)
                 return (appended, Self.writeFailure(error, name: name))
             }
-            validatedEnd = start + total
+            validatedEnd = end
+            knownSize = end
+            nextIndex = index &+ UInt64(count)
             appended += count
             counters.appended.add(count, ordering: .relaxed)
             counters.appendWrites.add(1, ordering: .relaxed)
         }
         return (appended, nil)
     }
-
-    // Several envelopes are copied here to go out in one write.
-    private var batch: [UInt8] = []
-    private static let keptBatchCapacity = 256 * 1024
 
     static func writeFailure(_ error: Errno, name: NotificationName) -> TypedNotificationError {
         switch error {
@@ -152,66 +149,192 @@ final class LogAppender: @unchecked Sendable {
         }
     }
 
-    /// Moves to the newest segment if another writer started one.
-    private func followRollover() throws(TypedNotificationError) {
-        while FileLog.isSegment(at: nextSegmentPath) {
-            try open(segmentNumber + 1, create: false)
-        }
-    }
+    // MARK: - Finding the tail, under the lock
 
-    /// Checks what was written since this appender last looked, and cuts off a
-    /// torn tail.
-    private func validateTail() throws(TypedNotificationError) {
-        guard case .success(let info) = SystemCalls.fileStatus(segment) else {
-            throw TypedNotificationError(code: .transportFailure, message: "could not inspect the log of \(name)")
-        }
-        // After following any rollover this is the newest segment, which
-        // retention never deletes: unlinked, the whole log was removed.
-        if info.links == 0 {
-            isRemoved = true
+    /// Makes ``current`` the log's newest segment and ``validatedEnd`` the end
+    /// of what it holds, following what other processes did since the last
+    /// look. Cheap when nothing changed: one `fstat`.
+    private func findTail() throws(TypedNotificationError) {
+        if current == nil { try openNewest() }
+        // Each turn follows one rollover or one removal; more than a few
+        // thousand means the log is being rolled faster than it can be followed.
+        for _ in 0..<4_096 {
+            guard let segment = current else { return }
+            guard let info = segment.file.status() else {
+                throw TypedNotificationError(code: .transportFailure, message: "could not inspect the log of \(name)")
+            }
+            if info.links > 0, info.size == knownSize, validatedEnd >= 0, nextIndex != nil { return }
+            let (rollover, tailEnd) = try examine(segment, size: info.size)
+            if let rollover {
+                try follow(rollover.next, index: rollover.index)
+                continue
+            }
+            if info.links == 0 {
+                // Removed under this appender without a rollover mark: the
+                // whole log (its lock file gone too), or this segment (rm).
+                if files.isRemoved {
+                    isRemoved = true
+                    return
+                }
+                try moveOnFromRemoved(segment)
+                continue
+            }
+            validatedEnd = tailEnd
+            knownSize = info.size
             return
         }
-        let size = info.size
-        guard size != validatedEnd else { return }
-        let start = validatedEnd >= 0 && validatedEnd < size ? validatedEnd : 0
-        guard case .success(let bytes) = FileLog.read(segment, at: start, count: size - start) else {
-            throw TypedNotificationError(code: .transportFailure, message: "could not read the log of \(name)")
-        }
-        let (offset, _) = FileLog.walk(bytes, record: { _, _ in })
-        let goodEnd = start + offset
-        if goodEnd < size {
-            _ = SystemCalls.truncate(segment, to: goodEnd)
-            counters.repairedTails.add(1, ordering: .relaxed)
-        }
-        validatedEnd = goodEnd
+        throw TypedNotificationError(
+            code: .transportFailure, message: "the log of \(name) changes faster than a writer can follow it")
     }
 
-    /// Starts the next segment and applies the retention policy. A number that
-    /// something else occupies (a planted link) is skipped, not followed.
+    /// Reads what the segment holds past the validated end (or from its last
+    /// block, when the end is not known) and returns its rollover mark, if
+    /// any, and where the next fragment goes. Learns the next record index.
+    private func examine(_ segment: OpenSegment, size: Int) throws(TypedNotificationError) -> (
+        rollover: (next: UInt64, index: UInt64)?, end: Int
+    ) {
+        var from = validatedEnd >= 0 && validatedEnd <= size ? validatedEnd : LogFormat.blockStart(of: max(0, size - 1))
+        while true {
+            guard let bytes = segment.file.read(at: from, count: size - from) else {
+                throw TypedNotificationError(code: .transportFailure, message: "could not read the log of \(name)")
+            }
+            var rollover: (next: UInt64, index: UInt64)?
+            var learned: UInt64?
+            let walked = LogScanner.walk(bytes, base: from, fileSize: size) { item in
+                switch item {
+                case .record(_, _, let index, _): learned = index &+ 1
+                case .start(let index): learned = index
+                case .rollover(let next, let index, _): rollover = (next, index)
+                case .skipped: break
+                }
+            }
+            if let learned { nextIndex = learned }
+            if let rollover { return (rollover, walked.end) }
+            if walked.stop == .formatOne {
+                // A segment of format 1: never appended to; the log goes on
+                // in a new segment after it.
+                return ((try freeNumber(after: segment.number), nextIndex ?? 0), size)
+            }
+            if nextIndex == nil && from > 0 {
+                // Nothing in the last block told the index: read the segment
+                // from its start (linear, once per appender).
+                from = 0
+                continue
+            }
+            if size == 0 {
+                // A segment left empty (created by hand, or by a writer of
+                // another version): give it its start.
+                batch = LogFormat.segmentStart(index: nextIndex ?? 0)
+                try write(batch, to: segment, at: 0)
+                nextIndex = nextIndex ?? 0
+                return (nil, LogFormat.headerSize)
+            }
+            if walked.stop == .waiting {
+                // A torn tail: the writer that left it was killed (this one
+                // holds the lock). Readers skip it once the log goes on in
+                // the next block; nothing is cut off.
+                counters.repairedTails.add(1, ordering: .relaxed)
+                return (nil, LogFormat.blockEnd(of: max(walked.end, size - 1)))
+            }
+            return (nil, walked.end)
+        }
+    }
+
+    /// Opens segment `number` for appending, creating it (with its start
+    /// mark) when a writer that rolled the log was killed before it could.
+    private func follow(_ number: UInt64, index: UInt64) throws(TypedNotificationError) {
+        if !files.exists(number) {
+            // Missing: deleted by retention behind newer ones, or never created.
+            if let newest = files.segments().last, newest > number {
+                current = nil
+                try openNewest()
+                return
+            }
+            try createSegment(number, index: index)
+            return
+        }
+        guard files.isSegment(number) else {
+            // Something planted under the number the mark names.
+            try createSegment(try freeNumber(after: number), index: index)
+            return
+        }
+        use(OpenSegment(file: try files.open(number), number: number))
+        nextIndex = index
+    }
+
+    /// The current segment was removed without a rollover mark: the log goes
+    /// on in a new segment after every one there is, and a mark in the
+    /// removed one tells readers that still hold it where.
+    private func moveOnFromRemoved(_ segment: OpenSegment) throws(TypedNotificationError) {
+        let newest = max(segment.number, files.segments().last ?? 0)
+        let next = try freeNumber(after: newest)
+        if let index = nextIndex, validatedEnd >= 0 {
+            var mark: [UInt8] = []
+            LogFormat.appendRollover(next: next, index: index, at: validatedEnd, to: &mark)
+            // Best effort: the file is gone from the directory either way.
+            _ = segment.file.write(mark, at: validatedEnd)
+        }
+        try createSegment(next, index: nextIndex ?? 0)
+    }
+
+    /// Opens the newest segment for appending, or starts the log.
+    private func openNewest() throws(TypedNotificationError) {
+        guard let newest = files.segments().last else {
+            try createSegment(try freeNumber(after: 0), index: nextIndex ?? 0)
+            return
+        }
+        // A segment this user may not write (mode 0666, another owner) is
+        // refused with an error that names it.
+        use(OpenSegment(file: try files.open(newest), number: newest))
+    }
+
+    /// Closes the current segment with a rollover mark, starts the next and
+    /// applies the retention policy.
     private func roll() throws(TypedNotificationError) {
-        var next = segmentNumber + 1
-        while case .success = SystemCalls.linkStatus(FileLog.segmentPath(root, name, next)),
-            !FileLog.isSegment(root, name, next)
-        {
+        guard let segment = current, let index = nextIndex else { return }
+        let next = try freeNumber(after: segment.number)
+        var mark: [UInt8] = []
+        LogFormat.appendRollover(next: next, index: index, at: validatedEnd, to: &mark)
+        try write(mark, to: segment, at: validatedEnd)
+        try createSegment(next, index: index)
+        files.applyRetention(keeping: next)
+    }
+
+    /// The first number after `number` that nothing occupies: a number a
+    /// planted file (a FIFO, a link) holds is skipped, never opened.
+    private func freeNumber(after number: UInt64) throws(TypedNotificationError) -> UInt64 {
+        var next = number + 1
+        while files.exists(next) {
             next += 1
-            guard next < segmentNumber + 64 else {
+            guard next < number + 64 else {
                 throw TypedNotificationError(
                     code: .insecureDirectory,
                     message: "the log of \(name) is crowded with files that are not segments; remove them"
                 )
             }
         }
-        try open(next, create: true)
-        FileRetention.apply(
-            root: root, name: name, configuration: configuration, counters: counters, keeping: segmentNumber)
+        return next
     }
 
-    private func open(_ number: UInt64, create: Bool) throws(TypedNotificationError) {
-        segment = try FileLog.open(
-            FileLog.segmentPath(root, name, number), create: create, sharing: configuration.sharing
-        ).get()
-        segmentNumber = number
-        nextSegmentPath = FileLog.segmentPath(root, name, number + 1)
+    /// Creates segment `number` whole, with its start mark.
+    private func createSegment(_ number: UInt64, index: UInt64) throws(TypedNotificationError) {
+        let start = LogFormat.segmentStart(index: index)
+        use(OpenSegment(file: try files.create(number, holding: start), number: number))
+        validatedEnd = start.count
+        knownSize = start.count
+        nextIndex = index
+    }
+
+    private func use(_ segment: OpenSegment) {
+        current = segment
         validatedEnd = -1
+        knownSize = -1
+    }
+
+    private func write(_ bytes: [UInt8], to segment: OpenSegment, at offset: Int) throws(TypedNotificationError) {
+        if case .failure(let error) = segment.file.write(bytes, at: offset) {
+            segment.file.truncate(to: offset)
+            throw Self.writeFailure(error, name: name)
+        }
     }
 }

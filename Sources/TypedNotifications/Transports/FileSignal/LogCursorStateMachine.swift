@@ -2,15 +2,19 @@
 /// pass makes, as a state machine: events in (what a system call found),
 /// actions out (the system call to make next). It performs no I/O, takes no
 /// lock and reads no clock, so every transition is tested with byte arrays
-/// (`LogCursorStateMachineTests`); ``LogReader`` performs its actions.
+/// (`LogCursorStateMachineTests`, `LogSimulationTests`); ``LogReader``
+/// performs its actions.
 ///
-/// It advances only past complete, valid records. It moves to a newer segment
-/// once that exists and this one's final size is read (a writer finishes a
-/// segment before it starts the next, so what is left then is torn); it
-/// skips a corrupt record and counts it; it notices a segment truncated and
-/// written again (the checksum ending the last record read has changed, or
-/// the segment is shorter than the position) and goes on at the first record
-/// it has not read; and it follows a log removed and started again.
+/// It stands only on record boundaries and advances only past complete,
+/// valid records (see ``LogScanner``). It follows a segment's rollover mark
+/// to the next segment; when that one is gone (retention, `rm`) it goes on
+/// at the oldest later segment there is, and the record indexes say exactly
+/// how many notifications it missed, reported before the next record it
+/// delivers. It skips a corrupt stretch and counts it; it waits at a tail
+/// that is still being written; it notices a segment truncated and written
+/// again (the checksum ending the last record read has changed, or the
+/// segment is shorter than the position) and goes on at the first record it
+/// has not read; and it follows a log removed and started again.
 struct LogCursorStateMachine {
     /// Bytes read per pass, over all segments, about 160 small records: a pass then hands over
     /// about what a handler loop delivers in one slice, and the next pass
@@ -33,7 +37,9 @@ struct LogCursorStateMachine {
         /// Read `count` bytes of the open segment at `offset`; answer
         /// ``Event/read(_:)`` or ``Event/readFailed``.
         case read(offset: Int, count: Int)
-        /// Is there a segment after `segment`? Answer ``Event/nextFound(_:)``.
+        /// Is there a segment after `segment`? Asked only of a segment that
+        /// ends without a rollover mark and will get none (removed, or of
+        /// format 1). Answer ``Event/nextFound(_:)``.
         case findNext(after: UInt64)
         /// The pass is over: take its ``PassResult``.
         case finish
@@ -59,6 +65,9 @@ struct LogCursorStateMachine {
         var records: [LogRecord] = []
         /// The pass stopped at ``bytesPerPass`` with more to read.
         var hasMore = false
+        /// Notifications that will never be read, after the last record in
+        /// ``records`` (those before a record are in its ``LogRecord/missedBefore``).
+        var missedAfterRecords = 0
         var corruptRecordsSkipped = 0
         var shrunkSegments = 0
         var vanishedSegments = 0
@@ -75,50 +84,54 @@ struct LogCursorStateMachine {
         case readingFresh(size: Int, capped: Bool)
         // Reading a truncated segment whole, to find where to go on.
         case readingWhole(size: Int, capped: Bool)
-        case findingNext(size: Int, stoppedShort: Bool)
-        case measuringFinal(size: Int, stoppedShort: Bool, next: UInt64)
+        case findingNext
     }
 
     let name: NotificationName
     private(set) var segment: UInt64
     private(set) var offset: Int
+    // The index of the next record; `nil` until the log tells it.
+    private(set) var nextIndex: UInt64?
     // Records ending at or before this may have been delivered by an earlier
     // run of this durable identity: they are marked as redeliveries.
     private let redeliverThrough: LogPosition?
-    // The segment the driver has open now.
+    // The segment the driver has open now, its size when last measured, and
+    // whether it has a name left.
     private var openSegment: UInt64?
+    private var fileSize = 0
+    private var unlinked = false
     // The checksum that ends the last record read from the open segment (the
     // 4 bytes before `offset`), and the last sequence number read from each
     // sender in it: to notice a truncation, and to find where to go on.
     private var lastChecksum: [UInt8] = []
     private var lastSequences: [NotificationSender: UInt64] = [:]
+    // A stretch was skipped and the next record will tell whether it held
+    // notifications (a gap in the indexes) or only a torn tail.
+    private var skippedStretch = false
+    // Notifications lost before the next record read.
+    private var missed = 0
 
     private var step = Step.idle
     private var result = PassResult()
     private var budget = 0
     private var readWhole = false
-    private var lookForNewSegment = true
 
     init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?) {
         self.name = name
         self.segment = start.segment
         self.offset = start.offset
+        self.nextIndex = start.index
         self.redeliverThrough = redeliveringThrough
     }
 
     /// Where the next record to read starts.
-    var position: LogPosition { LogPosition(segment: segment, offset: offset) }
+    var position: LogPosition { LogPosition(segment: segment, offset: offset, index: nextIndex) }
 
-    /// Starts a pass. It looks for a newer segment when `lookForNewSegment`,
-    /// when it read nothing new, or when the segment ends in a torn record: a
-    /// writer creates the next segment only after finishing this one, and
-    /// the creation is an event of its own, so a pass that read records and
-    /// was not told of a creation has nothing to look for.
-    mutating func startPass(lookForNewSegment: Bool) -> Action {
+    /// Starts a pass.
+    mutating func startPass() -> Action {
         result = PassResult()
         budget = Self.bytesPerPass
         readWhole = false
-        self.lookForNewSegment = lookForNewSegment
         return top()
     }
 
@@ -129,6 +142,10 @@ struct LogCursorStateMachine {
 
     /// Ends the pass and returns what it found; call on ``Action/finish``.
     mutating func takeResult() -> PassResult {
+        // Known exactly already (a mark's index, a record that would not
+        // decode): reported now, not held for a record that may be long in coming.
+        result.missedAfterRecords = missed
+        missed = 0
         defer { result = PassResult() }
         return result
     }
@@ -142,44 +159,41 @@ struct LogCursorStateMachine {
         case (.opening, .openFailed(let refused, let next)):
             if refused { result.refusedFiles += 1 }
             // Deleted by retention, refused, or not created yet: go to the
-            // next segment there is.
+            // next segment there is; its start mark tells what was missed.
             guard let next, next > segment else { return finish() }
-            segment = next
-            offset = 0
+            moveTo(next)
             return top()
 
         case (.measuring, .measured(let size, let links)):
-            return measured(size: size, links: links)
+            fileSize = size
+            unlinked = links == 0
+            // A segment deleted by retention is still read to its end through
+            // the open descriptor; one with no name left may also belong to a
+            // log removed and started again.
+            if unlinked {
+                step = .checkingRestart(size: size)
+                return .checkRestart
+            }
+            return window(size: size)
         case (.measuring, .measureFailed):
             return finish()
-        case (.measuringFinal(let before, let stoppedShort, let next), .measured(let size, let links)):
-            guard size <= before else {
-                // Appended to since it was measured: read that first.
-                if budget <= 0 {
-                    result.hasMore = true
-                    return finish()
-                }
-                return measured(size: size, links: links)
-            }
-            return moveOn(to: next, tornTail: stoppedShort)
-        case (.measuringFinal(_, let stoppedShort, let next), .measureFailed):
-            return moveOn(to: next, tornTail: stoppedShort)
 
         case (.checkingRestart(let size), .restartChecked(let restarted, let oldest)):
             guard restarted else { return window(size: size) }
             // This reader holds a file no longer in the log: go on in the log
-            // as it is now, from its oldest segment.
+            // as it is now, from its oldest segment. Its indexes start again.
             result.vanishedSegments += 1
             openSegment = nil
             segment = oldest ?? segment
             offset = 0
+            nextIndex = nil
             return top()
 
         case (.readingChecked(let size, let capped), .read(let bytes)):
             guard bytes.count >= 4, bytes.starts(with: lastChecksum) else {
                 return readWholeForResume(size: size, capped: capped)
             }
-            return walk(Array(bytes.dropFirst(4)), size: size, capped: capped, decoder: &decoder)
+            return walk(Array(bytes.dropFirst(4)), capped: capped, decoder: &decoder)
         case (.readingChecked, .readFailed):
             return finish()
         case (.readingWhole(let size, let capped), .read(let bytes)):
@@ -188,17 +202,15 @@ struct LogCursorStateMachine {
         case (.readingWhole(let size, let capped), .readFailed):
             offset = min(offset, size)
             return readFresh(size: size, capped: capped)
-        case (.readingFresh(let size, let capped), .read(let bytes)):
-            return walk(bytes, size: size, capped: capped, decoder: &decoder)
-        case (.readingFresh(let size, let capped), .readFailed):
-            return afterReading(size: size, capped: capped, readAny: false, stoppedShort: false)
+        case (.readingFresh(_, let capped), .read(let bytes)):
+            return walk(bytes, capped: capped, decoder: &decoder)
+        case (.readingFresh, .readFailed):
+            return finish()
 
-        case (.findingNext(let size, let stoppedShort), .nextFound(let next)):
+        case (.findingNext, .nextFound(let next)):
             guard let next, next > segment else { return finish() }
-            // Appends made since the segment was measured are read before
-            // moving on.
-            step = .measuringFinal(size: size, stoppedShort: stoppedShort, next: next)
-            return .measure
+            moveTo(next)
+            return top()
 
         default:
             // An event the last action did not ask for (a driver bug): ending
@@ -229,23 +241,9 @@ struct LogCursorStateMachine {
         return .measure
     }
 
-    private mutating func measured(size: Int, links: Int) -> Action {
-        // A segment deleted by retention is still read to its end through
-        // the open descriptor; one with no name left may also belong to a
-        // log removed and started again.
-        if links == 0 {
-            step = .checkingRestart(size: size)
-            return .checkRestart
-        }
-        return window(size: size)
-    }
-
-    /// This segment's size is final: whatever is left of it is torn.
-    private mutating func moveOn(to next: UInt64, tornTail: Bool) -> Action {
-        if tornTail { result.corruptRecordsSkipped += 1 }
+    private mutating func moveTo(_ next: UInt64) {
         segment = next
         offset = 0
-        return top()
     }
 
     private mutating func finish() -> Action {
@@ -284,61 +282,85 @@ struct LogCursorStateMachine {
     }
 
     private mutating func readFresh(size: Int, capped: Bool) -> Action {
-        guard offset < size else {
-            return afterReading(size: size, capped: capped, readAny: false, stoppedShort: false)
-        }
+        guard offset < size else { return afterReading(stop: .caughtUp, capped: capped, readAny: false) }
         step = .readingFresh(size: size, capped: capped)
         return .read(offset: offset, count: size - offset)
     }
 
-    /// Takes the records in `fresh`, the bytes from `offset` on.
-    private mutating func walk(_ fresh: [UInt8], size measured: Int, capped: Bool, decoder: inout EnvelopeDecoder)
-        -> Action
-    {
-        var size = measured
-        var stoppedShort = false
-        var readAny = false
-        if !fresh.isEmpty {
-            size = offset + fresh.count
-            let start = offset
-            let segment = segment
-            var corrupt = 0
-            // Moved out and back, so that appending copies neither.
-            var records: [LogRecord] = []
-            var sequences: [NotificationSender: UInt64] = [:]
-            swap(&records, &result.records)
-            swap(&sequences, &lastSequences)
-            let walked = FileLog.walk(
-                fresh,
-                record: { position, length in
-                    guard let (message, _) = try? decoder.decode(fresh, at: position) else {
-                        corrupt += 1
-                        return
-                    }
-                    let end = LogPosition(segment: segment, offset: start + position + length)
-                    var record = LogRecord(message: message, end: end)
-                    if let redeliverThrough, end <= redeliverThrough { record.message.isRedelivery = true }
-                    sequences[message.sender] = message.sequence
-                    records.append(record)
-                },
-                corrupt: { corrupt += 1 }
-            )
-            swap(&records, &result.records)
-            swap(&sequences, &lastSequences)
-            result.corruptRecordsSkipped += corrupt
-            stoppedShort = walked.stoppedShort
-            offset += walked.consumed
-            budget -= walked.consumed
-            readAny = walked.consumed > 0
-            if walked.consumed >= 4 {
-                lastChecksum = Array(fresh[(walked.consumed - 4)..<walked.consumed])
-            }
+    /// Counts what the log says was lost before a record or mark of `index`.
+    private mutating func arrive(at index: UInt64) {
+        if let expected = nextIndex, index > expected {
+            missed += Int(clamping: index - expected)
+            if skippedStretch { result.corruptRecordsSkipped += 1 }
+        } else if skippedStretch && nextIndex == nil {
+            result.corruptRecordsSkipped += 1
         }
-        return afterReading(size: size, capped: capped, readAny: readAny, stoppedShort: stoppedShort)
+        // A stretch followed by no gap held only a torn tail, whose post
+        // never returned: nothing lost.
+        skippedStretch = false
     }
 
-    private mutating func afterReading(size: Int, capped: Bool, readAny: Bool, stoppedShort: Bool) -> Action {
-        if capped {
+    /// Takes the records in `fresh`, the bytes from `offset` on.
+    private mutating func walk(_ fresh: [UInt8], capped: Bool, decoder: inout EnvelopeDecoder) -> Action {
+        let start = offset
+        let segment = segment
+        var rollover: UInt64?
+        // Moved out and back, so that appending copies neither.
+        var records: [LogRecord] = []
+        var sequences: [NotificationSender: UInt64] = [:]
+        swap(&records, &result.records)
+        swap(&sequences, &lastSequences)
+        let walked = LogScanner.walk(fresh, base: start, fileSize: fileSize) { item in
+            switch item {
+            case .record(_, let end, let index, let envelope):
+                arrive(at: index)
+                nextIndex = index &+ 1
+                guard var message = Self.decode(envelope, in: fresh, with: &decoder) else {
+                    // Checksummed, yet not an envelope this reader can take
+                    // (forged, or over its payload limit): lost, and said so.
+                    result.corruptRecordsSkipped += 1
+                    missed += 1
+                    return
+                }
+                let position = LogPosition(segment: segment, offset: end, index: index &+ 1)
+                if let redeliverThrough, position <= redeliverThrough { message.isRedelivery = true }
+                sequences[message.sender] = message.sequence
+                records.append(LogRecord(message: message, end: position, missedBefore: missed))
+                missed = 0
+            case .start(let index):
+                arrive(at: index)
+                nextIndex = index
+            case .rollover(let next, let index, _):
+                arrive(at: index)
+                nextIndex = index
+                rollover = next
+            case .skipped:
+                skippedStretch = true
+            }
+        }
+        swap(&records, &result.records)
+        swap(&sequences, &lastSequences)
+        let consumed = walked.end - start
+        offset = walked.end
+        budget -= consumed
+        if consumed >= 4 {
+            lastChecksum = Array(fresh[(consumed - 4)..<consumed])
+        }
+        if let rollover {
+            moveTo(rollover)
+            return top()
+        }
+        return afterReading(stop: walked.stop, capped: capped, readAny: consumed > 0)
+    }
+
+    private mutating func afterReading(stop: LogScanner.Stop, capped: Bool, readAny: Bool) -> Action {
+        switch stop {
+        case .formatOne:
+            // Written by an older version: never read; the log goes on after it.
+            result.refusedFiles += 1
+            step = .findingNext
+            return .findNext(after: segment)
+        case .needsMore where capped:
             if readAny {
                 result.hasMore = true
                 return finish()
@@ -346,11 +368,17 @@ struct LogCursorStateMachine {
             // Not one whole record in the slice: read this one whole.
             readWhole = true
             return top()
+        case .caughtUp where capped:
+            result.hasMore = true
+            return finish()
+        case .needsMore, .caughtUp, .waiting:
+            readWhole = false
+            // A removed segment gets no rollover mark from a writer that
+            // never noticed: look for a later one.
+            guard unlinked else { return finish() }
+            step = .findingNext
+            return .findNext(after: segment)
         }
-        readWhole = false
-        guard lookForNewSegment || !readAny || stoppedShort else { return finish() }
-        step = .findingNext(size: size, stoppedShort: stoppedShort)
-        return .findNext(after: segment)
     }
 
     /// Where to go on in a segment that shrank under this reader: at the
@@ -362,12 +390,29 @@ struct LogCursorStateMachine {
         var decoder = EnvelopeDecoder()
         var resume: Int?
         var end = 0
-        _ = FileLog.walk(bytes) { position, length in
-            end = position + length
-            guard resume == nil, let (message, _) = try? decoder.decode(bytes, at: position) else { return }
+        _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+            guard case .record(let start, let recordEnd, _, let envelope) = item else { return }
+            end = recordEnd
+            guard resume == nil else { return }
+            guard let message = Self.decode(envelope, in: bytes, with: &decoder) else { return }
             if let last = lastSequences[message.sender], message.sequence <= last { return }
-            resume = position
+            resume = start
         }
         return resume ?? end
+    }
+
+    /// The message in a record's envelope, or `nil` when it is not one whole
+    /// valid envelope.
+    static func decode(_ envelope: LogScanner.Envelope, in bytes: [UInt8], with decoder: inout EnvelopeDecoder)
+        -> TransportMessage?
+    {
+        switch envelope {
+        case .inWindow(let range):
+            guard let (message, end) = try? decoder.decode(bytes, at: range.lowerBound), end == range.upperBound
+            else { return nil }
+            return message
+        case .assembled(let assembled):
+            return try? decoder.decode(assembled)
+        }
     }
 }

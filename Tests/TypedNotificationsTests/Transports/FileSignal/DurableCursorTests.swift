@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc
@@ -53,7 +53,7 @@ struct CursorCommitStateMachineTests {
         #expect(machine.delivered == position(1_099, segment: 5))
     }
 
-    @Test("cursor files: both versions parse; anything else is refused")
+    @Test("cursor files: all three versions parse; anything else is refused")
     func cursorFiles() {
         func parse(_ text: String) -> FileCursor? { FileCursor.parse(Array(text.utf8)) }
         #expect(
@@ -62,13 +62,19 @@ struct CursorCommitStateMachineTests {
             parse("3 120 4 80\n")
                 == FileCursor(committed: position(120, segment: 3), delivered: position(80, segment: 4)))
         for bad in [
-            "garbage\n", "", "3 120", "0 5\n", "3 -1\n", "3 120 2 0\n", "3 120 4\n", "1 2 3 4 5\n",
+            "garbage\n", "", "3 120", "0 5\n", "3 -1\n", "3 120 2 0\n", "3 120 4\n", "1 2 3 4 5 6\n", "1 2 1 2 x\n",
             "18446744073709551616 0\n", " 3 120\n", "3  120\n", String(repeating: "9", count: 200) + "\n",
         ] {
             #expect(parse(bad) == nil, "\(bad.debugDescription)")
         }
         let cursor = FileCursor(committed: position(7, segment: 2), delivered: position(9, segment: 2))
         #expect(FileCursor.parse(cursor.bytes) == cursor)
+        // The third version adds the index of the record after the committed position.
+        var indexed = cursor
+        indexed.committed.index = 41
+        #expect(String(decoding: indexed.bytes, as: UTF8.self) == "2 7 2 9 41\n")
+        #expect(FileCursor.parse(indexed.bytes)?.committed.index == 41)
+        #expect(parse("2 7 2 9\n")?.committed.index == nil)
     }
 }
 
@@ -91,9 +97,8 @@ func directoryWithBacklog<N: TypedNotification>(identity: String, _ notification
 private func logRecordEnds(_ directory: String, _ name: NotificationName) -> [Int] {
     guard let bytes = FileManager.default.contents(atPath: FileLog.segmentPath(directory, name, 1)).map(Array.init)
     else { return [] }
-    var ends: [Int] = []
-    _ = FileLog.walk(bytes) { offset, length in ends.append(offset + length) }
-    return ends
+    var decoder = EnvelopeDecoder()
+    return FileLog.records(in: bytes, decoder: &decoder).map(\.end)
 }
 
 @Suite("Durable cursors: at least once, never less", .serialized, .timeLimit(.minutes(10)))

@@ -1,0 +1,133 @@
+import NotificationPlatform
+
+/// The files of one name's log, as a ``LogAppender`` uses them: every system
+/// call the appender makes goes through here. ``SystemLogFiles`` makes them;
+/// the simulation tests answer them from memory and inject faults (a write
+/// torn at any byte, a full disk, a file removed between two calls).
+protocol LogFiles: AnyObject {
+    /// Takes the log's exclusive lock, shared with every other process.
+    func lock() throws(TypedNotificationError)
+    func unlock()
+    /// Whether the log itself was removed (its lock file has no name left).
+    var isRemoved: Bool { get }
+    /// The segment numbers present, oldest first.
+    func segments() -> [UInt64]
+    /// Whether anything (a segment or a planted file) has segment `number`'s name.
+    func exists(_ number: UInt64) -> Bool
+    /// Whether segment `number` is a regular file (not a link, a FIFO, ...).
+    func isSegment(_ number: UInt64) -> Bool
+    /// Opens segment `number` for appending.
+    func open(_ number: UInt64) throws(TypedNotificationError) -> any LogSegmentFile
+    /// Creates segment `number` holding `bytes`, whole or not at all.
+    func create(_ number: UInt64, holding bytes: [UInt8]) throws(TypedNotificationError) -> any LogSegmentFile
+    /// Applies the retention policy, keeping segment `active` and newer.
+    func applyRetention(keeping active: UInt64)
+}
+
+/// One open segment.
+protocol LogSegmentFile: AnyObject {
+    /// Its size and how many names it has (0: removed).
+    func status() -> (size: Int, links: Int)?
+    func read(at offset: Int, count: Int) -> [UInt8]?
+    func write(_ bytes: [UInt8], at offset: Int) -> Result<Void, Errno>
+    func truncate(to length: Int)
+}
+
+/// The log files of one name in a shared directory, through the platform layer.
+final class SystemLogFiles: LogFiles {
+    private let root: String
+    private let name: NotificationName
+    private let configuration: FileSignalConfiguration
+    private let counters: FileSignalCounters
+    private let lockFile: FileDescriptor
+
+    init(
+        root: String, name: NotificationName, configuration: FileSignalConfiguration, counters: FileSignalCounters
+    ) throws(TypedNotificationError) {
+        self.root = root
+        self.name = name
+        self.configuration = configuration
+        self.counters = counters
+        try SharedDirectory.prepare(FileLog.nameDirectory(root, name), sharing: configuration.sharing)
+        lockFile = try FileLog.open(FileLog.lockPath(root, name), create: true, sharing: configuration.sharing).get()
+    }
+
+    func lock() throws(TypedNotificationError) {
+        if case .failure(let error) = SystemCalls.lockFile(lockFile, exclusive: true) {
+            throw SharedDirectory.failure(error, "could not lock the log of \(name)")
+        }
+    }
+
+    func unlock() { SystemCalls.unlockFile(lockFile) }
+
+    var isRemoved: Bool {
+        guard case .success(let info) = SystemCalls.fileStatus(lockFile) else { return false }
+        return info.links == 0
+    }
+
+    func segments() -> [UInt64] { FileLog.segments(root, name) }
+
+    func exists(_ number: UInt64) -> Bool {
+        if case .success = SystemCalls.linkStatus(FileLog.segmentPath(root, name, number)) { return true }
+        return false
+    }
+
+    func isSegment(_ number: UInt64) -> Bool { FileLog.isSegment(root, name, number) }
+
+    func open(_ number: UInt64) throws(TypedNotificationError) -> any LogSegmentFile {
+        SystemSegmentFile(
+            try FileLog.open(FileLog.segmentPath(root, name, number), create: true, sharing: configuration.sharing)
+                .get())
+    }
+
+    /// Written under a temporary name, then renamed into place, so no
+    /// segment is ever seen without its start mark.
+    func create(_ number: UInt64, holding bytes: [UInt8]) throws(TypedNotificationError) -> any LogSegmentFile {
+        try SharedDirectory.prepare(FileLog.nameDirectory(root, name), sharing: configuration.sharing)
+        let path = FileLog.segmentPath(root, name, number)
+        let temporary = path + ".new." + String(SystemProcess.id)
+        _ = SystemCalls.removeFile(temporary)
+        let file = try SharedFile.open(
+            temporary, .readWrite, creating: [.create, .exclusive], sharing: configuration.sharing
+        ).get()
+        if case .failure(let error) = bytes.withUnsafeBytes({ SystemCalls.writeAll(file, $0, at: 0) }) {
+            _ = SystemCalls.removeFile(temporary)
+            throw LogAppender.writeFailure(error, name: name)
+        }
+        if case .failure(let error) = SystemCalls.renameFile(temporary, to: path) {
+            _ = SystemCalls.removeFile(temporary)
+            throw SharedDirectory.failure(error, "could not start a segment of the log of \(name)")
+        }
+        return SystemSegmentFile(file)
+    }
+
+    func applyRetention(keeping active: UInt64) {
+        FileRetention.apply(root: root, name: name, configuration: configuration, counters: counters, keeping: active)
+    }
+}
+
+/// A segment open for appending.
+final class SystemSegmentFile: LogSegmentFile {
+    private let file: FileDescriptor
+
+    init(_ file: consuming FileDescriptor) {
+        self.file = file
+    }
+
+    func status() -> (size: Int, links: Int)? {
+        guard case .success(let info) = SystemCalls.fileStatus(file) else { return nil }
+        return (info.size, info.links)
+    }
+
+    func read(at offset: Int, count: Int) -> [UInt8]? {
+        try? FileLog.read(file, at: offset, count: count).get()
+    }
+
+    func write(_ bytes: [UInt8], at offset: Int) -> Result<Void, Errno> {
+        bytes.withUnsafeBytes { SystemCalls.writeAll(file, $0, at: offset) }
+    }
+
+    func truncate(to length: Int) {
+        _ = SystemCalls.truncate(file, to: length)
+    }
+}

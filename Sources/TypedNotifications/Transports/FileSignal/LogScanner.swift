@@ -1,0 +1,243 @@
+/// Walks the fragments of part of a segment (see ``LogFormat``): pure, no
+/// I/O, in time linear in the bytes it is given.
+///
+/// It reports whole records (a full fragment, or first, middle and last
+/// pieces put together), each segment's start and rollover marks, and
+/// stretches that hold nothing valid. A corrupt or forged fragment is
+/// skipped to the next valid fragment header in its block, looked for with a
+/// bounded amount of checksumming per block, or else to the block's end; a
+/// length is believed only after its header's checksum passed and never
+/// reaches past its block. It tells an incomplete tail (a writer writing
+/// now, or one killed mid-append that the next writer steps over) from a
+/// stretch that is over: the file going on past the block says the latter.
+enum LogScanner {
+    /// Where a record's envelope lies.
+    enum Envelope {
+        /// In the bytes given, at this range.
+        case inWindow(Range<Int>)
+        /// Put together from pieces in several blocks.
+        case assembled([UInt8])
+    }
+
+    /// Something found in the segment; offsets are the segment's.
+    enum Item {
+        case record(start: Int, end: Int, index: UInt64, envelope: Envelope)
+        /// The segment's start: its first record is `index`.
+        case start(index: UInt64)
+        /// The segment is closed; the next is segment `next`, whose first
+        /// record is `index`. Nothing after it is read.
+        case rollover(next: UInt64, index: UInt64, end: Int)
+        /// Bytes that hold no valid record: corrupt, forged, torn, a hole.
+        case skipped(start: Int, end: Int)
+    }
+
+    /// Why a walk stopped.
+    enum Stop: Equatable {
+        /// Everything given was walked (or a rollover mark was reached).
+        case caughtUp
+        /// A fragment goes on past the bytes given, and the file has it.
+        case needsMore
+        /// The file ends inside what follows: a write in progress, or a torn
+        /// tail that the next writer will step over.
+        case waiting
+        /// The segment is of format 1.
+        case formatOne
+    }
+
+    /// How many bytes of candidate data a resynchronization may checksum in
+    /// one block before it gives up on the block.
+    static let resyncBudget = 2 * LogFormat.blockSize
+
+    /// Walks `bytes`, which are the segment's bytes from offset `base` on, in
+    /// a file of `fileSize` bytes, calling `body` for each item. Returns the
+    /// segment offset it got to (the end of the last item) and why it stopped.
+    static func walk(
+        _ bytes: [UInt8], base: Int, fileSize: Int, _ body: (Item) -> Void
+    ) -> (end: Int, stop: Stop) {
+        bytes.withUnsafeBytes { raw in walk(raw, base: base, fileSize: max(fileSize, base + bytes.count), body) }
+    }
+
+    private static func walk(
+        _ raw: UnsafeRawBufferPointer, base: Int, fileSize: Int, _ body: (Item) -> Void
+    ) -> (end: Int, stop: Stop) {
+        let available = base + raw.count
+        let headerSize = LogFormat.headerSize
+        var position = base
+        while position < available {
+            let blockEnd = LogFormat.blockEnd(of: position)
+            let left = blockEnd - position
+            // Writers pad with zeros the end of a block too small for the
+            // fragment they write next.
+            if left < headerSize
+                || (left < headerSize + LogFormat.rolloverDataSize
+                    && isZero(raw, (position - base)..<(min(blockEnd, available) - base)))
+            {
+                guard blockEnd <= available else { return (position, fileSize >= blockEnd ? .needsMore : .waiting) }
+                position = blockEnd
+                continue
+            }
+            if position == 0, raw.count >= 4, Array(raw[0..<4]) == LogFormat.formatOneMagic {
+                return (position, .formatOne)
+            }
+            guard position + headerSize <= available else {
+                return (position, position + headerSize <= fileSize ? .needsMore : .waiting)
+            }
+            switch fragment(raw, at: position, base: base, available: available, fileSize: fileSize) {
+            case .valid(let header):
+                let dataStart = position + headerSize
+                let end = dataStart + header.length
+                switch header.type {
+                case .full:
+                    body(
+                        .record(
+                            start: position, end: end, index: header.index,
+                            envelope: .inWindow((dataStart - base)..<(end - base))))
+                    position = end
+                case .start:
+                    body(.start(index: header.index))
+                    position = end
+                case .rollover:
+                    let next = UInt64(
+                        littleEndian: raw.loadUnaligned(fromByteOffset: dataStart - base, as: UInt64.self))
+                    body(.rollover(next: next, index: header.index, end: end))
+                    return (end, .caughtUp)
+                case .first:
+                    switch assemble(raw, first: header, at: position, base: base, fileSize: fileSize) {
+                    case .record(let envelope, let recordEnd):
+                        body(
+                            .record(
+                                start: position, end: recordEnd, index: header.index, envelope: .assembled(envelope)))
+                        position = recordEnd
+                    case .broken(let at):
+                        body(.skipped(start: position, end: at))
+                        position = at
+                    case .stop(let stop):
+                        return (position, stop)
+                    }
+                case .middle, .last:
+                    // A piece without its first: the rest of a record cut short.
+                    body(.skipped(start: position, end: end))
+                    position = end
+                }
+            case .incomplete(.waiting):
+                // Runs past the file's end: a write in progress, or a forged
+                // length. A writer appends only after whole records, so a
+                // valid fragment within the claimed length says forged.
+                switch resynchronize(raw, after: position, base: base, available: available, fileSize: fileSize) {
+                case .found(let next) where next < available:
+                    body(.skipped(start: position, end: next))
+                    position = next
+                case .found, .stop:
+                    return (position, .waiting)
+                }
+            case .incomplete(let stop):
+                return (position, stop)
+            case .invalid:
+                switch resynchronize(raw, after: position, base: base, available: available, fileSize: fileSize) {
+                case .found(let next):
+                    body(.skipped(start: position, end: next))
+                    position = next
+                case .stop(let stop):
+                    return (position, stop)
+                }
+            }
+        }
+        return (position, .caughtUp)
+    }
+
+    private enum Fragment {
+        case valid(LogFormat.Header)
+        case incomplete(Stop)
+        case invalid
+    }
+
+    /// The fragment whose header is at `position`, which has a header's bytes
+    /// available; its data is checked when it is there.
+    private static func fragment(
+        _ raw: UnsafeRawBufferPointer, at position: Int, base: Int, available: Int, fileSize: Int
+    ) -> Fragment {
+        guard let header = LogFormat.header(in: raw, at: position - base, base: base) else { return .invalid }
+        let end = position + LogFormat.headerSize + header.length
+        guard end <= available else { return .incomplete(end <= fileSize ? .needsMore : .waiting) }
+        let data = UnsafeRawBufferPointer(rebasing: raw[(position + LogFormat.headerSize - base)..<(end - base)])
+        return CRC32C.checksum(data) == header.dataChecksum ? .valid(header) : .invalid
+    }
+
+    private enum Assembly {
+        case record([UInt8], end: Int)
+        /// A piece is missing or wrong at this offset: the pieces before it
+        /// are a stretch to skip.
+        case broken(at: Int)
+        case stop(Stop)
+    }
+
+    /// Puts together a record whose first piece is at `position`.
+    private static func assemble(
+        _ raw: UnsafeRawBufferPointer, first: LogFormat.Header, at position: Int, base: Int, fileSize: Int
+    ) -> Assembly {
+        let available = base + raw.count
+        let headerSize = LogFormat.headerSize
+        var envelope: [UInt8] = []
+        var piece = position
+        var header = first
+        while true {
+            envelope.append(
+                contentsOf: UnsafeRawBufferPointer(
+                    rebasing: raw[(piece + headerSize - base)..<(piece + headerSize + header.length - base)]))
+            let end = piece + headerSize + header.length
+            if header.type == .last { return .record(envelope, end: end) }
+            // The next piece starts the next block.
+            piece = end
+            guard piece + headerSize <= available else {
+                return .stop(piece + headerSize <= fileSize ? .needsMore : .waiting)
+            }
+            switch fragment(raw, at: piece, base: base, available: available, fileSize: fileSize) {
+            case .valid(let next) where (next.type == .middle || next.type == .last) && next.index == first.index:
+                header = next
+            case .incomplete(let stop):
+                return .stop(stop)
+            case .valid, .invalid:
+                return .broken(at: piece)
+            }
+        }
+    }
+
+    private enum Resynchronization {
+        case found(Int)
+        case stop(Stop)
+    }
+
+    /// The next offset after `position`, in the same block, where a valid
+    /// fragment starts; else the block's end once the file goes on past it.
+    private static func resynchronize(
+        _ raw: UnsafeRawBufferPointer, after position: Int, base: Int, available: Int, fileSize: Int
+    ) -> Resynchronization {
+        let blockEnd = LogFormat.blockEnd(of: position)
+        let limit = min(blockEnd, available) - LogFormat.headerSize
+        var budget = resyncBudget
+        var candidate = position + 1
+        while candidate <= limit, budget > 0 {
+            defer { candidate += 1 }
+            // Cheap checks first: the version and type bytes.
+            let index = candidate - base
+            guard raw[index + 4] == LogFormat.version, raw[index + 5] >= 1, raw[index + 5] <= 6,
+                let header = LogFormat.header(in: raw, at: index, base: base)
+            else { continue }
+            let end = candidate + LogFormat.headerSize + header.length
+            guard end <= available else {
+                // Cannot be checked in these bytes; the file may hold it.
+                if end <= fileSize { return .found(candidate) }
+                continue
+            }
+            budget -= header.length
+            let data = UnsafeRawBufferPointer(rebasing: raw[(index + LogFormat.headerSize)..<(end - base)])
+            if CRC32C.checksum(data) == header.dataChecksum { return .found(candidate) }
+        }
+        if blockEnd <= available { return .found(blockEnd) }
+        return .stop(fileSize > blockEnd ? .needsMore : .waiting)
+    }
+
+    private static func isZero(_ raw: UnsafeRawBufferPointer, _ range: Range<Int>) -> Bool {
+        raw[range].allSatisfy { $0 == 0 }
+    }
+}
