@@ -107,6 +107,8 @@ enum FileLog {
                 case .rollover(let segment, let found, _):
                     index = found
                     next = segment
+                case .damaged(let found): index = found
+                case .piece(let found, let isLast): index = isLast ? found &+ 1 : found
                 case .skipped: break
                 }
             }

@@ -609,7 +609,7 @@ public final class FileSignalTransport: NotificationTransport {
         _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
             switch item {
             case .record(_, let end, _, _): boundary = end
-            case .start, .rollover, .skipped: break
+            case .start, .rollover, .damaged, .skipped, .piece: break
             }
         }
         guard boundary != position.offset else { return position }
@@ -870,9 +870,12 @@ final class LogReader {
         let file: FileDescriptor
         let path: String
         var identity: FileIdentity?
-        init(file: consuming FileDescriptor, path: String) {
+        // The log's directory when the segment was opened.
+        let directory: FileIdentity?
+        init(file: consuming FileDescriptor, path: String, directory: FileIdentity?) {
             self.file = file
             self.path = path
+            self.directory = directory
         }
     }
 
@@ -905,9 +908,10 @@ final class LogReader {
             case .open(let segment):
                 open = nil
                 let path = FileLog.segmentPath(root, name, segment)
+                let directory = try? SystemCalls.linkStatus(FileLog.nameDirectory(root, name)).get().identity
                 switch FileLog.open(path, create: false, sharing: sharing) {
                 case .success(let file):
-                    open = OpenSegment(file: file, path: path)
+                    open = OpenSegment(file: file, path: path, directory: directory)
                     event = .opened
                 case .failure(let error):
                     event = .openFailed(
@@ -923,13 +927,19 @@ final class LogReader {
                 }
             case .checkRestart:
                 // Started again when the segment's path names another file
-                // now, or when every segment the log has is older than it.
+                // now, or when the log's directory is another one (removed
+                // and made again). Only the segment removed (retention, rm):
+                // not started again; its rollover mark, or the directory,
+                // says where the log goes on.
                 let restarted: Bool
                 if let current = open, case .success(let now) = SystemCalls.linkStatus(current.path) {
                     restarted = now.identity != current.identity
+                } else if let current = open,
+                    case .success(let directory) = SystemCalls.linkStatus(FileLog.nameDirectory(root, name))
+                {
+                    restarted = directory.identity != current.directory
                 } else {
-                    let segments = FileLog.segments(root, name)
-                    restarted = segments.last.map { $0 < machine.position.segment } ?? false
+                    restarted = false
                 }
                 event = .restartChecked(
                     restarted: restarted, oldestSegment: restarted ? FileLog.segments(root, name).first : nil)

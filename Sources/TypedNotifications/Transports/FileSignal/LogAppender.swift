@@ -205,6 +205,10 @@ final class LogAppender: @unchecked Sendable {
                 case .record(_, _, let index, _): learned = index &+ 1
                 case .start(let index): learned = index
                 case .rollover(let next, let index, _): rollover = (next, index)
+                // A damaged record's index is reused, as a torn one's is:
+                // after a tear the hole reads as damaged data (see the reader).
+                case .damaged(let found): learned = found
+                case .piece(let found, let isLast): learned = isLast ? found &+ 1 : found
                 case .skipped: break
                 }
             }
@@ -231,8 +235,14 @@ final class LogAppender: @unchecked Sendable {
             }
             if walked.stop == .waiting {
                 // A torn tail: the writer that left it was killed (this one
-                // holds the lock). Readers skip it once the log goes on in
-                // the next block; nothing is cut off.
+                // holds the lock). It is zeroed, so that the hole after it
+                // can never complete it (a torn rollover mark whose missing
+                // bytes are zeros would read as whole), and the log goes on
+                // in the next block, where readers find it; nothing is cut off.
+                let zeros = [UInt8](repeating: 0, count: size - walked.end)
+                if case .failure(let error) = segment.file.write(zeros, at: walked.end) {
+                    throw Self.writeFailure(error, name: name)
+                }
                 counters.repairedTails.add(1, ordering: .relaxed)
                 return (nil, LogFormat.blockEnd(of: max(walked.end, size - 1)))
             }
@@ -240,17 +250,19 @@ final class LogAppender: @unchecked Sendable {
         }
     }
 
-    /// Opens segment `number` for appending, creating it (with its start
-    /// mark) when a writer that rolled the log was killed before it could.
+    /// Opens segment `number` for appending, or, when it is missing, the
+    /// newest segment after it; with none, starts one after it (a writer
+    /// that rolled the log was killed before it could create the segment, or
+    /// someone removed it). A number is never used twice, so a reader still
+    /// holding a removed segment never mistakes its successor for it.
     private func follow(_ number: UInt64, index: UInt64) throws(TypedNotificationError) {
         if !files.exists(number) {
-            // Missing: deleted by retention behind newer ones, or never created.
             if let newest = files.segments().last, newest > number {
                 current = nil
                 try openNewest()
                 return
             }
-            try createSegment(number, index: index)
+            try createSegment(try freeNumber(after: number), index: index)
             return
         }
         guard files.isSegment(number) else {
@@ -258,23 +270,31 @@ final class LogAppender: @unchecked Sendable {
             try createSegment(try freeNumber(after: number), index: index)
             return
         }
+        // Its index is read from it: others may have appended to it since
+        // the mark was written.
         use(OpenSegment(file: try files.open(number), number: number))
-        nextIndex = index
+        nextIndex = nil
     }
 
     /// The current segment was removed without a rollover mark: the log goes
-    /// on in a new segment after every one there is, and a mark in the
-    /// removed one tells readers that still hold it where.
+    /// on in the segment another writer started after it, or else in a new
+    /// one, and a mark in the removed one tells readers that still hold it where.
     private func moveOnFromRemoved(_ segment: OpenSegment) throws(TypedNotificationError) {
-        let newest = max(segment.number, files.segments().last ?? 0)
-        let next = try freeNumber(after: newest)
+        let later = files.segments().first { $0 > segment.number }
+        let next: UInt64
+        if let later { next = later } else { next = try freeNumber(after: segment.number) }
         if let index = nextIndex, validatedEnd >= 0 {
             var mark: [UInt8] = []
             LogFormat.appendRollover(next: next, index: index, at: validatedEnd, to: &mark)
             // Best effort: the file is gone from the directory either way.
             _ = segment.file.write(mark, at: validatedEnd)
         }
-        try createSegment(next, index: nextIndex ?? 0)
+        if later != nil {
+            current = nil
+            try openNewest()
+        } else {
+            try createSegment(next, index: nextIndex ?? 0)
+        }
     }
 
     /// Opens the newest segment for appending, or starts the log.
@@ -300,13 +320,17 @@ final class LogAppender: @unchecked Sendable {
         files.applyRetention(keeping: next)
     }
 
-    /// The first number after `number` that nothing occupies: a number a
-    /// planted file (a FIFO, a link) holds is skipped, never opened.
+    /// The first number after `number`, and after every number the log ever
+    /// had, that nothing occupies: a number a planted file (a FIFO, a link)
+    /// holds is skipped, never opened.
     private func freeNumber(after number: UInt64) throws(TypedNotificationError) -> UInt64 {
-        var next = number + 1
+        // A number that is no longer in the log, or a nonsense one planted
+        // in the lock file, is not followed more than a few thousand on.
+        let newest = files.newestCreated().map { $0 >= number && $0 - number < 4_096 ? $0 : number } ?? number
+        var next = newest + 1
         while files.exists(next) {
             next += 1
-            guard next < number + 64 else {
+            guard next < newest + 64 else {
                 throw TypedNotificationError(
                     code: .insecureDirectory,
                     message: "the log of \(name) is crowded with files that are not segments; remove them"

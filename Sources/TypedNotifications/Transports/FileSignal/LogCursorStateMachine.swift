@@ -334,7 +334,16 @@ struct LogCursorStateMachine {
                 arrive(at: index)
                 nextIndex = index
                 rollover = next
-            case .skipped:
+            case .damaged(let index):
+                // Damaged, or torn and stepped over by the next writer (the
+                // hole after a torn write reads as data): the next record
+                // tells. A writer reuses a torn record's index, so the next
+                // record has this index after a tear and a later one after
+                // real damage, counted then as a gap.
+                arrive(at: index)
+                nextIndex = index
+                skippedStretch = true
+            case .skipped, .piece:
                 skippedStretch = true
             }
         }

@@ -18,8 +18,13 @@ protocol LogFiles: AnyObject {
     func isSegment(_ number: UInt64) -> Bool
     /// Opens segment `number` for appending.
     func open(_ number: UInt64) throws(TypedNotificationError) -> any LogSegmentFile
-    /// Creates segment `number` holding `bytes`, whole or not at all.
+    /// Creates segment `number` holding `bytes`, whole or not at all, and
+    /// remembers it as the newest segment number the log ever had.
     func create(_ number: UInt64, holding bytes: [UInt8]) throws(TypedNotificationError) -> any LogSegmentFile
+    /// The newest segment number this log ever had, kept in its lock file,
+    /// which retention and `rm` of segments leave: numbers never go back, so
+    /// a reader waiting at a removed segment's number is never passed by.
+    func newestCreated() -> UInt64?
     /// Applies the retention policy, keeping segment `active` and newer.
     func applyRetention(keeping active: UInt64)
 }
@@ -98,7 +103,17 @@ final class SystemLogFiles: LogFiles {
             _ = SystemCalls.removeFile(temporary)
             throw SharedDirectory.failure(error, "could not start a segment of the log of \(name)")
         }
+        if number > newestCreated() ?? 0 {
+            // Best effort: without it, a log whose every segment was removed
+            // starts again at the newest number left.
+            _ = withUnsafeBytes(of: number.littleEndian) { SystemCalls.writeAll(lockFile, $0, at: 0) }
+        }
         return SystemSegmentFile(file)
+    }
+
+    func newestCreated() -> UInt64? {
+        guard case .success(let bytes) = FileLog.read(lockFile, at: 0, count: 8), bytes.count == 8 else { return nil }
+        return bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
     }
 
     func applyRetention(keeping active: UInt64) {

@@ -27,8 +27,16 @@ enum LogScanner {
         /// The segment is closed; the next is segment `next`, whose first
         /// record is `index`. Nothing after it is read.
         case rollover(next: UInt64, index: UInt64, end: Int)
+        /// A fragment whose header is valid and whose data, all there, fails
+        /// its checksum: record `index` is damaged (or the header forged).
+        /// The bytes after its header are searched for valid fragments.
+        case damaged(index: UInt64)
         /// Bytes that hold no valid record: corrupt, forged, torn, a hole.
         case skipped(start: Int, end: Int)
+        /// A middle or last piece of record `index` whose first piece is not
+        /// in the bytes given (reading started after it): skipped, but it
+        /// tells a writer the index.
+        case piece(index: UInt64, isLast: Bool)
     }
 
     /// Why a walk stopped.
@@ -115,8 +123,9 @@ enum LogScanner {
                         return (position, stop)
                     }
                 case .middle, .last:
-                    // A piece without its first: the rest of a record cut short.
-                    body(.skipped(start: position, end: end))
+                    // A piece without its first: the rest of a record whose
+                    // start lies before these bytes, or was cut short.
+                    body(.piece(index: header.index, isLast: header.type == .last))
                     position = end
                 }
             case .incomplete(.waiting):
@@ -132,6 +141,9 @@ enum LogScanner {
                 }
             case .incomplete(let stop):
                 return (position, stop)
+            case .damaged(let header):
+                body(.damaged(index: header.index))
+                fallthrough
             case .invalid:
                 switch resynchronize(raw, after: position, base: base, available: available, fileSize: fileSize) {
                 case .found(let next):
@@ -148,6 +160,7 @@ enum LogScanner {
     private enum Fragment {
         case valid(LogFormat.Header)
         case incomplete(Stop)
+        case damaged(LogFormat.Header)
         case invalid
     }
 
@@ -160,7 +173,7 @@ enum LogScanner {
         let end = position + LogFormat.headerSize + header.length
         guard end <= available else { return .incomplete(end <= fileSize ? .needsMore : .waiting) }
         let data = UnsafeRawBufferPointer(rebasing: raw[(position + LogFormat.headerSize - base)..<(end - base)])
-        return CRC32C.checksum(data) == header.dataChecksum ? .valid(header) : .invalid
+        return CRC32C.checksum(data) == header.dataChecksum ? .valid(header) : .damaged(header)
     }
 
     private enum Assembly {
@@ -196,7 +209,7 @@ enum LogScanner {
                 header = next
             case .incomplete(let stop):
                 return .stop(stop)
-            case .valid, .invalid:
+            case .valid, .damaged, .invalid:
                 return .broken(at: piece)
             }
         }

@@ -35,7 +35,7 @@ func logRecords(_ directory: String, _ name: NotificationName) -> (count: Int, c
             case .record(_, _, _, let envelope):
                 if LogCursorStateMachine.decode(envelope, in: bytes, with: &decoder) == nil { clean = false }
                 count += 1
-            case .skipped: clean = false
+            case .skipped, .damaged, .piece: clean = false
             case .start, .rollover: break
             }
         }

@@ -1,0 +1,602 @@
+import Foundation
+import Testing
+
+@_spi(TransportAuthoring) @testable import TypedNotifications
+
+import NotificationPlatform
+
+/// Deterministic simulation of the file log, after FoundationDB's: one seed
+/// decides every step and every fault. Writers (``LogAppender``) append
+/// through an in-memory directory that tears writes at any byte, fills the
+/// disk and kills writers mid-append; retention and `rm` delete segments at
+/// any moment; bytes are flipped; readers (``LogCursorStateMachine``) read,
+/// stop and resume from their saved positions. After every read the
+/// delivered notifications are checked against a reference model, and at
+/// the end the accounting: every notification that became a whole record is
+/// delivered or reported missed, exactly, and every post that returned and
+/// was neither deleted nor damaged is still in the log and was delivered.
+///
+/// `TYPED_NOTIFICATIONS_SIMULATION_SEEDS=N` runs N schedules (default
+/// 4,000); `TYPED_NOTIFICATIONS_SIMULATION_SEED=S` replays one.
+@Suite("File log: deterministic simulation with fault injection", .timeLimit(.minutes(10)))
+struct LogSimulationTests {
+    @Test("seeded schedules of posts, crashes, full disks, retention, rm and bit flips against a reference model")
+    func seededSchedules() {
+        let environment = ProcessInfo.processInfo.environment
+        let seeds: [UInt64]
+        if let one = environment["TYPED_NOTIFICATIONS_SIMULATION_SEED"].flatMap(UInt64.init) {
+            seeds = [one]
+        } else {
+            let count = environment["TYPED_NOTIFICATIONS_SIMULATION_SEEDS"].flatMap(Int.init) ?? 4_000
+            seeds = (0..<UInt64(count)).map { 0x5EED_0000 &+ $0 }
+        }
+        var failures = 0
+        var totals = Simulation.Totals()
+        for seed in seeds {
+            var simulation = Simulation(seed: seed)
+            simulation.run()
+            totals.add(simulation.totals)
+            if let failure = simulation.failure {
+                failures += 1
+                if seeds.count == 1 { print(simulation.trace.joined(separator: "\n")) }
+                Issue.record(
+                    "seed \(seed) failed: \(failure); replay with TYPED_NOTIFICATIONS_SIMULATION_SEED=\(seed)")
+                if failures >= 5 { break }
+            }
+        }
+        // The schedules exercised what they are for.
+        if seeds.count >= 1_000 {
+            #expect(totals.returned > 10 * seeds.count)
+            #expect(totals.crashes > 0 && totals.fullDisks > 0 && totals.deletions > 0 && totals.flips > 0)
+            #expect(totals.missedReported > 0 && totals.rollovers > 0 && totals.readerRestarts > 0)
+        }
+    }
+}
+
+/// SplitMix64: small, fast and the same everywhere.
+struct SimulationRandom {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func below(_ bound: Int) -> Int { bound <= 1 ? 0 : Int(next() % UInt64(bound)) }
+    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+}
+
+/// A file in the simulated directory; removing it from the directory
+/// leaves it readable through whoever holds it, as on disk.
+final class SimulatedFile {
+    var bytes: [UInt8]
+    var linked = true
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+}
+
+/// The simulated directory of one log, shared by every writer and reader.
+final class SimulatedDirectory {
+    var segments: [UInt64: SimulatedFile] = [:]
+    var newestCreated: UInt64?
+    var random: SimulatedRandomBox
+    var retentionKeeps = 3
+    var totals = Simulation.Totals()
+    /// Bytes a crashed or failed write left, so the model knows which
+    /// records in them are whole.
+    var onTornWrite: ([UInt8], Int) -> Void = { _, _ in }
+    var onDelete: (SimulatedFile) -> Void = { _ in }
+
+    init(random: SimulatedRandomBox) { self.random = random }
+
+    var numbers: [UInt64] { segments.keys.sorted() }
+
+    func delete(_ number: UInt64) {
+        guard let file = segments.removeValue(forKey: number) else { return }
+        onDelete(file)
+        file.linked = false
+        totals.deletions += 1
+    }
+}
+
+/// The schedule's random numbers, shared by the directory's faults.
+final class SimulatedRandomBox {
+    var random: SimulationRandom
+    /// Percent chance that a write is torn by a kill, or fails for a full disk.
+    var killPercent = 0
+    var fullPercent = 0
+    init(seed: UInt64) { random = SimulationRandom(seed: seed) }
+}
+
+/// One writer process's view of the directory. A kill makes every later
+/// call of this process do nothing, as a dead process does nothing.
+final class SimulatedLogFiles: LogFiles {
+    let directory: SimulatedDirectory
+    var killed = false
+
+    init(_ directory: SimulatedDirectory) { self.directory = directory }
+
+    func lock() throws(TypedNotificationError) {
+        if killed { throw TypedNotificationError(code: .transportFailure, message: "killed") }
+    }
+    func unlock() {}
+    var isRemoved: Bool { false }
+    func segments() -> [UInt64] { directory.numbers }
+    func exists(_ number: UInt64) -> Bool { directory.segments[number] != nil }
+    func isSegment(_ number: UInt64) -> Bool { directory.segments[number] != nil }
+    func newestCreated() -> UInt64? { directory.newestCreated }
+
+    func open(_ number: UInt64) throws(TypedNotificationError) -> any LogSegmentFile {
+        guard let file = directory.segments[number] else {
+            throw TypedNotificationError(code: .transportFailure, message: "no segment \(number)")
+        }
+        return SimulatedSegmentFile(file, process: self)
+    }
+
+    func create(_ number: UInt64, holding bytes: [UInt8]) throws(TypedNotificationError) -> any LogSegmentFile {
+        if killed { throw TypedNotificationError(code: .transportFailure, message: "killed") }
+        let file = SimulatedFile(bytes)
+        directory.segments[number] = file
+        directory.newestCreated = max(directory.newestCreated ?? 0, number)
+        directory.totals.rollovers += 1
+        return SimulatedSegmentFile(file, process: self)
+    }
+
+    func applyRetention(keeping active: UInt64) {
+        guard !killed else { return }
+        for number in directory.numbers where number < active && directory.segments.count > directory.retentionKeeps {
+            directory.delete(number)
+        }
+    }
+}
+
+final class SimulatedSegmentFile: LogSegmentFile {
+    let file: SimulatedFile
+    let process: SimulatedLogFiles
+
+    init(_ file: SimulatedFile, process: SimulatedLogFiles) {
+        self.file = file
+        self.process = process
+    }
+
+    func status() -> (size: Int, links: Int)? { (file.bytes.count, file.linked ? 1 : 0) }
+
+    func read(at offset: Int, count: Int) -> [UInt8]? {
+        let end = min(file.bytes.count, offset + count)
+        return offset < end ? Array(file.bytes[offset..<end]) : []
+    }
+
+    func write(_ bytes: [UInt8], at offset: Int) -> Result<Void, Errno> {
+        guard !process.killed else { return .failure(.invalidArgument) }
+        let box = process.directory.random
+        let killed = box.random.chance(box.killPercent)
+        let full = !killed && box.random.chance(box.fullPercent)
+        let written = killed || full ? box.random.below(bytes.count) : bytes.count
+        if file.bytes.count < offset { file.bytes += [UInt8](repeating: 0, count: offset - file.bytes.count) }
+        let end = offset + written
+        if file.bytes.count < end { file.bytes += [UInt8](repeating: 0, count: end - file.bytes.count) }
+        file.bytes.replaceSubrange(offset..<end, with: bytes.prefix(written))
+        if killed {
+            process.killed = true
+            process.directory.totals.crashes += 1
+            process.directory.onTornWrite(Array(bytes.prefix(written)), offset)
+            return .failure(.invalidArgument)
+        }
+        if full {
+            process.directory.totals.fullDisks += 1
+            return .failure(.noSpace)
+        }
+        return .success(())
+    }
+
+    func truncate(to length: Int) {
+        guard !process.killed, length < file.bytes.count else { return }
+        file.bytes.removeSubrange(length...)
+    }
+}
+
+/// One schedule.
+struct Simulation {
+    struct Totals {
+        var returned = 0
+        var crashes = 0
+        var fullDisks = 0
+        var deletions = 0
+        var flips = 0
+        var rollovers = 0
+        var missedReported = 0
+        var readerRestarts = 0
+
+        mutating func add(_ other: Totals) {
+            returned += other.returned
+            crashes += other.crashes
+            fullDisks += other.fullDisks
+            deletions += other.deletions
+            flips += other.flips
+            rollovers += other.rollovers
+            missedReported += other.missedReported
+            readerRestarts += other.readerRestarts
+        }
+    }
+
+    /// A notification in the model: who posted it, and its payload.
+    struct Post: Hashable {
+        var poster: UInt64
+        var sequence: UInt64
+        var size: Int
+    }
+
+    private struct Writer {
+        var files: SimulatedLogFiles
+        var appender: LogAppender
+        var sender: NotificationSender
+        var sequence: UInt64 = 0
+    }
+
+    private struct Reader {
+        var machine: LogCursorStateMachine
+        var open: SimulatedFile?
+        var openNumber: UInt64?
+        var delivered: [Post] = []
+        var seen: Set<Post> = []
+        var lastSequence: [UInt64: UInt64] = [:]
+        var missed = 0
+    }
+
+    let seed: UInt64
+    private(set) var failure: String?
+    /// What happened, step by step, for a replay.
+    private(set) var trace: [String] = []
+    private var box: SimulatedRandomBox
+    private let directory: SimulatedDirectory
+    private var writers: [Writer] = []
+    private var readers: [Reader] = []
+    private var nextInstance: UInt64 = 1
+    private let segmentSize: Int
+    // The model: every post that returned, every record known whole in the
+    // files (returned, or whole before its writer was killed), and those
+    // destroyed on purpose (deleted with their segment, or bit-flipped).
+    private var returned: [Post] = []
+    // Whether someone removed the newest segment: what it held is lost
+    // without an exact count (a writer that never saw it cannot know its
+    // last index), so the exact accounting is not checked.
+    private var removedNewest = false
+    private var whole: Set<Post> = []
+    private var destroyed: Set<Post> = []
+    private let decoderPosts = PostDecoder()
+
+    var totals: Totals { directory.totals }
+
+    init(seed: UInt64) {
+        self.seed = seed
+        box = SimulatedRandomBox(seed: seed)
+        directory = SimulatedDirectory(random: box)
+        let sizes = [1_024, 8 * 1_024, 64 * 1_024, 200 * 1_024]
+        segmentSize = sizes[box.random.below(sizes.count)]
+        box.killPercent = [0, 2, 8][box.random.below(3)]
+        box.fullPercent = [0, 2, 8][box.random.below(3)]
+        directory.retentionKeeps = 2 + box.random.below(4)
+    }
+
+    mutating func run() {
+        let decoder = decoderPosts
+        directory.onTornWrite = { [directory] prefix, offset in
+            // Records a killed writer left whole are records readers may get.
+            _ = directory
+            _ = LogScanner.walk(prefix, base: offset, fileSize: offset + prefix.count) { item in
+                if case .record(_, _, _, let envelope) = item, let post = decoder.post(envelope, in: prefix) {
+                    decoder.tornWhole.insert(post)
+                }
+            }
+        }
+        directory.onDelete = { file in
+            decoder.forEachPost(in: file.bytes) { decoder.deleted.insert($0) }
+        }
+        for _ in 0..<(1 + box.random.below(3)) { writers.append(newWriter()) }
+        for _ in 0..<(1 + box.random.below(2)) {
+            readers.append(
+                Reader(
+                    machine: LogCursorStateMachine(
+                        name: Ping.name, start: .init(segment: 1, offset: 0, index: 0), redeliveringThrough: nil)))
+        }
+        let steps = 20 + box.random.below(60)
+        for _ in 0..<steps where failure == nil {
+            let roll = box.random.below(100)
+            trace.append("segments \(directory.numbers.map { "\($0):\(directory.segments[$0]?.bytes.count ?? 0)" })")
+            switch roll {
+            case 0..<55: post()
+            case 55..<75: readerPass(box.random.below(readers.count))
+            case 75..<80: retention()
+            case 80..<83: removeNewest()
+            case 83..<87: flip()
+            case 87..<92: restartReader(box.random.below(readers.count))
+            default:
+                let index = box.random.below(writers.count)
+                trace.append("writer \(index) restarts")
+                writers[index] = newWriter()
+            }
+        }
+        // Quiet: no more faults; the writers post once more each (which steps
+        // over any torn tail), then every reader reads to the end.
+        box.killPercent = 0
+        box.fullPercent = 0
+        for index in writers.indices where writers[index].files.killed { writers[index] = newWriter() }
+        for index in writers.indices { post(by: index) }
+        for index in readers.indices {
+            var passes = 0
+            while failure == nil, passes < 10_000 {
+                passes += 1
+                if !readerPass(index) { break }
+            }
+        }
+        if failure == nil { checkAccounting() }
+    }
+
+    // MARK: - Steps
+
+    private mutating func newWriter() -> Writer {
+        let files = SimulatedLogFiles(directory)
+        nextInstance += 1
+        guard let sender = try? NotificationSender(processID: 1, userID: 1, endpoint: "w", instance: nextInstance)
+        else { preconditionFailure("a valid sender") }
+        return Writer(
+            files: files,
+            appender: LogAppender(files: files, name: Ping.name, segmentSize: segmentSize, counters: FileSignalCounters()),
+            sender: sender)
+    }
+
+    private mutating func post() {
+        let index = box.random.below(writers.count)
+        if writers[index].files.killed { writers[index] = newWriter() }
+        post(by: index)
+    }
+
+    private mutating func post(by index: Int) {
+        let count = 1 + box.random.below(3)
+        var posts: [Post] = []
+        var envelopes: [EncodedNotification] = []
+        for _ in 0..<count {
+            writers[index].sequence += 1
+            let size = box.random.chance(10) ? 5_000 + box.random.below(70_000) : box.random.below(200)
+            let post = Post(poster: writers[index].sender.instance, sequence: writers[index].sequence, size: size)
+            guard
+                let encoded = try? NotificationEnvelope.encode(
+                    name: Ping.name, sender: writers[index].sender, sequence: post.sequence,
+                    timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0),
+                    writePayload: { buffer in buffer.append(contentsOf: PostDecoder.payload(of: post)) })
+            else { return fail("could not encode") }
+            posts.append(post)
+            envelopes.append(encoded)
+        }
+        let (appended, error) = writers[index].appender.append(envelopes)
+        trace.append(
+            "writer \(index) posts \(posts.map { "\($0.poster).\($0.sequence)/\($0.size)" }): \(appended) appended\(error.map { ", \($0.message)" } ?? "")\(writers[index].files.killed ? ", killed" : "")"
+        )
+        for post in posts.prefix(appended) {
+            returned.append(post)
+            whole.insert(post)
+        }
+        directory.totals.returned += appended
+        if appended < count && !writers[index].files.killed {
+            // A full disk: the rest were not appended; the next post of
+            // this writer carries on with new numbers, as a center does.
+        }
+    }
+
+    /// One pass of a reader; returns whether it got anywhere.
+    @discardableResult
+    private mutating func readerPass(_ index: Int) -> Bool {
+        var reader = readers[index]
+        defer { readers[index] = reader }
+        let before = reader.machine.position
+        var decoder = EnvelopeDecoder()
+        var action = reader.machine.startPass()
+        var actions = 0
+        while action != .finish {
+            actions += 1
+            if actions > 100_000 {
+                fail("a pass did not end")
+                return false
+            }
+            let event: LogCursorStateMachine.Event
+            switch action {
+            case .open(let number):
+                if let file = directory.segments[number] {
+                    reader.open = file
+                    reader.openNumber = number
+                    event = .opened
+                } else {
+                    reader.open = nil
+                    event = .openFailed(refused: false, nextSegment: directory.numbers.first { $0 > number })
+                }
+            case .measure:
+                guard let file = reader.open else {
+                    event = .measureFailed
+                    break
+                }
+                event = .measured(size: file.bytes.count, links: file.linked ? 1 : 0)
+            case .checkRestart:
+                // Restarted when the number names another file now (the
+                // simulated log's directory itself is never replaced).
+                let number = reader.openNumber ?? 0
+                let restarted = directory.segments[number].map { $0 !== reader.open } ?? false
+                event = .restartChecked(restarted: restarted, oldestSegment: directory.numbers.first)
+                if restarted { reader.open = nil }
+            case .read(let offset, let count):
+                guard let file = reader.open else {
+                    event = .readFailed
+                    break
+                }
+                let end = min(file.bytes.count, offset + count)
+                event = .read(offset < end ? Array(file.bytes[offset..<end]) : [])
+            case .findNext(let number):
+                event = .nextFound(directory.numbers.first { $0 > number })
+            case .finish:
+                event = .readFailed
+            }
+            if reader.open == nil { reader.machine.segmentClosed() }
+            action = reader.machine.receive(event, decoder: &decoder)
+        }
+        let result = reader.machine.takeResult()
+        trace.append(
+            "reader \(index) from \(before) (\(before.index.map(String.init) ?? "?")): \(result.records.map { "\($0.message.sender.instance).\($0.message.sequence)#\(($0.end.index ?? 0) &- 1)\($0.missedBefore > 0 ? "(missed \($0.missedBefore))" : "")" }) missed after \(result.missedAfterRecords), now \(reader.machine.position) (\(reader.machine.position.index.map(String.init) ?? "?"))"
+        )
+        for record in result.records {
+            reader.missed += record.missedBefore
+            guard case .encoded(let encoded) = record.message.payload,
+                let post = PostDecoder.post(of: record.message, payload: Array(encoded.payload))
+            else {
+                fail("a record that is not a post was delivered")
+                return false
+            }
+            guard whole.contains(post) || decoderPosts.tornWhole.contains(post) else {
+                fail("delivered \(post), which no writer wrote whole")
+                return false
+            }
+            guard !reader.seen.contains(post) else {
+                fail("delivered \(post) twice")
+                return false
+            }
+            if let last = reader.lastSequence[post.poster], post.sequence <= last {
+                fail("delivered \(post) after sequence \(last) of its poster")
+                return false
+            }
+            reader.seen.insert(post)
+            reader.lastSequence[post.poster] = post.sequence
+            reader.delivered.append(post)
+        }
+        reader.missed += result.missedAfterRecords
+        directory.totals.missedReported += result.missedAfterRecords + result.records.reduce(0) { $0 + $1.missedBefore }
+        return !result.records.isEmpty || result.hasMore || reader.machine.position != before
+            || result.missedAfterRecords > 0
+    }
+
+    /// A reader stops (its process ends) and a new one resumes from its
+    /// saved position, as a durable identity does from its cursor.
+    private mutating func restartReader(_ index: Int) {
+        var position = readers[index].machine.position
+        if directory.segments[position.segment] == nil, let oldest = directory.numbers.first,
+            oldest > position.segment
+        {
+            position = LogPosition(segment: oldest, offset: 0, index: position.index)
+        }
+        trace.append("reader \(index) restarts at \(position) (\(position.index.map(String.init) ?? "?"))")
+        readers[index].machine = LogCursorStateMachine(name: Ping.name, start: position, redeliveringThrough: nil)
+        readers[index].open = nil
+        readers[index].openNumber = nil
+        directory.totals.readerRestarts += 1
+    }
+
+    private mutating func retention() {
+        let numbers = directory.numbers
+        guard numbers.count > 1 else { return }
+        trace.append("retention deletes \(numbers[0])")
+        directory.delete(numbers[0])
+    }
+
+    private mutating func removeNewest() {
+        guard let newest = directory.numbers.last else { return }
+        trace.append("rm \(newest)")
+        directory.delete(newest)
+        removedNewest = true
+    }
+
+    /// Flips one byte of a record that has another record after it (a
+    /// record damaged at the very end of the log, with nothing after it,
+    /// cannot be told from a torn write; see the format's documentation).
+    private mutating func flip() {
+        let numbers = directory.numbers
+        guard !numbers.isEmpty else { return }
+        let file = directory.segments[numbers[box.random.below(numbers.count)]]
+        guard let file else { return }
+        var spans: [(start: Int, end: Int, post: Post?)] = []
+        _ = LogScanner.walk(file.bytes, base: 0, fileSize: file.bytes.count) { item in
+            if case .record(let start, let end, _, let envelope) = item {
+                spans.append((start, end, decoderPosts.post(envelope, in: file.bytes)))
+            }
+        }
+        guard spans.count >= 2 else { return }
+        let span = spans[box.random.below(spans.count - 1)]
+        let offset = span.start + box.random.below(span.end - span.start)
+        file.bytes[offset] ^= UInt8(1 + box.random.below(255))
+        trace.append("flip byte \(offset) of a segment, in \(span.post.map { "\($0.poster).\($0.sequence)" } ?? "?")")
+        if let post = span.post { destroyed.insert(post) }
+        directory.totals.flips += 1
+    }
+
+    // MARK: - Checks
+
+    private mutating func checkAccounting() {
+        let written = whole.union(decoderPosts.tornWhole)
+        for (index, reader) in readers.enumerated() {
+            // Every whole record is delivered or counted missed, exactly;
+            // a reader restarted behind deleted segments counts those too.
+            let lost = written.subtracting(reader.seen)
+            if reader.missed != lost.count && !removedNewest {
+                return fail(
+                    "reader \(index): \(reader.delivered.count) delivered, \(reader.missed) reported missed, \(lost.count) written and not delivered"
+                )
+            }
+            // A post that returned and was neither deleted nor damaged is delivered.
+            for post in returned where !reader.seen.contains(post) {
+                if !decoderPosts.deleted.contains(post) && !destroyed.contains(post) {
+                    return fail("reader \(index) never got \(post), which returned and is still in the log")
+                }
+            }
+        }
+        // Nothing valid destroyed: every returned post not deleted or flipped is still in a segment.
+        var present: Set<Post> = []
+        for number in directory.numbers {
+            guard let file = directory.segments[number] else { continue }
+            decoderPosts.forEachPost(in: file.bytes) { present.insert($0) }
+        }
+        for post in returned where !present.contains(post) {
+            if !decoderPosts.deleted.contains(post) && !destroyed.contains(post) {
+                return fail("\(post) returned and is gone from the log")
+            }
+        }
+    }
+
+    private mutating func fail(_ message: String) {
+        if failure == nil { failure = message }
+    }
+}
+
+/// Turns records back into the model's posts.
+final class PostDecoder {
+    var tornWhole: Set<Simulation.Post> = []
+    var deleted: Set<Simulation.Post> = []
+
+    /// A post's payload: its size in 4 bytes, then bytes derived from it.
+    static func payload(of post: Simulation.Post) -> [UInt8] {
+        let size = UInt32(post.size).littleEndian
+        var bytes = [UInt8](repeating: 0, count: 4)
+        withUnsafeBytes(of: size) { bytes.replaceSubrange(0..<4, with: $0) }
+        bytes += (0..<post.size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(post.sequence)) }
+        return bytes
+    }
+
+    static func post(of message: TransportMessage, payload: [UInt8]) -> Simulation.Post? {
+        guard payload.count >= 4 else { return nil }
+        let size = Int(payload[0..<4].withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) })
+        let post = Simulation.Post(poster: message.sender.instance, sequence: message.sequence, size: size)
+        return payload == Self.payload(of: post) ? post : nil
+    }
+
+    func post(_ envelope: LogScanner.Envelope, in bytes: [UInt8]) -> Simulation.Post? {
+        var decoder = EnvelopeDecoder()
+        guard let message = LogCursorStateMachine.decode(envelope, in: bytes, with: &decoder),
+            case .encoded(let encoded) = message.payload
+        else { return nil }
+        return Self.post(of: message, payload: Array(encoded.payload))
+    }
+
+    func forEachPost(in bytes: [UInt8], _ body: (Simulation.Post) -> Void) {
+        _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+            if case .record(_, _, _, let envelope) = item, let post = post(envelope, in: bytes) { body(post) }
+        }
+    }
+}
