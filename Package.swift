@@ -35,7 +35,7 @@ let package = Package(
         // Started by the tests as observer and poster processes.
         .executableTarget(
             name: "tnotify-test-helper",
-            dependencies: ["TypedNotifications", "TypedNotificationsRedis"],
+            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform"],
             path: "Sources/TestHelper"
         ),
         // Counts heap allocations for the benchmark; never linked into the library.

@@ -1,4 +1,5 @@
 import Foundation
+import NotificationPlatform
 @_spi(TransportAuthoring) import TypedNotifications
 import TypedNotificationsRedis
 
@@ -32,6 +33,13 @@ import TypedNotificationsRedis
 //   tnotify-test-helper fdurable DIR ID LAST sequence|handler
 //                                                a durable observer with identity ID: "got INDEX 0|1"
 //                                                per handled ping (1: a redelivery), "done" after LAST
+//   tnotify-test-helper fobserve-total DIR TOTAL like fobserve, but ends once received plus
+//                                                missed reaches TOTAL
+//   tnotify-test-helper fobserve-names DIR NAMES COUNT
+//                                                observes NAMES names test.many.0 ...: "ready" once
+//                                                the first read of all is done, "got N calls=C" per
+//                                                delivery (C: system calls since the last), "done"
+//                                                after COUNT
 //   tnotify-test-helper fobserve-events DIR COUNT like fobserve, but polls only once an hour:
 //                                                only change events can wake it
 //   tnotify-test-helper fpost DIR COUNT POSTER [SEGMENT]
@@ -91,9 +99,10 @@ func observe<Transport: NotificationTransport>(_ hub: NotificationHub<Transport>
     hub.close()
 }
 
-func observeFiles(directory: String, count: Int, identity: String?, pollInterval: Duration = .seconds(1))
-    async throws
-{
+func observeFiles(
+    directory: String, count: Int, identity: String?, pollInterval: Duration = .seconds(1),
+    countingMissed: Bool = false
+) async throws {
     let hub = try NotificationHub(
         endpoint: "observer",
         transport: FileSignalTransport(
@@ -117,10 +126,39 @@ func observeFiles(directory: String, count: Int, identity: String?, pollInterval
         missed += delivered.delivery.missed
         received += 1
         if received % 100 == 0 { say("progress \(received)") }
-        if received == count { break }
+        if received + (countingMissed ? missed : 0) >= count { break }
     }
     let firsts = first.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
     say("done count=\(received) inorder=\(inOrder) missed=\(missed) first=\(firsts)")
+    hub.close()
+}
+
+/// Observes `names` names at once and reports, per delivery, the system
+/// calls this process made since the previous one: a wake-up's cost.
+func observeManyNames(directory: String, names: Int, count: Int) async throws {
+    let hub = try NotificationHub(endpoint: "many", transport: FileSignalTransport(directory: directory))
+    let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+    var tokens: [ObservationToken] = []
+    for index in 0..<names {
+        let name = try NotificationName(validating: "test.many.\(index)")
+        tokens.append(try hub.addObserver(named: name) { _ in continuation.yield(name.rawValue) })
+    }
+    // The first read pass of every name (and its watch) is behind us once a
+    // post to the last name subscribed has come back.
+    let last = try NotificationName(validating: "test.many.\(names - 1)")
+    try hub.post(name: last)
+    var iterator = stream.makeAsyncIterator()
+    _ = await iterator.next()
+    say("ready")
+    var before = SystemCalls.made.load(ordering: .relaxed)
+    for received in 1...max(1, count) {
+        guard let name = await iterator.next() else { break }
+        let now = SystemCalls.made.load(ordering: .relaxed)
+        say("got \(received) \(name) calls=\(now - before)")
+        before = now
+    }
+    say("done")
+    withExtendedLifetime(tokens) {}
     hub.close()
 }
 
@@ -313,6 +351,14 @@ do {
         guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
         try await observeFiles(
             directory: arguments[1], count: count, identity: arguments.count == 4 ? arguments[3] : nil)
+    case "fobserve-total" where arguments.count == 3:
+        guard let total = Int(arguments[2]) else { fail("TOTAL must be a number") }
+        try await observeFiles(directory: arguments[1], count: total, identity: nil, countingMissed: true)
+    case "fobserve-names" where arguments.count == 4:
+        guard let names = Int(arguments[2]), let count = Int(arguments[3]), names > 0 else {
+            fail("NAMES and COUNT must be numbers")
+        }
+        try await observeManyNames(directory: arguments[1], names: names, count: count)
     case "fobserve-events" where arguments.count == 3:
         guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
         try await observeFiles(directory: arguments[1], count: count, identity: nil, pollInterval: .seconds(3600))

@@ -280,8 +280,14 @@ func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
                         emit(
                             "    cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept"
                         )
+                    } else if cursor.holdsRetention {
+                        emit(
+                            "    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, kept from retention for it"
+                        )
                     } else {
-                        emit("    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind")
+                        emit(
+                            "    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, past the limit: retention goes on without it"
+                        )
                     }
                 }
             }

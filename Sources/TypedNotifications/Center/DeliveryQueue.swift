@@ -32,7 +32,7 @@ final class DeliveryQueue: Sendable {
             message.receipt?.abandon()
             return false
         case .dropped(let lost):
-            lost.receipt?.release()
+            lost.receipt?.drop()
             return true
         }
     }
@@ -46,6 +46,9 @@ final class DeliveryQueue: Sendable {
     /// Whether a handler loop's slice of messages is waiting (see
     /// ``DeliveryQueueStateMachine/isBackedUp(slice:)``).
     var isBackedUp: Bool { machine.withLock { $0.isBackedUp(slice: HandlerLoopBudget.deliveries) } }
+
+    /// How many more messages fit before the policy drops one; `nil` when unbounded.
+    var room: Int? { machine.withLock { $0.room } }
 
     /// How many messages the buffering policy has dropped.
     var dropped: Int { machine.withLock { $0.dropped } }

@@ -37,6 +37,10 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     /// Elements waiting to be taken.
     var count: Int { buffer.count }
 
+    /// How many more elements fit before the policy drops one; `nil` when
+    /// the buffer is unbounded.
+    var room: Int? { limit.map { max(0, $0 - count) } }
+
     /// Whether a slice of deliveries is waiting: `slice` entries, or half
     /// the buffer when that is less. A transport that keeps what it has not
     /// read (a log) reads no more for this observer until it has caught up.

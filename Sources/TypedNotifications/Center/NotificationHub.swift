@@ -88,7 +88,12 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
                 receive: { [weak self] message in self?.receive(message) },
                 missed: { [weak self] report in self?.noteMissed(report) },
                 failed: { [weak self] error in self?.fail(error) },
-                backedUp: { [weak self] name in self?.isBackedUp(name) ?? false }
+                backedUp: { [weak self] name in self?.isBackedUp(name) ?? false },
+                room: { [weak self] name in
+                    // Gone: nobody to hand anything to. Unbounded: `nil`.
+                    guard let self else { return 0 }
+                    return self.room(for: name)
+                }
             )
         )
     }
@@ -538,6 +543,12 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     private func isBackedUp(_ name: NotificationName) -> Bool {
         let observers = table.withLock { $0.observers(of: name) }
         return observers.contains { $0.isBackedUp }
+    }
+
+    /// How many notifications of `name` every observer can still buffer.
+    private func room(for name: NotificationName) -> Int? {
+        let observers = table.withLock { $0.observers(of: name) }
+        return observers.compactMap(\.room).min()
     }
 
     private func noteMissed(_ report: MissedNotifications) {

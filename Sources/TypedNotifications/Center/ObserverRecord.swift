@@ -10,6 +10,9 @@ protocol ObservationSink: AnyObject, Sendable {
     func noteMissed(_ count: Int)
     /// Whether a slice of notifications waits in its buffer. Never blocks.
     var isBackedUp: Bool { get }
+    /// How many more notifications its buffer takes before it drops one;
+    /// `nil` when unbounded. Never blocks.
+    var room: Int? { get }
     /// Ends the observation because its center closed: already queued
     /// notifications are still delivered.
     func finishFromCenter()
@@ -156,6 +159,8 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
     }
 
     var isBackedUp: Bool { queue.isBackedUp }
+
+    var room: Int? { queue.room }
 
     func offer(_ message: TransportMessage, gap: Int) {
         guard filter.accepts(message.sender, observer: observer) else { return }

@@ -195,8 +195,9 @@ public struct TransportMessage: Sendable {
 /// - a handler, once it has returned;
 /// - a `for await` loop, once it asks for the next element (or ends);
 /// - an observer whose buffering policy dropped the message (the loss is
-///   reported in ``NotificationDelivery/missed``), or that could not decode it
-///   (counted as undecodable and missed);
+///   reported in ``NotificationDelivery/missed``; a durable transport's
+///   receipt then never completes, so the message comes again on its next
+///   run), or that could not decode it (counted as undecodable and missed);
 /// - an observer that was cancelled, or whose loop ended, with the message
 ///   in hand, once it has been removed from the center (it *abandoned* the
 ///   message: a transport may leave such a message to be read again, see
@@ -209,9 +210,11 @@ public final class DeliveryReceipt: Sendable {
     // the message, plus one per observer that queued it.
     private let holds = Atomic<Int>(1)
     // For a receipt that skips abandoned messages: bit 0, an observer ended
-    // holding it unhandled; bit 1, an observer handled it.
+    // holding it unhandled; bit 1, an observer handled it (or dropped it).
+    // For one that skips dropped messages: bit 2, a buffer dropped it.
     private let outcomes = Atomic<UInt8>(0)
     private let skipsAbandoned: Bool
+    private let skipsDropped: Bool
     private let whenHandled: @Sendable () -> Void
 
     /// Creates a receipt held once, by the transport, until the center has
@@ -219,6 +222,7 @@ public final class DeliveryReceipt: Sendable {
     public init(whenHandled: @escaping @Sendable () -> Void) {
         self.whenHandled = whenHandled
         self.skipsAbandoned = false
+        self.skipsDropped = false
     }
 
     /// Like ``init(whenHandled:)``, but `whenHandled` does not run when the
@@ -226,12 +230,21 @@ public final class DeliveryReceipt: Sendable {
     /// (cancelled, or their loop left): for a transport that can leave it
     /// unacknowledged, to be read again, instead of moving past it.
     package static func unlessAbandoned(_ whenHandled: @escaping @Sendable () -> Void) -> DeliveryReceipt {
-        DeliveryReceipt(whenHandled: whenHandled, skipsAbandoned: true)
+        DeliveryReceipt(whenHandled: whenHandled, skipsAbandoned: true, skipsDropped: false)
     }
 
-    private init(whenHandled: @escaping @Sendable () -> Void, skipsAbandoned: Bool) {
+    /// Like ``init(whenHandled:)``, but `whenHandled` never runs once an
+    /// observer's buffering policy dropped the message: for a durable
+    /// transport whose position must not move past what an observer lost,
+    /// so it comes again, marked as a redelivery, on the next run.
+    package static func unlessDropped(_ whenHandled: @escaping @Sendable () -> Void) -> DeliveryReceipt {
+        DeliveryReceipt(whenHandled: whenHandled, skipsAbandoned: false, skipsDropped: true)
+    }
+
+    private init(whenHandled: @escaping @Sendable () -> Void, skipsAbandoned: Bool, skipsDropped: Bool) {
         self.whenHandled = whenHandled
         self.skipsAbandoned = skipsAbandoned
+        self.skipsDropped = skipsDropped
     }
 
     /// Adds a hold: an observer queued the message.
@@ -246,6 +259,14 @@ public final class DeliveryReceipt: Sendable {
         releaseHold()
     }
 
+    /// Lets go of an observer's hold on a message its buffering policy
+    /// dropped: counted as missed there. A receipt made with
+    /// ``unlessDropped(_:)`` then never runs `whenHandled`.
+    func drop() {
+        if skipsAbandoned || skipsDropped { outcomes.bitwiseOr(skipsDropped ? 4 : 2, ordering: .relaxed) }
+        releaseHold()
+    }
+
     /// Lets go of an observer's hold on a message it ended with in hand and
     /// never handled.
     func abandon() {
@@ -257,7 +278,9 @@ public final class DeliveryReceipt: Sendable {
     /// `whenHandled` unless the message was only abandoned.
     func releaseHold() {
         guard holds.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
-        if skipsAbandoned && outcomes.load(ordering: .relaxed) == 1 { return }
+        let outcome = outcomes.load(ordering: .relaxed)
+        if skipsAbandoned && outcome & 3 == 1 { return }
+        if skipsDropped && outcome & 4 != 0 { return }
         whenHandled()
     }
 }
@@ -293,6 +316,7 @@ public struct TransportReceiver: Sendable {
     private let missedBody: @Sendable (MissedNotifications) -> Void
     private let failedBody: @Sendable (TypedNotificationError) -> Void
     private let backedUpBody: @Sendable (NotificationName) -> Bool
+    private let roomBody: @Sendable (NotificationName) -> Int?
 
     /// Wraps the function that takes received messages; reports of missed
     /// notifications are ignored.
@@ -301,6 +325,7 @@ public struct TransportReceiver: Sendable {
         self.missedBody = { _ in }
         self.failedBody = { _ in }
         self.backedUpBody = { _ in false }
+        self.roomBody = { _ in nil }
     }
 
     /// Wraps the function that takes received messages and the one that
@@ -321,6 +346,32 @@ public struct TransportReceiver: Sendable {
         self.missedBody = missed
         self.failedBody = failed
         self.backedUpBody = backedUp
+        self.roomBody = { _ in nil }
+    }
+
+    /// Like ``init(receive:missed:failed:backedUp:)``, and `room` tells how
+    /// many more notifications of a name every observer can buffer (see
+    /// ``room(for:)``).
+    package init(
+        receive: @escaping @Sendable (TransportMessage) -> Void,
+        missed: @escaping @Sendable (MissedNotifications) -> Void,
+        failed: @escaping @Sendable (TypedNotificationError) -> Void,
+        backedUp: @escaping @Sendable (NotificationName) -> Bool,
+        room: @escaping @Sendable (NotificationName) -> Int?
+    ) {
+        self.body = receive
+        self.missedBody = missed
+        self.failedBody = failed
+        self.backedUpBody = backedUp
+        self.roomBody = room
+    }
+
+    /// How many more notifications of `name` every observer can buffer
+    /// before its buffering policy drops one; `nil` when none would. A
+    /// durable reader hands over no more than this, so a buffer never drops
+    /// what it must deliver at least once.
+    package func room(for name: NotificationName) -> Int? {
+        roomBody(name)
     }
 
     /// Whether an observer of `name` has a slice of notifications (256, or

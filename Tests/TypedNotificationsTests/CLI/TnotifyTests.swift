@@ -176,7 +176,7 @@ struct TnotifyTests {
         let logSize = try #require(
             list.output.first { $0.contains("app.state") }?.split(separator: " ").dropFirst(1).first { Int($0) != nil }
         )
-        #expect(list.output.contains("    cursor auditor: \(logSize) bytes behind"))
+        #expect(list.output.contains("    cursor auditor: \(logSize) bytes behind, kept from retention for it"))
         let gc = try await tnotify(["gc", "--transport", "file", "--dir", directory])
         #expect(gc.status == 0)
         #expect(gc.output.first?.contains("deleted 0") == true)

@@ -120,19 +120,6 @@ struct FileCursor: Equatable, Sendable {
         }
         return true
     }
-
-    /// The oldest segment any durable reader of `name` still needs.
-    static func oldestSegment(root: String, name: NotificationName, sharing: DirectorySharing) -> UInt64? {
-        guard case .success(let identities) = SystemCalls.directoryEntries(FileLog.cursorsDirectory(root)) else {
-            return nil
-        }
-        return identities.compactMap { identity -> UInt64? in
-            guard case .valid(let cursor) = load(root: root, identity: identity, name: name, sharing: sharing) else {
-                return nil
-            }
-            return cursor.committed.segment
-        }.min()
-    }
 }
 
 /// Which records a durable reader handed to its center were handled, as a

@@ -18,6 +18,11 @@ package struct FileCursorSummary: Sendable, Hashable {
     package var identity: String
     /// Bytes of the log it has not yet handled.
     package var bytesBehind: Int
+    /// Whether it keeps the segments it has not handled from retention: it
+    /// is no further behind than ``FileRetentionPolicy/maximumBytesBehind``
+    /// (of the default policy, for tools). When it is, retention goes on
+    /// without it, and it is told on its next run how many it missed.
+    package var holdsRetention: Bool
     /// Why its cursor file cannot be used, or `nil`: not a regular file of
     /// this user (a FIFO, a link), too open a mode, or not a cursor at all.
     /// Its next run starts at the oldest record the log still has, every one
@@ -29,7 +34,7 @@ extension FileSignalTransport {
     /// Every log in the directory; for tools such as `tnotify ls`. Never
     /// blocks on a file someone planted there.
     package static func logs(
-        in directory: String = defaultDirectory, sharing: DirectorySharing = .ownerOnly
+        in directory: String = defaultDirectory, configuration: FileSignalConfiguration = FileSignalConfiguration()
     ) -> [FileLogSummary] {
         guard case .success(let names) = SystemCalls.directoryEntries(FileLog.logsDirectory(directory)) else {
             return []
@@ -44,30 +49,33 @@ extension FileSignalTransport {
                     sizes[number] = info.size
                 }
             }
+            let all = sizes.values.reduce(0, +)
+            let end = LogPosition(segment: segments.last ?? 1, offset: sizes[segments.last ?? 1] ?? 0)
+            let limit = configuration.retention.maximumBytesBehind
             let cursors = identities.sorted().compactMap { identity -> FileCursorSummary? in
                 let position: LogPosition
-                switch FileCursor.load(root: directory, identity: identity, name: name, sharing: sharing) {
+                switch FileCursor.load(
+                    root: directory, identity: identity, name: name, sharing: configuration.sharing)
+                {
                 case .missing:
                     return nil
                 case .invalid(let problem):
-                    let all = sizes.values.reduce(0, +)
-                    return FileCursorSummary(identity: identity, bytesBehind: all, problem: problem)
+                    return FileCursorSummary(
+                        identity: identity, bytesBehind: all, holdsRetention: false, problem: problem)
                 case .valid(let cursor):
                     position = cursor.committed
                 }
-                let behind = segments.reduce(0) { total, number in
-                    if number < position.segment { return total }
-                    if number == position.segment { return total + max(0, (sizes[number] ?? 0) - position.offset) }
-                    return total + (sizes[number] ?? 0)
+                guard position <= end else {
+                    return FileCursorSummary(
+                        identity: identity, bytesBehind: all, holdsRetention: false,
+                        problem: "it points past the end of the log (\(position), the end is \(end))")
                 }
-                return FileCursorSummary(identity: identity, bytesBehind: behind, problem: nil)
+                let behind = FileRetention.bytesBehind(position, sizes: sizes)
+                return FileCursorSummary(
+                    identity: identity, bytesBehind: behind, holdsRetention: limit.map { behind <= $0 } ?? true,
+                    problem: nil)
             }
-            return FileLogSummary(
-                name: name,
-                segments: segments.count,
-                bytes: sizes.values.reduce(0, +),
-                cursors: cursors
-            )
+            return FileLogSummary(name: name, segments: segments.count, bytes: all, cursors: cursors)
         }
     }
 
@@ -78,7 +86,7 @@ extension FileSignalTransport {
         configuration: FileSignalConfiguration = FileSignalConfiguration()
     ) -> Int {
         let counters = FileSignalCounters()
-        for summary in logs(in: directory, sharing: configuration.sharing) {
+        for summary in logs(in: directory, configuration: configuration) {
             guard let newest = FileLog.segments(directory, summary.name).last else { continue }
             FileRetention.apply(
                 root: directory,

@@ -1,7 +1,11 @@
+import Dispatch
 import NotificationPlatform
+import Synchronization
 
 /// Deletes old segments: those past the size or age policy, and only when
-/// every durable cursor has moved beyond them.
+/// every durable cursor that still holds the log has moved beyond them. A
+/// cursor further behind the end than ``FileRetentionPolicy/maximumBytesBehind``
+/// holds nothing.
 enum FileRetention {
     static func apply(
         root: String,
@@ -11,8 +15,6 @@ enum FileRetention {
         keeping active: UInt64
     ) {
         let numbers = FileLog.segments(root, name)
-        let oldestNeeded =
-            FileCursor.oldestSegment(root: root, name: name, sharing: configuration.sharing) ?? UInt64.max
         var sizes: [UInt64: Int] = [:]
         var ages: [UInt64: Int] = [:]
         let now = Int(SystemClock.wallClockNanoseconds() / 1_000_000_000)
@@ -22,6 +24,9 @@ enum FileRetention {
                 ages[number] = now - Int(info.modifiedSeconds)
             }
         }
+        let oldestNeeded =
+            holders(root: root, name: name, sizes: sizes, configuration: configuration)
+            .filter(\.holds).map(\.segment).min() ?? UInt64.max
         var total = sizes.values.reduce(0, +)
         for number in numbers where number < active && number < oldestNeeded {
             let tooBig = total > configuration.retention.maximumBytes
@@ -32,6 +37,36 @@ enum FileRetention {
                 total -= sizes[number] ?? 0
                 counters.deletedSegments.add(1, ordering: .relaxed)
             }
+        }
+    }
+
+    /// Every usable durable cursor of `name`: its identity, the segment it is
+    /// in, how many bytes of the log it has not handled, and whether it
+    /// holds the segments from there on (it is within the policy's
+    /// ``FileRetentionPolicy/maximumBytesBehind``).
+    static func holders(
+        root: String, name: NotificationName, sizes: [UInt64: Int], configuration: FileSignalConfiguration
+    ) -> [(identity: String, segment: UInt64, bytesBehind: Int, holds: Bool)] {
+        guard case .success(let identities) = SystemCalls.directoryEntries(FileLog.cursorsDirectory(root)) else {
+            return []
+        }
+        return identities.sorted().compactMap { identity in
+            guard
+                case .valid(let cursor) = FileCursor.load(
+                    root: root, identity: identity, name: name, sharing: configuration.sharing)
+            else { return nil }
+            let behind = bytesBehind(cursor.committed, sizes: sizes)
+            let holds = configuration.retention.maximumBytesBehind.map { behind <= $0 } ?? true
+            return (identity, cursor.committed.segment, behind, holds)
+        }
+    }
+
+    /// Bytes of the log after `position`.
+    static func bytesBehind(_ position: LogPosition, sizes: [UInt64: Int]) -> Int {
+        sizes.reduce(0) { total, entry in
+            if entry.key < position.segment { return total }
+            if entry.key == position.segment { return total + max(0, entry.value - position.offset) }
+            return total + entry.value
         }
     }
 }

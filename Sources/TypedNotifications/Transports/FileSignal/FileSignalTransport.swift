@@ -8,11 +8,22 @@ public struct FileRetentionPolicy: Sendable, Hashable {
     public var maximumBytes: Int
     /// Age after which a segment is deleted, or `nil` for no limit. Default `nil`.
     public var maximumAge: Duration?
+    /// How far behind the log's end a durable identity's cursor may be and
+    /// still keep segments from being deleted. An identity further behind
+    /// (abandoned, or away for long) no longer holds them: retention deletes
+    /// them as for everyone, and when it returns it goes on at the oldest
+    /// record left and is told exactly how many it missed. Default 1 GiB;
+    /// `nil`: no limit (one abandoned identity then keeps every segment).
+    public var maximumBytesBehind: Int?
 
     /// Creates a policy.
-    public init(maximumBytes: Int = 64 * 1024 * 1024, maximumAge: Duration? = nil) {
+    public init(
+        maximumBytes: Int = 64 * 1024 * 1024, maximumAge: Duration? = nil,
+        maximumBytesBehind: Int? = 1024 * 1024 * 1024
+    ) {
         self.maximumBytes = maximumBytes
         self.maximumAge = maximumAge
+        self.maximumBytesBehind = maximumBytesBehind
     }
 }
 
@@ -363,8 +374,12 @@ public final class FileSignalTransport: NotificationTransport {
             readersChanged.wrappingAdd(1, ordering: .releasing)
             _ = state.readers.removeValue(forKey: name)
         }
+        // Saved whether or not a save is pending: one the loop had taken
+        // (and cleared the flag for) finds the slot gone and writes nothing,
+        // and the last commits would be lost (once in a few hundred stops of
+        // a busy durable watcher).
         let slot = commits.withLock { $0.slots.removeValue(forKey: name) }
-        if identity != nil, let slot, slot.savePending {
+        if identity != nil, let slot {
             saveCursor(of: name, else: slot.cursor)
         }
     }
@@ -550,7 +565,9 @@ public final class FileSignalTransport: NotificationTransport {
     /// A segment of format 1 "ends" at its start, where a reader refuses it
     /// and goes on to the segment after it.
     private func logEnd(of name: NotificationName, segments: [UInt64]) -> LogPosition {
-        guard let newest = segments.last else { return LogPosition(segment: 1, offset: 0) }
+        // No log yet: it will start at segment 1 with record 0, and a reader
+        // that finds those deleted before it read them counts them.
+        guard let newest = segments.last else { return LogPosition(segment: 1, offset: 0, index: 0) }
         guard
             case .success(let file) = FileLog.open(
                 FileLog.segmentPath(directory, name, newest), create: false, sharing: configuration.sharing),
@@ -577,7 +594,7 @@ public final class FileSignalTransport: NotificationTransport {
         case .end:
             return end
         case .beginning:
-            return LogPosition(segment: segments.first ?? end.segment, offset: 0)
+            return segments.first.map { LogPosition(segment: $0, offset: 0) } ?? end
         case .newest(let count):
             // Back from the newest segment, counting whole records.
             var wanted = count
@@ -592,7 +609,7 @@ public final class FileSignalTransport: NotificationTransport {
                 }
                 wanted -= records.count
             }
-            return LogPosition(segment: segments.first ?? end.segment, offset: 0)
+            return segments.first.map { LogPosition(segment: $0, offset: 0) } ?? end
         }
     }
 
@@ -646,7 +663,16 @@ public final class FileSignalTransport: NotificationTransport {
         // A name whose observers have a slice waiting is not read now: the
         // log keeps it, and reading on would only overflow their buffers.
         // Asked before the lock, which the center's own lock comes before.
-        let held = Set(candidates.filter { checking.receiver.isBackedUp($0) })
+        var held = Set(candidates.filter { checking.receiver.isBackedUp($0) })
+        // A durable identity hands over no more than its observers can
+        // buffer: a buffering policy never drops what it must deliver.
+        var rooms: [NotificationName: Int] = [:]
+        if identity != nil {
+            for name in candidates where !held.contains(name) {
+                guard let room = checking.receiver.room(for: name) else { continue }
+                if room == 0 { held.insert(name) } else { rooms[name] = room }
+            }
+        }
         // Decided under the lock: which readers read. The reading itself
         // happens after, with no lock held, so a subscribe or a post never
         // waits behind a pread.
@@ -662,7 +688,8 @@ public final class FileSignalTransport: NotificationTransport {
         var read = plan.map { name, reader in
             (
                 name: name, reader: reader,
-                records: reader.readNew(root: directory, decoder: &receiving.decoder, counters: counters)
+                records: reader.readNew(
+                    root: directory, decoder: &receiving.decoder, counters: counters, maximumRecords: rooms[name])
             )
         }
         // A name unsubscribed (or subscribed again, with a reader of its own)
@@ -736,7 +763,9 @@ public final class FileSignalTransport: NotificationTransport {
             var message = record.message
             let token = handedOver.firstToken &+ UInt64(index)
             let generation = handedOver.generation
-            message.receipt = DeliveryReceipt { [weak self] in
+            // A message an observer's buffer dropped is never committed: it
+            // comes again, marked, on the next run.
+            message.receipt = DeliveryReceipt.unlessDropped { [weak self] in
                 self?.handled(token, of: name, generation: generation)
             }
             receiver.missed(MissedNotifications(count: record.missedBefore, name: name))
@@ -887,8 +916,10 @@ final class LogReader {
 
     /// Reads the records written past the cursor, moving on to newer segments
     /// by their rollover marks.
-    func readNew(root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters) -> [LogRecord] {
-        var action = machine.startPass()
+    func readNew(
+        root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, maximumRecords: Int? = nil
+    ) -> [LogRecord] {
+        var action = machine.startPass(maximumRecords: maximumRecords)
         while true {
             let event: LogCursorStateMachine.Event
             switch action {

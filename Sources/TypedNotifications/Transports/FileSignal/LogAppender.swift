@@ -273,7 +273,6 @@ final class LogAppender: @unchecked Sendable {
         // Its index is read from it: others may have appended to it since
         // the mark was written.
         use(OpenSegment(file: try files.open(number), number: number))
-        nextIndex = nil
     }
 
     /// The current segment was removed without a rollover mark: the log goes
@@ -349,10 +348,13 @@ final class LogAppender: @unchecked Sendable {
         nextIndex = index
     }
 
+    /// Makes `segment` the current one; where it ends, and its next index,
+    /// are read from it (others may have appended to it).
     private func use(_ segment: OpenSegment) {
         current = segment
         validatedEnd = -1
         knownSize = -1
+        nextIndex = nil
     }
 
     private func write(_ bytes: [UInt8], to segment: OpenSegment, at offset: Int) throws(TypedNotificationError) {

@@ -115,6 +115,8 @@ struct LogCursorStateMachine {
     private var result = PassResult()
     private var budget = 0
     private var readWhole = false
+    // Records this pass may still hand over (`nil`: no limit).
+    private var recordsLeft: Int?
 
     init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?) {
         self.name = name
@@ -127,11 +129,14 @@ struct LogCursorStateMachine {
     /// Where the next record to read starts.
     var position: LogPosition { LogPosition(segment: segment, offset: offset, index: nextIndex) }
 
-    /// Starts a pass.
-    mutating func startPass() -> Action {
+    /// Starts a pass that hands over at most `maximumRecords` records (the
+    /// room its observers' buffers have; `nil`: no limit), so a buffering
+    /// policy never drops what a durable reader must deliver.
+    mutating func startPass(maximumRecords: Int? = nil) -> Action {
         result = PassResult()
         budget = Self.bytesPerPass
         readWhole = false
+        recordsLeft = maximumRecords.map { max(1, $0) }
         return top()
     }
 
@@ -310,7 +315,10 @@ struct LogCursorStateMachine {
         var sequences: [NotificationSender: UInt64] = [:]
         swap(&records, &result.records)
         swap(&sequences, &lastSequences)
+        // Where the pass stops when it has handed over as many as it may.
+        var full: Int?
         let walked = LogScanner.walk(fresh, base: start, fileSize: fileSize) { item in
+            guard full == nil else { return }
             switch item {
             case .record(_, let end, let index, let envelope):
                 arrive(at: index)
@@ -327,6 +335,10 @@ struct LogCursorStateMachine {
                 sequences[message.sender] = message.sequence
                 records.append(LogRecord(message: message, end: position, missedBefore: missed))
                 missed = 0
+                if let left = recordsLeft {
+                    recordsLeft = left - 1
+                    if left == 1 { full = end }
+                }
             case .start(let index):
                 arrive(at: index)
                 nextIndex = index
@@ -349,6 +361,15 @@ struct LogCursorStateMachine {
         }
         swap(&records, &result.records)
         swap(&sequences, &lastSequences)
+        if let full {
+            // As many as the observers have room for: the rest waits in the log.
+            let consumed = full - start
+            offset = full
+            budget -= consumed
+            if consumed >= 4 { lastChecksum = Array(fresh[(consumed - 4)..<consumed]) }
+            result.hasMore = true
+            return finish()
+        }
         let consumed = walked.end - start
         offset = walked.end
         budget -= consumed
@@ -394,17 +415,25 @@ struct LogCursorStateMachine {
     /// first record it has not read. Every sender's records are in its
     /// sequence order, so a record is new when its sequence number is past
     /// the last one read from that sender; what was read stays read, what
-    /// was written after the truncation is delivered.
+    /// was written after the truncation is delivered. A record of a sender
+    /// this reader has not read from in this segment (it resumed from a
+    /// cursor, say) is new when its index is one it has not reached: so a
+    /// false alarm (a flipped byte in the checksum before the position)
+    /// delivers nothing twice.
     private func resumeOffset(in bytes: [UInt8]) -> Int {
         var decoder = EnvelopeDecoder()
         var resume: Int?
         var end = 0
         _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
-            guard case .record(let start, let recordEnd, _, let envelope) = item else { return }
+            guard case .record(let start, let recordEnd, let index, let envelope) = item else { return }
             end = recordEnd
             guard resume == nil else { return }
             guard let message = Self.decode(envelope, in: bytes, with: &decoder) else { return }
-            if let last = lastSequences[message.sender], message.sequence <= last { return }
+            if let last = lastSequences[message.sender] {
+                if message.sequence <= last { return }
+            } else if let reached = nextIndex, index < reached {
+                return
+            }
             resume = start
         }
         return resume ?? end

@@ -948,7 +948,10 @@ public final class SocketTransport: NotificationTransport {
         for (posterIndex, files) in posters.enumerated() {
             var key: UInt64 = 0
             for file in files {
-                let (records, malformed) = Spool.parse(file.readAll(), decoder: &decoder)
+                // Read a chunk at a time up to the first record that is not
+                // valid: a huge file planted in the spool (64 GiB of zeros
+                // after one record) costs one chunk, never its size.
+                let (records, malformed) = file.readRecords(decoder: &decoder)
                 if malformed { counters.refusedMalformed.add(1, ordering: .relaxed) }
                 for record in records {
                     // The file's owner is who wrote it; a record may not claim another user.
@@ -1061,20 +1064,41 @@ private final class SpoolFileLock {
     }
 
     /// The whole file, or as much of it as could be read.
-    func readAll() -> [UInt8] {
-        guard case .success(let info) = SystemCalls.fileStatus(descriptor), info.size > 0 else { return [] }
-        var bytes = [UInt8](repeating: 0, count: info.size)
+    /// The file's records, read a megabyte at a time, up to the first that
+    /// is not valid (then `malformed`): what follows it is never read.
+    func readRecords(decoder: inout EnvelopeDecoder) -> (records: [Spool.Record], malformed: Bool) {
+        guard case .success(let info) = SystemCalls.fileStatus(descriptor), info.size > 0 else { return ([], false) }
+        let chunk = 1024 * 1024
+        var records: [Spool.Record] = []
+        // Bytes read and not parsed yet (a record that goes on into the next
+        // chunk), and the file offset after them.
+        var pending: [UInt8] = []
         var offset = 0
-        while offset < bytes.count {
-            let read = bytes.withUnsafeMutableBytes { raw in
-                SystemCalls.readBytes(
-                    descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[offset...]), at: offset)
+        var startingFile = true
+        while true {
+            let count = min(chunk, info.size - offset)
+            var got = 0
+            if count > 0 {
+                let old = pending.count
+                pending += repeatElement(0, count: count)
+                let read = pending.withUnsafeMutableBytes { raw in
+                    SystemCalls.readBytes(
+                        descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[old...]), at: offset)
+                }
+                if case .success(let read) = read { got = read }
+                pending.removeSubrange((old + got)...)
+                offset += got
             }
-            guard case .success(let count) = read, count > 0 else { break }
-            offset += count
+            let isWhole = got == 0 || offset >= info.size
+            let parsed = Spool.parse(pending, startingFile: startingFile, decoder: &decoder, isWhole: isWhole)
+            records += parsed.records
+            if parsed.malformed { return (records, true) }
+            if isWhole { return (records, false) }
+            if parsed.next > 0 {
+                pending.removeSubrange(..<parsed.next)
+                startingFile = false
+            }
         }
-        bytes.removeSubrange(offset...)
-        return bytes
     }
 }
 

@@ -124,20 +124,48 @@ enum Spool {
     /// torn tail, or bytes someone else wrote) and reports it as malformed;
     /// never traps, whatever the bytes.
     static func parse(_ bytes: [UInt8], decoder: inout EnvelopeDecoder) -> (records: [Record], malformed: Bool) {
-        guard bytes.count >= magic.count, bytes[0..<magic.count].elementsEqual(magic) else {
-            return ([], !bytes.isEmpty)
+        let parsed = parse(bytes, startingFile: true, decoder: &decoder, isWhole: true)
+        return (parsed.records, parsed.malformed)
+    }
+
+    /// Parses the records of `bytes`, which start the file (with its magic)
+    /// when `startingFile`. Unless `isWhole`, a record that goes on past the
+    /// end is left for more bytes: `next` is where it starts.
+    static func parse(_ bytes: [UInt8], startingFile: Bool, decoder: inout EnvelopeDecoder, isWhole: Bool) -> (
+        records: [Record], next: Int, malformed: Bool
+    ) {
+        var offset = 0
+        if startingFile {
+            guard bytes.count >= magic.count else { return ([], 0, isWhole && !bytes.isEmpty) }
+            guard bytes[0..<magic.count].elementsEqual(magic) else { return ([], 0, true) }
+            offset = magic.count
         }
         var records: [Record] = []
-        var offset = magic.count
         while offset < bytes.count {
             let kind = bytes[offset]
+            if !isWhole, kind == envelopeKind || kind == dropKind {
+                // Whole here, or does it go on into the next chunk? A length
+                // is believed only up to the envelope's hard limit; an
+                // invalid one is reported by the decode below.
+                let header = kind == dropKind ? 13 : 1
+                guard offset + header < bytes.count else { return (records, offset, false) }
+                do {
+                    let length = try bytes.withUnsafeBytes { raw throws(TypedNotificationError) in
+                        try NotificationEnvelope.recordLength(
+                            in: UnsafeRawBufferPointer(rebasing: raw[(offset + header)...]))
+                    }
+                    guard let length, offset + header + length <= bytes.count else { return (records, offset, false) }
+                } catch {}
+            }
             if kind == envelopeKind {
-                guard let (message, end) = try? decoder.decode(bytes, at: offset + 1) else { return (records, true) }
+                guard let (message, end) = try? decoder.decode(bytes, at: offset + 1) else {
+                    return (records, offset, true)
+                }
                 records.append(.envelope(message))
                 offset = end
             } else if kind == dropKind {
                 // kind, count (8), CRC (4), payload-less envelope
-                guard offset + 13 <= bytes.count else { return (records, true) }
+                guard offset + 13 <= bytes.count else { return (records, offset, true) }
                 let (count, stored, computed) = bytes.withUnsafeBytes { all in
                     (
                         all.loadLittleEndian(UInt64.self, at: offset + 1),
@@ -146,15 +174,15 @@ enum Spool {
                     )
                 }
                 guard stored == computed, let (marker, end) = try? decoder.decode(bytes, at: offset + 13) else {
-                    return (records, true)
+                    return (records, offset, true)
                 }
                 records.append(.dropped(count: Int(clamping: count), marker: marker))
                 offset = end
             } else {
-                return (records, true)
+                return (records, offset, true)
             }
         }
-        return (records, false)
+        return (records, offset, false)
     }
 }
 

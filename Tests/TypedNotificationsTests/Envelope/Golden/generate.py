@@ -2,7 +2,11 @@
 """Writes vectors.json: envelopes encoded by an implementation of the wire
 format written from DocC.docc/WireFormat.md alone, independent of the Swift
 code. EnvelopeGoldenTests checks that Swift encodes these inputs to exactly
-these bytes and decodes these bytes to exactly these fields."""
+these bytes and decodes these bytes to exactly these fields.
+
+Also writes log-vectors.json: log segments of format 2, framed the same way
+from WireFormat.md; LogFormatGoldenTests checks that the Swift writer frames
+these envelopes to exactly these bytes and its reader reads them back."""
 import json
 import struct
 
@@ -45,4 +49,54 @@ for v in vectors:
                 "payloadHex": v["payload"].hex(), "envelopeHex": wire.hex()})
 with open("vectors.json", "w") as f:
     json.dump(out, f, indent=2)
+    f.write("\n")
+
+
+# Log segments, format 2: 32 KiB blocks of fragments with 24-byte headers.
+BLOCK = 32 * 1024
+HEADER = 24
+FULL, FIRST, MIDDLE, LAST, START, ROLLOVER = 1, 2, 3, 4, 5, 6
+
+
+def fragment(kind, index, data):
+    rest = struct.pack("<BBHIIQ", 2, kind, 0, len(data), crc32c(data), index)
+    return struct.pack("<I", crc32c(rest)) + rest + data
+
+
+def pad(segment, needed):
+    left = BLOCK - len(segment) % BLOCK
+    return segment + bytes(left) if left < needed else segment
+
+
+def record(segment, index, wire):
+    segment = pad(segment, HEADER + 1)
+    first = True
+    while wire:
+        room = BLOCK - len(segment) % BLOCK - HEADER
+        piece, wire = wire[:room], wire[room:]
+        kind = (FULL if not wire else FIRST) if first else (LAST if not wire else MIDDLE)
+        segment += fragment(kind, index, piece)
+        first = False
+    return segment
+
+
+def rollover(segment, index, next_segment):
+    return pad(segment, HEADER + 8) + fragment(ROLLOVER, index, struct.pack("<Q", next_segment))
+
+
+smallest = envelope("a", "b", 1, 0, 1, 1, 0, 0, b"")
+large = envelope("a", "b", 1, 0, 1, 2, 0, 0, bytes(i % 251 for i in range(40_000)))
+small_segment = rollover(record(fragment(START, 7, b""), 7, smallest), 8, 2)
+large_segment = record(record(fragment(START, 0, b""), 0, smallest), 1, large)
+log_vectors = [
+    dict(label="start mark, the smallest envelope, rollover mark", firstIndex=7, next=2,
+         envelopesHex=[smallest.hex()], segmentHex=small_segment.hex(),
+         length=len(small_segment), crc32c=crc32c(small_segment)),
+    dict(label="an envelope of 40,062 bytes in first and last pieces across a block boundary", firstIndex=0,
+         envelopesHex=[smallest.hex(), large.hex()],
+         headHex=large_segment[:120].hex(), boundaryHex=large_segment[BLOCK - 8:BLOCK + 40].hex(),
+         length=len(large_segment), crc32c=crc32c(large_segment)),
+]
+with open("log-vectors.json", "w") as f:
+    json.dump(log_vectors, f, indent=2)
     f.write("\n")

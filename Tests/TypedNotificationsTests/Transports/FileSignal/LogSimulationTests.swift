@@ -1,9 +1,8 @@
 import Foundation
+import NotificationPlatform
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
-
-import NotificationPlatform
 
 /// Deterministic simulation of the file log, after FoundationDB's: one seed
 /// decides every step and every fault. Writers (``LogAppender``) append
@@ -17,7 +16,8 @@ import NotificationPlatform
 /// was neither deleted nor damaged is still in the log and was delivered.
 ///
 /// `TYPED_NOTIFICATIONS_SIMULATION_SEEDS=N` runs N schedules (default
-/// 4,000); `TYPED_NOTIFICATIONS_SIMULATION_SEED=S` replays one.
+/// 4,000), from the `TYPED_NOTIFICATIONS_SIMULATION_FIRST`th on (default 0);
+/// `TYPED_NOTIFICATIONS_SIMULATION_SEED=S` replays one and prints its steps.
 @Suite("File log: deterministic simulation with fault injection", .timeLimit(.minutes(10)))
 struct LogSimulationTests {
     @Test("seeded schedules of posts, crashes, full disks, retention, rm and bit flips against a reference model")
@@ -28,12 +28,13 @@ struct LogSimulationTests {
             seeds = [one]
         } else {
             let count = environment["TYPED_NOTIFICATIONS_SIMULATION_SEEDS"].flatMap(Int.init) ?? 4_000
-            seeds = (0..<UInt64(count)).map { 0x5EED_0000 &+ $0 }
+            let first = environment["TYPED_NOTIFICATIONS_SIMULATION_FIRST"].flatMap(UInt64.init) ?? 0
+            seeds = (first..<(first + UInt64(count))).map { 0x5EED_0000 &+ $0 }
         }
         var failures = 0
         var totals = Simulation.Totals()
         for seed in seeds {
-            var simulation = Simulation(seed: seed)
+            var simulation = Simulation(seed: seed, tracing: seeds.count == 1)
             simulation.run()
             totals.add(simulation.totals)
             if let failure = simulation.failure {
@@ -248,8 +249,18 @@ struct Simulation {
 
     let seed: UInt64
     private(set) var failure: String?
-    /// What happened, step by step, for a replay.
-    private(set) var trace: [String] = []
+    /// What happened, step by step, when replaying one seed.
+    var trace: [String] { traceLog.lines }
+    private let traceLog = TraceLog()
+    private let tracing: Bool
+
+    private final class TraceLog {
+        var lines: [String] = []
+    }
+
+    private func note(_ line: @autoclosure () -> String) {
+        if tracing { traceLog.lines.append(line()) }
+    }
     private var box: SimulatedRandomBox
     private let directory: SimulatedDirectory
     private var writers: [Writer] = []
@@ -270,8 +281,9 @@ struct Simulation {
 
     var totals: Totals { directory.totals }
 
-    init(seed: UInt64) {
+    init(seed: UInt64, tracing: Bool = false) {
         self.seed = seed
+        self.tracing = tracing
         box = SimulatedRandomBox(seed: seed)
         directory = SimulatedDirectory(random: box)
         let sizes = [1_024, 8 * 1_024, 64 * 1_024, 200 * 1_024]
@@ -305,7 +317,7 @@ struct Simulation {
         let steps = 20 + box.random.below(60)
         for _ in 0..<steps where failure == nil {
             let roll = box.random.below(100)
-            trace.append("segments \(directory.numbers.map { "\($0):\(directory.segments[$0]?.bytes.count ?? 0)" })")
+            note("segments \(directory.numbers.map { "\($0):\(directory.segments[$0]?.bytes.count ?? 0)" })")
             switch roll {
             case 0..<55: post()
             case 55..<75: readerPass(box.random.below(readers.count))
@@ -315,7 +327,7 @@ struct Simulation {
             case 87..<92: restartReader(box.random.below(readers.count))
             default:
                 let index = box.random.below(writers.count)
-                trace.append("writer \(index) restarts")
+                note("writer \(index) restarts")
                 writers[index] = newWriter()
             }
         }
@@ -344,7 +356,8 @@ struct Simulation {
         else { preconditionFailure("a valid sender") }
         return Writer(
             files: files,
-            appender: LogAppender(files: files, name: Ping.name, segmentSize: segmentSize, counters: FileSignalCounters()),
+            appender: LogAppender(
+                files: files, name: Ping.name, segmentSize: segmentSize, counters: FileSignalCounters()),
             sender: sender)
     }
 
@@ -372,8 +385,11 @@ struct Simulation {
             envelopes.append(encoded)
         }
         let (appended, error) = writers[index].appender.append(envelopes)
-        trace.append(
+        note(
             "writer \(index) posts \(posts.map { "\($0.poster).\($0.sequence)/\($0.size)" }): \(appended) appended\(error.map { ", \($0.message)" } ?? "")\(writers[index].files.killed ? ", killed" : "")"
+        )
+        note(
+            "  now \(directory.numbers.map { number in "\(number):" + describe(directory.segments[number]?.bytes ?? []) })"
         )
         for post in posts.prefix(appended) {
             returned.append(post)
@@ -441,7 +457,7 @@ struct Simulation {
             action = reader.machine.receive(event, decoder: &decoder)
         }
         let result = reader.machine.takeResult()
-        trace.append(
+        note(
             "reader \(index) from \(before) (\(before.index.map(String.init) ?? "?")): \(result.records.map { "\($0.message.sender.instance).\($0.message.sequence)#\(($0.end.index ?? 0) &- 1)\($0.missedBefore > 0 ? "(missed \($0.missedBefore))" : "")" }) missed after \(result.missedAfterRecords), now \(reader.machine.position) (\(reader.machine.position.index.map(String.init) ?? "?"))"
         )
         for record in result.records {
@@ -483,7 +499,7 @@ struct Simulation {
         {
             position = LogPosition(segment: oldest, offset: 0, index: position.index)
         }
-        trace.append("reader \(index) restarts at \(position) (\(position.index.map(String.init) ?? "?"))")
+        note("reader \(index) restarts at \(position) (\(position.index.map(String.init) ?? "?"))")
         readers[index].machine = LogCursorStateMachine(name: Ping.name, start: position, redeliveringThrough: nil)
         readers[index].open = nil
         readers[index].openNumber = nil
@@ -493,13 +509,13 @@ struct Simulation {
     private mutating func retention() {
         let numbers = directory.numbers
         guard numbers.count > 1 else { return }
-        trace.append("retention deletes \(numbers[0])")
+        note("retention deletes \(numbers[0])")
         directory.delete(numbers[0])
     }
 
     private mutating func removeNewest() {
         guard let newest = directory.numbers.last else { return }
-        trace.append("rm \(newest)")
+        note("rm \(newest)")
         directory.delete(newest)
         removedNewest = true
     }
@@ -522,7 +538,7 @@ struct Simulation {
         let span = spans[box.random.below(spans.count - 1)]
         let offset = span.start + box.random.below(span.end - span.start)
         file.bytes[offset] ^= UInt8(1 + box.random.below(255))
-        trace.append("flip byte \(offset) of a segment, in \(span.post.map { "\($0.poster).\($0.sequence)" } ?? "?")")
+        note("flip byte \(offset) of a segment, in \(span.post.map { "\($0.poster).\($0.sequence)" } ?? "?")")
         if let post = span.post { destroyed.insert(post) }
         directory.totals.flips += 1
     }
@@ -570,12 +586,15 @@ final class PostDecoder {
     var tornWhole: Set<Simulation.Post> = []
     var deleted: Set<Simulation.Post> = []
 
-    /// A post's payload: its size in 4 bytes, then bytes derived from it.
+    private static let pattern: [UInt8] = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+
+    /// A post's payload: its size in 4 bytes, then bytes derived from its sequence number.
     static func payload(of post: Simulation.Post) -> [UInt8] {
         let size = UInt32(post.size).littleEndian
         var bytes = [UInt8](repeating: 0, count: 4)
         withUnsafeBytes(of: size) { bytes.replaceSubrange(0..<4, with: $0) }
-        bytes += (0..<post.size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(post.sequence)) }
+        let start = Int(post.sequence % 251)
+        bytes += pattern[start..<(start + post.size)]
         return bytes
     }
 
@@ -599,4 +618,20 @@ final class PostDecoder {
             if case .record(_, _, _, let envelope) = item, let post = post(envelope, in: bytes) { body(post) }
         }
     }
+}
+
+/// The records of a segment as `index@offset`, for a replay's trace.
+func describe(_ bytes: [UInt8]) -> String {
+    var parts: [String] = []
+    _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+        switch item {
+        case .record(let start, _, let index, _): parts.append("\(index)@\(start)")
+        case .start(let index): parts.append("start\(index)")
+        case .rollover(let next, let index, _): parts.append("→\(next)(\(index))")
+        case .damaged(let index): parts.append("damaged\(index)")
+        case .skipped(let start, let end): parts.append("skip\(start)-\(end)")
+        case .piece(let index, let isLast): parts.append("piece\(index)\(isLast ? "L" : "M")")
+        }
+    }
+    return parts.joined(separator: ",")
 }

@@ -432,6 +432,43 @@ struct SocketSpoolTests {
         hub.close()
     }
 
+    @Test(
+        "a 64 GiB file planted in a spool is read only up to the spool limit; its whole records arrive, the watcher lives"
+    )
+    func hugeSpoolFile() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let limit = 64 * 1024
+        let transport = try SocketTransport(
+            directory: directory, configuration: SocketTransportConfiguration(spoolLimitPerEndpoint: limit))
+        let hub = try NotificationHub(endpoint: "victim", transport: transport)
+        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let spool = directory + "/spool/" + endpointIdentifier(transport)
+        // One whole record, then a sparse 64 GiB: no poster ever writes more than the limit.
+        let sender = try NotificationSender(processID: getpid(), userID: getuid(), endpoint: "huge", instance: 1)
+        let encoded = try NotificationEnvelope.encode(
+            name: HelperPing.name, sender: sender, sequence: 1,
+            timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+        ) { try HelperPing(poster: 6, index: 1).encodePayload(into: &$0) }
+        let staging = spool + "/.staging"
+        #expect(
+            FileManager.default.createFile(
+                atPath: staging, contents: Data(Spool.magic + [Spool.envelopeKind] + Array(encoded.envelope))))
+        #expect(truncate(staging, 64 << 30) == 0)
+        #expect(rename(staging, spool + "/00000000000000b1-00000000.spool") == 0)
+        try hub.post(HelperPing(poster: 0, index: 0))
+        var iterator = deliveries.makeAsyncIterator()
+        var received: [HelperPing] = []
+        for _ in 0..<2 {
+            if let next = await iterator.next()?.notification { received.append(next) }
+        }
+        #expect(received.count == 2)
+        #expect(received.contains(HelperPing(poster: 6, index: 1)))
+        #expect(received.contains(HelperPing(poster: 0, index: 0)))
+        #expect(transport.statistics.refusedMalformed >= 1)
+        hub.close()
+    }
+
     @Test("spool parsing never traps: random bytes, every prefix of a valid file, every bit flipped")
     func spoolParsingIsTotal() throws {
         let sender = try NotificationSender(processID: 42, userID: getuid(), endpoint: "p", instance: 1)

@@ -1,0 +1,307 @@
+import Foundation
+import Testing
+
+@_spi(TransportAuthoring) @testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The log against ordinary other processes and a few crafted bytes: each
+/// test plays one way the log used to lose, destroy or stall.
+@Suite("File log against other processes and crafted bytes", .serialized, .timeLimit(.minutes(10)))
+struct LogAdversaryTests {
+    private func small(retaining bytes: Int = 64 * 1024 * 1024) -> FileSignalConfiguration {
+        FileSignalConfiguration(segmentSize: 4096, retention: FileRetentionPolicy(maximumBytes: bytes))
+    }
+
+    @Test(
+        "a long-lived poster keeps posting while other processes roll the log under it: nothing throws, nothing is lost"
+    )
+    func longLivedPosterAcrossRollovers() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try fileHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let deliveries = try observer.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let poster = try fileHub(directory, endpoint: "app", configuration: small())
+        defer { poster.close() }
+        try poster.post(HelperPing(poster: 0, index: 0))
+        // Two short-lived posters fill and roll 4 KiB segments meanwhile.
+        let others = try (1...2).map { try HelperProcess(["fpost", directory, "1000", String($0), "4096"]) }
+        var failures = 0
+        for index in 1...1_000 {
+            do {
+                try poster.post(HelperPing(poster: 0, index: index))
+            } catch {
+                failures += 1
+            }
+            if index % 100 == 0 { await Task.yield() }
+        }
+        for other in others { #expect(await other.waitForExit() == 0) }
+        #expect(failures == 0)
+        #expect(poster.transport.statistics.failedAppends == 0)
+        #expect(FileLog.segments(directory, HelperPing.name).count > 20)
+        var next: [Int: Int] = [:]
+        var received = 0
+        for await delivered in deliveries {
+            let ping = delivered.notification
+            #expect(ping.index == next[ping.poster, default: 0], "poster \(ping.poster)")
+            next[ping.poster] = ping.index + 1
+            received += 1
+            if received == 3_001 { break }
+        }
+        #expect(next == [0: 1_001, 1: 1_000, 2: 1_000])
+    }
+
+    @Test(
+        "a plain watcher stopped while retention deletes what it had not read resumes, and is told exactly how many it missed"
+    )
+    func pausedWatcherAcrossRetention() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try HelperProcess(["fobserve-total", directory, "320"])
+        _ = await watcher.waitForLine(startingWith: "ready")
+        let poster = try fileHub(directory, endpoint: "poster", configuration: small(retaining: 8 * 1024))
+        defer { poster.close() }
+        watcher.signal(SIGSTOP)
+        for index in 0..<300 { try poster.post(HelperPing(poster: 1, index: index)) }
+        #expect(poster.transport.statistics.deletedSegments > 5)
+        watcher.signal(SIGCONT)
+        for index in 300..<320 { try poster.post(HelperPing(poster: 1, index: index)) }
+        let done = parseDone(await watcher.waitForLine(startingWith: "done"))
+        #expect(await watcher.waitForExit() == 0)
+        let count = try #require(done["count"].flatMap { Int($0) })
+        let missed = try #require(done["missed"].flatMap { Int($0) })
+        #expect(count >= 20)
+        #expect(count + missed == 320)
+    }
+
+    @Test("a durable watcher with a buffer of 100 gets a backlog of 3,000 whole, and its next run starts after it")
+    func durableIdentityWithSmallBuffer() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        for index in 0..<3_000 { try poster.post(HelperPing(poster: 1, index: index)) }
+        let arguments = [
+            "watch", HelperPing.name.rawValue, "--transport", "file", "--dir", directory, "--cursor", "aud",
+            "--from", "beginning", "--buffer", "100", "--json",
+        ]
+        let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        _ = await first.waitForLine(startingWith: "watching")
+        await first.lines.wait(forCount: 3_001)
+        first.signal(SIGTERM)
+        #expect(await first.waitForExit() == 0)
+        let lines = first.lines.values.filter { $0.hasPrefix("{") }
+        #expect(lines.count == 3_000)
+        #expect(lines.allSatisfy { $0.contains(#""missed":0"#) })
+        #expect(lines.map { jsonField($0, "sequence") } == (1...3_000).map { $0 })
+        // Everything was handled: the next run gets only what comes after.
+        try poster.post(HelperPing(poster: 1, index: 3_000))
+        let second = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        let next = await second.waitForLine(startingWith: "{")
+        #expect(jsonField(next, "sequence") == 3_001)
+        #expect(!next.contains("redelivery"))
+        second.signal(SIGTERM)
+        #expect(await second.waitForExit() == 0)
+    }
+
+    @Test(
+        "an abandoned durable identity holds the log only up to its limit; back, it is told exactly how many it missed")
+    func abandonedIdentity() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let configuration = FileSignalConfiguration(
+            segmentSize: 4096,
+            retention: FileRetentionPolicy(maximumBytes: 8 * 1024, maximumBytesBehind: 32 * 1024))
+        // "ghost" subscribes once and never comes back (until the end).
+        let ghost = try fileHub(directory, endpoint: "ghost", identity: "ghost", configuration: configuration)
+        _ = try ghost.deliveries(of: HelperPing.self)
+        ghost.close()
+        let poster = try fileHub(directory, endpoint: "poster", configuration: configuration)
+        defer { poster.close() }
+        var largest = 0
+        for index in 0..<3_000 {
+            try poster.post(HelperPing(poster: 1, index: index))
+            largest = max(largest, logBytes(directory, HelperPing.name))
+        }
+        // Bounded by the limit behind, one segment more, and the policy itself.
+        #expect(largest <= 32 * 1024 + 8 * 1024 + 2 * 4096, "the log grew to \(largest) bytes")
+        let list = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(list.output.contains { $0.hasPrefix("    cursor ghost: ") })
+        // Back: what retention took is counted, the rest delivered.
+        let back = try fileHub(directory, endpoint: "ghost", identity: "ghost", configuration: configuration)
+        defer { back.close() }
+        let deliveries = try back.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        try poster.post(HelperPing(poster: 1, index: 3_000))
+        var received = 0
+        var missed = 0
+        for await delivered in deliveries {
+            received += 1
+            missed += delivered.delivery.missed
+            if delivered.notification.index == 3_000 { break }
+        }
+        #expect(received > 1)
+        #expect(received + missed == 3_001)
+    }
+
+    @Test("a torn tail already there when a watcher subscribes: the next posts all arrive, nothing old comes again")
+    func tornTailAtSubscribe() async throws {
+        for round in 0..<6 {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let poster = try fileHub(directory, endpoint: "poster")
+            for index in 0..<3 { try poster.post(HelperPing(poster: 1, index: index)) }
+            let torn = try HelperProcess(["ftorn", directory])
+            #expect(await torn.waitForExit() == 128 + SIGKILL)
+            let watcher = try fileHub(directory, endpoint: "watcher")
+            let deliveries = try watcher.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+            for index in 3..<6 { try poster.post(HelperPing(poster: 1, index: index)) }
+            var indices: [Int] = []
+            var missed = 0
+            for await delivered in deliveries {
+                indices.append(delivered.notification.index)
+                missed += delivered.delivery.missed
+                #expect(!delivered.delivery.isRedelivery)
+                if indices.count == 3 { break }
+            }
+            #expect(indices == [3, 4, 5], "round \(round)")
+            #expect(missed == 0)
+            watcher.close()
+            poster.close()
+        }
+    }
+
+    @Test("a forged length costs one record: the ones after it are delivered, and the next post destroys nothing")
+    func forgedLength() async throws {
+        for forgery in ["envelope", "fragment"] {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let poster = try fileHub(directory, endpoint: "poster")
+            for index in 0..<10 { try poster.post(HelperPing(poster: 1, index: index)) }
+            let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+            var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+            var decoder = EnvelopeDecoder()
+            let records = FileLog.records(in: bytes, decoder: &decoder)
+            try #require(records.count == 10)
+            let fourth = records[3].start
+            if forgery == "envelope" {
+                // The envelope's payload and record lengths claim 100,000 bytes, the rest consistent.
+                let envelope = fourth + LogFormat.headerSize
+                let payload = UInt32(100_000)
+                let total = UInt32(60 + 16 + 100_000)
+                withUnsafeBytes(of: payload.littleEndian) {
+                    bytes.replaceSubrange((envelope + 8)..<(envelope + 12), with: $0)
+                }
+                withUnsafeBytes(of: total.littleEndian) {
+                    bytes.replaceSubrange((envelope + 28)..<(envelope + 32), with: $0)
+                }
+            } else {
+                // The fragment's own length, with a header checksum that passes.
+                bytes.replaceSubrange(
+                    fourth..<(fourth + LogFormat.headerSize), with: forgedHeader(type: 1, length: 600, index: 3))
+            }
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            let before = bytes.count
+            try poster.post(HelperPing(poster: 1, index: 10))
+            let after = try #require(FileManager.default.contents(atPath: path)).count
+            #expect(after > before, "\(forgery): the segment was cut from \(before) to \(after) bytes")
+            let reader = try NotificationHub(
+                endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
+            let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+            var indices: [Int] = []
+            var missed = 0
+            for await delivered in deliveries {
+                indices.append(delivered.notification.index)
+                missed += delivered.delivery.missed
+                if indices.last == 10 { break }
+            }
+            #expect(indices == [0, 1, 2, 4, 5, 6, 7, 8, 9, 10], "\(forgery)")
+            #expect(missed == 1, "\(forgery)")
+            #expect(reader.transport.statistics.corruptRecordsSkipped == 1, "\(forgery)")
+            reader.close()
+            poster.close()
+        }
+    }
+
+    @Test("a crafted 4 MiB segment of fake headers: a post returns in under 50 ms, and the newest record is found")
+    func craftedSegmentCostsLinearTime() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let logDirectory = FileLog.nameDirectory(directory, HelperPing.name)
+        let setup = try fileHub(directory, endpoint: "setup")
+        setup.close()
+        try FileManager.default.createDirectory(
+            atPath: logDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        // A header every 32 bytes whose checksum passes, each claiming the
+        // rest of its block, whose data never checks; then one real record.
+        var segment = SegmentBuilder(firstIndex: 0)
+        var bytes = segment.bytes
+        while bytes.count < 4 * 1024 * 1024 {
+            let claim = LogFormat.blockEnd(of: bytes.count) - bytes.count - LogFormat.headerSize
+            var fake = forgedHeader(type: 1, length: UInt32(max(1, claim)), dataChecksum: 0xDEAD_BEEF, index: 0)
+            fake += [UInt8](repeating: 0x41, count: 8)
+            if claim < 32 { fake = [UInt8](repeating: 0, count: LogFormat.blockEnd(of: bytes.count) - bytes.count) }
+            bytes += fake
+        }
+        segment.set(bytes: bytes, nextIndex: 0)
+        let envelope = try NotificationEnvelope.encode(
+            name: HelperPing.name,
+            sender: NotificationSender(processID: 1, userID: getuid(), endpoint: "crafted", instance: 1),
+            sequence: 1, timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+        ) { try HelperPing(poster: 9, index: 0).encodePayload(into: &$0) }
+        segment.append(envelope: Array(envelope.envelope))
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        #expect(
+            FileManager.default.createFile(
+                atPath: path, contents: Data(segment.bytes), attributes: [.posixPermissions: 0o600]))
+
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        let clock = ContinuousClock()
+        let posting = try clock.measure { try poster.post(HelperPing(poster: 1, index: 0)) }
+        #expect(posting < .milliseconds(50), "one post took \(posting)")
+        // The newest records, found by reading the whole crafted segment.
+        let reader = try NotificationHub(
+            endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .newest(2)))
+        defer { reader.close() }
+        let started = clock.now
+        let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        var seen: [HelperPing] = []
+        for await delivered in deliveries {
+            seen.append(delivered.notification)
+            if seen.count == 2 { break }
+        }
+        #expect(seen == [HelperPing(poster: 9, index: 0), HelperPing(poster: 1, index: 0)])
+        #expect(clock.now - started < .seconds(5), "the newest two took \(clock.now - started)")
+    }
+
+    @Test("a reader of 10,000 names: what one delivery costs does not grow with the names observed")
+    func costIndependentOfNames() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try HelperProcess(["fobserve-names", directory, "10000", "21"])
+        _ = await observer.waitForLine(startingWith: "ready")
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        let name = try NotificationName(validating: "test.many.7")
+        var calls: [Int] = []
+        for received in 1...21 {
+            try poster.post(name: name)
+            let line = await observer.waitForLine(startingWith: "got \(received) ")
+            calls.append(try #require(line.split(separator: "=").last.flatMap { Int($0) }))
+        }
+        #expect(await observer.waitForExit() == 0)
+        // A wake-up reads the one log that changed: a few dozen system calls
+        // (the poll once a second reads them all, so not every one is quiet).
+        let median = calls.dropFirst().sorted()[10]
+        #expect(median < 200, "system calls per delivery: \(calls)")
+    }
+}
+
+/// An integer field of a `tnotify watch --json` line.
+private func jsonField(_ line: String, _ field: String) -> Int? {
+    guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+    return object[field] as? Int
+}
