@@ -33,6 +33,15 @@ func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     } else if arguments.flag("stdin") {
         payload = Array(FileHandle.standardInput.readDataToEndOfFile())
     }
+    for option in ["json", "text"] where !rawArgumentIsValidUTF8(after: "--" + option) {
+        throw CommandFailure(code: .badPayload, message: "--\(option) is not valid UTF-8; use --stdin for bytes")
+    }
+    // Refused before anything is created: a bad payload leaves no trace.
+    let limit = NotificationHubConfiguration().maximumPayloadSize
+    guard payload.count <= limit else {
+        throw CommandFailure(
+            code: .badPayload, message: "the payload is \(payload.count) bytes; at most \(limit) can be posted")
+    }
     let choice = try TransportChoice.from(arguments)
     var wait: Duration?
     if let text = arguments.option("wait") {
@@ -136,6 +145,15 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     emit(
         "watching \(names.map(\.rawValue).joined(separator: " ")) over the \(choice.rawValue) transport, \(choice.location(arguments))"
     )
+    if choice == .file {
+        for name in names {
+            for refused in FileSignalTransport.refusedSegments(
+                of: name, in: choice.directory(arguments), sharing: .ownerOnly)
+            {
+                warn("tnotify: the log of \(name) has a segment that is never read: \(refused)")
+            }
+        }
+    }
     for name in names {
         if let problem = hub.cursorProblem(for: name) {
             warn(
@@ -275,6 +293,7 @@ func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
             if logs.isEmpty { emit("  no logs") }
             for log in logs {
                 emit("  \(log.name)  \(log.bytes) bytes in \(log.segments) segment(s)")
+                for refused in log.refusedSegments { emit("    refused: \(refused)") }
                 for cursor in log.cursors {
                     if let problem = cursor.problem {
                         emit(
@@ -350,4 +369,20 @@ func listStreams(_ arguments: Arguments) throws(CommandFailure) {
             emit("    identity \(identity.name): \(identity.pending) pending, \(behind)")
         }
     }
+}
+
+/// Whether the command-line argument after `option`, as the process got its
+/// bytes, is valid UTF-8 (or absent). Swift's `CommandLine.arguments`
+/// repairs invalid bytes into U+FFFD, which would post something else.
+func rawArgumentIsValidUTF8(after option: String) -> Bool {
+    let count = Int(CommandLine.argc)
+    var index = 1
+    while index < count - 1 {
+        if let current = CommandLine.unsafeArgv[index], String(cString: current) == option {
+            guard let next = CommandLine.unsafeArgv[index + 1] else { return true }
+            return String(validatingCString: next) != nil
+        }
+        index += 1
+    }
+    return true
 }

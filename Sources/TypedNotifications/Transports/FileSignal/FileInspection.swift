@@ -10,6 +10,9 @@ package struct FileLogSummary: Sendable, Hashable {
     package var bytes: Int
     /// Every durable cursor of this name and how far behind the end it is.
     package var cursors: [FileCursorSummary]
+    /// Files under a segment's name that readers refuse, and why: not a
+    /// regular file of this user with the sharing's mode, or of format 1.
+    package var refusedSegments: [String] = []
 }
 
 /// A durable reader's position in one log.
@@ -75,7 +78,28 @@ extension FileSignalTransport {
                     identity: identity, bytesBehind: behind, holdsRetention: limit.map { behind <= $0 } ?? true,
                     problem: nil)
             }
-            return FileLogSummary(name: name, segments: segments.count, bytes: all, cursors: cursors)
+            return FileLogSummary(
+                name: name, segments: segments.count, bytes: all, cursors: cursors,
+                refusedSegments: refusedSegments(of: name, in: directory, sharing: configuration.sharing))
+        }
+    }
+
+    /// What readers refuse among the files named like segments of `name`'s log.
+    package static func refusedSegments(
+        of name: NotificationName, in directory: String, sharing: DirectorySharing
+    ) -> [String] {
+        let folder = FileLog.nameDirectory(directory, name)
+        guard case .success(let files) = SystemCalls.directoryEntries(folder) else { return [] }
+        return files.sorted().compactMap { file -> String? in
+            guard file.utf8.count == 24, file.hasSuffix(".log"), UInt64(file.prefix(20)) != nil else { return nil }
+            let path = folder + "/" + file
+            guard case .success(let info) = SystemCalls.linkStatus(path) else { return nil }
+            if let problem = SharedFile.problem(with: info, sharing: sharing) { return "\(file) \(problem)" }
+            guard case .success(let opened) = FileLog.open(path, create: false, sharing: sharing),
+                case .success(let head) = FileLog.read(opened, at: 0, count: 4),
+                head == LogFormat.formatOneMagic
+            else { return nil }
+            return "\(file) is of format 1, written by an older version, and is never read; delete it"
         }
     }
 

@@ -490,9 +490,19 @@ public final class FileSignalTransport: NotificationTransport {
     }
 
     /// The newest notification in `name`'s log, without observing it.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/insecureDirectory`` when a
+    ///   segment it would read is refused (a mode wider than the sharing
+    ///   allows, another owner), naming it: never a silent "nothing".
     package func latestMessage(of name: NotificationName) throws(TypedNotificationError) -> TransportMessage? {
         var decoder = EnvelopeDecoder()
         for number in FileLog.segments(directory, name).reversed() {
+            if case .failure(let error) = FileLog.open(
+                FileLog.segmentPath(directory, name, number), create: false, sharing: configuration.sharing),
+                error.code == .insecureDirectory
+            {
+                throw error
+            }
             guard let bytes = wholeSegment(number, of: name) else { continue }
             if let newest = FileLog.records(in: bytes, decoder: &decoder).last(where: { $0.message != nil }) {
                 return newest.message

@@ -146,6 +146,62 @@ struct LogAdversaryTests {
         #expect(received + missed == 3_001)
     }
 
+    @Test("ls, latest and watch name a segment they refuse (its mode, or format 1) instead of saying nothing")
+    func refusedSegmentsAreNamed() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        try poster.post(HelperPing(poster: 1, index: 0))
+        poster.close()
+        let name = HelperPing.name.rawValue
+        let segment = FileLog.segmentPath(directory, HelperPing.name, 1)
+        try #require(chmod(segment, 0o666) == 0)
+        let latest = try await tnotify(["latest", name, "--dir", directory])
+        #expect(latest.status == 77)
+        #expect(latest.errors.contains { $0.contains("00000000000000000001.log") && $0.contains("666") })
+        let list = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(list.output.contains { $0.hasPrefix("    refused: 00000000000000000001.log") && $0.contains("666") })
+        let watcher = try HelperProcess(
+            ["watch", name, "--transport", "file", "--dir", directory], executable: HelperProcess.tnotify)
+        _ = await watcher.waitForLine(startingWith: "watching")
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+        #expect(watcher.errors.values.contains { $0.contains("never read") && $0.contains("666") })
+        // A segment of format 1: named as such.
+        try #require(chmod(segment, 0o600) == 0)
+        try Data(pingEnvelope(0)).write(to: URL(fileURLWithPath: segment))
+        let again = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(again.output.contains { $0.contains("refused: 00000000000000000001.log is of format 1") })
+    }
+
+    @Test("tnotify post refuses a payload too large, or text that is not UTF-8, with 65 and creates nothing")
+    func badPayloadLeavesNothing() async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        let untouched = base + "/never-created"
+        let input = base + "/big"
+        #expect(FileManager.default.createFile(atPath: input, contents: Data(count: 70_000)))
+        let descriptor = open(input, O_RDONLY)
+        defer { close(descriptor) }
+        let big = try HelperProcess(
+            ["post", "app.big", "--transport", "file", "--dir", untouched, "--stdin"],
+            executable: HelperProcess.tnotify, standardInput: descriptor)
+        #expect(await big.waitForExit() == 65)
+        #expect(!FileManager.default.fileExists(atPath: untouched))
+        // Bytes that are not UTF-8, as a shell passes them.
+        for option in ["--text", "--json"] {
+            let shell = try HelperProcess(
+                [
+                    "-c", "exec \"$0\" post app.text \(option) \"$(printf '\\377\\376')\" --dir \"$1\"",
+                    HelperProcess.tnotify, untouched,
+                ],
+                executable: "/bin/sh")
+            #expect(await shell.waitForExit() == 65, "\(option): \(shell.errors.values)")
+            #expect(shell.errors.values.contains { $0.contains("not valid UTF-8") } || option == "--json")
+        }
+        #expect(!FileManager.default.fileExists(atPath: untouched))
+    }
+
     @Test("a torn tail already there when a watcher subscribes: the next posts all arrive, nothing old comes again")
     func tornTailAtSubscribe() async throws {
         for round in 0..<6 {
