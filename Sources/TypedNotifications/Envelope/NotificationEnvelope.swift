@@ -238,6 +238,17 @@ private struct Header {
         _ bytes: [UInt8],
         at offset: Int
     ) throws(TypedNotificationError) -> (message: TransportMessage, end: Int) {
+        try decode(bytes, at: offset, checksumVerified: false)
+    }
+
+    /// Like ``decode(_:at:)``; with `checksumVerified`, the caller has
+    /// already proven the record's checksum (a log fragment whose CRC-32C
+    /// came out as the residue) and it is not computed again.
+    mutating func decode(
+        _ bytes: [UInt8],
+        at offset: Int,
+        checksumVerified: Bool
+    ) throws(TypedNotificationError) -> (message: TransportMessage, end: Int) {
         guard (0...bytes.count).contains(offset) else {
             throw envelopeError(.truncatedEnvelope, "offset \(offset) is outside the \(bytes.count) bytes given")
         }
@@ -245,7 +256,9 @@ private struct Header {
         let parsed = bytes.withUnsafeBytes { all -> Result<(TransportMessage, Int), TypedNotificationError> in
             do throws(TypedNotificationError) {
                 return .success(
-                    try parse(UnsafeRawBufferPointer(rebasing: all[offset...]), storage: bytes, offset: offset)
+                    try parse(
+                        UnsafeRawBufferPointer(rebasing: all[offset...]), storage: bytes, offset: offset,
+                        checksumVerified: checksumVerified)
                 )
             } catch {
                 return .failure(error)
@@ -258,7 +271,8 @@ private struct Header {
     private mutating func parse(
         _ record: UnsafeRawBufferPointer,
         storage: [UInt8],
-        offset: Int
+        offset: Int,
+        checksumVerified: Bool
     ) throws(TypedNotificationError) -> (TransportMessage, Int) {
         let header = try Header(record, maximumPayloadSize: maximumPayloadSize)
         let length = header.recordLength
@@ -267,7 +281,8 @@ private struct Header {
                 .truncatedEnvelope, "the record says it is \(length) bytes; only \(record.count) are here")
         }
         let stored = record.loadLittleEndian(UInt32.self, at: length - 4)
-        let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: record[..<(length - 4)]))
+        let computed =
+            checksumVerified ? stored : CRC32C.checksum(UnsafeRawBufferPointer(rebasing: record[..<(length - 4)]))
         guard stored == computed else {
             throw envelopeError(
                 .checksumMismatch,

@@ -351,7 +351,9 @@ struct LogCursorStateMachine {
                 // hole after a torn write reads as data): the next record
                 // tells. A writer reuses a torn record's index, so the next
                 // record has this index after a tear and a later one after
-                // real damage, counted then as a gap.
+                // real damage, counted then as a gap. One before the
+                // expected index was read already (a reader resuming there).
+                if let expected = nextIndex, index < expected { break }
                 arrive(at: index)
                 nextIndex = index
                 skippedStretch = true
@@ -436,7 +438,9 @@ struct LogCursorStateMachine {
             }
             resume = start
         }
-        return resume ?? end
+        // Nothing new in what was read (a slice of a long segment): where it
+        // was, if the segment still reaches it; else after what is left.
+        return resume ?? (offset <= bytes.count ? max(offset, end) : end)
     }
 
     /// The message in a record's envelope, or `nil` when it is not one whole
@@ -445,8 +449,10 @@ struct LogCursorStateMachine {
         -> TransportMessage?
     {
         switch envelope {
-        case .inWindow(let range):
-            guard let (message, end) = try? decoder.decode(bytes, at: range.lowerBound), end == range.upperBound
+        case .inWindow(let range, let verified):
+            guard
+                let (message, end) = try? decoder.decode(bytes, at: range.lowerBound, checksumVerified: verified),
+                end == range.upperBound
             else { return nil }
             return message
         case .assembled(let assembled):

@@ -34,6 +34,11 @@ package enum LogFormat {
     static let headerSize = 24
     /// The data of a rollover fragment: the next segment's number.
     static let rolloverDataSize = 8
+    /// The CRC-32C of any valid envelope, its own checksum included: the
+    /// CRC-32C residue. A whole envelope's fragment carries it as its data
+    /// checksum without computing it, and a reader whose data checksum
+    /// comes out as it has checked the envelope's own checksum too.
+    static let envelopeResidue: UInt32 = 0x4867_4BC7
     /// The first bytes of a segment of format 1 (a bare envelope's magic).
     static let formatOneMagic: [UInt8] = [0x54, 0x4E, 0x4F, 0x54]
 
@@ -101,9 +106,11 @@ package enum LogFormat {
         )
     }
 
-    /// Appends one fragment, header and data, to `buffer`.
+    /// Appends one fragment, header and data, to `buffer`; its data
+    /// checksum is computed unless given (see ``envelopeResidue``).
     static func appendFragment(
-        _ type: FragmentType, index: UInt64, data: UnsafeRawBufferPointer, to buffer: inout [UInt8]
+        _ type: FragmentType, index: UInt64, data: UnsafeRawBufferPointer, dataChecksum: UInt32? = nil,
+        to buffer: inout [UInt8]
     ) {
         let start = buffer.count
         buffer.append(contentsOf: repeatElement(0, count: headerSize))
@@ -112,7 +119,8 @@ package enum LogFormat {
             raw[start + 4] = version
             raw[start + 5] = type.rawValue
             raw.storeBytes(of: UInt32(data.count).littleEndian, toByteOffset: start + 8, as: UInt32.self)
-            raw.storeBytes(of: CRC32C.checksum(data).littleEndian, toByteOffset: start + 12, as: UInt32.self)
+            let data = dataChecksum ?? CRC32C.checksum(data)
+            raw.storeBytes(of: data.littleEndian, toByteOffset: start + 12, as: UInt32.self)
             raw.storeBytes(of: index.littleEndian, toByteOffset: start + 16, as: UInt64.self)
             let checksum = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 4)..<(start + headerSize)]))
             raw.storeBytes(of: checksum.littleEndian, toByteOffset: start + 0, as: UInt32.self)
@@ -123,7 +131,9 @@ package enum LogFormat {
     /// offset `offset` (where `buffer`'s new bytes will be written): zero
     /// padding to the next block when too little of this one is left, then
     /// one full fragment, or first, middle and last pieces across blocks.
-    /// Returns the segment offset after it.
+    /// Returns the segment offset after it. `envelope` is a valid envelope
+    /// (its checksum correct): a full fragment's data checksum is then the
+    /// residue, not computed again.
     @discardableResult
     package static func appendRecord(
         _ envelope: UnsafeRawBufferPointer, index: UInt64, at offset: Int, to buffer: inout [UInt8]
@@ -139,7 +149,7 @@ package enum LogFormat {
                 isFirst ? (piece == left ? .full : .first) : (piece == left ? .last : .middle)
             appendFragment(
                 type, index: index, data: UnsafeRawBufferPointer(rebasing: envelope[consumed..<(consumed + piece)]),
-                to: &buffer)
+                dataChecksum: type == .full ? envelopeResidue : nil, to: &buffer)
             position += headerSize + piece
             consumed += piece
             left -= piece

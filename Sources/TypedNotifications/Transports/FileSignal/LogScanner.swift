@@ -13,8 +13,10 @@
 enum LogScanner {
     /// Where a record's envelope lies.
     enum Envelope {
-        /// In the bytes given, at this range.
-        case inWindow(Range<Int>)
+        /// In the bytes given, at this range; `verified` when its fragment's
+        /// data checksum was the residue of a valid envelope, which proves
+        /// the envelope's own checksum (no need to compute it again).
+        case inWindow(Range<Int>, verified: Bool)
         /// Put together from pieces in several blocks.
         case assembled([UInt8])
     }
@@ -99,7 +101,9 @@ enum LogScanner {
                     body(
                         .record(
                             start: position, end: end, index: header.index,
-                            envelope: .inWindow((dataStart - base)..<(end - base))))
+                            envelope: .inWindow(
+                                (dataStart - base)..<(end - base),
+                                verified: header.dataChecksum == LogFormat.envelopeResidue)))
                     position = end
                 case .start:
                     body(.start(index: header.index))

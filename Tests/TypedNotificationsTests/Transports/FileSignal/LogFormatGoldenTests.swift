@@ -49,7 +49,7 @@ struct LogFormatGoldenTests {
             var rollover: UInt64?
             let walked = LogScanner.walk(written, base: 0, fileSize: written.count) { item in
                 switch item {
-                case .record(_, _, let index, .inWindow(let range)):
+                case .record(_, _, let index, .inWindow(let range, _)):
                     read.append(Array(written[range]))
                     indexes.append(index)
                 case .record(_, _, let index, .assembled(let envelope)):
