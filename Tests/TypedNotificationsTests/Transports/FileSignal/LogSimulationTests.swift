@@ -54,18 +54,12 @@ struct LogSimulationTests {
     }
 }
 
-/// SplitMix64: small, fast and the same everywhere.
+/// The schedule's numbers: SplitMix64, small, fast and the same everywhere.
 struct SimulationRandom {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
+    private var generator: SplitMix64
+    init(seed: UInt64) { generator = SplitMix64(state: seed) }
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { generator.next() }
 
     mutating func below(_ bound: Int) -> Int { bound <= 1 ? 0 : Int(next() % UInt64(bound)) }
     mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
