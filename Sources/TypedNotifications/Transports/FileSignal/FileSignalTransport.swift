@@ -955,9 +955,15 @@ final class LogReader {
                     open = OpenSegment(file: file, path: path, directory: directory)
                     event = .opened
                 case .failure(let error):
+                    // Listed after the open failed: a segment renamed into
+                    // place meanwhile (the writer that wrote the rollover
+                    // mark had not yet) is there now, and must not be
+                    // passed for a later one it had time to start.
+                    let refused = error.code == .insecureDirectory
+                    let segments = FileLog.segments(root, name)
                     event = .openFailed(
-                        refused: error.code == .insecureDirectory,
-                        nextSegment: FileLog.segments(root, name).first { $0 > segment })
+                        refused: refused,
+                        nextSegment: !refused && segments.contains(segment) ? nil : segments.first { $0 > segment })
                 }
             case .measure:
                 if let current = open, case .success(let info) = SystemCalls.fileStatus(current.file) {
