@@ -95,11 +95,19 @@ extension FileSignalTransport {
             let path = folder + "/" + file
             guard case .success(let info) = SystemCalls.linkStatus(path) else { return nil }
             if let problem = SharedFile.problem(with: info, sharing: sharing) { return "\(file) \(problem)" }
+            if info.size > LogFormat.maximumSegmentBytes {
+                return "\(file) is \(info.size) bytes, larger than any segment can be, and is never read; delete it"
+            }
             guard case .success(let opened) = FileLog.open(path, create: false, sharing: sharing),
-                case .success(let head) = FileLog.read(opened, at: 0, count: 4),
-                head == LogFormat.formatOneMagic
+                case .success(let head) = FileLog.read(opened, at: 0, count: min(info.size, LogFormat.blockSize))
             else { return nil }
-            return "\(file) is of format 1, written by an older version, and is never read; delete it"
+            if head.starts(with: LogFormat.formatOneMagic) {
+                return "\(file) is of format 1, written by an older version, and is never read; delete it"
+            }
+            if !head.isEmpty && LogCursorStateMachine.isPlanted(head, fileSize: info.size) {
+                return "\(file) holds no log segment (no start mark, no record) and is never read; delete it"
+            }
+            return nil
         }
     }
 

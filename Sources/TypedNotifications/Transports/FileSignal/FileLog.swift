@@ -32,7 +32,8 @@ enum FileLog {
     }
 
     /// The segment numbers present, oldest first. Anything else in the
-    /// directory (a foreign file, a symbolic link, a directory) is ignored.
+    /// directory (a foreign file, a symbolic link, a directory, a file larger
+    /// than any segment can be) is ignored.
     static func segments(_ root: String, _ name: NotificationName) -> [UInt64] {
         let directory = nameDirectory(root, name)
         guard case .success(let files) = SystemCalls.directoryEntries(directory) else { return [] }
@@ -40,7 +41,7 @@ enum FileLog {
             guard file.utf8.count == 24, file.hasSuffix(".log"),
                 let number = UInt64(file.prefix(20)), number > 0,
                 case .success(let info) = SystemCalls.linkStatus(directory + "/" + file),
-                info.kind == .regular
+                info.kind == .regular, info.size <= LogFormat.maximumSegmentBytes
             else { return nil }
             return number
         }.sorted()
@@ -94,7 +95,15 @@ enum FileLog {
     /// that block does not tell the index. `nil` when it cannot be read or
     /// is of format 1.
     static func end(of file: borrowing FileDescriptor, number: UInt64) -> LogPosition? {
-        guard case .success(let info) = SystemCalls.fileStatus(file) else { return nil }
+        guard case .success(let info) = SystemCalls.fileStatus(file), info.size <= LogFormat.maximumSegmentBytes,
+            case .success(let head) = read(file, at: 0, count: LogFormat.headerSize)
+        else { return nil }
+        // Not a segment of this log unless it opens with a start mark (an
+        // empty one is a segment being created by hand: its end is its start).
+        if head.isEmpty { return LogPosition(segment: number, offset: 0) }
+        guard head.count == LogFormat.headerSize,
+            head.withUnsafeBytes({ LogFormat.header(in: $0, at: 0, base: 0) })?.type == .start
+        else { return nil }
         var from = LogFormat.blockStart(of: max(0, info.size - 1))
         while true {
             guard case .success(let bytes) = read(file, at: from, count: info.size - from) else { return nil }

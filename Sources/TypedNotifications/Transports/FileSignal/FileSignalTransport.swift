@@ -31,7 +31,8 @@ public struct FileRetentionPolicy: Sendable, Hashable {
 public struct FileSignalConfiguration: Sendable {
     /// Who besides the owner may use the directory. Default: ``DirectorySharing/ownerOnly``.
     public var sharing: DirectorySharing
-    /// The size at which a log starts a new segment. Default 4 MiB.
+    /// The size at which a log starts a new segment, from 4 KiB to 64 MiB.
+    /// Default 4 MiB.
     public var segmentSize: Int
     /// What old segments are deleted; a segment a durable reader still needs is kept.
     public var retention: FileRetentionPolicy
@@ -53,7 +54,7 @@ public struct FileSignalConfiguration: Sendable {
         usesChangeEvents: Bool = true
     ) {
         self.sharing = sharing
-        self.segmentSize = max(4096, segmentSize)
+        self.segmentSize = min(64 * 1024 * 1024, max(4096, segmentSize))
         self.retention = retention
         self.pollInterval = pollInterval
         self.usesChangeEvents = usesChangeEvents
@@ -560,6 +561,11 @@ public final class FileSignalTransport: NotificationTransport {
                     LogPosition(segment: oldest.segment, offset: 0, index: cursor.committed.index),
                     max(cursor.delivered, oldest)
                 )
+            } else if let saved = cursor.committed.index, let found = index(at: cursor.committed, of: name),
+                found != saved
+            {
+                problem =
+                    "the log was started again since the cursor was saved (record \(saved) was at \(cursor.committed), record \(found) is there now)"
             } else {
                 let aligned = recordBoundary(atOrBefore: cursor.committed, of: name)
                 return (aligned, max(cursor.delivered, cursor.committed))
@@ -568,6 +574,31 @@ public final class FileSignalTransport: NotificationTransport {
         counters.invalidCursors.add(1, ordering: .relaxed)
         commits.withLock { $0.problems[name] = problem }
         return (oldest, end)
+    }
+
+    /// The index of the record that starts at `position` (or comes next, at
+    /// the end of what the segment holds), or `nil` when that cannot be told.
+    private func index(at position: LogPosition, of name: NotificationName) -> UInt64? {
+        guard
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(directory, name, position.segment), create: false, sharing: configuration.sharing),
+            case .success(let info) = SystemCalls.fileStatus(file), position.offset <= info.size
+        else { return nil }
+        let from = LogFormat.blockStart(of: position.offset)
+        let count = min(info.size, position.offset + LogFormat.blockSize) - from
+        guard case .success(let bytes) = FileLog.read(file, at: from, count: count) else { return nil }
+        var found: UInt64?
+        var next: UInt64?
+        _ = LogScanner.walk(bytes, base: from, fileSize: info.size) { item in
+            switch item {
+            case .record(let start, let end, let index, _):
+                if start == position.offset { found = found ?? index }
+                if end == position.offset { next = index &+ 1 }
+            case .start(let index): if position.offset == LogFormat.headerSize || position.offset == 0 { next = index }
+            case .rollover, .damaged, .skipped, .piece: break
+            }
+        }
+        return found ?? next
     }
 
     /// Where `name`'s log ends now: past its newest segment's last whole
@@ -904,6 +935,9 @@ final class LogReader {
     // The segment being read, and which file it is (to notice a log started
     // again under it).
     private var open: OpenSegment?
+    // The log's directory when a segment was last opened: a segment that is
+    // missing from another directory means the log was started again.
+    private var lastDirectory: FileIdentity?
 
     private final class OpenSegment {
         let file: FileDescriptor
@@ -951,9 +985,20 @@ final class LogReader {
                 let path = FileLog.segmentPath(root, name, segment)
                 let directory = try? SystemCalls.linkStatus(FileLog.nameDirectory(root, name)).get().identity
                 switch FileLog.open(path, create: false, sharing: sharing) {
+                case .success where directory != nil && lastDirectory != nil && directory != lastDirectory:
+                    // A segment of the log started again since (a number the
+                    // new log reached): that log starts at its oldest segment.
+                    lastDirectory = directory
+                    event = .restartChecked(restarted: true, oldestSegment: FileLog.segments(root, name).first)
                 case .success(let file):
                     open = OpenSegment(file: file, path: path, directory: directory)
+                    lastDirectory = directory ?? lastDirectory
                     event = .opened
+                case .failure(let error)
+                where error.code != .insecureDirectory && directory != nil
+                    && lastDirectory != nil && directory != lastDirectory:
+                    lastDirectory = directory
+                    event = .restartChecked(restarted: true, oldestSegment: FileLog.segments(root, name).first)
                 case .failure(let error):
                     // Listed after the open failed: a segment renamed into
                     // place meanwhile (the writer that wrote the rollover
@@ -990,7 +1035,11 @@ final class LogReader {
                 }
                 event = .restartChecked(
                     restarted: restarted, oldestSegment: restarted ? FileLog.segments(root, name).first : nil)
-                if restarted { open = nil }
+                if restarted {
+                    open = nil
+                    // The log as it is now: its directory is the one to compare with.
+                    lastDirectory = try? SystemCalls.linkStatus(FileLog.nameDirectory(root, name)).get().identity
+                }
             case .read(let offset, let count):
                 if let current = open, case .success(let bytes) = FileLog.read(current.file, at: offset, count: count) {
                     event = .read(bytes)

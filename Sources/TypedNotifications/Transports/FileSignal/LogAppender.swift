@@ -164,7 +164,17 @@ final class LogAppender: @unchecked Sendable {
                 throw TypedNotificationError(code: .transportFailure, message: "could not inspect the log of \(name)")
             }
             if info.links > 0, info.size == knownSize, validatedEnd >= 0, nextIndex != nil { return }
+            if info.size > LogFormat.maximumSegmentBytes {
+                // Grown past what any segment can be (a sparse file planted
+                // or truncated up by hand): never read or appended to again.
+                try stepOver(segment)
+                continue
+            }
             let (rollover, tailEnd) = try examine(segment, size: info.size)
+            if tailEnd < 0 {
+                try stepOver(segment)
+                continue
+            }
             if let rollover {
                 try follow(rollover.next, index: rollover.index)
                 continue
@@ -189,7 +199,8 @@ final class LogAppender: @unchecked Sendable {
 
     /// Reads what the segment holds past the validated end (or from its last
     /// block, when the end is not known) and returns its rollover mark, if
-    /// any, and where the next fragment goes. Learns the next record index.
+    /// any, and where the next fragment goes (-1: the segment is not one of
+    /// this log's, see ``stepOver(_:)``). Learns the next record index.
     private func examine(_ segment: OpenSegment, size: Int) throws(TypedNotificationError) -> (
         rollover: (next: UInt64, index: UInt64)?, end: Int
     ) {
@@ -214,17 +225,15 @@ final class LogAppender: @unchecked Sendable {
             }
             if let learned { nextIndex = learned }
             if let rollover { return (rollover, walked.end) }
-            if walked.stop == .formatOne {
-                // A segment of format 1: never appended to; the log goes on
-                // in a new segment after it.
-                return ((try freeNumber(after: segment.number), nextIndex ?? 0), size)
-            }
+            if walked.stop == .formatOne { return (nil, -1) }
             if nextIndex == nil && from > 0 {
                 // Nothing in the last block told the index: read the segment
                 // from its start (linear, once per appender).
                 from = 0
                 continue
             }
+            // Neither a start mark nor a record: not a segment of this log.
+            if nextIndex == nil && size > 0 { return (nil, -1) }
             if size == 0 {
                 // A segment left empty (created by hand, or by a writer of
                 // another version): give it its start.
@@ -248,6 +257,48 @@ final class LogAppender: @unchecked Sendable {
             }
             return (nil, walked.end)
         }
+    }
+
+    /// `junk` is under a segment's name but not one of this log's segments (a
+    /// file of format 1, bytes planted there, a sparse file larger than any
+    /// segment): it is never read or appended to. The log goes on in a new
+    /// segment after it, and the newest segment of this log before it, if
+    /// not closed yet, gets a rollover mark to the new one, so its readers
+    /// and long-lived writers follow there instead of waiting at its end.
+    private func stepOver(_ junk: OpenSegment) throws(TypedNotificationError) {
+        let next = try freeNumber(after: junk.number)
+        var index = nextIndex
+        for number in files.segments().reversed() where number < junk.number {
+            guard let file = try? files.open(number), let info = file.status(),
+                info.size <= LogFormat.maximumSegmentBytes, let bytes = file.read(at: 0, count: info.size)
+            else { continue }
+            var learned: UInt64?
+            var closed = false
+            let walked = LogScanner.walk(bytes, base: 0, fileSize: info.size) { item in
+                switch item {
+                case .record(_, _, let found, _): learned = found &+ 1
+                case .start(let found), .damaged(let found): learned = found
+                case .piece(let found, let isLast): learned = isLast ? found &+ 1 : found
+                case .rollover: closed = true
+                case .skipped: break
+                }
+            }
+            guard walked.stop != .formatOne, let found = learned else { continue }
+            index = found
+            if !closed {
+                var end = walked.end
+                if walked.stop == .waiting {
+                    // A torn tail, zeroed first (see examine).
+                    _ = file.write([UInt8](repeating: 0, count: info.size - walked.end), at: walked.end)
+                    end = LogFormat.blockEnd(of: max(walked.end, info.size - 1))
+                }
+                var mark: [UInt8] = []
+                LogFormat.appendRollover(next: next, index: found, at: end, to: &mark)
+                _ = file.write(mark, at: end)
+            }
+            break
+        }
+        try createSegment(next, index: index ?? 0)
     }
 
     /// Opens segment `number` for appending, or, when it is missing, the

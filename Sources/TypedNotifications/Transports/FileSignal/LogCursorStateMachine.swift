@@ -117,6 +117,8 @@ struct LogCursorStateMachine {
     private var readWhole = false
     // Records this pass may still hand over (`nil`: no limit).
     private var recordsLeft: Int?
+    // This pass read the largest span a record can take and found none whole.
+    private var spanRead = false
 
     init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?) {
         self.name = name
@@ -124,6 +126,9 @@ struct LogCursorStateMachine {
         self.offset = start.offset
         self.nextIndex = start.index
         self.redeliverThrough = redeliveringThrough
+        // Resuming at a saved place: what lies between it and the first
+        // record read (a stretch a previous run skipped) counts as a gap.
+        self.skippedStretch = start.index != nil
     }
 
     /// Where the next record to read starts.
@@ -136,6 +141,7 @@ struct LogCursorStateMachine {
         result = PassResult()
         budget = Self.bytesPerPass
         readWhole = false
+        spanRead = false
         recordsLeft = maximumRecords.map { max(1, $0) }
         return top()
     }
@@ -161,6 +167,15 @@ struct LogCursorStateMachine {
         case (.opening, .opened):
             openSegment = segment
             return measure()
+        case (.opening, .restartChecked(true, let oldest)):
+            // The segment is not there and the log's directory is another
+            // one now: the log was removed and started again meanwhile.
+            result.vanishedSegments += 1
+            segment = oldest ?? 1
+            offset = 0
+            nextIndex = nil
+            skippedStretch = false
+            return top()
         case (.opening, .openFailed(let refused, let next)):
             if refused { result.refusedFiles += 1 }
             // Deleted by retention, refused, or not created yet: go to the
@@ -170,6 +185,13 @@ struct LogCursorStateMachine {
             return top()
 
         case (.measuring, .measured(let size, let links)):
+            guard size <= LogFormat.maximumSegmentBytes else {
+                // Not a segment a writer made (planted, or grown by hand):
+                // never read; the log goes on after it.
+                result.refusedFiles += 1
+                step = .findingNext
+                return .findNext(after: segment)
+            }
             fileSize = size
             unlinked = links == 0
             // A segment deleted by retention is still read to its end through
@@ -265,6 +287,13 @@ struct LogCursorStateMachine {
         if size - offset > budget, !readWhole {
             size = offset + budget
             capped = true
+        } else if readWhole, size - offset > LogFormat.maximumRecordSpan {
+            // One record, however large, fits in this; a stretch of garbage
+            // longer than it is read a span at a time.
+            size = offset + LogFormat.maximumRecordSpan
+            capped = true
+            readWhole = false
+            spanRead = true
         }
         if size < offset {
             return readWholeForResume(size: size, capped: capped)
@@ -317,11 +346,21 @@ struct LogCursorStateMachine {
         swap(&sequences, &lastSequences)
         // Where the pass stops when it has handed over as many as it may.
         var full: Int?
+        if start == 0 && Self.isPlanted(fresh, fileSize: fileSize) {
+            // Bytes that are no log of ours under a segment's name: never
+            // read; reading goes on after it.
+            result.refusedFiles += 1
+            step = .findingNext
+            return .findNext(after: segment)
+        }
         let walked = LogScanner.walk(fresh, base: start, fileSize: fileSize) { item in
             guard full == nil else { return }
             switch item {
             case .record(_, let end, let index, let envelope):
-                arrive(at: index)
+                // A gap in the indexes counts only after a stretch skipped:
+                // records next to each other were written in order, so a
+                // jump between them is a forged index, not a loss.
+                if skippedStretch { arrive(at: index) }
                 nextIndex = index &+ 1
                 guard var message = Self.decode(envelope, in: fresh, with: &decoder) else {
                     // Checksummed, yet not an envelope this reader can take
@@ -343,7 +382,9 @@ struct LogCursorStateMachine {
                 arrive(at: index)
                 nextIndex = index
             case .rollover(let next, let index, _):
-                arrive(at: index)
+                // Written right after this segment's last record: its index
+                // is the next one, unless forged; nothing lost here.
+                skippedStretch = false
                 nextIndex = index
                 rollover = next
             case .damaged(let index):
@@ -354,7 +395,9 @@ struct LogCursorStateMachine {
                 // real damage, counted then as a gap. One before the
                 // expected index was read already (a reader resuming there).
                 if let expected = nextIndex, index < expected { break }
-                arrive(at: index)
+                // After a stretch skipped, the records between the expected
+                // index and this one are lost (several damaged in a row).
+                if skippedStretch { arrive(at: index) }
                 nextIndex = index
                 skippedStretch = true
             case .skipped, .piece:
@@ -396,6 +439,14 @@ struct LogCursorStateMachine {
             if readAny {
                 result.hasMore = true
                 return finish()
+            }
+            if spanRead {
+                // No record is that long: forged pieces. Skipped, a block at a time.
+                spanRead = false
+                skippedStretch = true
+                lastChecksum = []
+                offset = LogFormat.blockEnd(of: offset)
+                return top()
             }
             // Not one whole record in the slice: read this one whole.
             readWhole = true
@@ -441,6 +492,27 @@ struct LogCursorStateMachine {
         // Nothing new in what was read (a slice of a long segment): where it
         // was, if the segment still reaches it; else after what is left.
         return resume ?? (offset <= bytes.count ? max(offset, end) : end)
+    }
+
+    /// Whether a segment's first bytes are not of this log: they neither open
+    /// with a start mark nor hold a record or a rollover mark (a start mark
+    /// damaged in place still leaves its records readable).
+    static func isPlanted(_ bytes: [UInt8], fileSize: Int) -> Bool {
+        var first = true
+        // No item at all in a header's worth of bytes or more: nothing of ours.
+        var unmarked = bytes.count >= LogFormat.headerSize
+        var anyRecord = false
+        _ = LogScanner.walk(bytes, base: 0, fileSize: fileSize) { item in
+            if first {
+                first = false
+                if case .start = item { unmarked = false } else { unmarked = true }
+            }
+            switch item {
+            case .record, .rollover: anyRecord = true
+            case .start, .damaged, .skipped, .piece: break
+            }
+        }
+        return unmarked && !anyRecord
     }
 
     /// The message in a record's envelope, or `nil` when it is not one whole

@@ -39,6 +39,15 @@ package enum LogFormat {
     /// checksum without computing it, and a reader whose data checksum
     /// comes out as it has checked the envelope's own checksum too.
     static let envelopeResidue: UInt32 = 0x4867_4BC7
+    /// The largest a segment can be: the largest segment size a
+    /// configuration takes (64 MiB) and one record of the largest payload
+    /// past it, with room to spare. A file larger than this under a
+    /// segment's name was not written by a writer of this log (a planted
+    /// sparse file, say); it is never read or appended to.
+    static let maximumSegmentBytes = 128 * 1024 * 1024
+    /// The most a reader reads at once to take one whole record: the
+    /// largest envelope, framed, with a block to spare.
+    static let maximumRecordSpan = 17 * 1024 * 1024 + 2 * blockSize
     /// The first bytes of a segment of format 1 (a bare envelope's magic).
     static let formatOneMagic: [UInt8] = [0x54, 0x4E, 0x4F, 0x54]
 

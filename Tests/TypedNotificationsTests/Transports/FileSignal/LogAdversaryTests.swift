@@ -202,6 +202,89 @@ struct LogAdversaryTests {
         #expect(!FileManager.default.fileExists(atPath: untouched))
     }
 
+    @Test(
+        "a file planted under the next segment's name (zeros, random bytes, format 1, 64 GiB sparse) is stepped over: posts land where readers find them",
+        arguments: ["zeros", "random", "format1", "sparse"])
+    func plantedNextSegment(kind: String) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        try poster.post(HelperPing(poster: 1, index: 0))
+        poster.close()
+        let watcher = try fileHub(directory, endpoint: "watcher")
+        defer { watcher.close() }
+        let deliveries = try watcher.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let planted = FileLog.segmentPath(directory, HelperPing.name, 2)
+        var bytes: [UInt8]
+        switch kind {
+        case "zeros": bytes = [UInt8](repeating: 0, count: 24)
+        case "random": bytes = (0..<100).map { UInt8(truncatingIfNeeded: $0 &* 97 &+ 13) }
+        case "format1": bytes = Array("TNOT\u{1}garbage".utf8)
+        default: bytes = [1]
+        }
+        #expect(
+            FileManager.default.createFile(
+                atPath: planted, contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
+        if kind == "sparse" { #expect(truncate(planted, 64 << 30) == 0) }
+        // A new poster process, and the first poster's hub again: both land.
+        let post = try HelperProcess(
+            [
+                "post", HelperPing.name.rawValue, "--transport", "file", "--dir", directory, "--json",
+                #"{"poster":2,"index":0}"#,
+            ],
+            executable: HelperProcess.tnotify)
+        #expect(await post.waitForExit() == 0)
+        let again = try fileHub(directory, endpoint: "poster")
+        try again.post(HelperPing(poster: 1, index: 1))
+        again.close()
+        var seen: [HelperPing] = []
+        var missed = 0
+        for await delivered in deliveries {
+            seen.append(delivered.notification)
+            missed += delivered.delivery.missed
+            if seen.count == 2 { break }
+        }
+        #expect(seen == [HelperPing(poster: 2, index: 0), HelperPing(poster: 1, index: 1)], "\(kind)")
+        #expect(missed == 0)
+        let list = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(list.output.contains { $0.contains("refused: 00000000000000000002.log") }, "\(kind): \(list.output)")
+        let latest = try await tnotify(["latest", HelperPing.name.rawValue, "--dir", directory])
+        #expect(latest.status == 0, "\(kind): \(latest.errors)")
+    }
+
+    @Test("a record whose checksummed header lies about its index is delivered, and no loss is invented")
+    func forgedIndex() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        for index in 0..<10 { try poster.post(HelperPing(poster: 1, index: index)) }
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+        var decoder = EnvelopeDecoder()
+        let records = FileLog.records(in: bytes, decoder: &decoder)
+        let fifth = records[4]
+        let length = UInt32(fifth.end - fifth.start - LogFormat.headerSize)
+        bytes.replaceSubrange(
+            fifth.start..<(fifth.start + LogFormat.headerSize),
+            with: forgedHeader(type: 1, length: length, dataChecksum: LogFormat.envelopeResidue, index: 1_004))
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        try poster.post(HelperPing(poster: 1, index: 10))
+        let reader = try NotificationHub(
+            endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
+        defer { reader.close() }
+        let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        var indices: [Int] = []
+        var missed = 0
+        for await delivered in deliveries {
+            indices.append(delivered.notification.index)
+            missed += delivered.delivery.missed
+            if indices.last == 10 { break }
+        }
+        #expect(indices == Array(0...10))
+        #expect(missed == 0)
+    }
+
     @Test("a torn tail already there when a watcher subscribes: the next posts all arrive, nothing old comes again")
     func tornTailAtSubscribe() async throws {
         for round in 0..<6 {
