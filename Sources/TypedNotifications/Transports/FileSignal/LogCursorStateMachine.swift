@@ -225,6 +225,8 @@ struct LogCursorStateMachine {
             return finish()
         case (.readingWhole(let size, let capped), .read(let bytes)):
             offset = resumeOffset(in: bytes)
+            // What the resume passed over counts as a gap, as after a skip.
+            skippedStretch = true
             return readFresh(size: size, capped: capped)
         case (.readingWhole(let size, let capped), .readFailed):
             offset = min(offset, size)
