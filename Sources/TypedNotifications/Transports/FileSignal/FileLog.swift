@@ -110,16 +110,8 @@ enum FileLog {
             var index: UInt64?
             var next: UInt64?
             let walked = LogScanner.walk(bytes, base: from, fileSize: info.size) { item in
-                switch item {
-                case .record(_, _, let found, _): index = found &+ 1
-                case .start(let found): index = found
-                case .rollover(let segment, let found, _):
-                    index = found
-                    next = segment
-                case .damaged(let found): index = found
-                case .piece(let found, let isLast): index = isLast ? found &+ 1 : found
-                case .skipped: break
-                }
+                if case .rollover(let segment, _, _) = item { next = segment }
+                index = LogScanner.index(after: item) ?? index
             }
             if walked.stop == .formatOne { return nil }
             if let next { return LogPosition(segment: next, offset: 0, index: index) }

@@ -212,16 +212,8 @@ final class LogAppender: @unchecked Sendable {
             var rollover: (next: UInt64, index: UInt64)?
             var learned: UInt64?
             let walked = LogScanner.walk(bytes, base: from, fileSize: size) { item in
-                switch item {
-                case .record(_, _, let index, _): learned = index &+ 1
-                case .start(let index): learned = index
-                case .rollover(let next, let index, _): rollover = (next, index)
-                // A damaged record's index is reused, as a torn one's is:
-                // after a tear the hole reads as damaged data (see the reader).
-                case .damaged(let found): learned = found
-                case .piece(let found, let isLast): learned = isLast ? found &+ 1 : found
-                case .skipped: break
-                }
+                if case .rollover(let next, let index, _) = item { rollover = (next, index) }
+                learned = LogScanner.index(after: item) ?? learned
             }
             if let learned { nextIndex = learned }
             if let rollover { return (rollover, walked.end) }
@@ -275,13 +267,8 @@ final class LogAppender: @unchecked Sendable {
             var learned: UInt64?
             var closed = false
             let walked = LogScanner.walk(bytes, base: 0, fileSize: info.size) { item in
-                switch item {
-                case .record(_, _, let found, _): learned = found &+ 1
-                case .start(let found), .damaged(let found): learned = found
-                case .piece(let found, let isLast): learned = isLast ? found &+ 1 : found
-                case .rollover: closed = true
-                case .skipped: break
-                }
+                if case .rollover = item { closed = true }
+                learned = LogScanner.index(after: item) ?? learned
             }
             guard walked.stop != .formatOne, let found = learned else { continue }
             index = found

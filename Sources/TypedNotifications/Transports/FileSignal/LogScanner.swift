@@ -54,6 +54,20 @@ enum LogScanner {
         case formatOne
     }
 
+    /// The index of the record that comes after `item`, when it tells one:
+    /// what a writer appends next, or where a reader's count stands. A
+    /// damaged record's index is used again, as a torn one's is (after a
+    /// tear, the hole reads as damaged data); a middle piece's record is
+    /// not whole yet.
+    static func index(after item: Item) -> UInt64? {
+        switch item {
+        case .record(_, _, let index, _): index &+ 1
+        case .start(let index), .damaged(let index), .rollover(_, let index, _): index
+        case .piece(let index, let isLast): isLast ? index &+ 1 : index
+        case .skipped: nil
+        }
+    }
+
     /// How many bytes of candidate data a resynchronization may checksum in
     /// one block before it gives up on the block.
     static let resyncBudget = 2 * LogFormat.blockSize
