@@ -9,6 +9,9 @@ struct LogPosition: Comparable, Hashable, Sendable, CustomStringConvertible {
     var segment: UInt64
     var offset: Int
     var index: UInt64? = nil
+    /// The identifier of the log this is a position in (see
+    /// ``LogFormat/FragmentType/start``), when known; not compared.
+    var log: UInt64? = nil
 
     static func < (lhs: Self, rhs: Self) -> Bool {
         (lhs.segment, lhs.offset) < (rhs.segment, rhs.offset)
@@ -24,12 +27,20 @@ struct LogPosition: Comparable, Hashable, Sendable, CustomStringConvertible {
     }
 
     var description: String { "\(segment) \(offset)" }
+
+    /// The later of two positions; `next`, a position handed over after
+    /// `self`, when it is in another log (the log was started again between
+    /// them, and its positions start again too).
+    func advanced(to next: Self) -> Self {
+        if let log, let other = next.log, log != other { return next }
+        return Swift.max(self, next)
+    }
 }
 
 /// A durable reader's saved state in `DIR/cursors/IDENTITY/NAME`, replaced
 /// atomically (written to a temporary file, then renamed):
 ///
-///     COMMITTED-SEGMENT COMMITTED-OFFSET DELIVERED-SEGMENT DELIVERED-OFFSET [NEXT-INDEX]
+///     COMMITTED-SEGMENT COMMITTED-OFFSET DELIVERED-SEGMENT DELIVERED-OFFSET [NEXT-INDEX [LOG]]
 ///
 /// *Committed* is the end of the last record every observer handled, in
 /// order: where the next run starts. *Delivered* is the end of the last
@@ -38,6 +49,8 @@ struct LogPosition: Comparable, Hashable, Sendable, CustomStringConvertible {
 /// *Next index* is the index of the record after the committed position, so
 /// a run that finds that record deleted by retention is told exactly how
 /// many it missed; files written before the log had record indexes lack it.
+/// *Log* is the identifier of the log the positions are in, so a log
+/// removed and started again is never read from a position in the old one.
 /// A file of the first version holds only the committed position.
 struct FileCursor: Equatable, Sendable {
     var committed: LogPosition
@@ -76,15 +89,15 @@ struct FileCursor: Equatable, Sendable {
         guard bytes.count < 128, bytes.last == UInt8(ascii: "\n") else { return nil }
         let parts = bytes.dropLast().split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
         let numbers = parts.map { UInt64(String(decoding: $0, as: UTF8.self)) }
-        guard numbers.count == 2 || numbers.count == 4 || numbers.count == 5, numbers.allSatisfy({ $0 != nil })
-        else { return nil }
+        guard [2, 4, 5, 6].contains(numbers.count), numbers.allSatisfy({ $0 != nil }) else { return nil }
         let values = numbers.compactMap { $0 }
-        guard values[0] > 0, values[1] <= UInt64(Int.max) else { return nil }
+        guard values[0] > 0, values[1] <= UInt64(Int.max), values.count < 6 || values[5] != 0 else { return nil }
         let committed = LogPosition(
-            segment: values[0], offset: Int(values[1]), index: values.count == 5 ? values[4] : nil)
+            segment: values[0], offset: Int(values[1]), index: values.count >= 5 ? values[4] : nil,
+            log: values.count == 6 ? values[5] : nil)
         guard values.count >= 4 else { return FileCursor(committed: committed, delivered: committed) }
         guard values[2] > 0, values[3] <= UInt64(Int.max) else { return nil }
-        let delivered = LogPosition(segment: values[2], offset: Int(values[3]))
+        let delivered = LogPosition(segment: values[2], offset: Int(values[3]), log: committed.log)
         guard delivered >= committed else { return nil }
         return FileCursor(committed: committed, delivered: delivered)
     }
@@ -93,7 +106,12 @@ struct FileCursor: Equatable, Sendable {
 
     /// The file's bytes.
     var bytes: [UInt8] {
-        Array("\(committed) \(delivered)\(committed.index.map { " \($0)" } ?? "")\n".utf8)
+        var line = "\(committed) \(delivered)"
+        if let index = committed.index {
+            line += " \(index)"
+            if let log = committed.log { line += " \(log)" }
+        }
+        return Array((line + "\n").utf8)
     }
 
     /// Writes the cursor: a temporary file, then a rename over the old one (a
@@ -151,7 +169,7 @@ struct CursorCommitStateMachine: Sendable {
     mutating func handOver(endingAt end: LogPosition) -> UInt64 {
         let token = firstToken &+ UInt64(pending.count)
         pending.append((end, false))
-        delivered = max(delivered, end)
+        delivered = delivered.advanced(to: end)
         return token
     }
 
@@ -162,7 +180,7 @@ struct CursorCommitStateMachine: Sendable {
         pending.update(at: Int(token - firstToken)) { $0.handled = true }
         var moved = false
         while let oldest = pending.first, oldest.handled {
-            committed = max(committed, oldest.end)
+            committed = committed.advanced(to: oldest.end)
             pending.removeFirst()
             firstToken &+= 1
             moved = true

@@ -55,6 +55,9 @@ extension FileSignalTransport {
             let all = sizes.values.reduce(0, +)
             let end = LogPosition(segment: segments.last ?? 1, offset: sizes[segments.last ?? 1] ?? 0)
             let limit = configuration.retention.maximumBytesBehind
+            let current = segments.last.flatMap {
+                FileLog.logIdentifier(directory, name, $0, sharing: configuration.sharing)
+            }
             let cursors = identities.sorted().compactMap { identity -> FileCursorSummary? in
                 let position: LogPosition
                 switch FileCursor.load(
@@ -67,6 +70,13 @@ extension FileSignalTransport {
                         identity: identity, bytesBehind: all, holdsRetention: false, problem: problem)
                 case .valid(let cursor):
                     position = cursor.committed
+                }
+                if let saved = position.log, let current, saved != current {
+                    return FileCursorSummary(
+                        identity: identity, bytesBehind: all, holdsRetention: false,
+                        problem:
+                            "it was saved in a log since removed and started again"
+                    )
                 }
                 guard position <= end else {
                     return FileCursorSummary(

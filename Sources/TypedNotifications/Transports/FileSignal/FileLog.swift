@@ -88,6 +88,18 @@ enum FileLog {
         return .success(bytes)
     }
 
+    /// The log identifier in the start mark of segment `number` (see
+    /// ``LogFormat/FragmentType/start``), or `nil` when it cannot be read or
+    /// has no whole start mark.
+    static func logIdentifier(
+        _ root: String, _ name: NotificationName, _ number: UInt64, sharing: DirectorySharing
+    ) -> UInt64? {
+        guard case .success(let file) = open(segmentPath(root, name, number), create: false, sharing: sharing),
+            case .success(let bytes) = read(file, at: 0, count: LogFormat.startSize)
+        else { return nil }
+        return LogFormat.logIdentifier(inStart: bytes)
+    }
+
     /// Where a segment's readable part ends, and the index of the record
     /// that comes next there: a record boundary, before any torn tail. A
     /// segment closed by a rollover mark ends at the start of the next
@@ -96,14 +108,12 @@ enum FileLog {
     /// is of format 1.
     static func end(of file: borrowing FileDescriptor, number: UInt64) -> LogPosition? {
         guard case .success(let info) = SystemCalls.fileStatus(file), info.size <= LogFormat.maximumSegmentBytes,
-            case .success(let head) = read(file, at: 0, count: LogFormat.headerSize)
+            case .success(let head) = read(file, at: 0, count: LogFormat.startSize)
         else { return nil }
         // Not a segment of this log unless it opens with a start mark (an
         // empty one is a segment being created by hand: its end is its start).
         if head.isEmpty { return LogPosition(segment: number, offset: 0) }
-        guard head.count == LogFormat.headerSize,
-            head.withUnsafeBytes({ LogFormat.header(in: $0, at: 0, base: 0) })?.type == .start
-        else { return nil }
+        guard let log = LogFormat.logIdentifier(inStart: head) else { return nil }
         var from = LogFormat.blockStart(of: max(0, info.size - 1))
         while true {
             guard case .success(let bytes) = read(file, at: from, count: info.size - from) else { return nil }
@@ -114,12 +124,12 @@ enum FileLog {
                 index = LogScanner.index(after: item) ?? index
             }
             if walked.stop == .formatOne { return nil }
-            if let next { return LogPosition(segment: next, offset: 0, index: index) }
+            if let next { return LogPosition(segment: next, offset: 0, index: index, log: log) }
             if index == nil && from > 0 {
                 from = 0
                 continue
             }
-            return LogPosition(segment: number, offset: walked.end, index: index)
+            return LogPosition(segment: number, offset: walked.end, index: index, log: log)
         }
     }
 

@@ -5,7 +5,7 @@ import Synchronization
 /// Deletes old segments: those past the size or age policy, and only when
 /// every durable cursor that still holds the log has moved beyond them. A
 /// cursor further behind the end than ``FileRetentionPolicy/maximumBytesBehind``
-/// holds nothing.
+/// holds nothing, nor one saved in a log since removed and started again.
 enum FileRetention {
     static func apply(
         root: String,
@@ -43,12 +43,16 @@ enum FileRetention {
     /// Every usable durable cursor of `name`: its identity, the segment it is
     /// in, how many bytes of the log it has not handled, and whether it
     /// holds the segments from there on (it is within the policy's
-    /// ``FileRetentionPolicy/maximumBytesBehind``).
+    /// ``FileRetentionPolicy/maximumBytesBehind``, and in the log there is
+    /// now: a position in a removed log says nothing about this one).
     static func holders(
         root: String, name: NotificationName, sizes: [UInt64: Int], configuration: FileSignalConfiguration
     ) -> [(identity: String, segment: UInt64, bytesBehind: Int, holds: Bool)] {
         guard case .success(let identities) = SystemCalls.directoryEntries(FileLog.cursorsDirectory(root)) else {
             return []
+        }
+        let current = sizes.keys.max().flatMap {
+            FileLog.logIdentifier(root, name, $0, sharing: configuration.sharing)
         }
         return identities.sorted().compactMap { identity in
             guard
@@ -56,7 +60,8 @@ enum FileRetention {
                     root: root, identity: identity, name: name, sharing: configuration.sharing)
             else { return nil }
             let behind = bytesBehind(cursor.committed, sizes: sizes)
-            let holds = configuration.retention.maximumBytesBehind.map { behind <= $0 } ?? true
+            let sameLog = cursor.committed.log == nil || current == nil || cursor.committed.log == current
+            let holds = sameLog && (configuration.retention.maximumBytesBehind.map { behind <= $0 } ?? true)
             return (identity, cursor.committed.segment, behind, holds)
         }
     }

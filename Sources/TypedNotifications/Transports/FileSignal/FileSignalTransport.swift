@@ -552,6 +552,13 @@ public final class FileSignalTransport: NotificationTransport {
         case .invalid(let reason):
             problem = reason
         case .valid(let cursor):
+            if let saved = cursor.committed.log, let current = end.log, saved != current {
+                // The log was removed and started again since the cursor was
+                // saved: what it pointed into is gone; the new log is read
+                // from its oldest record, none of it delivered before.
+                counters.vanishedSegments.add(1, ordering: .relaxed)
+                return (LogPosition(segment: oldest.segment, offset: 0, log: current), nil)
+            }
             if cursor.committed > end {
                 problem = "the cursor (\(cursor.committed)) points past the end of the log (\(end))"
             } else if cursor.committed < oldest {
@@ -594,7 +601,8 @@ public final class FileSignalTransport: NotificationTransport {
             case .record(let start, let end, let index, _):
                 if start == position.offset { found = found ?? index }
                 if end == position.offset { next = index &+ 1 }
-            case .start(let index): if position.offset == LogFormat.headerSize || position.offset == 0 { next = index }
+            case .start(let index, _):
+                if position.offset == LogFormat.startSize || position.offset == 0 { next = index }
             case .rollover, .damaged, .skipped, .piece: break
             }
         }
@@ -932,24 +940,12 @@ final class LogReader {
     private(set) var missedAfterRecords = 0
     private let sharing: DirectorySharing
     private var machine: LogCursorStateMachine
-    // The segment being read, and which file it is (to notice a log started
-    // again under it).
+    // The segment being read.
     private var open: OpenSegment?
-    // The log's directory when a segment was last opened: a segment that is
-    // missing from another directory means the log was started again.
-    private var lastDirectory: FileIdentity?
 
     private final class OpenSegment {
         let file: FileDescriptor
-        let path: String
-        var identity: FileIdentity?
-        // The log's directory when the segment was opened.
-        let directory: FileIdentity?
-        init(file: consuming FileDescriptor, path: String, directory: FileIdentity?) {
-            self.file = file
-            self.path = path
-            self.directory = directory
-        }
+        init(file: consuming FileDescriptor) { self.file = file }
     }
 
     init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?, sharing: DirectorySharing) {
@@ -982,23 +978,10 @@ final class LogReader {
                 return result.records
             case .open(let segment):
                 open = nil
-                let path = FileLog.segmentPath(root, name, segment)
-                let directory = try? SystemCalls.linkStatus(FileLog.nameDirectory(root, name)).get().identity
-                switch FileLog.open(path, create: false, sharing: sharing) {
-                case .success where directory != nil && lastDirectory != nil && directory != lastDirectory:
-                    // A segment of the log started again since (a number the
-                    // new log reached): that log starts at its oldest segment.
-                    lastDirectory = directory
-                    event = .restartChecked(restarted: true, oldestSegment: FileLog.segments(root, name).first)
+                switch FileLog.open(FileLog.segmentPath(root, name, segment), create: false, sharing: sharing) {
                 case .success(let file):
-                    open = OpenSegment(file: file, path: path, directory: directory)
-                    lastDirectory = directory ?? lastDirectory
+                    open = OpenSegment(file: file)
                     event = .opened
-                case .failure(let error)
-                where error.code != .insecureDirectory && directory != nil
-                    && lastDirectory != nil && directory != lastDirectory:
-                    lastDirectory = directory
-                    event = .restartChecked(restarted: true, oldestSegment: FileLog.segments(root, name).first)
                 case .failure(let error):
                     // Listed after the open failed: a segment renamed into
                     // place meanwhile (the writer that wrote the rollover
@@ -1012,34 +995,17 @@ final class LogReader {
                 }
             case .measure:
                 if let current = open, case .success(let info) = SystemCalls.fileStatus(current.file) {
-                    current.identity = info.identity
                     event = .measured(size: info.size, links: info.links)
                 } else {
                     event = .measureFailed
                 }
             case .checkRestart:
-                // Started again when the segment's path names another file
-                // now, or when the log's directory is another one (removed
-                // and made again). Only the segment removed (retention, rm):
-                // not started again; its rollover mark, or the directory,
-                // says where the log goes on.
-                let restarted: Bool
-                if let current = open, case .success(let now) = SystemCalls.linkStatus(current.path) {
-                    restarted = now.identity != current.identity
-                } else if let current = open,
-                    case .success(let directory) = SystemCalls.linkStatus(FileLog.nameDirectory(root, name))
-                {
-                    restarted = directory.identity != current.directory
-                } else {
-                    restarted = false
-                }
-                event = .restartChecked(
-                    restarted: restarted, oldestSegment: restarted ? FileLog.segments(root, name).first : nil)
-                if restarted {
-                    open = nil
-                    // The log as it is now: its directory is the one to compare with.
-                    lastDirectory = try? SystemCalls.linkStatus(FileLog.nameDirectory(root, name)).get().identity
-                }
+                // The newest segment's start mark names the log writers
+                // append to now.
+                event = .newestLogFound(
+                    FileLog.segments(root, name).last.flatMap {
+                        FileLog.logIdentifier(root, name, $0, sharing: sharing)
+                    })
             case .read(let offset, let count):
                 if let current = open, case .success(let bytes) = FileLog.read(current.file, at: offset, count: count) {
                     event = .read(bytes)

@@ -29,6 +29,9 @@ final class LogAppender: @unchecked Sendable {
     private var knownSize = -1
     // The index of the next record; `nil` until read from the log.
     private var nextIndex: UInt64?
+    // The identifier of the log, carried into every segment this appender
+    // starts; `nil` until read from a segment's start mark.
+    private var log: UInt64?
     // The bytes of one write: fragments, padding, a rollover mark.
     private var batch: [UInt8] = []
     private static let keptBatchCapacity = 256 * 1024
@@ -101,7 +104,7 @@ final class LogAppender: @unchecked Sendable {
                         UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]),
                         index: index &+ UInt64(count), at: end, to: &batch)
                 }
-                let holdsRecords = end > LogFormat.headerSize
+                let holdsRecords = end > LogFormat.startSize
                 if after > segmentSize && (count > 0 || holdsRecords) {
                     batch.removeSubrange(mark...)
                     break
@@ -229,10 +232,10 @@ final class LogAppender: @unchecked Sendable {
             if size == 0 {
                 // A segment left empty (created by hand, or by a writer of
                 // another version): give it its start.
-                batch = LogFormat.segmentStart(index: nextIndex ?? 0)
+                batch = LogFormat.segmentStart(index: nextIndex ?? 0, log: logIdentifier())
                 try write(batch, to: segment, at: 0)
                 nextIndex = nextIndex ?? 0
-                return (nil, LogFormat.headerSize)
+                return (nil, LogFormat.startSize)
             }
             if walked.stop == .waiting {
                 // A torn tail: the writer that left it was killed (this one
@@ -379,8 +382,10 @@ final class LogAppender: @unchecked Sendable {
 
     /// Creates segment `number` whole, with its start mark.
     private func createSegment(_ number: UInt64, index: UInt64) throws(TypedNotificationError) {
-        let start = LogFormat.segmentStart(index: index)
+        let log = logIdentifier()
+        let start = LogFormat.segmentStart(index: index, log: log)
         use(OpenSegment(file: try files.create(number, holding: start), number: number))
+        self.log = log
         validatedEnd = start.count
         knownSize = start.count
         nextIndex = index
@@ -393,6 +398,28 @@ final class LogAppender: @unchecked Sendable {
         validatedEnd = -1
         knownSize = -1
         nextIndex = nil
+        if let bytes = segment.file.read(at: 0, count: LogFormat.startSize),
+            let found = LogFormat.logIdentifier(inStart: bytes)
+        {
+            log = found
+        }
+    }
+
+    /// The log's identifier: the one this appender read, else the one a
+    /// segment of the log names (the newest whose start mark is whole), else
+    /// the one kept in the lock file (made there for a new log).
+    private func logIdentifier() -> UInt64 {
+        if let log { return log }
+        for number in files.segments().reversed() {
+            guard let bytes = files.readStart(of: number, count: LogFormat.startSize),
+                let found = LogFormat.logIdentifier(inStart: bytes)
+            else { continue }
+            log = found
+            return found
+        }
+        let kept = files.keptLogIdentifier()
+        log = kept
+        return kept
     }
 
     private func write(_ bytes: [UInt8], to segment: OpenSegment, at offset: Int) throws(TypedNotificationError) {

@@ -14,7 +14,12 @@
 /// that is still being written; it notices a segment truncated and written
 /// again (the checksum ending the last record read has changed, or the
 /// segment is shorter than the position) and goes on at the first record it
-/// has not read; and it follows a log removed and started again.
+/// has not read; and it follows a log removed and started again: every
+/// segment's start mark names its log, and a segment of another log than
+/// the one the reader was reading (a saved position into a log since
+/// replaced, a log removed under a paused reader and made again, whatever
+/// numbers the file system gave its files) sends the reader to the oldest
+/// segment of the log there is now.
 struct LogCursorStateMachine {
     /// Bytes read per pass, over all segments, about 160 small records: a pass then hands over
     /// about what a handler loop delivers in one slice, and the next pass
@@ -31,8 +36,10 @@ struct LogCursorStateMachine {
         /// Measure the open segment; answer ``Event/measured(size:links:)`` or
         /// ``Event/measureFailed``.
         case measure
-        /// The open segment has no name left: was the log started again
-        /// under it? Answer ``Event/restartChecked(restarted:oldestSegment:)``.
+        /// Was the log started again (the open segment has no name left, or
+        /// the one asked for is not there)? Answer
+        /// ``Event/newestLogFound(_:)``: the log the newest segment's start
+        /// mark names, where writers append now.
         case checkRestart
         /// Read `count` bytes of the open segment at `offset`; answer
         /// ``Event/read(_:)`` or ``Event/readFailed``.
@@ -53,7 +60,9 @@ struct LogCursorStateMachine {
         case openFailed(refused: Bool, nextSegment: UInt64?)
         case measured(size: Int, links: Int)
         case measureFailed
-        case restartChecked(restarted: Bool, oldestSegment: UInt64?)
+        /// The identifier in the newest segment's start mark; `nil` when
+        /// there is no segment or it has no valid start mark.
+        case newestLogFound(UInt64?)
         /// Bytes read; fewer than asked when the file is shorter.
         case read([UInt8])
         case readFailed
@@ -78,7 +87,11 @@ struct LogCursorStateMachine {
         case idle
         case opening
         case measuring
-        case checkingRestart(size: Int)
+        // Reading the start mark of a segment opened past its start.
+        case readingMark
+        // Asking whether the log was started again; `size`: the open
+        // segment's, when it is open and unlinked.
+        case checkingRestart(size: Int?)
         // Reading the 4 bytes before the position and what follows.
         case readingChecked(size: Int, capped: Bool)
         case readingFresh(size: Int, capped: Bool)
@@ -92,9 +105,15 @@ struct LogCursorStateMachine {
     private(set) var offset: Int
     // The index of the next record; `nil` until the log tells it.
     private(set) var nextIndex: UInt64?
+    // The identifier of the log being read; `nil` until a start mark tells it.
+    private(set) var log: UInt64?
+    // Restarted in `log` and looking for its oldest segment: segments of
+    // other logs met on the way (left behind, or planted) are passed over.
+    private var seekingLog = false
     // Records ending at or before this may have been delivered by an earlier
-    // run of this durable identity: they are marked as redeliveries.
-    private let redeliverThrough: LogPosition?
+    // run of this durable identity: they are marked as redeliveries. Of the
+    // log it was saved in only.
+    private var redeliverThrough: LogPosition?
     // The segment the driver has open now, its size when last measured, and
     // whether it has a name left.
     private var openSegment: UInt64?
@@ -125,6 +144,7 @@ struct LogCursorStateMachine {
         self.segment = start.segment
         self.offset = start.offset
         self.nextIndex = start.index
+        self.log = start.log
         self.redeliverThrough = redeliveringThrough
         // Resuming at a saved place: what lies between it and the first
         // record read (a stretch a previous run skipped) counts as a gap.
@@ -132,7 +152,7 @@ struct LogCursorStateMachine {
     }
 
     /// Where the next record to read starts.
-    var position: LogPosition { LogPosition(segment: segment, offset: offset, index: nextIndex) }
+    var position: LogPosition { LogPosition(segment: segment, offset: offset, index: nextIndex, log: log) }
 
     /// Starts a pass that hands over at most `maximumRecords` records (the
     /// room its observers' buffers have; `nil`: no limit), so a buffering
@@ -166,23 +186,33 @@ struct LogCursorStateMachine {
         switch (step, event) {
         case (.opening, .opened):
             openSegment = segment
+            // Opened past its start, whose mark the walk will not see: the
+            // mark says whether this is still the log being read.
+            guard offset > 0 else { return measure() }
+            step = .readingMark
+            return .read(offset: 0, count: LogFormat.startSize)
+        case (.readingMark, .read(let bytes)):
+            if let found = LogFormat.logIdentifier(inStart: bytes) {
+                if let log, found != log { return foreignSegment(of: found) }
+                log = found
+                seekingLog = false
+            }
+            // A start mark damaged in place: its records are still read.
             return measure()
-        case (.opening, .restartChecked(true, let oldest)):
-            // The segment is not there and the log's directory is another
-            // one now: the log was removed and started again meanwhile.
-            result.vanishedSegments += 1
-            segment = oldest ?? 1
-            offset = 0
-            nextIndex = nil
-            skippedStretch = false
-            return top()
+        case (.readingMark, .readFailed):
+            return finish()
         case (.opening, .openFailed(let refused, let next)):
             if refused { result.refusedFiles += 1 }
             // Deleted by retention, refused, or not created yet: go to the
             // next segment there is; its start mark tells what was missed.
-            guard let next, next > segment else { return finish() }
-            moveTo(next)
-            return top()
+            if let next, next > segment {
+                moveTo(next)
+                return top()
+            }
+            // None after it: not created yet, or the log was started again
+            // with fewer segments than this one's number.
+            step = .checkingRestart(size: nil)
+            return .checkRestart
 
         case (.measuring, .measured(let size, let links)):
             guard size <= LogFormat.maximumSegmentBytes else {
@@ -205,16 +235,13 @@ struct LogCursorStateMachine {
         case (.measuring, .measureFailed):
             return finish()
 
-        case (.checkingRestart(let size), .restartChecked(let restarted, let oldest)):
-            guard restarted else { return window(size: size) }
-            // This reader holds a file no longer in the log: go on in the log
-            // as it is now, from its oldest segment. Its indexes start again.
-            result.vanishedSegments += 1
-            openSegment = nil
-            segment = oldest ?? segment
-            offset = 0
-            nextIndex = nil
-            return top()
+        case (.checkingRestart(let size), .newestLogFound(let found)):
+            if let found, let log, found != log { return restart(in: found) }
+            // The same log (only this segment was removed: retention, `rm`;
+            // its rollover mark or the directory says where the log goes
+            // on), or no other log yet.
+            guard let size else { return finish() }
+            return window(size: size)
 
         case (.readingChecked(let size, let capped), .read(let bytes)):
             guard bytes.count >= 4, bytes.starts(with: lastChecksum) else {
@@ -273,6 +300,37 @@ struct LogCursorStateMachine {
     private mutating func moveTo(_ next: UInt64) {
         segment = next
         offset = 0
+    }
+
+    /// The segment just opened belongs to log `other`: a segment of another
+    /// log passed over while looking for the new log's oldest segment, or
+    /// else the sign that the log was started again.
+    private mutating func foreignSegment(of other: UInt64) -> Action {
+        guard seekingLog else { return restart(in: other) }
+        openSegment = nil
+        step = .findingNext
+        return .findNext(after: segment)
+    }
+
+    /// The log was removed and started again as log `newLog`: the reader
+    /// goes on in it from its oldest segment, and its indexes start again.
+    /// What the old log held past the position was removed with it; the
+    /// reader counts a vanished segment.
+    private mutating func restart(in newLog: UInt64) -> Action {
+        result.vanishedSegments += 1
+        log = newLog
+        redeliverThrough = nil
+        openSegment = nil
+        unlinked = false
+        offset = 0
+        nextIndex = nil
+        skippedStretch = false
+        lastChecksum = []
+        lastSequences = [:]
+        seekingLog = true
+        segment = 0
+        step = .findingNext
+        return .findNext(after: 0)
     }
 
     private mutating func finish() -> Action {
@@ -340,6 +398,13 @@ struct LogCursorStateMachine {
     private mutating func walk(_ fresh: [UInt8], capped: Bool, decoder: inout EnvelopeDecoder) -> Action {
         let start = offset
         let segment = segment
+        if start == 0 && Self.isPlanted(fresh, fileSize: fileSize) {
+            // Bytes that are no log of ours under a segment's name: never
+            // read; reading goes on after it.
+            result.refusedFiles += 1
+            step = .findingNext
+            return .findNext(after: segment)
+        }
         var rollover: UInt64?
         // Moved out and back, so that appending copies neither.
         var records: [LogRecord] = []
@@ -348,15 +413,10 @@ struct LogCursorStateMachine {
         swap(&sequences, &lastSequences)
         // Where the pass stops when it has handed over as many as it may.
         var full: Int?
-        if start == 0 && Self.isPlanted(fresh, fileSize: fileSize) {
-            // Bytes that are no log of ours under a segment's name: never
-            // read; reading goes on after it.
-            result.refusedFiles += 1
-            step = .findingNext
-            return .findNext(after: segment)
-        }
+        // The start mark of another log than the one being read.
+        var foreign: UInt64?
         let walked = LogScanner.walk(fresh, base: start, fileSize: fileSize) { item in
-            guard full == nil else { return }
+            guard full == nil, foreign == nil else { return }
             switch item {
             case .record(_, let end, let index, let envelope):
                 // A gap in the indexes counts only after a stretch skipped:
@@ -371,7 +431,7 @@ struct LogCursorStateMachine {
                     missed += 1
                     return
                 }
-                let position = LogPosition(segment: segment, offset: end, index: index &+ 1)
+                let position = LogPosition(segment: segment, offset: end, index: index &+ 1, log: log)
                 if let redeliverThrough, position <= redeliverThrough { message.isRedelivery = true }
                 sequences[message.sender] = message.sequence
                 records.append(LogRecord(message: message, end: position, missedBefore: missed))
@@ -380,7 +440,13 @@ struct LogCursorStateMachine {
                     recordsLeft = left - 1
                     if left == 1 { full = end }
                 }
-            case .start(let index):
+            case .start(let index, let found):
+                if let log, found != log {
+                    foreign = found
+                    return
+                }
+                log = found
+                seekingLog = false
                 arrive(at: index)
                 nextIndex = index
             case .rollover(let next, let index, _):
@@ -408,6 +474,7 @@ struct LogCursorStateMachine {
         }
         swap(&records, &result.records)
         swap(&sequences, &lastSequences)
+        if let foreign { return foreignSegment(of: foreign) }
         if let full {
             // As many as the observers have room for: the rest waits in the log.
             let consumed = full - start
@@ -501,8 +568,10 @@ struct LogCursorStateMachine {
     /// damaged in place still leaves its records readable).
     static func isPlanted(_ bytes: [UInt8], fileSize: Int) -> Bool {
         var first = true
-        // No item at all in a header's worth of bytes or more: nothing of ours.
-        var unmarked = bytes.count >= LogFormat.headerSize
+        // No item at all in a start mark's worth of bytes or more, or in a
+        // whole file shorter than one (a writer creates every segment with
+        // its start mark): nothing of ours.
+        var unmarked = bytes.count >= LogFormat.startSize || (!bytes.isEmpty && bytes.count >= fileSize)
         var anyRecord = false
         _ = LogScanner.walk(bytes, base: 0, fileSize: fileSize) { item in
             if first {

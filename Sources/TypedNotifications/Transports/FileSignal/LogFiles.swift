@@ -27,6 +27,13 @@ protocol LogFiles: AnyObject {
     func newestCreated() -> UInt64?
     /// Applies the retention policy, keeping segment `active` and newer.
     func applyRetention(keeping active: UInt64)
+    /// The log's identifier (see ``LogFormat/FragmentType/start``) as kept
+    /// in its lock file, which only the removal of the whole log removes;
+    /// made and kept there when the lock file has none (a new log).
+    func keptLogIdentifier() -> UInt64
+    /// The first `count` bytes of segment `number`, read without creating
+    /// or writing anything; `nil` when it cannot be read.
+    func readStart(of number: UInt64, count: Int) -> [UInt8]?
 }
 
 /// One open segment.
@@ -118,6 +125,29 @@ final class SystemLogFiles: LogFiles {
 
     func applyRetention(keeping active: UInt64) {
         FileRetention.apply(root: root, name: name, configuration: configuration, counters: counters, keeping: active)
+    }
+
+    /// In the lock file's bytes 8 ..< 16, after the newest segment number.
+    func keptLogIdentifier() -> UInt64 {
+        if case .success(let bytes) = FileLog.read(lockFile, at: 8, count: 8), bytes.count == 8 {
+            let kept = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+            if kept != 0 { return kept }
+        }
+        var generator = SystemRandomNumberGenerator()
+        let new = LogFormat.newLogIdentifier(using: &generator)
+        // Best effort: without it, a log whose every segment was removed
+        // would be taken for a new one by readers.
+        _ = withUnsafeBytes(of: new.littleEndian) { SystemCalls.writeAll(lockFile, $0, at: 8) }
+        return new
+    }
+
+    func readStart(of number: UInt64, count: Int) -> [UInt8]? {
+        guard
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(root, name, number), create: false, sharing: configuration.sharing),
+            case .success(let bytes) = FileLog.read(file, at: 0, count: count)
+        else { return nil }
+        return bytes
     }
 }
 

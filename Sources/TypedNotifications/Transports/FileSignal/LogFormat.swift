@@ -21,7 +21,10 @@
 /// notifications it missed.
 ///
 /// Every segment starts with a ``FragmentType/start`` fragment carrying the
-/// index of its first record; a closed segment ends with a
+/// index of its first record and the log's identifier (a random number
+/// chosen when the log is created, carried on by every segment of it, so a
+/// log removed and created again is never taken for the old one, whatever
+/// numbers the file system gives its files); a closed segment ends with a
 /// ``FragmentType/rollover`` fragment naming the next segment, so writers
 /// and readers follow the log from segment to segment without listing the
 /// directory.
@@ -34,6 +37,10 @@ package enum LogFormat {
     static let headerSize = 24
     /// The data of a rollover fragment: the next segment's number.
     static let rolloverDataSize = 8
+    /// The data of a start fragment: the log's identifier.
+    static let startDataSize = 8
+    /// The size of a start fragment, header and data.
+    static let startSize = headerSize + startDataSize
     /// The CRC-32C of any valid envelope, its own checksum included: the
     /// CRC-32C residue. A whole envelope's fragment carries it as its data
     /// checksum without computing it, and a reader whose data checksum
@@ -61,8 +68,9 @@ package enum LogFormat {
         case middle = 3
         /// The last piece.
         case last = 4
-        /// The first fragment of a segment: no data; its index is the index
-        /// of the segment's first record.
+        /// The first fragment of a segment: its data is the log's
+        /// identifier (a nonzero u64), its index the index of the segment's
+        /// first record.
         case start = 5
         /// The last fragment of a closed segment: its data is the next
         /// segment's number, its index that segment's first record's.
@@ -101,7 +109,7 @@ package enum LogFormat {
         let absolute = base + position
         guard absolute + headerSize + length <= blockEnd(of: absolute) else { return nil }
         switch type {
-        case .start: guard length == 0, absolute == 0 else { return nil }
+        case .start: guard length == startDataSize, absolute == 0 else { return nil }
         case .rollover: guard length == rolloverDataSize else { return nil }
         case .middle, .last: guard absolute % blockSize == 0, length > 0 else { return nil }
         case .first: guard absolute + headerSize + length == blockEnd(of: absolute), length > 0 else { return nil }
@@ -176,11 +184,28 @@ package enum LogFormat {
         return position + headerSize + rolloverDataSize
     }
 
-    /// The bytes of a new segment whose first record will be `index`.
-    static func segmentStart(index: UInt64) -> [UInt8] {
+    /// The bytes of a new segment of log `log` whose first record will be `index`.
+    static func segmentStart(index: UInt64, log: UInt64) -> [UInt8] {
         var buffer: [UInt8] = []
-        appendFragment(.start, index: index, data: UnsafeRawBufferPointer(start: nil, count: 0), to: &buffer)
+        withUnsafeBytes(of: log.littleEndian) { appendFragment(.start, index: index, data: $0, to: &buffer) }
         return buffer
+    }
+
+    /// The log identifier in the start fragment that `bytes` (a segment's
+    /// first bytes) open with, or `nil` when they do not open with a valid one.
+    static func logIdentifier(inStart bytes: [UInt8]) -> UInt64? {
+        guard bytes.count >= startSize else { return nil }
+        return bytes.withUnsafeBytes { raw -> UInt64? in
+            guard let header = header(in: raw, at: 0, base: 0), header.type == .start,
+                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[headerSize..<startSize])) == header.dataChecksum
+            else { return nil }
+            return UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: headerSize, as: UInt64.self))
+        }
+    }
+
+    /// A new log's identifier: random and never zero.
+    static func newLogIdentifier<Generator: RandomNumberGenerator>(using generator: inout Generator) -> UInt64 {
+        UInt64.random(in: 1...UInt64.max, using: &generator)
     }
 
     /// Zeros to the next block when fewer than `needed` bytes are left in

@@ -24,8 +24,9 @@ enum LogScanner {
     /// Something found in the segment; offsets are the segment's.
     enum Item {
         case record(start: Int, end: Int, index: UInt64, envelope: Envelope)
-        /// The segment's start: its first record is `index`.
-        case start(index: UInt64)
+        /// The segment's start: its first record is `index`, and it is a
+        /// segment of the log `log` (see ``LogFormat/FragmentType/start``).
+        case start(index: UInt64, log: UInt64)
         /// The segment is closed; the next is segment `next`, whose first
         /// record is `index`. Nothing after it is read.
         case rollover(next: UInt64, index: UInt64, end: Int)
@@ -62,7 +63,7 @@ enum LogScanner {
     static func index(after item: Item) -> UInt64? {
         switch item {
         case .record(_, _, let index, _): index &+ 1
-        case .start(let index), .damaged(let index), .rollover(_, let index, _): index
+        case .start(let index, _), .damaged(let index), .rollover(_, let index, _): index
         case .piece(let index, let isLast): isLast ? index &+ 1 : index
         case .skipped: nil
         }
@@ -120,7 +121,9 @@ enum LogScanner {
                                 verified: header.dataChecksum == LogFormat.envelopeResidue)))
                     position = end
                 case .start:
-                    body(.start(index: header.index))
+                    let log = UInt64(
+                        littleEndian: raw.loadUnaligned(fromByteOffset: dataStart - base, as: UInt64.self))
+                    body(.start(index: header.index, log: log))
                     position = end
                 case .rollover:
                     let next = UInt64(

@@ -86,13 +86,18 @@ def rollover(segment, index, next_segment):
 
 smallest = envelope("a", "b", 1, 0, 1, 1, 0, 0, b"")
 large = envelope("a", "b", 1, 0, 1, 2, 0, 0, bytes(i % 251 for i in range(40_000)))
-small_segment = rollover(record(fragment(START, 7, b""), 7, smallest), 8, 2)
-large_segment = record(record(fragment(START, 0, b""), 0, smallest), 1, large)
+def start(index, log):
+    return fragment(START, index, struct.pack("<Q", log))
+
+
+small_log, large_log = 0x0123456789ABCDEF, 0xFEDCBA9876543210
+small_segment = rollover(record(start(7, small_log), 7, smallest), 8, 2)
+large_segment = record(record(start(0, large_log), 0, smallest), 1, large)
 log_vectors = [
-    dict(label="start mark, the smallest envelope, rollover mark", firstIndex=7, next=2,
+    dict(label="start mark, the smallest envelope, rollover mark", firstIndex=7, log=small_log, next=2,
          envelopesHex=[smallest.hex()], segmentHex=small_segment.hex(),
          length=len(small_segment), crc32c=crc32c(small_segment)),
-    dict(label="an envelope of 40,062 bytes in first and last pieces across a block boundary", firstIndex=0,
+    dict(label="an envelope of 40,062 bytes in first and last pieces across a block boundary", firstIndex=0, log=large_log,
          envelopesHex=[smallest.hex(), large.hex()],
          headHex=large_segment[:120].hex(), boundaryHex=large_segment[BLOCK - 8:BLOCK + 40].hex(),
          length=len(large_segment), crc32c=crc32c(large_segment)),

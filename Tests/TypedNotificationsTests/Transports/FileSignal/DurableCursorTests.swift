@@ -53,7 +53,7 @@ struct CursorCommitStateMachineTests {
         #expect(machine.delivered == position(1_099, segment: 5))
     }
 
-    @Test("cursor files: all three versions parse; anything else is refused")
+    @Test("cursor files: all four versions parse; anything else is refused")
     func cursorFiles() {
         func parse(_ text: String) -> FileCursor? { FileCursor.parse(Array(text.utf8)) }
         #expect(
@@ -62,7 +62,8 @@ struct CursorCommitStateMachineTests {
             parse("3 120 4 80\n")
                 == FileCursor(committed: position(120, segment: 3), delivered: position(80, segment: 4)))
         for bad in [
-            "garbage\n", "", "3 120", "0 5\n", "3 -1\n", "3 120 2 0\n", "3 120 4\n", "1 2 3 4 5 6\n", "1 2 1 2 x\n",
+            "garbage\n", "", "3 120", "0 5\n", "3 -1\n", "3 120 2 0\n", "3 120 4\n", "1 2 3 4 5 6 7\n", "1 2 3 4 5 0\n",
+            "1 2 1 2 x\n",
             "18446744073709551616 0\n", " 3 120\n", "3  120\n", String(repeating: "9", count: 200) + "\n",
         ] {
             #expect(parse(bad) == nil, "\(bad.debugDescription)")
@@ -73,6 +74,11 @@ struct CursorCommitStateMachineTests {
         var indexed = cursor
         indexed.committed.index = 41
         #expect(String(decoding: indexed.bytes, as: UTF8.self) == "2 7 2 9 41\n")
+        // The fourth adds the identifier of the log the positions are in.
+        indexed.committed.log = 0xBEEF
+        #expect(String(decoding: indexed.bytes, as: UTF8.self) == "2 7 2 9 41 48879\n")
+        #expect(FileCursor.parse(indexed.bytes)?.committed.log == 0xBEEF)
+        #expect(FileCursor.parse(indexed.bytes)?.delivered.log == 0xBEEF)
         #expect(FileCursor.parse(indexed.bytes)?.committed.index == 41)
         #expect(parse("2 7 2 9\n")?.committed.index == nil)
     }

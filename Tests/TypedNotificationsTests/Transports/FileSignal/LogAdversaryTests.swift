@@ -77,6 +77,75 @@ struct LogAdversaryTests {
         #expect(count + missed == 320)
     }
 
+    @Test(
+        "a plain watcher stopped while its log is removed (rm -rf) and made again, shorter: it goes on in the new log and gets every post of it"
+    )
+    func pausedWatcherAcrossLogRemoval() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // The old log reaches segment 7 or so; the new one only 2, so the
+        // segment the watcher holds has no namesake in the new log, and the
+        // file system hands the new directory the old one's inode number.
+        let old = try fileHub(directory, endpoint: "old", configuration: small())
+        for index in 0..<200 { try old.post(HelperPing(poster: 1, index: index)) }
+        let watcher = try HelperProcess(
+            ["watch", HelperPing.name.rawValue, "--transport", "file", "--dir", directory, "--json"],
+            executable: HelperProcess.tnotify)
+        _ = await watcher.waitForLine(startingWith: "watching")
+        try old.post(HelperPing(poster: 1, index: 200))
+        _ = await watcher.waitForLine(startingWith: "{")
+        watcher.signal(SIGSTOP)
+        old.close()
+        removeDirectory(directory + "/logs/" + HelperPing.name.rawValue)
+        let renewed = try fileHub(directory, endpoint: "new", configuration: small())
+        defer { renewed.close() }
+        for index in 0..<40 { try renewed.post(HelperPing(poster: 2, index: index)) }
+        watcher.signal(SIGCONT)
+        for index in 40..<50 { try renewed.post(HelperPing(poster: 2, index: index)) }
+        let fromNewLog = { watcher.lines.values.filter { $0.contains(#""endpoint":"new""#) } }
+        // "watching", record 200 of the old log, the new log's 50 (a safety
+        // net of 20 s for a watcher that stalls on the removed log).
+        _ = await watcher.lines.wait(forCount: 52, upTo: .seconds(20))
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+        #expect(fromNewLog().map { jsonField($0, "sequence") } == (1...50).map { $0 })
+        #expect(fromNewLog().allSatisfy { !$0.contains("redelivery") })
+    }
+
+    @Test(
+        "a durable identity whose log was removed and made again with the same layout reads the new log from its start, nothing marked as delivered before"
+    )
+    func durableCursorIntoReplacedLog() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let arguments = [
+            "watch", HelperPing.name.rawValue, "--transport", "file", "--dir", directory, "--cursor", "aud",
+            "--from", "beginning", "--json",
+        ]
+        let old = try fileHub(directory, endpoint: "old")
+        for index in 0..<100 { try old.post(HelperPing(poster: 1, index: index)) }
+        old.close()
+        let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await first.lines.wait(forCount: 101)
+        first.signal(SIGTERM)
+        #expect(await first.waitForExit() == 0)
+        // The same records again, byte for byte the same sizes, and more:
+        // the saved position falls on a record boundary of the new log, at
+        // the same index.
+        removeDirectory(directory + "/logs/" + HelperPing.name.rawValue)
+        let renewed = try fileHub(directory, endpoint: "new")
+        defer { renewed.close() }
+        for index in 0..<120 { try renewed.post(HelperPing(poster: 2, index: index)) }
+        let second = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        _ = await second.lines.wait(forCount: 121, upTo: .seconds(20))
+        second.signal(SIGTERM)
+        #expect(await second.waitForExit() == 0)
+        let lines = second.lines.values.filter { $0.hasPrefix("{") }
+        #expect(lines.allSatisfy { $0.contains(#""endpoint":"new""#) })
+        #expect(lines.map { jsonField($0, "sequence") } == (1...120).map { $0 })
+        #expect(lines.allSatisfy { !$0.contains("redelivery") })
+    }
+
     @Test("a durable watcher with a buffer of 100 gets a backlog of 3,000 whole, and its next run starts after it")
     func durableIdentityWithSmallBuffer() async throws {
         let directory = try makeTemporaryDirectory()

@@ -17,6 +17,9 @@ func pingEnvelope(_ index: Int, sequence: UInt64? = nil, padding: Int = 0) -> [U
     return encoded.map { Array($0.envelope) } ?? []
 }
 
+/// The log identifier of the segments tests build by hand.
+let testLogIdentifier: UInt64 = 0x7E57
+
 /// A segment built as a writer builds it: a start mark, framed records,
 /// and perhaps a rollover mark.
 struct SegmentBuilder {
@@ -25,8 +28,9 @@ struct SegmentBuilder {
     /// Where each record appended ends.
     private(set) var ends: [Int] = []
 
-    init(firstIndex: UInt64 = 0) {
-        bytes = LogFormat.segmentStart(index: firstIndex)
+    /// A segment of log `log` whose first record is `firstIndex`.
+    init(firstIndex: UInt64 = 0, log: UInt64 = testLogIdentifier) {
+        bytes = LogFormat.segmentStart(index: firstIndex, log: log)
         nextIndex = firstIndex
     }
 

@@ -10,11 +10,16 @@ private struct MemoryLog {
     // Removed from the log's directory while the reader had them open.
     var detached: [UInt64: [UInt8]] = [:]
     var refused: Set<UInt64> = []
-    var restarted = false
     private(set) var open: UInt64?
     private(set) var actions: [LogCursorStateMachine.Action] = []
 
-    private var openBytes: [UInt8] { open.flatMap { segments[$0] ?? detached[$0] } ?? [] }
+    // Numbers whose open file was removed and a new file made under them:
+    // the reader still reads the removed one (`detached`) until it opens
+    // the number again.
+    var replaced: Set<UInt64> = []
+
+    private var openIsDetached: Bool { open.map { segments[$0] == nil || replaced.contains($0) } ?? true }
+    private var openBytes: [UInt8] { open.flatMap { openIsDetached ? detached[$0] : segments[$0] } ?? [] }
 
     /// Runs one pass to its end, answering every action.
     mutating func pass(_ machine: inout LogCursorStateMachine) -> LogCursorStateMachine.PassResult {
@@ -27,6 +32,7 @@ private struct MemoryLog {
             switch action {
             case .open(let segment):
                 open = nil
+                replaced.remove(segment)
                 if segments[segment] == nil || refused.contains(segment) {
                     event = .openFailed(
                         refused: refused.contains(segment), nextSegment: segments.keys.filter { $0 > segment }.min())
@@ -35,9 +41,12 @@ private struct MemoryLog {
                     event = .opened
                 }
             case .measure:
-                event = .measured(size: openBytes.count, links: open.map { segments[$0] == nil ? 0 : 1 } ?? 0)
+                event = .measured(
+                    size: openBytes.count,
+                    links: openIsDetached ? 0 : 1)
             case .checkRestart:
-                event = .restartChecked(restarted: restarted, oldestSegment: restarted ? segments.keys.min() : nil)
+                event = .newestLogFound(
+                    segments.keys.max().flatMap { segments[$0] }.flatMap(LogFormat.logIdentifier(inStart:)))
             case .read(let offset, let count):
                 let bytes = openBytes
                 let end = min(bytes.count, offset + count)
@@ -58,17 +67,18 @@ private func sequences(_ result: LogCursorStateMachine.PassResult) -> [UInt64] {
     result.records.map(\.message.sequence)
 }
 
-private func start(_ segment: UInt64 = 1, _ offset: Int = 0, index: UInt64? = nil, redeliverThrough: LogPosition? = nil)
-    -> LogCursorStateMachine
-{
+private func start(
+    _ segment: UInt64 = 1, _ offset: Int = 0, index: UInt64? = nil, log: UInt64? = nil,
+    redeliverThrough: LogPosition? = nil
+) -> LogCursorStateMachine {
     LogCursorStateMachine(
-        name: Ping.name, start: LogPosition(segment: segment, offset: offset, index: index),
+        name: Ping.name, start: LogPosition(segment: segment, offset: offset, index: index, log: log),
         redeliveringThrough: redeliverThrough)
 }
 
-/// A segment holding pings `range`, whose first record is index `range.lowerBound`.
-private func segment(_ range: Range<Int>, padding: Int = 0) -> SegmentBuilder {
-    var builder = SegmentBuilder(firstIndex: UInt64(range.lowerBound))
+/// A segment of log `log` holding pings `range`, whose first record is index `range.lowerBound`.
+private func segment(_ range: Range<Int>, padding: Int = 0, log: UInt64 = testLogIdentifier) -> SegmentBuilder {
+    var builder = SegmentBuilder(firstIndex: UInt64(range.lowerBound), log: log)
     builder.append(pings: range, padding: padding)
     return builder
 }
@@ -318,13 +328,79 @@ struct LogCursorStateMachineTests {
         #expect(sequences(log.pass(&machine)) == [1, 2])
         // Removed while open; a new log starts at segment 1.
         log.detached[7] = log.segments.removeValue(forKey: 7)
-        log.segments[1] = segment(10..<12).bytes
-        log.restarted = true
+        log.segments[1] = segment(10..<12, log: 2).bytes
         let result = log.pass(&machine)
         #expect(result.vanishedSegments == 1)
         #expect(sequences(result) == [11, 12])
         #expect(result.records.allSatisfy { $0.missedBefore == 0 })
         #expect(machine.position.segment == 1)
+        #expect(machine.position.log == 2)
+    }
+
+    @Test(
+        "a log removed and made again with the same numbers, while the reader held its segment: the start mark tells, not the file's identity"
+    )
+    func logStartedAgainUnderTheSameNumbers() {
+        var log = MemoryLog()
+        log.segments[1] = segment(0..<3).bytes
+        var machine = start()
+        #expect(sequences(log.pass(&machine)) == [1, 2, 3])
+        // The same layout in a new log: more records, in the same segment number.
+        log.detached[1] = log.segments.removeValue(forKey: 1)
+        log.segments[1] = segment(0..<5, log: 2).bytes
+        log.replaced.insert(1)
+        let result = log.pass(&machine)
+        #expect(sequences(result) == [1, 2, 3, 4, 5])
+        #expect(result.vanishedSegments == 1)
+    }
+
+    @Test(
+        "a saved position into a log since removed and made again with an identical layout: the new log is read from its oldest record, none marked as delivered before"
+    )
+    func savedPositionIntoReplacedLog() {
+        var log = MemoryLog()
+        let old = segment(0..<4)
+        // The new log holds records of the same sizes at the same offsets.
+        log.segments[1] = segment(0..<6, log: 2).bytes
+        let saved = LogPosition(segment: 1, offset: old.ends[1], index: 2, log: testLogIdentifier)
+        var machine = start(1, old.ends[1], index: 2, log: testLogIdentifier, redeliverThrough: saved)
+        let result = log.pass(&machine)
+        #expect(sequences(result) == [1, 2, 3, 4, 5, 6])
+        #expect(result.records.allSatisfy { !$0.message.isRedelivery })
+        #expect(result.records.allSatisfy { $0.missedBefore == 0 })
+        #expect(result.vanishedSegments == 1)
+        #expect(machine.position.log == 2)
+    }
+
+    @Test(
+        "a saved position past the end of a log made again with fewer segments: the reader goes to its oldest segment instead of waiting for the old number"
+    )
+    func savedPositionPastReplacedLog() {
+        var log = MemoryLog()
+        log.segments[1] = segment(0..<2, log: 2).bytes
+        var machine = start(9, 100, index: 500, log: testLogIdentifier)
+        let result = log.pass(&machine)
+        #expect(sequences(result) == [1, 2])
+        #expect(machine.position.segment == 1)
+    }
+
+    @Test("a rollover mark that leads into a segment of another log: the reader goes to that log's oldest segment")
+    func rolloverIntoAnotherLog() {
+        var log = MemoryLog()
+        var first = segment(0..<2)
+        first.close(next: 3)
+        log.segments[1] = first.bytes
+        // Left behind at a lower number by the old log (or planted): passed
+        // over while the reader looks for the new log's oldest segment.
+        log.segments[0] = segment(7..<9).bytes
+        var second = segment(0..<1, log: 2)
+        second.close(next: 3)
+        log.segments[2] = second.bytes
+        log.segments[3] = segment(1..<3, log: 2).bytes
+        var machine = start()
+        let result = log.pass(&machine)
+        #expect(sequences(result) == [1, 2, 1, 2, 3])
+        #expect(result.vanishedSegments == 1)
     }
 
     @Test("records up to the saved delivered position are marked as redeliveries, later ones are not")

@@ -8,6 +8,7 @@ import Testing
 private struct LogVector: Decodable {
     var label: String
     var firstIndex: UInt64
+    var log: UInt64
     var next: UInt64?
     var envelopesHex: [String]
     var segmentHex: String?
@@ -30,7 +31,7 @@ struct LogFormatGoldenTests {
         let vectors = try LogVector.load()
         #expect(vectors.count == 2)
         for vector in vectors {
-            var segment = SegmentBuilder(firstIndex: vector.firstIndex)
+            var segment = SegmentBuilder(firstIndex: vector.firstIndex, log: vector.log)
             let envelopes = vector.envelopesHex.map { bytes(fromHex: $0) }
             for envelope in envelopes { segment.append(envelope: envelope) }
             if let next = vector.next { segment.close(next: next) }
@@ -47,6 +48,7 @@ struct LogFormatGoldenTests {
             var read: [[UInt8]] = []
             var indexes: [UInt64] = []
             var rollover: UInt64?
+            var start: (index: UInt64, log: UInt64)?
             let walked = LogScanner.walk(written, base: 0, fileSize: written.count) { item in
                 switch item {
                 case .record(_, _, let index, .inWindow(let range, _)):
@@ -56,13 +58,16 @@ struct LogFormatGoldenTests {
                     read.append(envelope)
                     indexes.append(index)
                 case .rollover(let next, _, _): rollover = next
-                case .start, .damaged, .skipped, .piece: break
+                case .start(let index, let log): start = (index, log)
+                case .damaged, .skipped, .piece: break
                 }
             }
             #expect(walked.stop == .caughtUp)
             #expect(read == envelopes, "\(vector.label)")
             #expect(indexes == (0..<UInt64(envelopes.count)).map { vector.firstIndex + $0 })
             #expect(rollover == vector.next)
+            #expect(start?.index == vector.firstIndex && start?.log == vector.log, "\(vector.label)")
+            #expect(LogFormat.logIdentifier(inStart: written) == vector.log)
         }
     }
 }

@@ -123,6 +123,10 @@ final class SimulatedLogFiles: LogFiles {
     func exists(_ number: UInt64) -> Bool { directory.segments[number] != nil }
     func isSegment(_ number: UInt64) -> Bool { directory.segments[number] != nil }
     func newestCreated() -> UInt64? { directory.newestCreated }
+    func keptLogIdentifier() -> UInt64 { testLogIdentifier }
+    func readStart(of number: UInt64, count: Int) -> [UInt8]? {
+        directory.segments[number].map { Array($0.bytes.prefix(count)) }
+    }
 
     func open(_ number: UInt64) throws(TypedNotificationError) -> any LogSegmentFile {
         guard let file = directory.segments[number] else {
@@ -429,12 +433,13 @@ struct Simulation {
                 }
                 event = .measured(size: file.bytes.count, links: file.linked ? 1 : 0)
             case .checkRestart:
-                // Restarted when the number names another file now (the
-                // simulated log's directory itself is never replaced).
-                let number = reader.openNumber ?? 0
-                let restarted = directory.segments[number].map { $0 !== reader.open } ?? false
-                event = .restartChecked(restarted: restarted, oldestSegment: directory.numbers.first)
-                if restarted { reader.open = nil }
+                // The simulated log is never removed whole: its segments all
+                // carry one identifier, unless a flipped byte hid it.
+                let newest = directory.numbers.last
+                event = .newestLogFound(
+                    newest.flatMap { directory.segments[$0] }.flatMap {
+                        LogFormat.logIdentifier(inStart: Array($0.bytes.prefix(LogFormat.startSize)))
+                    })
             case .read(let offset, let count):
                 guard let file = reader.open else {
                     event = .readFailed
@@ -620,7 +625,7 @@ func describe(_ bytes: [UInt8]) -> String {
     _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
         switch item {
         case .record(let start, _, let index, _): parts.append("\(index)@\(start)")
-        case .start(let index): parts.append("start\(index)")
+        case .start(let index, _): parts.append("start\(index)")
         case .rollover(let next, let index, _): parts.append("→\(next)(\(index))")
         case .damaged(let index): parts.append("damaged\(index)")
         case .skipped(let start, let end): parts.append("skip\(start)-\(end)")
