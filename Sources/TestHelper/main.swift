@@ -386,7 +386,10 @@ do {
         guard setgid(gid) == 0, setuid(uid) == 0 else { fail("cannot switch to \(arguments[1]): errno \(errno)") }
         try sendOnStandardInput(claimingUser: UInt32(uid))
     default:
-        fail("usage: observe DIR COUNT | post DIR COUNT POSTER | send-forged | send-as USER")
+        fail(
+            "usage: observe | observe-total | post | post-exit | send-forged | send-forged-pid | send-as"
+                + " | fobserve | fobserve-total | fobserve-names | fobserve-events | fdurable | fpost | ftorn"
+                + " | fpost-limited (arguments: see the comment at the top of Sources/TestHelper/main.swift)")
     }
 } catch {
     fail("\(error)")

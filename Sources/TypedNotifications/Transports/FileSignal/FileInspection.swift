@@ -114,7 +114,10 @@ extension FileSignalTransport {
             if head.starts(with: LogFormat.formatOneMagic) {
                 return "\(file) is of format 1, written by an older version, and is never read; delete it"
             }
-            if !head.isEmpty && LogCursorStateMachine.isPlanted(head, fileSize: info.size) {
+            if head.isEmpty {
+                return "\(file) is empty, which no segment ever is, and is never read; delete it"
+            }
+            if LogCursorStateMachine.isPlanted(head, fileSize: info.size) {
                 return "\(file) holds no log segment (no start mark, no record) and is never read; delete it"
             }
             return nil

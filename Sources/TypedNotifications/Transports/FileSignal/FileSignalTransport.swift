@@ -565,7 +565,9 @@ public final class FileSignalTransport: NotificationTransport {
                 // Retention deleted what it had not read: start at what is
                 // left; the index saved with the cursor tells how much that was.
                 return (
-                    LogPosition(segment: oldest.segment, offset: 0, index: cursor.committed.index),
+                    LogPosition(
+                        segment: oldest.segment, offset: 0, index: cursor.committed.index,
+                        log: cursor.committed.log ?? end.log),
                     max(cursor.delivered, oldest)
                 )
             } else if let saved = cursor.committed.index, let found = index(at: cursor.committed, of: name),

@@ -167,6 +167,13 @@ final class LogAppender: @unchecked Sendable {
                 throw TypedNotificationError(code: .transportFailure, message: "could not inspect the log of \(name)")
             }
             if info.links > 0, info.size == knownSize, validatedEnd >= 0, nextIndex != nil { return }
+            if info.links == 0, files.isRemoved {
+                // The whole log was removed (its lock file too): not followed
+                // by its rollover mark, which would start a segment of the
+                // old log among the new one's; the transport starts it again.
+                isRemoved = true
+                return
+            }
             if info.size > LogFormat.maximumSegmentBytes {
                 // Grown past what any segment can be (a sparse file planted
                 // or truncated up by hand): never read or appended to again.
@@ -183,12 +190,8 @@ final class LogAppender: @unchecked Sendable {
                 continue
             }
             if info.links == 0 {
-                // Removed under this appender without a rollover mark: the
-                // whole log (its lock file gone too), or this segment (rm).
-                if files.isRemoved {
-                    isRemoved = true
-                    return
-                }
+                // This segment removed under this appender without a
+                // rollover mark (rm; the whole log was ruled out above).
                 try moveOnFromRemoved(segment)
                 continue
             }
@@ -220,7 +223,11 @@ final class LogAppender: @unchecked Sendable {
             }
             if let learned { nextIndex = learned }
             if let rollover { return (rollover, walked.end) }
-            if walked.stop == .formatOne { return (nil, -1) }
+            if walked.stop == .formatOne || size == 0 {
+                // Format 1, or an empty file: every segment is created whole
+                // with its start mark, so an empty one is none of this log's.
+                return (nil, -1)
+            }
             if nextIndex == nil && from > 0 {
                 // Nothing in the last block told the index: read the segment
                 // from its start (linear, once per appender).
@@ -228,14 +235,23 @@ final class LogAppender: @unchecked Sendable {
                 continue
             }
             // Neither a start mark nor a record: not a segment of this log.
-            if nextIndex == nil && size > 0 { return (nil, -1) }
-            if size == 0 {
-                // A segment left empty (created by hand, or by a writer of
-                // another version): give it its start.
-                batch = LogFormat.segmentStart(index: nextIndex ?? 0, log: logIdentifier())
-                try write(batch, to: segment, at: 0)
-                nextIndex = nextIndex ?? 0
-                return (nil, LogFormat.startSize)
+            guard let index = nextIndex else { return (nil, -1) }
+            if walked.end < size, let damaged = Self.damagedTail(bytes, from: walked.end - from, base: from) {
+                // The log ends in fragments that are all there and fail
+                // their checksums: damaged, not torn (a torn write ends
+                // short). Their posts may have returned, so their indexes
+                // are not used again: the next record's tells readers they
+                // were lost. Left as they are; a torn tail after them is
+                // zeroed (see below); the log goes on in the next block.
+                nextIndex = max(index, damaged.index &+ 1)
+                if damaged.end < size {
+                    let zeros = [UInt8](repeating: 0, count: size - damaged.end)
+                    if case .failure(let error) = segment.file.write(zeros, at: damaged.end) {
+                        throw Self.writeFailure(error, name: name)
+                    }
+                    counters.repairedTails.add(1, ordering: .relaxed)
+                }
+                return (nil, LogFormat.blockEnd(of: size - 1))
             }
             if walked.stop == .waiting {
                 // A torn tail: the writer that left it was killed (this one
@@ -252,6 +268,30 @@ final class LogAppender: @unchecked Sendable {
             }
             return (nil, walked.end)
         }
+    }
+
+    /// The highest index among the fragments from `position` of `bytes`
+    /// (segment offset `base` + `position`) on, one after another, whose
+    /// headers are valid and whose data, all there, fail their checksums,
+    /// and the segment offset after them; `nil` when the first is not one.
+    private static func damagedTail(_ bytes: [UInt8], from start: Int, base: Int) -> (index: UInt64, end: Int)? {
+        var highest: UInt64?
+        var position = start
+        bytes.withUnsafeBytes { raw in
+            while position >= 0, position + LogFormat.headerSize <= raw.count {
+                guard let header = LogFormat.header(in: raw, at: position, base: base) else { return }
+                let dataStart = position + LogFormat.headerSize
+                guard dataStart + header.length <= raw.count else { return }
+                let data = UnsafeRawBufferPointer(rebasing: raw[dataStart..<(dataStart + header.length)])
+                guard CRC32C.checksum(data) != header.dataChecksum else { return }
+                highest = max(highest ?? header.index, header.index)
+                position = dataStart + header.length
+                // Zeros a writer padded the block's end with.
+                let left = LogFormat.blockEnd(of: base + position) - (base + position)
+                if left < LogFormat.headerSize + 1 { position += left }
+            }
+        }
+        return highest.map { ($0, base + min(position, bytes.count)) }
     }
 
     /// `junk` is under a segment's name but not one of this log's segments (a
@@ -288,7 +328,7 @@ final class LogAppender: @unchecked Sendable {
             }
             break
         }
-        try createSegment(next, index: index ?? 0)
+        try createSegment(next, index: index)
     }
 
     /// Opens segment `number` for appending, or, when it is missing, the
@@ -333,14 +373,14 @@ final class LogAppender: @unchecked Sendable {
             current = nil
             try openNewest()
         } else {
-            try createSegment(next, index: nextIndex ?? 0)
+            try createSegment(next, index: nextIndex)
         }
     }
 
     /// Opens the newest segment for appending, or starts the log.
     private func openNewest() throws(TypedNotificationError) {
         guard let newest = files.segments().last else {
-            try createSegment(try freeNumber(after: 0), index: nextIndex ?? 0)
+            try createSegment(try freeNumber(after: 0), index: nextIndex)
             return
         }
         // A segment this user may not write (mode 0666, another owner) is
@@ -380,15 +420,19 @@ final class LogAppender: @unchecked Sendable {
         return next
     }
 
-    /// Creates segment `number` whole, with its start mark.
-    private func createSegment(_ number: UInt64, index: UInt64) throws(TypedNotificationError) {
-        let log = logIdentifier()
-        let start = LogFormat.segmentStart(index: index, log: log)
+    /// Creates segment `number` whole, with its start mark. With no `index`
+    /// (every segment removed, and this appender never read the log) how
+    /// many records the log held cannot be known, so the segment starts a
+    /// new log, with a new identifier, at index 0: its readers go on in it
+    /// as in a log removed and made again, never counting a false gap.
+    private func createSegment(_ number: UInt64, index: UInt64?) throws(TypedNotificationError) {
+        let log = index == nil ? files.newLogIdentifier() : logIdentifier()
+        let start = LogFormat.segmentStart(index: index ?? 0, log: log)
         use(OpenSegment(file: try files.create(number, holding: start), number: number))
         self.log = log
         validatedEnd = start.count
         knownSize = start.count
-        nextIndex = index
+        nextIndex = index ?? 0
     }
 
     /// Makes `segment` the current one; where it ends, and its next index,
@@ -407,7 +451,7 @@ final class LogAppender: @unchecked Sendable {
 
     /// The log's identifier: the one this appender read, else the one a
     /// segment of the log names (the newest whose start mark is whole), else
-    /// the one kept in the lock file (made there for a new log).
+    /// a new one.
     private func logIdentifier() -> UInt64 {
         if let log { return log }
         for number in files.segments().reversed() {
@@ -417,9 +461,9 @@ final class LogAppender: @unchecked Sendable {
             log = found
             return found
         }
-        let kept = files.keptLogIdentifier()
-        log = kept
-        return kept
+        let new = files.newLogIdentifier()
+        log = new
+        return new
     }
 
     private func write(_ bytes: [UInt8], to segment: OpenSegment, at offset: Int) throws(TypedNotificationError) {

@@ -215,9 +215,10 @@ struct LogCursorStateMachine {
             return .checkRestart
 
         case (.measuring, .measured(let size, let links)):
-            guard size <= LogFormat.maximumSegmentBytes else {
-                // Not a segment a writer made (planted, or grown by hand):
-                // never read; the log goes on after it.
+            guard size <= LogFormat.maximumSegmentBytes, size > 0 || offset > 0 else {
+                // Not a segment a writer made (planted, grown by hand, or
+                // empty: every segment is created whole with its start
+                // mark): never read; the log goes on after it.
                 result.refusedFiles += 1
                 step = .findingNext
                 return .findNext(after: segment)
@@ -451,7 +452,10 @@ struct LogCursorStateMachine {
                 nextIndex = index
             case .rollover(let next, let index, _):
                 // Written right after this segment's last record: its index
-                // is the next one, unless forged; nothing lost here.
+                // is the next one. After a stretch skipped (the last record
+                // damaged), the records before it are lost; else a jump is
+                // a forged index, and nothing is lost here.
+                if skippedStretch { arrive(at: index) }
                 skippedStretch = false
                 nextIndex = index
                 rollover = next

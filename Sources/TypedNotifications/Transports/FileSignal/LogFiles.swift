@@ -27,10 +27,8 @@ protocol LogFiles: AnyObject {
     func newestCreated() -> UInt64?
     /// Applies the retention policy, keeping segment `active` and newer.
     func applyRetention(keeping active: UInt64)
-    /// The log's identifier (see ``LogFormat/FragmentType/start``) as kept
-    /// in its lock file, which only the removal of the whole log removes;
-    /// made and kept there when the lock file has none (a new log).
-    func keptLogIdentifier() -> UInt64
+    /// An identifier for a log being started (see ``LogFormat/FragmentType/start``).
+    func newLogIdentifier() -> UInt64
     /// The first `count` bytes of segment `number`, read without creating
     /// or writing anything; `nil` when it cannot be read.
     func readStart(of number: UInt64, count: Int) -> [UInt8]?
@@ -86,10 +84,13 @@ final class SystemLogFiles: LogFiles {
 
     func isSegment(_ number: UInt64) -> Bool { FileLog.isSegment(root, name, number) }
 
+    /// Never creates it: a segment removed between a listing and this open
+    /// is an error, not an empty file under its name.
     func open(_ number: UInt64) throws(TypedNotificationError) -> any LogSegmentFile {
         SystemSegmentFile(
-            try FileLog.open(FileLog.segmentPath(root, name, number), create: true, sharing: configuration.sharing)
-                .get())
+            try SharedFile.open(
+                FileLog.segmentPath(root, name, number), .readWrite, sharing: configuration.sharing
+            ).get())
     }
 
     /// Written under a temporary name, then renamed into place, so no
@@ -127,18 +128,9 @@ final class SystemLogFiles: LogFiles {
         FileRetention.apply(root: root, name: name, configuration: configuration, counters: counters, keeping: active)
     }
 
-    /// In the lock file's bytes 8 ..< 16, after the newest segment number.
-    func keptLogIdentifier() -> UInt64 {
-        if case .success(let bytes) = FileLog.read(lockFile, at: 8, count: 8), bytes.count == 8 {
-            let kept = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
-            if kept != 0 { return kept }
-        }
+    func newLogIdentifier() -> UInt64 {
         var generator = SystemRandomNumberGenerator()
-        let new = LogFormat.newLogIdentifier(using: &generator)
-        // Best effort: without it, a log whose every segment was removed
-        // would be taken for a new one by readers.
-        _ = withUnsafeBytes(of: new.littleEndian) { SystemCalls.writeAll(lockFile, $0, at: 8) }
-        return new
+        return LogFormat.newLogIdentifier(using: &generator)
     }
 
     func readStart(of number: UInt64, count: Int) -> [UInt8]? {

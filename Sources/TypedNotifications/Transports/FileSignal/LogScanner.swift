@@ -57,13 +57,14 @@ enum LogScanner {
 
     /// The index of the record that comes after `item`, when it tells one:
     /// what a writer appends next, or where a reader's count stands. A
-    /// damaged record's index is used again, as a torn one's is (after a
-    /// tear, the hole reads as damaged data); a middle piece's record is
-    /// not whole yet.
+    /// damaged record's index is not used again (its post may have
+    /// returned: the next record's index tells readers it was lost; a torn
+    /// one never reads as damaged, its data is not all there); a middle
+    /// piece's record is not whole yet.
     static func index(after item: Item) -> UInt64? {
         switch item {
-        case .record(_, _, let index, _): index &+ 1
-        case .start(let index, _), .damaged(let index), .rollover(_, let index, _): index
+        case .record(_, _, let index, _), .damaged(let index): index &+ 1
+        case .start(let index, _), .rollover(_, let index, _): index
         case .piece(let index, let isLast): isLast ? index &+ 1 : index
         case .skipped: nil
         }

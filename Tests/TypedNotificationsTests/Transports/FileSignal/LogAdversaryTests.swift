@@ -272,8 +272,8 @@ struct LogAdversaryTests {
     }
 
     @Test(
-        "a file planted under the next segment's name (zeros, random bytes, format 1, 64 GiB sparse) is stepped over: posts land where readers find them",
-        arguments: ["zeros", "random", "format1", "sparse"])
+        "a file planted under the next segment's name (zeros, random bytes, format 1, 64 GiB sparse, empty) is stepped over: posts land where readers find them",
+        arguments: ["zeros", "random", "format1", "sparse", "empty"])
     func plantedNextSegment(kind: String) async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
@@ -289,6 +289,7 @@ struct LogAdversaryTests {
         case "zeros": bytes = [UInt8](repeating: 0, count: 24)
         case "random": bytes = (0..<100).map { UInt8(truncatingIfNeeded: $0 &* 97 &+ 13) }
         case "format1": bytes = Array("TNOT\u{1}garbage".utf8)
+        case "empty": bytes = []
         default: bytes = [1]
         }
         #expect(
@@ -431,6 +432,95 @@ struct LogAdversaryTests {
             reader.close()
             poster.close()
         }
+    }
+
+    @Test(
+        "one flipped byte in the last record of the log: the next post neither wipes it nor reuses its index, and readers are told it is lost"
+    )
+    func damagedLastRecord() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        for index in 0..<20 { try poster.post(HelperPing(poster: 1, index: index)) }
+        poster.close()
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+        var decoder = EnvelopeDecoder()
+        let records = FileLog.records(in: bytes, decoder: &decoder)
+        try #require(records.count == 20)
+        // A data byte of the last record: its header and length still check.
+        let flipped = records[19].start + LogFormat.headerSize + 40
+        bytes[flipped] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        // A new poster process appends after it.
+        let post = try HelperProcess(["fpost", directory, "5", "2"])
+        #expect(await post.waitForExit() == 0)
+        let after = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+        #expect(after.count > bytes.count)
+        #expect(Array(after[records[19].start..<records[19].end]) == Array(bytes[records[19].start..<records[19].end]))
+        let reader = try NotificationHub(
+            endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
+        defer { reader.close() }
+        let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        var seen: [HelperPing] = []
+        var missed = 0
+        for await delivered in deliveries {
+            seen.append(delivered.notification)
+            missed += delivered.delivery.missed
+            if seen.count == 24 { break }
+        }
+        #expect(seen.filter { $0.poster == 1 }.map(\.index) == Array(0..<19))
+        #expect(seen.filter { $0.poster == 2 }.map(\.index) == Array(0..<5))
+        #expect(missed == 1)
+    }
+
+    @Test(
+        "every segment removed by hand, the lock file kept: the next post starts a new log, which a durable identity reads from its start, told its log was started again"
+    )
+    func everySegmentRemoved() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let arguments = [
+            "watch", HelperPing.name.rawValue, "--transport", "file", "--dir", directory, "--cursor", "aud",
+            "--from", "beginning", "--json",
+        ]
+        let old = try fileHub(directory, endpoint: "old")
+        for index in 0..<5 { try old.post(HelperPing(poster: 1, index: index)) }
+        old.close()
+        let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await first.lines.wait(forCount: 6)
+        first.signal(SIGTERM)
+        #expect(await first.waitForExit() == 0)
+        // 30 the identity never reads, then every segment is removed.
+        let middle = try fileHub(directory, endpoint: "old")
+        for index in 5..<35 { try middle.post(HelperPing(poster: 1, index: index)) }
+        middle.close()
+        let folder = FileLog.nameDirectory(directory, HelperPing.name)
+        let oldLog = try #require(FileLog.logIdentifier(directory, HelperPing.name, 1, sharing: .ownerOnly))
+        for file in try FileManager.default.contentsOfDirectory(atPath: folder) where file.hasSuffix(".log") {
+            try FileManager.default.removeItem(atPath: folder + "/" + file)
+        }
+        let renewed = try HelperProcess(["fpost", directory, "3", "2"])
+        #expect(await renewed.waitForExit() == 0)
+        // How many the removed segments held cannot be known: not the old
+        // log going on with a false count (0 missed of 30), but a new log.
+        let newest = try #require(FileLog.segments(directory, HelperPing.name).last)
+        let newLog = try #require(FileLog.logIdentifier(directory, HelperPing.name, newest, sharing: .ownerOnly))
+        #expect(newLog != oldLog)
+        let second = try fileHub(directory, endpoint: "aud", identity: "aud")
+        defer { second.close() }
+        let deliveries = try second.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        var seen: [HelperPing] = []
+        for await delivered in deliveries {
+            #expect(!delivered.delivery.isRedelivery)
+            seen.append(delivered.notification)
+            if seen.count == 3 { break }
+        }
+        #expect(seen == (0..<3).map { HelperPing(poster: 2, index: $0) })
+        // The identity is told its log was started again under it.
+        #expect(second.transport.statistics.vanishedSegments >= 1)
+        let list = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(!list.output.contains { $0.contains("unusable") }, "\(list.output)")
     }
 
     @Test("a crafted 4 MiB segment of fake headers: a post returns in under 50 ms, and the newest record is found")

@@ -7,8 +7,8 @@ import Testing
 /// Deterministic simulation of the file log, after FoundationDB's: one seed
 /// decides every step and every fault. Writers (``LogAppender``) append
 /// through an in-memory directory that tears writes at any byte, fills the
-/// disk and kills writers mid-append; retention and `rm` delete segments at
-/// any moment; bytes are flipped; readers (``LogCursorStateMachine``) read,
+/// disk and kills writers mid-append; retention and `rm` delete segments,
+/// and `rm -rf` the whole log, at any moment; bytes are flipped; readers (``LogCursorStateMachine``) read,
 /// stop and resume from their saved positions. After every read the
 /// delivered notifications are checked against a reference model, and at
 /// the end the accounting: every notification that became a whole record is
@@ -49,7 +49,9 @@ struct LogSimulationTests {
         if seeds.count >= 1_000 {
             #expect(totals.returned > 10 * seeds.count)
             #expect(totals.crashes > 0 && totals.fullDisks > 0 && totals.deletions > 0 && totals.flips > 0)
-            #expect(totals.missedReported > 0 && totals.rollovers > 0 && totals.readerRestarts > 0)
+            #expect(
+                totals.missedReported > 0 && totals.rollovers > 0 && totals.readerRestarts > 0 && totals.logRemovals > 0
+            )
         }
     }
 }
@@ -87,6 +89,10 @@ final class SimulatedDirectory {
 
     init(random: SimulatedRandomBox) { self.random = random }
 
+    // The log's lock file: which one it is (a new one after the whole log
+    // was removed).
+    var generation = 0
+
     var numbers: [UInt64] { segments.keys.sorted() }
 
     func delete(_ number: UInt64) {
@@ -94,6 +100,14 @@ final class SimulatedDirectory {
         onDelete(file)
         file.linked = false
         totals.deletions += 1
+    }
+
+    /// `rm -rf` of the log: every segment and the lock file. The next
+    /// writer starts a new log, with a new identifier and numbers from 1.
+    func removeLog() {
+        for number in numbers { delete(number) }
+        newestCreated = nil
+        generation += 1
     }
 }
 
@@ -111,19 +125,24 @@ final class SimulatedRandomBox {
 final class SimulatedLogFiles: LogFiles {
     let directory: SimulatedDirectory
     var killed = false
+    // The lock file this process opened.
+    private let generation: Int
 
-    init(_ directory: SimulatedDirectory) { self.directory = directory }
+    init(_ directory: SimulatedDirectory) {
+        self.directory = directory
+        generation = directory.generation
+    }
 
     func lock() throws(TypedNotificationError) {
         if killed { throw TypedNotificationError(code: .transportFailure, message: "killed") }
     }
     func unlock() {}
-    var isRemoved: Bool { false }
+    var isRemoved: Bool { generation != directory.generation }
     func segments() -> [UInt64] { directory.numbers }
     func exists(_ number: UInt64) -> Bool { directory.segments[number] != nil }
     func isSegment(_ number: UInt64) -> Bool { directory.segments[number] != nil }
     func newestCreated() -> UInt64? { directory.newestCreated }
-    func keptLogIdentifier() -> UInt64 { testLogIdentifier }
+    func newLogIdentifier() -> UInt64 { directory.random.random.next() | 1 }
     func readStart(of number: UInt64, count: Int) -> [UInt8]? {
         directory.segments[number].map { Array($0.bytes.prefix(count)) }
     }
@@ -208,6 +227,7 @@ struct Simulation {
         var rollovers = 0
         var missedReported = 0
         var readerRestarts = 0
+        var logRemovals = 0
 
         mutating func add(_ other: Totals) {
             returned += other.returned
@@ -218,6 +238,7 @@ struct Simulation {
             rollovers += other.rollovers
             missedReported += other.missedReported
             readerRestarts += other.readerRestarts
+            logRemovals += other.logRemovals
         }
     }
 
@@ -273,6 +294,9 @@ struct Simulation {
     // without an exact count (a writer that never saw it cannot know its
     // last index), so the exact accounting is not checked.
     private var removedNewest = false
+    // Whether someone removed the whole log: what readers had not read of
+    // it is gone with it, uncounted (the new log's indexes start again).
+    private var removedLog = false
     private var whole: Set<Post> = []
     private var destroyed: Set<Post> = []
     private let decoderPosts = PostDecoder()
@@ -323,6 +347,7 @@ struct Simulation {
             case 80..<83: removeNewest()
             case 83..<87: flip()
             case 87..<92: restartReader(box.random.below(readers.count))
+            case 92..<94: removeLog()
             default:
                 let index = box.random.below(writers.count)
                 note("writer \(index) restarts")
@@ -382,7 +407,18 @@ struct Simulation {
             posts.append(post)
             envelopes.append(encoded)
         }
-        let (appended, error) = writers[index].appender.append(envelopes)
+        var (appended, error) = writers[index].appender.append(envelopes)
+        if appended < count, error == nil, writers[index].appender.isRemoved {
+            // The log was removed under this writer: the transport starts
+            // it again with a new appender and goes on.
+            let files = SimulatedLogFiles(directory)
+            writers[index].files = files
+            writers[index].appender = LogAppender(
+                files: files, name: Ping.name, segmentSize: segmentSize, counters: FileSignalCounters())
+            let (more, failure) = writers[index].appender.append(envelopes.dropFirst(appended))
+            appended += more
+            error = failure
+        }
         note(
             "writer \(index) posts \(posts.map { "\($0.poster).\($0.sequence)/\($0.size)" }): \(appended) appended\(error.map { ", \($0.message)" } ?? "")\(writers[index].files.killed ? ", killed" : "")"
         )
@@ -496,7 +532,12 @@ struct Simulation {
         if directory.segments[position.segment] == nil, let oldest = directory.numbers.first,
             oldest > position.segment
         {
-            position = LogPosition(segment: oldest, offset: 0, index: position.index)
+            // Where the log is now, in it: a reader that never read it
+            // learns which log it is from the segment it starts at.
+            let log = directory.segments[oldest].flatMap {
+                LogFormat.logIdentifier(inStart: Array($0.bytes.prefix(LogFormat.startSize)))
+            }
+            position = LogPosition(segment: oldest, offset: 0, index: position.index, log: position.log ?? log)
         }
         note("reader \(index) restarts at \(position) (\(position.index.map(String.init) ?? "?"))")
         readers[index].machine = LogCursorStateMachine(name: Ping.name, start: position, redeliveringThrough: nil)
@@ -512,6 +553,13 @@ struct Simulation {
         directory.delete(numbers[0])
     }
 
+    private mutating func removeLog() {
+        note("rm -rf the log")
+        directory.removeLog()
+        removedLog = true
+        directory.totals.logRemovals += 1
+    }
+
     private mutating func removeNewest() {
         guard let newest = directory.numbers.last else { return }
         note("rm \(newest)")
@@ -519,13 +567,15 @@ struct Simulation {
         removedNewest = true
     }
 
-    /// Flips one byte of a record that has another record after it (a
-    /// record damaged at the very end of the log, with nothing after it,
-    /// cannot be told from a torn write; see the format's documentation).
+    /// Flips one byte of a record. In the last record of the log only a
+    /// data byte: a header damaged there, with nothing after it, cannot be
+    /// told from a torn write (see the format's documentation), while data
+    /// that is all there and fails its checksum is damage, counted missed.
     private mutating func flip() {
         let numbers = directory.numbers
         guard !numbers.isEmpty else { return }
-        let file = directory.segments[numbers[box.random.below(numbers.count)]]
+        let number = numbers[box.random.below(numbers.count)]
+        let file = directory.segments[number]
         guard let file else { return }
         var spans: [(start: Int, end: Int, post: Post?)] = []
         _ = LogScanner.walk(file.bytes, base: 0, fileSize: file.bytes.count) { item in
@@ -533,9 +583,14 @@ struct Simulation {
                 spans.append((start, end, decoderPosts.post(envelope, in: file.bytes)))
             }
         }
-        guard spans.count >= 2 else { return }
-        let span = spans[box.random.below(spans.count - 1)]
-        let offset = span.start + box.random.below(span.end - span.start)
+        guard !spans.isEmpty else { return }
+        let chosen = box.random.below(spans.count)
+        let span = spans[chosen]
+        let isLastOfLog = chosen == spans.count - 1 && number == numbers.last
+        let first = isLastOfLog ? span.start + LogFormat.headerSize : span.start
+        let last = isLastOfLog ? min(span.end, LogFormat.blockEnd(of: span.start)) : span.end
+        guard first < last else { return }
+        let offset = first + box.random.below(last - first)
         file.bytes[offset] ^= UInt8(1 + box.random.below(255))
         note("flip byte \(offset) of a segment, in \(span.post.map { "\($0.poster).\($0.sequence)" } ?? "?")")
         if let post = span.post { destroyed.insert(post) }
@@ -550,7 +605,7 @@ struct Simulation {
             // Every whole record is delivered or counted missed, exactly;
             // a reader restarted behind deleted segments counts those too.
             let lost = written.subtracting(reader.seen)
-            if reader.missed != lost.count && !removedNewest {
+            if reader.missed != lost.count && !removedNewest && !removedLog {
                 return fail(
                     "reader \(index): \(reader.delivered.count) delivered, \(reader.missed) reported missed, \(lost.count) written and not delivered"
                 )
