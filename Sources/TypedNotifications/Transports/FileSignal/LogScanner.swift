@@ -4,8 +4,9 @@
 /// It reports whole records (a full fragment, or first, middle and last
 /// pieces put together), each segment's start and rollover marks, and
 /// stretches that hold nothing valid. A corrupt or forged fragment is
-/// skipped to the next valid fragment header in its block, looked for with a
-/// bounded amount of checksumming per block, or else to the block's end; a
+/// skipped to the next fragment header in its block whose own checksum
+/// passes (a damaged fragment's too, which is reported), or else to the
+/// block's end; a
 /// length is believed only after its header's checksum passed and never
 /// reaches past its block. It tells an incomplete tail (a writer writing
 /// now, or one killed mid-append that the next writer steps over) from a
@@ -70,9 +71,9 @@ enum LogScanner {
         }
     }
 
-    /// How many bytes of candidate data a resynchronization may checksum in
-    /// one block before it gives up on the block.
-    static let resyncBudget = 2 * LogFormat.blockSize
+    /// The data bytes of damaged fragments checked in one block before the
+    /// rest of the block is skipped.
+    static let damageBudget = 2 * LogFormat.blockSize
 
     /// Walks `bytes`, which are the segment's bytes from offset `base` on, in
     /// a file of `fileSize` bytes, calling `body` for each item. Returns the
@@ -89,8 +90,15 @@ enum LogScanner {
         let available = base + raw.count
         let headerSize = LogFormat.headerSize
         var position = base
+        // Data bytes of damaged fragments checked in the current block.
+        var damagedBlock = -1
+        var damagedBytes = 0
         while position < available {
             let blockEnd = LogFormat.blockEnd(of: position)
+            if blockEnd != damagedBlock {
+                damagedBlock = blockEnd
+                damagedBytes = 0
+            }
             let left = blockEnd - position
             // Writers pad with zeros the end of a block too small for the
             // fragment they write next.
@@ -165,6 +173,19 @@ enum LogScanner {
                 return (position, stop)
             case .damaged(let header):
                 body(.damaged(index: header.index))
+                damagedBytes += header.length
+                if damagedBytes > damageBudget {
+                    // More damaged data in one block than real damage leaves
+                    // (headers forged to make every search checksum the
+                    // rest of the block): the rest of it is skipped, so a
+                    // block never costs more than a few times its size.
+                    guard blockEnd <= available else {
+                        return (position, fileSize >= blockEnd ? .needsMore : .waiting)
+                    }
+                    body(.skipped(start: position, end: blockEnd))
+                    position = blockEnd
+                    continue
+                }
                 fallthrough
             case .invalid:
                 switch resynchronize(raw, after: position, base: base, available: available, fileSize: fileSize) {
@@ -249,9 +270,8 @@ enum LogScanner {
     ) -> Resynchronization {
         let blockEnd = LogFormat.blockEnd(of: position)
         let limit = min(blockEnd, available) - LogFormat.headerSize
-        var budget = resyncBudget
         var candidate = position + 1
-        while candidate <= limit, budget > 0 {
+        while candidate <= limit {
             defer { candidate += 1 }
             // Cheap checks first: the version and type bytes.
             let index = candidate - base
@@ -264,9 +284,10 @@ enum LogScanner {
                 if end <= fileSize { return .found(candidate) }
                 continue
             }
-            budget -= header.length
-            let data = UnsafeRawBufferPointer(rebasing: raw[(index + LogFormat.headerSize)..<(end - base)])
-            if CRC32C.checksum(data) == header.dataChecksum { return .found(candidate) }
+            // A header whose own checksum passes is a fragment's, whether
+            // or not its data does: a damaged one is reported (its record
+            // is lost, and counted), never searched past unseen.
+            return .found(candidate)
         }
         if blockEnd <= available { return .found(blockEnd) }
         return .stop(fileSize > blockEnd ? .needsMore : .waiting)
