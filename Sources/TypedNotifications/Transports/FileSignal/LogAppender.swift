@@ -236,6 +236,13 @@ final class LogAppender: @unchecked Sendable {
             }
             // Neither a start mark nor a record: not a segment of this log.
             guard let index = nextIndex else { return (nil, -1) }
+            if walked.end < size, let later = files.segments().last, later > segment.number {
+                // Something unreadable ends a segment that has a successor:
+                // its rollover mark, damaged (a writer writes the mark before
+                // it creates the next segment). Closed: the log goes on in
+                // the newest segment, never here, behind its readers.
+                return ((later, index), walked.end)
+            }
             if walked.end < size, let damaged = Self.damagedTail(bytes, from: walked.end - from, base: from) {
                 // The log ends in fragments that are all there and fail
                 // their checksums: damaged, not torn (a torn write ends

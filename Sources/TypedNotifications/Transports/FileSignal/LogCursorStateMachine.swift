@@ -98,6 +98,12 @@ struct LogCursorStateMachine {
         // Reading a truncated segment whole, to find where to go on.
         case readingWhole(size: Int, capped: Bool)
         case findingNext
+        // At the end of a segment of `size` bytes that ends in something
+        // unreadable: is there a later segment (then its rollover mark is
+        // what is damaged)?
+        case findingSuccessor(size: Int)
+        // A later segment was found: has this one grown since it was read?
+        case remeasuring(size: Int, next: UInt64)
     }
 
     let name: NotificationName
@@ -138,6 +144,10 @@ struct LogCursorStateMachine {
     private var recordsLeft: Int?
     // This pass read the largest span a record can take and found none whole.
     private var spanRead = false
+    // This pass looked for a successor of a segment ending in something
+    // unreadable (once a pass: a segment written to all the while is
+    // looked at again on the next).
+    private var successorSought = false
 
     init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?) {
         self.name = name
@@ -162,6 +172,7 @@ struct LogCursorStateMachine {
         budget = Self.bytesPerPass
         readWhole = false
         spanRead = false
+        successorSought = false
         recordsLeft = maximumRecords.map { max(1, $0) }
         return top()
     }
@@ -268,6 +279,27 @@ struct LogCursorStateMachine {
             guard let next, next > segment else { return finish() }
             moveTo(next)
             return top()
+
+        case (.findingSuccessor(let size), .nextFound(let next)):
+            guard let next, next > segment else { return finish() }
+            step = .remeasuring(size: size, next: next)
+            return .measure
+        case (.remeasuring(let size, let next), .measured(let now, let links)):
+            guard now == size, links > 0 else {
+                // Written to meanwhile (its rollover mark, it may be), or
+                // removed: read on as usual.
+                step = .measuring
+                return receive(.measured(size: now, links: links), decoder: &decoder)
+            }
+            // A writer writes a segment's rollover mark before it creates
+            // the next one, and this segment has not changed since the next
+            // one was seen: its mark is damaged. The log goes on there; the
+            // next segment's start mark tells what, if anything, was lost.
+            skippedStretch = true
+            moveTo(next)
+            return top()
+        case (.remeasuring, .measureFailed):
+            return finish()
 
         default:
             // An event the last action did not ask for (a driver bug): ending
@@ -529,6 +561,14 @@ struct LogCursorStateMachine {
             return finish()
         case .needsMore, .caughtUp, .waiting:
             readWhole = false
+            if !unlinked && offset < fileSize && !capped && !successorSought {
+                successorSought = true
+                // Something unreadable at the end (a write in progress, a
+                // tear, or a damaged rollover mark): a later segment says
+                // the last.
+                step = .findingSuccessor(size: fileSize)
+                return .findNext(after: segment)
+            }
             // A removed segment gets no rollover mark from a writer that
             // never noticed: look for a later one.
             guard unlinked else { return finish() }

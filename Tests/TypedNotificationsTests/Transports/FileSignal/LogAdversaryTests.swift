@@ -475,6 +475,50 @@ struct LogAdversaryTests {
     }
 
     @Test(
+        "a flipped byte in a closed segment's rollover mark: a long-lived poster goes on in the newest segment, and readers cross to it, losing nothing"
+    )
+    func damagedRolloverMark() async throws {
+        for flipped in [24, 10] {  // a data byte (the next segment's number), a header byte
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let configuration = FileSignalConfiguration(segmentSize: 4096)
+            let poster = try fileHub(directory, endpoint: "long", configuration: configuration)
+            defer { poster.close() }
+            for index in 0..<10 { try poster.post(HelperPing(poster: 1, index: index)) }
+            // Another process rolls the log: segment 1 gets its rollover mark.
+            let other = try HelperProcess(["fpost", directory, "40", "2", "4096"])
+            #expect(await other.waitForExit() == 0)
+            let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+            var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+            var mark: Int?
+            _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+                if case .rollover(_, _, let end) = item { mark = end - LogFormat.headerSize - LogFormat.rolloverDataSize }
+            }
+            let start = try #require(mark)
+            bytes[start + flipped] ^= 0x01
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            // The long-lived poster still holds segment 1.
+            for index in 10..<15 { try poster.post(HelperPing(poster: 1, index: index)) }
+            let after = try #require(FileManager.default.contents(atPath: path)).count
+            #expect(after == bytes.count, "flipped byte \(flipped): the poster appended behind the mark")
+            let reader = try NotificationHub(
+                endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
+            let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+            var seen: [HelperPing] = []
+            var missed = 0
+            for await delivered in deliveries {
+                seen.append(delivered.notification)
+                missed += delivered.delivery.missed
+                if seen.count == 55 { break }
+            }
+            #expect(seen.filter { $0.poster == 1 }.map(\.index) == Array(0..<15), "flipped byte \(flipped)")
+            #expect(seen.filter { $0.poster == 2 }.map(\.index) == Array(0..<40), "flipped byte \(flipped)")
+            #expect(missed == 0, "flipped byte \(flipped)")
+            reader.close()
+        }
+    }
+
+    @Test(
         "every segment removed by hand, the lock file kept: the next post starts a new log, which a durable identity reads from its start, told its log was started again"
     )
     func everySegmentRemoved() async throws {

@@ -574,6 +574,22 @@ struct Simulation {
     private mutating func flip() {
         let numbers = directory.numbers
         guard !numbers.isEmpty else { return }
+        if box.random.chance(20) {
+            // A byte of a closed segment's rollover mark: no record is lost.
+            for number in numbers.dropLast() {
+                guard let file = directory.segments[number] else { continue }
+                var mark: Int?
+                _ = LogScanner.walk(file.bytes, base: 0, fileSize: file.bytes.count) { item in
+                    if case .rollover(_, _, let end) = item { mark = end }
+                }
+                guard let end = mark else { continue }
+                let offset = end - LogFormat.headerSize - LogFormat.rolloverDataSize + box.random.below(32)
+                file.bytes[offset] ^= UInt8(1 + box.random.below(255))
+                note("flip byte \(offset) of segment \(number)'s rollover mark")
+                directory.totals.flips += 1
+                return
+            }
+        }
         let number = numbers[box.random.below(numbers.count)]
         let file = directory.segments[number]
         guard let file else { return }
