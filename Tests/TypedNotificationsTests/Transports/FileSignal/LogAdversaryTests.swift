@@ -492,7 +492,9 @@ struct LogAdversaryTests {
             var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
             var mark: Int?
             _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
-                if case .rollover(_, _, let end) = item { mark = end - LogFormat.headerSize - LogFormat.rolloverDataSize }
+                if case .rollover(_, _, let end) = item {
+                    mark = end - LogFormat.headerSize - LogFormat.rolloverDataSize
+                }
             }
             let start = try #require(mark)
             bytes[start + flipped] ^= 0x01
