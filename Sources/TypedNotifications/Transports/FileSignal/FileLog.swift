@@ -121,7 +121,7 @@ enum FileLog {
             var next: UInt64?
             let walked = LogScanner.walk(bytes, base: from, fileSize: info.size) { item in
                 if case .rollover(let segment, _, _) = item { next = segment }
-                index = LogScanner.index(after: item) ?? index
+                index = LogScanner.index(after: item, following: index)
             }
             if walked.stop == .formatOne { return nil }
             if let next { return LogPosition(segment: next, offset: 0, index: index, log: log) }

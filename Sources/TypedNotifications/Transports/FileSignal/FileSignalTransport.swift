@@ -664,9 +664,11 @@ public final class FileSignalTransport: NotificationTransport {
         }
     }
 
-    /// `position` if a record starts there (or it is the end of the
-    /// segment), else the start of the record it falls in: a cursor never
-    /// lands mid-record, where resynchronizing would skip records.
+    /// `position` if a fragment starts or ends there (or it is the end of
+    /// the segment), else the start of the record it falls in: a cursor
+    /// never lands mid-record, where resynchronizing would skip records. A
+    /// record damaged since the cursor passed it is still a boundary, so
+    /// the position keeps its index and nothing handled is counted missed.
     private func recordBoundary(atOrBefore position: LogPosition, of name: NotificationName) -> LogPosition {
         guard position.offset > 0,
             case .success(let file) = FileLog.open(
@@ -674,14 +676,30 @@ public final class FileSignalTransport: NotificationTransport {
             case .success(let bytes) = FileLog.read(file, at: 0, count: position.offset)
         else { return position }
         var boundary = 0
-        _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+        var aligned = position.offset == LogFormat.startSize
+        let walked = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
             switch item {
-            case .record(_, let end, _, _): boundary = end
-            case .start, .rollover, .damaged, .skipped, .piece: break
+            case .record(let start, let end, _, _):
+                boundary = end
+                if start == position.offset || end == position.offset { aligned = true }
+            case .skipped(let start, let end):
+                if start == position.offset || end == position.offset { aligned = true }
+            case .start, .rollover, .damaged, .piece: break
             }
         }
-        guard boundary != position.offset else { return position }
-        return LogPosition(segment: position.segment, offset: boundary)
+        // The walk stopped at a fragment (damaged, say) that ends right there.
+        if walked.end == position.offset
+            || bytes.withUnsafeBytes({ raw in
+                walked.end + LogFormat.headerSize <= raw.count
+                    && LogFormat.header(in: raw, at: walked.end, base: 0).map {
+                        walked.end + LogFormat.headerSize + $0.length == position.offset
+                    } == true
+            })
+        {
+            aligned = true
+        }
+        guard !aligned, boundary != position.offset else { return position }
+        return LogPosition(segment: position.segment, offset: boundary, log: position.log)
     }
 
     // MARK: - Reading, on the event loop

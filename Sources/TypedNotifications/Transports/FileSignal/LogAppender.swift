@@ -219,7 +219,7 @@ final class LogAppender: @unchecked Sendable {
             var learned: UInt64?
             let walked = LogScanner.walk(bytes, base: from, fileSize: size) { item in
                 if case .rollover(let next, let index, _) = item { rollover = (next, index) }
-                learned = LogScanner.index(after: item) ?? learned
+                learned = LogScanner.index(after: item, following: learned)
             }
             if let learned { nextIndex = learned }
             if let rollover { return (rollover, walked.end) }
@@ -248,9 +248,10 @@ final class LogAppender: @unchecked Sendable {
                 // their checksums: damaged, not torn (a torn write ends
                 // short). Their posts may have returned, so their indexes
                 // are not used again: the next record's tells readers they
-                // were lost. Left as they are; a torn tail after them is
-                // zeroed (see below); the log goes on in the next block.
-                nextIndex = max(index, damaged.index &+ 1)
+                // were lost (the walk counted them). Left as they are; a
+                // torn tail after them is zeroed (see below); the log goes
+                // on in the next block.
+                nextIndex = index
                 if damaged.end < size {
                     let zeros = [UInt8](repeating: 0, count: size - damaged.end)
                     if case .failure(let error) = segment.file.write(zeros, at: damaged.end) {
@@ -318,7 +319,7 @@ final class LogAppender: @unchecked Sendable {
             var closed = false
             let walked = LogScanner.walk(bytes, base: 0, fileSize: info.size) { item in
                 if case .rollover = item { closed = true }
-                learned = LogScanner.index(after: item) ?? learned
+                learned = LogScanner.index(after: item, following: learned)
             }
             guard walked.stop != .formatOne, let found = learned else { continue }
             index = found

@@ -492,17 +492,12 @@ struct LogCursorStateMachine {
                 nextIndex = index
                 rollover = next
             case .damaged(let index):
-                // Damaged, or torn and stepped over by the next writer (the
-                // hole after a torn write reads as data): the next record
-                // tells. A writer reuses a torn record's index, so the next
-                // record has this index after a tear and a later one after
-                // real damage, counted then as a gap. One before the
-                // expected index was read already (a reader resuming there).
-                if let expected = nextIndex, index < expected { break }
-                // After a stretch skipped, the records between the expected
-                // index and this one are lost (several damaged in a row).
-                if skippedStretch { arrive(at: index) }
-                nextIndex = index
+                // Lost, and counted when the next record or mark tells how
+                // many were (writers never use a damaged record's index
+                // again). Its own index is believed only when the reader
+                // knows none: a damaged header may claim any index, and one
+                // claiming the next would hide the record it destroyed.
+                if nextIndex == nil { nextIndex = index }
                 skippedStretch = true
             case .skipped, .piece:
                 skippedStretch = true

@@ -56,18 +56,21 @@ enum LogScanner {
         case formatOne
     }
 
-    /// The index of the record that comes after `item`, when it tells one:
-    /// what a writer appends next, or where a reader's count stands. A
-    /// damaged record's index is not used again (its post may have
-    /// returned: the next record's index tells readers it was lost; a torn
-    /// one never reads as damaged, its data is not all there); a middle
-    /// piece's record is not whole yet.
-    static func index(after item: Item) -> UInt64? {
+    /// The index of the record that comes after `item`, given the one
+    /// expected before it (`nil`: not known): what a writer appends next, or
+    /// where a reader's count stands. A damaged fragment counts as one
+    /// record, the one expected, and its index is never used again (its
+    /// post may have returned); its own index is believed only when none is
+    /// expected, since a damaged header may claim any (a forged one would
+    /// make every later index tell a false gap). A middle piece's record is
+    /// not whole yet.
+    static func index(after item: Item, following expected: UInt64?) -> UInt64? {
         switch item {
-        case .record(_, _, let index, _), .damaged(let index): index &+ 1
+        case .record(_, _, let index, _): index &+ 1
+        case .damaged(let index): (expected ?? index) &+ 1
         case .start(let index, _), .rollover(_, let index, _): index
         case .piece(let index, let isLast): isLast ? index &+ 1 : index
-        case .skipped: nil
+        case .skipped: expected
         }
     }
 

@@ -521,6 +521,97 @@ struct LogAdversaryTests {
     }
 
     @Test(
+        "a record overwritten by a fragment whose header checks and claims the next index: it is still counted missed, and the rest delivered"
+    )
+    func forgedDamagedHeader() async throws {
+        for claim in [UInt64(6), 100, UInt64.max] {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let poster = try fileHub(directory, endpoint: "poster")
+            for index in 0..<10 { try poster.post(HelperPing(poster: 1, index: index)) }
+            poster.close()
+            let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+            var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+            var decoder = EnvelopeDecoder()
+            let records = FileLog.records(in: bytes, decoder: &decoder)
+            try #require(records.count == 10)
+            let sixth = records[5]
+            let length = UInt32(sixth.end - sixth.start - LogFormat.headerSize)
+            bytes.replaceSubrange(
+                sixth.start..<(sixth.start + LogFormat.headerSize),
+                with: forgedHeader(type: 1, length: length, dataChecksum: 0xDEAD_BEEF, index: claim))
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            let more = try HelperProcess(["fpost", directory, "2", "2"])
+            #expect(await more.waitForExit() == 0)
+            let reader = try NotificationHub(
+                endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
+            let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+            var seen: [HelperPing] = []
+            var missed = 0
+            for await delivered in deliveries {
+                seen.append(delivered.notification)
+                missed += delivered.delivery.missed
+                if seen.count == 11 { break }
+            }
+            #expect(seen.filter { $0.poster == 1 }.map(\.index) == [0, 1, 2, 3, 4, 6, 7, 8, 9], "claim \(claim)")
+            #expect(seen.filter { $0.poster == 2 }.map(\.index) == [0, 1], "claim \(claim)")
+            #expect(missed == 1, "claim \(claim)")
+            reader.close()
+        }
+    }
+
+    @Test(
+        "records a durable identity handled, damaged afterwards: its next run counts none of them missed and gets what is new"
+    )
+    func damagedBehindCursor() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let first = try HelperProcess(["fpost", directory, "3", "9"])
+        #expect(await first.waitForExit() == 0)
+        do {
+            let durable = try NotificationHub(
+                endpoint: "c1",
+                transport: FileSignalTransport(directory: directory, identity: "c1", firstRead: .beginning))
+            let deliveries = try durable.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+            var count = 0
+            for await _ in deliveries {
+                count += 1
+                if count == 3 { break }
+            }
+            durable.close()
+        }
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+        // What the first run committed (a close may save the last commit
+        // or not): the records from there on were not handled, and once
+        // damaged they are lost, and counted.
+        let saved = try #require(
+            FileManager.default.contents(
+                atPath: FileCursor.path(root: directory, identity: "c1", name: HelperPing.name)))
+        let committed = try #require(FileCursor.parse(Array(saved))?.committed.index)
+        var decoder = EnvelopeDecoder()
+        for record in FileLog.records(in: bytes, decoder: &decoder) {
+            bytes[(record.start + record.end) / 2] ^= 0xFF
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let more = try HelperProcess(["fpost", directory, "5", "2"])
+        #expect(await more.waitForExit() == 0)
+        let again = try NotificationHub(
+            endpoint: "c1", transport: FileSignalTransport(directory: directory, identity: "c1"))
+        defer { again.close() }
+        let deliveries = try again.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        var seen: [HelperPing] = []
+        var missed = 0
+        for await delivered in deliveries {
+            seen.append(delivered.notification)
+            missed += delivered.delivery.missed
+            if seen.count == 5 { break }
+        }
+        #expect(seen == (0..<5).map { HelperPing(poster: 2, index: $0) })
+        #expect(missed == 3 - Int(committed))
+    }
+
+    @Test(
         "every segment removed by hand, the lock file kept: the next post starts a new log, which a durable identity reads from its start, told its log was started again"
     )
     func everySegmentRemoved() async throws {
