@@ -197,6 +197,17 @@ final class LogAppender: @unchecked Sendable {
             }
             validatedEnd = tailEnd
             knownSize = info.size
+            if let created = files.newestCreated(), created > segment.number,
+                files.segments().last == segment.number
+            {
+                // The log had a later segment, removed since (rm of the
+                // newest), and this one's rollover mark is unreadable: it
+                // is closed all the same. Appending here would fork the
+                // log behind a writer that went on after the removed one,
+                // and behind readers waiting there; it is closed again,
+                // with a mark to a new segment after every number used.
+                try roll(after: created)
+            }
             return
         }
         throw TypedNotificationError(
@@ -396,11 +407,12 @@ final class LogAppender: @unchecked Sendable {
         use(OpenSegment(file: try files.open(newest), number: newest))
     }
 
-    /// Closes the current segment with a rollover mark, starts the next and
-    /// applies the retention policy.
-    private func roll() throws(TypedNotificationError) {
+    /// Closes the current segment with a rollover mark, starts the next
+    /// (after `number`, the current segment's by default) and applies the
+    /// retention policy.
+    private func roll(after number: UInt64? = nil) throws(TypedNotificationError) {
         guard let segment = current, let index = nextIndex else { return }
-        let next = try freeNumber(after: segment.number)
+        let next = try freeNumber(after: number ?? segment.number)
         var mark: [UInt8] = []
         LogFormat.appendRollover(next: next, index: index, at: validatedEnd, to: &mark)
         try write(mark, to: segment, at: validatedEnd)
