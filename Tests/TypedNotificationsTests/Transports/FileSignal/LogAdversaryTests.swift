@@ -458,17 +458,7 @@ struct LogAdversaryTests {
         let after = try #require(FileManager.default.contents(atPath: path).map(Array.init))
         #expect(after.count > bytes.count)
         #expect(Array(after[records[19].start..<records[19].end]) == Array(bytes[records[19].start..<records[19].end]))
-        let reader = try NotificationHub(
-            endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
-        defer { reader.close() }
-        let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
-        var seen: [HelperPing] = []
-        var missed = 0
-        for await delivered in deliveries {
-            seen.append(delivered.notification)
-            missed += delivered.delivery.missed
-            if seen.count == 24 { break }
-        }
+        let (seen, missed) = try await readFromBeginning(directory, count: 24)
         #expect(seen.filter { $0.poster == 1 }.map(\.index) == Array(0..<19))
         #expect(seen.filter { $0.poster == 2 }.map(\.index) == Array(0..<5))
         #expect(missed == 1)
@@ -503,20 +493,10 @@ struct LogAdversaryTests {
             for index in 10..<15 { try poster.post(HelperPing(poster: 1, index: index)) }
             let after = try #require(FileManager.default.contents(atPath: path)).count
             #expect(after == bytes.count, "flipped byte \(flipped): the poster appended behind the mark")
-            let reader = try NotificationHub(
-                endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
-            let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
-            var seen: [HelperPing] = []
-            var missed = 0
-            for await delivered in deliveries {
-                seen.append(delivered.notification)
-                missed += delivered.delivery.missed
-                if seen.count == 55 { break }
-            }
+            let (seen, missed) = try await readFromBeginning(directory, count: 55)
             #expect(seen.filter { $0.poster == 1 }.map(\.index) == Array(0..<15), "flipped byte \(flipped)")
             #expect(seen.filter { $0.poster == 2 }.map(\.index) == Array(0..<40), "flipped byte \(flipped)")
             #expect(missed == 0, "flipped byte \(flipped)")
-            reader.close()
         }
     }
 
@@ -543,20 +523,10 @@ struct LogAdversaryTests {
             try Data(bytes).write(to: URL(fileURLWithPath: path))
             let more = try HelperProcess(["fpost", directory, "2", "2"])
             #expect(await more.waitForExit() == 0)
-            let reader = try NotificationHub(
-                endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
-            let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
-            var seen: [HelperPing] = []
-            var missed = 0
-            for await delivered in deliveries {
-                seen.append(delivered.notification)
-                missed += delivered.delivery.missed
-                if seen.count == 11 { break }
-            }
+            let (seen, missed) = try await readFromBeginning(directory, count: 11)
             #expect(seen.filter { $0.poster == 1 }.map(\.index) == [0, 1, 2, 3, 4, 6, 7, 8, 9], "claim \(claim)")
             #expect(seen.filter { $0.poster == 2 }.map(\.index) == [0, 1], "claim \(claim)")
             #expect(missed == 1, "claim \(claim)")
-            reader.close()
         }
     }
 
@@ -739,4 +709,22 @@ struct LogAdversaryTests {
 private func jsonField(_ line: String, _ field: String) -> Int? {
     guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
     return object[field] as? Int
+}
+
+/// Reads the log of `HelperPing` in `directory` from its beginning, in this
+/// process, until `count` notifications arrived: what arrived, in order,
+/// and the sum of the missed counts the deliveries carried.
+private func readFromBeginning(_ directory: String, count: Int) async throws -> (seen: [HelperPing], missed: Int) {
+    let reader = try NotificationHub(
+        endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
+    defer { reader.close() }
+    let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+    var seen: [HelperPing] = []
+    var missed = 0
+    for await delivered in deliveries {
+        seen.append(delivered.notification)
+        missed += delivered.delivery.missed
+        if seen.count == count { break }
+    }
+    return (seen, missed)
 }
