@@ -105,7 +105,7 @@ final class SystemLogFiles: LogFiles {
         ).get()
         if case .failure(let error) = bytes.withUnsafeBytes({ SystemCalls.writeAll(file, $0, at: 0) }) {
             _ = SystemCalls.removeFile(temporary)
-            throw LogAppender.writeFailure(error, name: name)
+            throw LogWriterStateMachine.writeFailure(error, name: name)
         }
         if case .failure(let error) = SystemCalls.renameFile(temporary, to: path) {
             _ = SystemCalls.removeFile(temporary)

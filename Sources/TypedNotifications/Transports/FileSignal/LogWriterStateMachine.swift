@@ -1,0 +1,717 @@
+import NotificationPlatform
+
+/// The decisions of one writer of a name's log (see ``LogFormat``), as a
+/// state machine: events in (what a system call found), actions out (the
+/// system call to make next). It performs no I/O, takes no lock and reads no
+/// clock; ``LogAppender`` performs its actions under the log's lock, and the
+/// simulation (`LogSimulationTests`) drives it through a model of the
+/// directory that injects faults between any two of them.
+///
+/// Each append first looks at what other processes wrote since this writer
+/// last looked, from where it knows the log is whole: a rollover mark there
+/// is followed to the next segment (opened for appending, whoever created
+/// it); a tail torn by a writer killed mid-append is zeroed and stepped over
+/// to the next block, never cut off; fragments that are all there and fail
+/// their checksums are damage, left as they are, and their indexes are never
+/// used again; its own segment deleted under it (retention, `rm`) is left
+/// for the newest one; a file under a segment's name that is not one of this
+/// log's segments is never written. So a post either lands where readers
+/// find it or fails. It never truncates what another writer wrote: only its
+/// own write that failed (a full disk, RLIMIT_FSIZE) is cut back, so nothing
+/// partial stays and nothing before it is touched.
+struct LogWriterStateMachine {
+    /// The system call the driver makes next, under the log's lock.
+    enum Action {
+        /// Status of the current segment: ``Event/measured(size:links:)`` or
+        /// ``Event/failed``.
+        case measure
+        /// Was the whole log removed (its lock file too)? ``Event/answer(_:)``.
+        case checkLogRemoved
+        /// Read `count` bytes of the current segment at `offset`:
+        /// ``Event/read(_:)`` or ``Event/failed``.
+        case read(offset: Int, count: Int)
+        /// The segment numbers present, oldest first: ``Event/segments(_:)``.
+        case listSegments
+        /// The newest segment number the log ever had: ``Event/newestCreated(_:)``.
+        case readNewestCreated
+        /// Does anything have segment `number`'s name? ``Event/answer(_:)``.
+        case checkExists(UInt64)
+        /// Is segment `number` a regular file? ``Event/answer(_:)``.
+        case checkIsSegment(UInt64)
+        /// Open segment `number` for appending and make it the current one:
+        /// ``Event/done`` or ``Event/error(_:)``.
+        case open(UInt64)
+        /// Create segment `number` whole with `bytes` and make it the
+        /// current one: ``Event/done`` or ``Event/error(_:)``.
+        case create(UInt64, bytes: [UInt8])
+        /// Write `bytes` at `offset` of the current segment: ``Event/done``
+        /// or ``Event/writeFailed(_:)``.
+        case write([UInt8], at: Int)
+        /// Zero `count` bytes at `offset` of the current segment, a tail torn
+        /// by a writer that was killed: ``Event/done`` or ``Event/writeFailed(_:)``.
+        case repairTail(at: Int, count: Int)
+        /// Cut the current segment back to `length`: ``Event/done``.
+        case truncate(to: Int)
+        /// The first ``LogFormat/startSize`` bytes of segment `number`:
+        /// ``Event/read(_:)`` or ``Event/failed``.
+        case readStart(UInt64)
+        /// A random identifier for a new log: ``Event/identifier(_:)``.
+        case newLogIdentifier
+        /// Apply the retention policy, keeping segment `active` and newer: ``Event/done``.
+        case applyRetention(keeping: UInt64)
+        /// Open segment `number` (not the current one) and read it whole, if
+        /// it is no larger than any segment can be: ``Event/read(_:)`` or
+        /// ``Event/failed``. It becomes the inspected segment.
+        case inspect(UInt64)
+        /// Write `bytes` at `offset` of the inspected segment: ``Event/done``
+        /// or ``Event/writeFailed(_:)``.
+        case writeInspected([UInt8], at: Int)
+        /// Frame the envelopes from the `first` given to ``startAppend(count:)``
+        /// with ``frame(_:at:index:segmentSize:into:)`` and write them at
+        /// `offset` of the current segment: ``Event/appended(count:end:)``,
+        /// ``Event/segmentFull`` (none fits) or ``Event/writeFailed(_:)``.
+        case append(first: Int, at: Int, index: UInt64)
+        /// The append is over: this many were appended, from the first, and
+        /// this is why the next was not (`nil`: all were, or the log was removed).
+        case finish(appended: Int, failure: TypedNotificationError?)
+    }
+
+    /// What the system call of the last action found.
+    enum Event {
+        case done
+        case failed
+        case error(TypedNotificationError)
+        case writeFailed(Errno)
+        case answer(Bool)
+        case measured(size: Int, links: Int)
+        case read([UInt8])
+        case segments([UInt64])
+        case newestCreated(UInt64?)
+        case identifier(UInt64)
+        case appended(count: Int, end: Int)
+        case segmentFull
+    }
+
+    let name: NotificationName
+    let segmentSize: Int
+
+    /// The number of the segment the driver holds open for appending.
+    private(set) var current: UInt64?
+    /// Where the next fragment goes in the current segment, and the
+    /// segment's size when that was established; -1: not known yet.
+    private(set) var validatedEnd = -1
+    private var knownSize = -1
+    /// The index of the next record; `nil` until read from the log.
+    private(set) var nextIndex: UInt64?
+    /// The identifier of the log, carried into every segment this writer
+    /// starts; `nil` until read from a segment's start mark.
+    private(set) var log: UInt64?
+    /// Whether the log was found removed (`rm -rf`): its segment and its
+    /// lock file are no longer linked. A new writer must start it again.
+    private(set) var isRemoved = false
+
+    private var total = 0
+    private var appended = 0
+    private var turns = 0
+    private var step = Step.idle
+
+    init(name: NotificationName, segmentSize: Int) {
+        self.name = name
+        self.segmentSize = segmentSize
+    }
+
+    // MARK: - Steps
+
+    /// What to do once a new segment number is found.
+    private enum AfterNumber {
+        case create(index: UInt64?)
+        case stepOver(index: UInt64?, junk: UInt64)
+        case moveOn(removed: UInt64)
+        case roll(index: UInt64)
+    }
+
+    /// What to do once a segment is created.
+    private enum AfterCreate {
+        case look
+        case retain(keeping: UInt64)
+    }
+
+    private enum Step {
+        case idle
+        case measuring
+        case checkingRemoved(size: Int)
+        case examining(size: Int, links: Int, from: Int)
+        case examiningSuccessor(size: Int, links: Int, bytes: [UInt8], from: Int, walkedEnd: Int, stop: LogScanner.Stop)
+        case repairing(size: Int, links: Int, end: Int)
+        case checkingClosed
+        case listingClosed(created: UInt64)
+        case appending(start: Int)
+        case cuttingBack(Errno)
+        case listingNewest
+        case opening(UInt64)
+        case readingIdentifier
+        case readingNewestCreated(after: UInt64, then: AfterNumber)
+        case probing(next: UInt64, limit: UInt64, then: AfterNumber)
+        case listingForIdentifier(number: UInt64, index: UInt64)
+        case readingIdentifierOf(candidates: [UInt64], number: UInt64, index: UInt64)
+        case awaitingIdentifier(number: UInt64, index: UInt64?)
+        case creating(UInt64, bytes: Int, index: UInt64, log: UInt64, then: AfterCreate)
+        case retaining
+        case listingToStepOver(next: UInt64, index: UInt64?, junk: UInt64)
+        case inspecting(candidates: [UInt64], next: UInt64, index: UInt64?)
+        case zeroingInspected(mark: [UInt8], at: Int, next: UInt64, index: UInt64)
+        case markingInspected(next: UInt64, index: UInt64)
+        case checkingFollowed(UInt64, index: UInt64)
+        case checkingFollowedKind(UInt64, index: UInt64)
+        case listingFollowed(UInt64, index: UInt64)
+        case listingAfterRemoved(UInt64)
+        case markingRemoved(next: UInt64, later: Bool)
+        case writingRollover(next: UInt64, index: UInt64, at: Int)
+        case cuttingBackMark(Errno)
+    }
+
+    // MARK: - Appending
+
+    /// Starts appending `count` envelopes, in order, each whole or not at
+    /// all, and, while they fit in the segment, with one write (a group
+    /// commit). The driver holds the log's lock until ``Action/finish(appended:failure:)``.
+    mutating func startAppend(count: Int) -> Action {
+        total = count
+        appended = 0
+        return nextTurn()
+    }
+
+    /// The action that follows `event`, the answer to the last action.
+    mutating func receive(_ event: Event) -> Action {
+        let previous = step
+        step = .idle
+        switch (previous, event) {
+        case (.measuring, .measured(let size, let links)):
+            return measured(size: size, links: links)
+        case (.checkingRemoved(let size), .answer(let removed)):
+            if removed {
+                // The whole log was removed (its lock file too): not followed
+                // by its rollover mark, which would start a segment of the
+                // old log among the new one's; the transport starts it again.
+                isRemoved = true
+                return finish(nil)
+            }
+            return examine(size: size, links: 0)
+        case (.examining(let size, let links, let from), .read(let bytes)):
+            return examined(bytes, from: from, size: size, links: links)
+        case (
+            .examiningSuccessor(let size, let links, let bytes, let from, let walkedEnd, let stop), .segments(let list)
+        ):
+            if let later = list.last, let current, later > current, let index = nextIndex {
+                // Something unreadable ends a segment that has a successor:
+                // its rollover mark, damaged (a writer writes the mark before
+                // it creates the next segment). Closed: the log goes on in
+                // the newest segment, never here, behind its readers.
+                return follow(later, index: index)
+            }
+            return endOfTail(bytes, from: from, walkedEnd: walkedEnd, stop: stop, size: size, links: links)
+        case (.repairing(let size, let links, let end), .done):
+            return tailFound(end: end, size: size, links: links)
+        case (.checkingClosed, .newestCreated(let created)):
+            guard let created, let current, created > current else { return appendHere() }
+            step = .listingClosed(created: created)
+            return .listSegments
+        case (.listingClosed(let created), .segments(let list)):
+            guard list.last == current else { return appendHere() }
+            // The log had a later segment, removed since (rm of the newest),
+            // and this one's rollover mark is unreadable: it is closed all
+            // the same. Appending here would fork the log behind a writer
+            // that went on after the removed one, and behind readers waiting
+            // there; it is closed again, with a mark to a new segment after
+            // every number used.
+            return roll(after: created)
+        case (.appending, .appended(let count, let end)):
+            validatedEnd = end
+            knownSize = end
+            nextIndex = (nextIndex ?? 0) &+ UInt64(count)
+            appended += count
+            return nextTurn()
+        case (.appending, .segmentFull):
+            return roll(after: nil)
+        case (.appending(let start), .writeFailed(let error)):
+            // Cut back whatever part was written: no partial record stays.
+            step = .cuttingBack(error)
+            return .truncate(to: start)
+        case (.cuttingBack(let error), _):
+            return finish(Self.writeFailure(error, name: name))
+        case (.listingNewest, .segments(let list)):
+            guard let newest = list.last else { return findNumber(after: 0, then: .create(index: nextIndex)) }
+            // A segment this user may not write (mode 0666, another owner)
+            // is refused with an error that names it.
+            return open(newest)
+        case (.opening(let number), .done):
+            current = number
+            validatedEnd = -1
+            knownSize = -1
+            nextIndex = nil
+            step = .readingIdentifier
+            return .read(offset: 0, count: LogFormat.startSize)
+        case (.readingIdentifier, .read(let bytes)):
+            if let found = LogFormat.logIdentifier(inStart: bytes) { log = found }
+            return look()
+        case (.readingIdentifier, _):
+            return look()
+        case (.readingNewestCreated(let number, let then), .newestCreated(let created)):
+            // A number that is no longer in the log, or a nonsense one
+            // planted in the lock file, is not followed more than a few
+            // thousand on.
+            let newest = created.map { $0 >= number && $0 - number < 4_096 ? $0 : number } ?? number
+            step = .probing(next: newest + 1, limit: newest + 64, then: then)
+            return .checkExists(newest + 1)
+        case (.probing(let next, let limit, let then), .answer(let exists)):
+            guard exists else { return numberFound(next, then: then) }
+            // A number a planted file (a FIFO, a link) holds is skipped, never opened.
+            guard next + 1 < limit else {
+                return finish(
+                    TypedNotificationError(
+                        code: .insecureDirectory,
+                        message: "the log of \(name) is crowded with files that are not segments; remove them"))
+            }
+            step = .probing(next: next + 1, limit: limit, then: then)
+            return .checkExists(next + 1)
+        case (.listingForIdentifier(let number, let index), .segments(let list)):
+            return identifierFrom(candidates: list.reversed(), number: number, index: index)
+        case (.readingIdentifierOf(let candidates, let number, let index), let event):
+            if case .read(let bytes) = event, let found = LogFormat.logIdentifier(inStart: bytes) {
+                log = found
+                return create(number, index: index, log: found)
+            }
+            return identifierFrom(candidates: candidates, number: number, index: index)
+        case (.awaitingIdentifier(let number, let index), .identifier(let identifier)):
+            if index != nil { log = identifier }
+            return create(number, index: index, log: identifier)
+        case (.creating(let number, let bytes, let index, let log, let then), .done):
+            current = number
+            self.log = log
+            validatedEnd = bytes
+            knownSize = bytes
+            nextIndex = index
+            switch then {
+            case .look: return look()
+            case .retain(let active):
+                step = .retaining
+                return .applyRetention(keeping: active)
+            }
+        case (.retaining, _):
+            return look()
+        case (.listingToStepOver(let next, let index, let junk), .segments(let list)):
+            return inspectNext(candidates: list.filter { $0 < junk }.reversed(), next: next, index: index)
+        case (.inspecting(let candidates, let next, let index), let event):
+            guard case .read(let bytes) = event else {
+                return inspectNext(candidates: candidates, next: next, index: index)
+            }
+            return inspected(bytes, candidates: candidates, next: next, index: index)
+        case (.zeroingInspected(let mark, let at, let next, let index), _):
+            step = .markingInspected(next: next, index: index)
+            return .writeInspected(mark, at: at)
+        case (.markingInspected(let next, let index), _):
+            return createSegment(next, index: index)
+        case (.checkingFollowed(let number, let index), .answer(let exists)):
+            if exists {
+                step = .checkingFollowedKind(number, index: index)
+                return .checkIsSegment(number)
+            }
+            step = .listingFollowed(number, index: index)
+            return .listSegments
+        case (.listingFollowed(let number, let index), .segments(let list)):
+            if let newest = list.last, newest > number {
+                current = nil
+                return open(newest)
+            }
+            return findNumber(after: number, then: .create(index: index))
+        case (.checkingFollowedKind(let number, let index), .answer(let isSegment)):
+            // Something planted under the number the mark names is never opened.
+            guard isSegment else { return findNumber(after: number, then: .create(index: index)) }
+            // Its index is read from it: others may have appended to it
+            // since the mark was written.
+            return open(number)
+        case (.listingAfterRemoved(let removed), .segments(let list)):
+            if let later = list.first(where: { $0 > removed }) { return markRemoved(next: later, later: true) }
+            return findNumber(after: removed, then: .moveOn(removed: removed))
+        case (.markingRemoved(let next, let later), _):
+            // Best effort: the file is gone from the directory either way.
+            return removedMarked(next: next, later: later)
+        case (.writingRollover(let next, let index, _), .done):
+            return createSegment(next, index: index, then: .retain(keeping: next))
+        case (.writingRollover(_, _, let at), .writeFailed(let error)):
+            step = .cuttingBackMark(error)
+            return .truncate(to: at)
+        case (.cuttingBackMark(let error), _):
+            return finish(Self.writeFailure(error, name: name))
+        case (_, .error(let error)):
+            return finish(error)
+        case (_, .writeFailed(let error)):
+            return finish(Self.writeFailure(error, name: name))
+        case (.measuring, _):
+            return finish(
+                TypedNotificationError(code: .transportFailure, message: "could not inspect the log of \(name)"))
+        case (.examining, _):
+            return finish(
+                TypedNotificationError(code: .transportFailure, message: "could not read the log of \(name)"))
+        default:
+            return finish(
+                TypedNotificationError(
+                    code: .transportFailure, message: "the writer of the log of \(name) lost its place"))
+        }
+    }
+
+    /// The top of the append loop: done, or find the tail and append there.
+    private mutating func nextTurn() -> Action {
+        guard appended < total else { return finish(nil) }
+        turns = 0
+        return look()
+    }
+
+    /// Looks at the current segment again: each look follows one rollover,
+    /// removal or repair; more than a few thousand means the log is being
+    /// rolled faster than it can be followed.
+    private mutating func look() -> Action {
+        turns += 1
+        guard turns <= 4_096 else {
+            return finish(
+                TypedNotificationError(
+                    code: .transportFailure, message: "the log of \(name) changes faster than a writer can follow it"))
+        }
+        guard current != nil else {
+            step = .listingNewest
+            return .listSegments
+        }
+        step = .measuring
+        return .measure
+    }
+
+    private mutating func measured(size: Int, links: Int) -> Action {
+        if links > 0, size == knownSize, validatedEnd >= 0, nextIndex != nil {
+            // Cheap when nothing changed: one status.
+            return appendHere()
+        }
+        if links == 0 {
+            step = .checkingRemoved(size: size)
+            return .checkLogRemoved
+        }
+        return examine(size: size, links: links)
+    }
+
+    /// Reads what the segment holds past the validated end (or from its last
+    /// block, when the end is not known).
+    private mutating func examine(size: Int, links: Int) -> Action {
+        guard let current else { return look() }
+        if size > LogFormat.maximumSegmentBytes {
+            // Grown past what any segment can be (a sparse file planted or
+            // truncated up by hand): never read or appended to again.
+            return stepOver(current)
+        }
+        let from = validatedEnd >= 0 && validatedEnd <= size ? validatedEnd : LogFormat.blockStart(of: max(0, size - 1))
+        return read(from: from, size: size, links: links)
+    }
+
+    private mutating func read(from: Int, size: Int, links: Int) -> Action {
+        step = .examining(size: size, links: links, from: from)
+        return .read(offset: from, count: size - from)
+    }
+
+    /// Walks what was read, learning the next record index, and decides
+    /// where the log goes on.
+    private mutating func examined(_ bytes: [UInt8], from: Int, size: Int, links: Int) -> Action {
+        guard let current else { return look() }
+        var rollover: (next: UInt64, index: UInt64)?
+        var learned: UInt64?
+        let walked = LogScanner.walk(bytes, base: from, fileSize: size) { item in
+            if case .rollover(let next, let index, _) = item { rollover = (next, index) }
+            learned = LogScanner.index(after: item, following: learned)
+        }
+        if let learned { nextIndex = learned }
+        if let rollover { return follow(rollover.next, index: rollover.index) }
+        if walked.stop == .formatOne || size == 0 {
+            // Format 1, or an empty file: every segment is created whole with
+            // its start mark, so an empty one is none of this log's.
+            return stepOver(current)
+        }
+        if nextIndex == nil && from > 0 {
+            // Nothing in the last block told the index: read the segment from
+            // its start (linear, once per writer).
+            return read(from: 0, size: size, links: links)
+        }
+        // Neither a start mark nor a record: not a segment of this log.
+        guard nextIndex != nil else { return stepOver(current) }
+        if walked.end < size {
+            step = .examiningSuccessor(
+                size: size, links: links, bytes: bytes, from: from, walkedEnd: walked.end, stop: walked.stop)
+            return .listSegments
+        }
+        return endOfTail(bytes, from: from, walkedEnd: walked.end, stop: walked.stop, size: size, links: links)
+    }
+
+    /// Where the next fragment goes, past damage or a torn tail.
+    private mutating func endOfTail(
+        _ bytes: [UInt8], from: Int, walkedEnd: Int, stop: LogScanner.Stop, size: Int, links: Int
+    ) -> Action {
+        if walkedEnd < size, let damaged = Self.damagedTail(bytes, from: walkedEnd - from, base: from) {
+            // The log ends in fragments that are all there and fail their
+            // checksums: damaged, not torn (a torn write ends short). Their
+            // posts may have returned, so their indexes are not used again:
+            // the next record's tells readers they were lost (the walk
+            // counted them). Left as they are; a torn tail after them is
+            // zeroed (see below); the log goes on in the next block.
+            let end = LogFormat.blockEnd(of: size - 1)
+            guard damaged < size else { return tailFound(end: end, size: size, links: links) }
+            step = .repairing(size: size, links: links, end: end)
+            return .repairTail(at: damaged, count: size - damaged)
+        }
+        if stop == .waiting {
+            // A torn tail: the writer that left it was killed (this one
+            // holds the lock). It is zeroed, so that the hole after it can
+            // never complete it (a torn rollover mark whose missing bytes are
+            // zeros would read as whole), and the log goes on in the next
+            // block, where readers find it; nothing is cut off.
+            step = .repairing(size: size, links: links, end: LogFormat.blockEnd(of: max(walkedEnd, size - 1)))
+            return .repairTail(at: walkedEnd, count: size - walkedEnd)
+        }
+        return tailFound(end: walkedEnd, size: size, links: links)
+    }
+
+    private mutating func tailFound(end: Int, size: Int, links: Int) -> Action {
+        guard let current else { return look() }
+        if links == 0 {
+            // This segment removed under this writer without a rollover mark
+            // (rm; the whole log was ruled out): the log goes on in the
+            // segment another writer started after it, or else in a new one,
+            // and a mark in the removed one tells readers that still hold it where.
+            step = .listingAfterRemoved(current)
+            return .listSegments
+        }
+        validatedEnd = end
+        knownSize = size
+        step = .checkingClosed
+        return .readNewestCreated
+    }
+
+    /// Appends at the validated end of the current segment.
+    private mutating func appendHere() -> Action {
+        guard let index = nextIndex else { return finish(nil) }
+        step = .appending(start: validatedEnd)
+        return .append(first: appended, at: validatedEnd, index: index)
+    }
+
+    /// The offset after the fragments from `start` of `bytes` (segment
+    /// offset `base` + `start`) on, one after another, whose headers are
+    /// valid and whose data, all there, fail their checksums; `nil` when the
+    /// first is not one.
+    static func damagedTail(_ bytes: [UInt8], from start: Int, base: Int) -> Int? {
+        var found = false
+        var position = start
+        bytes.withUnsafeBytes { raw in
+            while position >= 0, position + LogFormat.headerSize <= raw.count {
+                guard let header = LogFormat.header(in: raw, at: position, base: base) else { return }
+                let dataStart = position + LogFormat.headerSize
+                guard dataStart + header.length <= raw.count else { return }
+                let data = UnsafeRawBufferPointer(rebasing: raw[dataStart..<(dataStart + header.length)])
+                guard CRC32C.checksum(data) != header.dataChecksum else { return }
+                found = true
+                position = dataStart + header.length
+                // Zeros a writer padded the block's end with.
+                let left = LogFormat.blockEnd(of: base + position) - (base + position)
+                if left < LogFormat.headerSize + 1 { position += left }
+            }
+        }
+        return found ? base + min(position, bytes.count) : nil
+    }
+
+    // MARK: - Moving on
+
+    /// `junk` is under a segment's name but not one of this log's segments (a
+    /// file of format 1, bytes planted there, a sparse file larger than any
+    /// segment): it is never read or appended to. The log goes on in a new
+    /// segment after it, and the newest segment of this log before it, if
+    /// not closed yet, gets a rollover mark to the new one, so its readers
+    /// and long-lived writers follow there instead of waiting at its end.
+    private mutating func stepOver(_ junk: UInt64) -> Action {
+        findNumber(after: junk, then: .stepOver(index: nextIndex, junk: junk))
+    }
+
+    private mutating func inspectNext(candidates: [UInt64], next: UInt64, index: UInt64?) -> Action {
+        guard let number = candidates.first else { return createSegment(next, index: index) }
+        step = .inspecting(candidates: Array(candidates.dropFirst()), next: next, index: index)
+        return .inspect(number)
+    }
+
+    private mutating func inspected(_ bytes: [UInt8], candidates: [UInt64], next: UInt64, index: UInt64?) -> Action {
+        var learned: UInt64?
+        var closed = false
+        let walked = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+            if case .rollover = item { closed = true }
+            learned = LogScanner.index(after: item, following: learned)
+        }
+        guard walked.stop != .formatOne, let found = learned else {
+            return inspectNext(candidates: candidates, next: next, index: index)
+        }
+        guard !closed else { return createSegment(next, index: found) }
+        var mark: [UInt8] = []
+        if walked.stop == .waiting {
+            // A torn tail, zeroed first (see endOfTail).
+            let end = LogFormat.blockEnd(of: max(walked.end, bytes.count - 1))
+            LogFormat.appendRollover(next: next, index: found, at: end, to: &mark)
+            step = .zeroingInspected(mark: mark, at: end, next: next, index: found)
+            return .writeInspected([UInt8](repeating: 0, count: bytes.count - walked.end), at: walked.end)
+        }
+        LogFormat.appendRollover(next: next, index: found, at: walked.end, to: &mark)
+        step = .markingInspected(next: next, index: found)
+        return .writeInspected(mark, at: walked.end)
+    }
+
+    /// Opens segment `number` for appending, or, when it is missing, the
+    /// newest segment after it; with none, starts one after it (a writer
+    /// that rolled the log was killed before it could create the segment, or
+    /// someone removed it). A number is never used twice, so a reader still
+    /// holding a removed segment never mistakes its successor for it.
+    private mutating func follow(_ number: UInt64, index: UInt64) -> Action {
+        step = .checkingFollowed(number, index: index)
+        return .checkExists(number)
+    }
+
+    private mutating func markRemoved(next: UInt64, later: Bool) -> Action {
+        guard let index = nextIndex, validatedEnd >= 0 else { return removedMarked(next: next, later: later) }
+        var mark: [UInt8] = []
+        LogFormat.appendRollover(next: next, index: index, at: validatedEnd, to: &mark)
+        step = .markingRemoved(next: next, later: later)
+        return .write(mark, at: validatedEnd)
+    }
+
+    private mutating func removedMarked(next: UInt64, later: Bool) -> Action {
+        guard later else { return createSegment(next, index: nextIndex) }
+        current = nil
+        return look()
+    }
+
+    /// Makes `number` the current segment; where it ends, and its next
+    /// index, are read from it (others may have appended to it).
+    private mutating func open(_ number: UInt64) -> Action {
+        step = .opening(number)
+        return .open(number)
+    }
+
+    /// Closes the current segment with a rollover mark, starts the next
+    /// (after `number`, the current segment's by default) and applies the
+    /// retention policy.
+    private mutating func roll(after number: UInt64?) -> Action {
+        guard let current, let index = nextIndex else { return look() }
+        return findNumber(after: number ?? current, then: .roll(index: index))
+    }
+
+    // MARK: - New segments
+
+    /// Finds the first number after `number`, and after every number the log
+    /// ever had, that nothing occupies.
+    private mutating func findNumber(after number: UInt64, then: AfterNumber) -> Action {
+        step = .readingNewestCreated(after: number, then: then)
+        return .readNewestCreated
+    }
+
+    private mutating func numberFound(_ next: UInt64, then: AfterNumber) -> Action {
+        switch then {
+        case .create(let index):
+            return createSegment(next, index: index)
+        case .stepOver(let index, let junk):
+            step = .listingToStepOver(next: next, index: index, junk: junk)
+            return .listSegments
+        case .moveOn:
+            return markRemoved(next: next, later: false)
+        case .roll(let index):
+            var mark: [UInt8] = []
+            LogFormat.appendRollover(next: next, index: index, at: validatedEnd, to: &mark)
+            step = .writingRollover(next: next, index: index, at: validatedEnd)
+            return .write(mark, at: validatedEnd)
+        }
+    }
+
+    /// Creates segment `number` whole, with its start mark. With no `index`
+    /// (every segment removed, and this writer never read the log) how many
+    /// records the log held cannot be known, so the segment starts a new
+    /// log, with a new identifier, at index 0: its readers go on in it as in
+    /// a log removed and made again, never counting a false gap.
+    private mutating func createSegment(_ number: UInt64, index: UInt64?, then: AfterCreate = .look) -> Action {
+        guard let index else {
+            step = .awaitingIdentifier(number: number, index: nil)
+            return .newLogIdentifier
+        }
+        if let log { return create(number, index: index, log: log, then: then) }
+        // The log's identifier: the newest segment's whose start mark is
+        // whole, else a new one.
+        step = .listingForIdentifier(number: number, index: index)
+        pendingCreate = then
+        return .listSegments
+    }
+
+    /// Where a creation waiting for the log's identifier goes on.
+    private var pendingCreate = AfterCreate.look
+
+    private mutating func identifierFrom(candidates: [UInt64], number: UInt64, index: UInt64) -> Action {
+        guard let candidate = candidates.first else {
+            step = .awaitingIdentifier(number: number, index: index)
+            return .newLogIdentifier
+        }
+        step = .readingIdentifierOf(candidates: Array(candidates.dropFirst()), number: number, index: index)
+        return .readStart(candidate)
+    }
+
+    private mutating func create(_ number: UInt64, index: UInt64?, log: UInt64, then: AfterCreate? = nil) -> Action {
+        let start = LogFormat.segmentStart(index: index ?? 0, log: log)
+        step = .creating(number, bytes: start.count, index: index ?? 0, log: log, then: then ?? pendingCreate)
+        pendingCreate = .look
+        return .create(number, bytes: start)
+    }
+
+    private mutating func finish(_ failure: TypedNotificationError?) -> Action {
+        step = .idle
+        return .finish(appended: appended, failure: failure)
+    }
+
+    // MARK: - Framing
+
+    /// Frames as many of `envelopes` as fit in a segment of `segmentSize`
+    /// bytes at `start` into `batch` (cleared first), with record indexes
+    /// from `index`: a record larger than a segment goes alone into a
+    /// segment of its own. Returns how many, and where they end.
+    static func frame<Envelopes: RandomAccessCollection<EncodedNotification>>(
+        _ envelopes: Envelopes, at start: Int, index: UInt64, segmentSize: Int, into batch: inout [UInt8]
+    ) -> (count: Int, end: Int) {
+        batch.removeAll(keepingCapacity: true)
+        var end = start
+        var count = 0
+        for envelope in envelopes {
+            let mark = batch.count
+            let after = envelope.storage.withUnsafeBytes { raw in
+                LogFormat.appendRecord(
+                    UnsafeRawBufferPointer(rebasing: raw[envelope.envelopeRange]),
+                    index: index &+ UInt64(count), at: end, to: &batch)
+            }
+            if after > segmentSize && (count > 0 || start > LogFormat.startSize) {
+                batch.removeSubrange(mark...)
+                break
+            }
+            end = after
+            count += 1
+        }
+        return (count, end)
+    }
+
+    /// The error of a write that failed; a full disk is said so.
+    static func writeFailure(_ error: Errno, name: NotificationName) -> TypedNotificationError {
+        switch error {
+        case .noSpace, .fileTooLarge, .quotaExceeded:
+            return TypedNotificationError(
+                code: .storageFull,
+                message:
+                    "could not append to the log of \(name): \(error); nothing partial was kept and earlier notifications are intact",
+                cause: error
+            )
+        default:
+            return SharedDirectory.failure(error, "could not append to the log of \(name)")
+        }
+    }
+}
