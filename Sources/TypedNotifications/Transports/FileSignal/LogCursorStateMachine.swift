@@ -14,7 +14,8 @@
 /// that is still being written; it notices a segment truncated and written
 /// again (the checksum ending the last record read has changed, or the
 /// segment is shorter than the position) and goes on at the first record it
-/// has not read; and it follows a log removed and started again: every
+/// has not read (a segment found emptied, as a rewrite begins, is waited for,
+/// never read again from its start); and it follows a log removed and started again: every
 /// segment's start mark names its log, and a segment of another log than
 /// the one the reader was reading (a saved position into a log since
 /// replaced, a log removed under a paused reader and made again, whatever
@@ -130,6 +131,10 @@ struct LogCursorStateMachine {
     // sender in it: to notice a truncation, and to find where to go on.
     private var lastChecksum: [UInt8] = []
     private var lastSequences: [NotificationSender: UInt64] = [:]
+    // The open segment shrank to less than a start mark (emptied, as a
+    // rewrite by hand begins): where to go on in it is decided once it
+    // holds something again, from `lastSequences`, never from its start.
+    private var resumePending = false
     // A stretch was skipped and the next record will tell whether it held
     // notifications (a gap in the indexes) or only a torn tail.
     private var skippedStretch = false
@@ -262,7 +267,15 @@ struct LogCursorStateMachine {
             return walk(Array(bytes.dropFirst(4)), capped: capped, decoder: &decoder)
         case (.readingChecked, .readFailed):
             return finish()
+        case (.readingWhole(let size, _), .read(let bytes)) where bytes.count < LogFormat.startSize:
+            // Emptied, or being written again from its start: nothing to go
+            // on from yet. Unless a later segment says the log went on
+            // without it (see `remeasuring`), wait for it to hold something.
+            resumePending = true
+            step = .findingSuccessor(size: size)
+            return .findNext(after: segment)
         case (.readingWhole(let size, let capped), .read(let bytes)):
+            resumePending = false
             offset = resumeOffset(in: bytes)
             // What the resume passed over counts as a gap, as after a skip.
             skippedStretch = true
@@ -333,6 +346,7 @@ struct LogCursorStateMachine {
     private mutating func moveTo(_ next: UInt64) {
         segment = next
         offset = 0
+        resumePending = false
     }
 
     /// The segment just opened belongs to log `other`: a segment of another
@@ -360,6 +374,7 @@ struct LogCursorStateMachine {
         skippedStretch = false
         lastChecksum = []
         lastSequences = [:]
+        resumePending = false
         seekingLog = true
         segment = 0
         step = .findingNext
@@ -388,7 +403,7 @@ struct LogCursorStateMachine {
             readWhole = false
             spanRead = true
         }
-        if size < offset {
+        if size < offset || resumePending {
             return readWholeForResume(size: size, capped: capped)
         }
         if lastChecksum.count == 4, offset >= 4 {
@@ -402,7 +417,7 @@ struct LogCursorStateMachine {
     }
 
     private mutating func readWholeForResume(size: Int, capped: Bool) -> Action {
-        result.shrunkSegments += 1
+        if !resumePending { result.shrunkSegments += 1 }
         lastChecksum = []
         step = .readingWhole(size: size, capped: capped)
         return .read(offset: 0, count: size)

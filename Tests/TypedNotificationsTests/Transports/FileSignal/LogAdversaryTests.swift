@@ -465,6 +465,39 @@ struct LogAdversaryTests {
     }
 
     @Test(
+        "a segment emptied under a long-lived watcher, as a rewrite by hand begins, then written again: nothing comes twice; emptied for good: the watcher goes on in the log a new poster starts"
+    )
+    func segmentEmptiedUnderWatcher() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try fileHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        var deliveries = try observer.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded).makeAsyncIterator()
+        let first = try HelperProcess(["fpost", directory, "3", "1"])
+        #expect(await first.waitForExit() == 0)
+        for index in 0..<3 { #expect(await deliveries.next()?.notification == HelperPing(poster: 1, index: index)) }
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        let bytes = try #require(FileManager.default.contents(atPath: path))
+        // `open(path, "wb")`: the file is empty, and the watcher looks at it so.
+        #expect(truncate(path, 0) == 0)
+        #expect(waitUntil { observer.transport.statistics.shrunkSegments >= 1 })
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let second = try HelperProcess(["fpost", directory, "2", "2"])
+        #expect(await second.waitForExit() == 0)
+        for index in 0..<2 {
+            let delivered = await deliveries.next()
+            #expect(delivered?.notification == HelperPing(poster: 2, index: index))
+            #expect(delivered?.delivery.missed == 0)
+        }
+        // Emptied and left so: a new poster process steps over it into a new
+        // log, where the watcher follows instead of waiting at the empty file.
+        #expect(truncate(path, 0) == 0)
+        let third = try HelperProcess(["fpost", directory, "1", "3"])
+        #expect(await third.waitForExit() == 0)
+        #expect(await deliveries.next()?.notification == HelperPing(poster: 3, index: 0))
+    }
+
+    @Test(
         "a flipped byte in a closed segment's rollover mark: a long-lived poster goes on in the newest segment, and readers cross to it, losing nothing"
     )
     func damagedRolloverMark() async throws {

@@ -221,6 +221,46 @@ struct LogCursorStateMachineTests {
         #expect(sequences(log.pass(&machine)) == [7])
     }
 
+    @Test("a segment emptied under the reader, then written again: nothing read is delivered again")
+    func emptiedThenRewritten() {
+        var log = MemoryLog()
+        log.segments[1] = segment(0..<3).bytes
+        var machine = start()
+        #expect(sequences(log.pass(&machine)) == [1, 2, 3])
+        // `open(path, "wb")`: the file is empty when the reader looks.
+        log.segments[1] = []
+        let empty = log.pass(&machine)
+        #expect(empty.records.isEmpty)
+        #expect(empty.missedAfterRecords == 0)
+        // Then half a start mark, then the old records and one new one.
+        log.segments[1] = Array(segment(0..<3).bytes.prefix(10))
+        #expect(log.pass(&machine).records.isEmpty)
+        log.segments[1] = segment(0..<4).bytes
+        let rewritten = log.pass(&machine)
+        #expect(sequences(rewritten) == [4])
+        #expect(rewritten.missedAfterRecords == 0)
+        #expect(rewritten.records.allSatisfy { $0.missedBefore == 0 })
+    }
+
+    @Test("a segment emptied for good while the log went on in a later one: the reader follows, counting what it lost")
+    func emptiedAndLeft() {
+        var log = MemoryLog()
+        var first = segment(0..<3)
+        log.segments[1] = first.bytes
+        var machine = start()
+        #expect(sequences(log.pass(&machine)) == [1, 2, 3])
+        first.append(pings: 3..<5)
+        // Emptied with two records the reader never read; a writer stepped
+        // over it to segment 2, which starts at index 5.
+        log.segments[1] = []
+        var second = SegmentBuilder(firstIndex: 5)
+        second.append(pings: 5..<6)
+        log.segments[2] = second.bytes
+        let result = log.pass(&machine)
+        #expect(sequences(result) == [6])
+        #expect(result.records.first?.missedBefore == 2)
+    }
+
     @Test("a backlog is read 16 KiB a pass at record boundaries; a record larger than a block is read whole")
     func budgetPerPass() {
         var log = MemoryLog()
