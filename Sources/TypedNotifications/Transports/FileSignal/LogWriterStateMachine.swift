@@ -463,6 +463,17 @@ struct LogWriterStateMachine {
             step = .repairing(size: size, links: links, end: end)
             return .repairTail(at: damaged, count: size - damaged)
         }
+        if stop == .waiting, Self.isDamagedHeader(bytes, at: walkedEnd - from, base: from), let index = nextIndex {
+            // A whole header that fails its checksum, with nothing readable
+            // after it: damage, not a tear. A writer killed mid-append leaves
+            // a prefix of what it wrote, and a prefix that holds a header's
+            // 24 bytes holds a header that checks. The record it began may
+            // have been posted and returned, so its index is not used again:
+            // the next record's tells readers one was lost. Left as it is;
+            // the log goes on in the next block.
+            nextIndex = index &+ 1
+            return tailFound(end: LogFormat.blockEnd(of: size - 1), size: size, links: links)
+        }
         if stop == .waiting {
             // A torn tail: the writer that left it was killed (this one
             // holds the lock). It is zeroed, so that the hole after it can
@@ -496,6 +507,28 @@ struct LogWriterStateMachine {
         guard let index = nextIndex else { return finish(nil) }
         step = .appending(start: validatedEnd)
         return .append(first: appended, at: validatedEnd, index: index)
+    }
+
+    /// Whether `bytes` (segment offset `base` on) hold, at `position`, a
+    /// header's worth of bytes that is a damaged header: no valid header,
+    /// and not one a repair began to zero either. A writer killed (or out of
+    /// space) while zeroing a torn tail leaves its header's first bytes zero
+    /// and the rest as they were, so the stored checksum's bytes that are
+    /// left still match the rest of the header; one flipped byte never makes
+    /// that, unless it turned the first byte to zero, which is then taken
+    /// for a tear (see `WireFormat`).
+    static func isDamagedHeader(_ bytes: [UInt8], at position: Int, base: Int) -> Bool {
+        guard position >= 0, position + LogFormat.headerSize <= bytes.count else { return false }
+        let header = Array(bytes[position..<(position + LogFormat.headerSize)])
+        let zeros = header.firstIndex { $0 != 0 } ?? header.count
+        // All zero, or zero through the version byte: zeroed, not damaged.
+        guard zeros < 5 else { return false }
+        let valid = bytes.withUnsafeBytes { LogFormat.header(in: $0, at: position, base: base) != nil }
+        guard !valid else { return false }
+        guard zeros > 0 else { return true }
+        let computed = header.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[4...])) }
+        let expected = withUnsafeBytes(of: computed.littleEndian) { Array($0) }
+        return header[zeros..<4] != expected[zeros..<4]
     }
 
     /// The offset after the fragments from `start` of `bytes` (segment

@@ -435,9 +435,10 @@ struct LogAdversaryTests {
     }
 
     @Test(
-        "one flipped byte in the last record of the log: the next post neither wipes it nor reuses its index, and readers are told it is lost"
+        "one flipped byte in the last record of the log, data or header: the next post neither wipes it nor reuses its index, and readers are told it is lost",
+        arguments: ["data", "header"]
     )
-    func damagedLastRecord() async throws {
+    func damagedLastRecord(part: String) async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let poster = try fileHub(directory, endpoint: "poster")
@@ -448,8 +449,9 @@ struct LogAdversaryTests {
         var decoder = EnvelopeDecoder()
         let records = FileLog.records(in: bytes, decoder: &decoder)
         try #require(records.count == 20)
-        // A data byte of the last record: its header and length still check.
-        let flipped = records[19].start + LogFormat.headerSize + 40
+        // A data byte of the last record (its header and length still
+        // check), or a byte of its header's index.
+        let flipped = records[19].start + (part == "data" ? LogFormat.headerSize + 40 : 17)
         bytes[flipped] ^= 0xFF
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         // A new poster process appends after it.
@@ -459,9 +461,9 @@ struct LogAdversaryTests {
         #expect(after.count > bytes.count)
         #expect(Array(after[records[19].start..<records[19].end]) == Array(bytes[records[19].start..<records[19].end]))
         let (seen, missed) = try await readFromBeginning(directory, count: 24)
-        #expect(seen.filter { $0.poster == 1 }.map(\.index) == Array(0..<19))
-        #expect(seen.filter { $0.poster == 2 }.map(\.index) == Array(0..<5))
-        #expect(missed == 1)
+        #expect(seen.filter { $0.poster == 1 }.map(\.index) == Array(0..<19), "\(part)")
+        #expect(seen.filter { $0.poster == 2 }.map(\.index) == Array(0..<5), "\(part)")
+        #expect(missed == 1, "\(part)")
     }
 
     @Test(

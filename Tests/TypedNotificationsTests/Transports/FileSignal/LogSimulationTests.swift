@@ -567,10 +567,11 @@ struct Simulation {
         removedNewest = true
     }
 
-    /// Flips one byte of a record. In the last record of the log only a
-    /// data byte: a header damaged there, with nothing after it, cannot be
-    /// told from a torn write (see the format's documentation), while data
-    /// that is all there and fails its checksum is damage, counted missed.
+    /// Flips one byte of a record, header or data. In the last record of the
+    /// log, a byte of its first fragment: a header damaged there, with
+    /// nothing after it, is told from a torn write (a killed writer leaves a
+    /// prefix, whose whole header checks) and from a repair cut short, and
+    /// counted missed.
     private mutating func flip() {
         let numbers = directory.numbers
         guard !numbers.isEmpty else { return }
@@ -603,11 +604,18 @@ struct Simulation {
         let chosen = box.random.below(spans.count)
         let span = spans[chosen]
         let isLastOfLog = chosen == spans.count - 1 && number == numbers.last
-        let first = isLastOfLog ? span.start + LogFormat.headerSize : span.start
+        let first = span.start
         let last = isLastOfLog ? min(span.end, LogFormat.blockEnd(of: span.start)) : span.end
         guard first < last else { return }
         let offset = first + box.random.below(last - first)
-        file.bytes[offset] ^= UInt8(1 + box.random.below(255))
+        var flip = UInt8(1 + box.random.below(255))
+        if isLastOfLog && offset == span.start && file.bytes[offset] ^ flip == 0 {
+            // The first byte of the log's last header turned to zero reads
+            // as a repair of a torn tail that was itself cut short, and is
+            // taken for a tear (see the format's documentation): not played.
+            flip ^= 1
+        }
+        file.bytes[offset] ^= flip
         note("flip byte \(offset) of a segment, in \(span.post.map { "\($0.poster).\($0.sequence)" } ?? "?")")
         if let post = span.post { destroyed.insert(post) }
         directory.totals.flips += 1

@@ -169,6 +169,50 @@ struct LogWriterStateMachineTests {
             ])
     }
 
+    @Test("a damaged header at the log's end is not a tear: left as it is, and its index never used again")
+    func damagedLastHeader() {
+        var segment = SegmentBuilder(firstIndex: 0)
+        segment.append(pings: 0..<3)
+        var bytes = segment.bytes
+        bytes[segment.ends[1] + 17] ^= 0xFF
+        var machine = Self.newMachine()
+        let labels = Self.run(
+            &machine, count: 1,
+            [
+                .segments([1]), .done, .read(Array(bytes.prefix(LogFormat.startSize))),
+                .measured(size: bytes.count, links: 1), .read(bytes), .segments([1]), .newestCreated(1),
+                .appended(count: 1, end: LogFormat.blockSize + 100),
+            ])
+        #expect(
+            labels == [
+                "list", "open 1", "read 0+\(LogFormat.startSize)", "measure", "read 0+\(bytes.count)", "list",
+                "newestCreated", "append 0 at \(LogFormat.blockSize) index 3", "finish 1 ok",
+            ])
+    }
+
+    @Test(
+        "a repair of a torn tail cut short (its header's first bytes zeroed) is a tear still: zeroed, its index used again"
+    )
+    func repairCutShort() {
+        var segment = SegmentBuilder(firstIndex: 0)
+        segment.append(pings: 0..<2)
+        let whole = segment.bytes.count
+        var torn = segment.bytes + Array(segment.framed(pingEnvelope(2)).prefix(60))
+        for zeroed in 1...6 {
+            torn.replaceSubrange(whole..<(whole + zeroed), with: [UInt8](repeating: 0, count: zeroed))
+            var machine = Self.newMachine()
+            let labels = Self.run(
+                &machine, count: 1,
+                [
+                    .segments([1]), .done, .read(Array(torn.prefix(LogFormat.startSize))),
+                    .measured(size: torn.count, links: 1), .read(torn), .segments([1]), .done, .newestCreated(1),
+                    .appended(count: 1, end: LogFormat.blockSize + 100),
+                ])
+            #expect(labels[6] == "zero 60 at \(whole)", "\(zeroed) bytes zeroed")
+            #expect(labels[8] == "append 0 at \(LogFormat.blockSize) index 2", "\(zeroed) bytes zeroed")
+        }
+    }
+
     @Test("a rollover by another process is followed into the next segment, opened for appending")
     func followsRollover() {
         var segment = SegmentBuilder(firstIndex: 0)
