@@ -1,0 +1,138 @@
+import NotificationPlatform
+import Synchronization
+
+/// How long a file-plus-signal log keeps notifications.
+public struct FileRetentionPolicy: Sendable, Hashable {
+    /// Bytes a name's log may use before its oldest segments are deleted. Default 64 MiB.
+    public var maximumBytes: Int
+    /// Age after which a segment is deleted, or `nil` for no limit. Default `nil`.
+    public var maximumAge: Duration?
+    /// How far behind the log's end a durable identity's cursor may be and
+    /// still keep segments from being deleted. An identity further behind
+    /// (abandoned, or away for long) no longer holds them: retention deletes
+    /// them as for everyone, and when it returns it goes on at the oldest
+    /// record left and is told exactly how many it missed. Default 1 GiB;
+    /// `nil`: no limit (one abandoned identity then keeps every segment).
+    public var maximumBytesBehind: Int?
+
+    /// Creates a policy.
+    public init(
+        maximumBytes: Int = 64 * 1024 * 1024, maximumAge: Duration? = nil,
+        maximumBytesBehind: Int? = 1024 * 1024 * 1024
+    ) {
+        self.maximumBytes = maximumBytes
+        self.maximumAge = maximumAge
+        self.maximumBytesBehind = maximumBytesBehind
+    }
+}
+
+/// Limits and policies of a ``FileSignalTransport``.
+public struct FileSignalConfiguration: Sendable {
+    /// Who besides the owner may use the directory. Default: ``DirectorySharing/ownerOnly``.
+    public var sharing: DirectorySharing
+    /// The size at which a log starts a new segment, from 4 KiB to 64 MiB.
+    /// Default 4 MiB.
+    public var segmentSize: Int
+    /// What old segments are deleted; a segment a durable reader still needs is kept.
+    public var retention: FileRetentionPolicy
+    /// How often to look at the logs even without a change event: the safety
+    /// net for lost events, and the only mechanism on file systems without
+    /// them. Default 1 second.
+    public var pollInterval: Duration
+    /// Whether to wake on change events (inotify on Linux). Turn it off for a
+    /// file system that does not deliver them (some network file systems);
+    /// then only ``pollInterval`` wakes readers. Default `true`.
+    public var usesChangeEvents: Bool
+
+    /// Creates a configuration.
+    public init(
+        sharing: DirectorySharing = .ownerOnly,
+        segmentSize: Int = 4 * 1024 * 1024,
+        retention: FileRetentionPolicy = FileRetentionPolicy(),
+        pollInterval: Duration = .seconds(1),
+        usesChangeEvents: Bool = true
+    ) {
+        self.sharing = sharing
+        self.segmentSize = min(64 * 1024 * 1024, max(4096, segmentSize))
+        self.retention = retention
+        self.pollInterval = pollInterval
+        self.usesChangeEvents = usesChangeEvents
+    }
+}
+
+/// Counters of a ``FileSignalTransport``.
+public struct FileSignalStatistics: Hashable, Sendable {
+    /// Envelopes this transport appended.
+    public var appended: Int
+    /// Writes that appended them. Posts that queue up while an append is in
+    /// progress are appended together, under one lock with one write, so
+    /// under concurrent posting this is less than ``appended``.
+    public var appendWrites: Int
+    /// Appends that failed (a full disk, a file-size limit) and were cut back.
+    public var failedAppends: Int
+    /// Torn records, left by a writer killed mid-append, that this
+    /// transport's appends stepped over (to the next 32 KiB block; never cut
+    /// off, so nothing another process wrote is ever destroyed).
+    public var repairedTails: Int
+    /// Records read from the logs and handed to the center.
+    public var delivered: Int
+    /// Corrupt stretches skipped while reading; each is reported, never delivered.
+    public var corruptRecordsSkipped: Int
+    /// Old segments deleted by the retention policy.
+    public var deletedSegments: Int
+    /// Durable cursors that could not be used: not a regular file of this
+    /// user (a FIFO, a link), not a cursor, or pointing past the end of the
+    /// log. Each such identity resumed at the oldest record the log still
+    /// had, every record up to the end marked as a redelivery; see
+    /// ``FileSignalTransport/cursorProblem(for:)``.
+    public var invalidCursors: Int
+    /// Times a segment was found shorter than what this transport had read
+    /// (truncated by someone): reading went on at the first record it had not
+    /// delivered, nothing delivered twice.
+    public var shrunkSegments: Int
+    /// Times the segment being read was removed or replaced under the reader
+    /// (its log deleted, say): reading went on in the log as it is now, from
+    /// its oldest segment's start.
+    public var vanishedSegments: Int
+    /// Files in a log refused because they were not a regular file of this
+    /// user with the sharing's mode (a FIFO, a link, mode 0666): never opened
+    /// for reading, never read.
+    public var refusedFiles: Int
+}
+
+/// The log appenders of a ``FileSignalTransport`` not in use, and whether
+/// it takes posts (from `open` until `close`): one lock per post for both.
+struct AppenderTable {
+    var idle: [NotificationName: LogAppender] = [:]
+    var isOpen = false
+}
+
+final class FileSignalCounters: Sendable {
+    let appended = Atomic<Int>(0)
+    let appendWrites = Atomic<Int>(0)
+    let failedAppends = Atomic<Int>(0)
+    let repairedTails = Atomic<Int>(0)
+    let delivered = Atomic<Int>(0)
+    let corruptRecordsSkipped = Atomic<Int>(0)
+    let deletedSegments = Atomic<Int>(0)
+    let invalidCursors = Atomic<Int>(0)
+    let shrunkSegments = Atomic<Int>(0)
+    let vanishedSegments = Atomic<Int>(0)
+    let refusedFiles = Atomic<Int>(0)
+
+    var snapshot: FileSignalStatistics {
+        FileSignalStatistics(
+            appended: appended.load(ordering: .relaxed),
+            appendWrites: appendWrites.load(ordering: .relaxed),
+            failedAppends: failedAppends.load(ordering: .relaxed),
+            repairedTails: repairedTails.load(ordering: .relaxed),
+            delivered: delivered.load(ordering: .relaxed),
+            corruptRecordsSkipped: corruptRecordsSkipped.load(ordering: .relaxed),
+            deletedSegments: deletedSegments.load(ordering: .relaxed),
+            invalidCursors: invalidCursors.load(ordering: .relaxed),
+            shrunkSegments: shrunkSegments.load(ordering: .relaxed),
+            vanishedSegments: vanishedSegments.load(ordering: .relaxed),
+            refusedFiles: refusedFiles.load(ordering: .relaxed)
+        )
+    }
+}

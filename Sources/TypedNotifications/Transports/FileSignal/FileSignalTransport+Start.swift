@@ -1,0 +1,189 @@
+import NotificationPlatform
+
+// Where reading a name starts: a saved cursor, the log's end, its
+// beginning or its newest records, always on a record boundary.
+extension FileSignalTransport {
+    /// Where reading `name` starts, and up to where what is read may have
+    /// been delivered before.
+    func startingPoint(for name: NotificationName) -> (position: LogPosition, redeliverThrough: LogPosition?) {
+        let segments = FileLog.segments(directory, name)
+        let end = logEnd(of: name, segments: segments)
+        let oldest = LogPosition(segment: segments.first ?? 1, offset: 0)
+        guard let identity else { return (firstPosition(of: name, segments: segments, end: end), nil) }
+        let problem: String
+        switch FileCursor.load(root: directory, identity: identity, name: name, sharing: configuration.sharing) {
+        case .missing:
+            return (firstPosition(of: name, segments: segments, end: end), nil)
+        case .invalid(let reason):
+            problem = reason
+        case .valid(let cursor):
+            if let saved = cursor.committed.log, let current = end.log, saved != current {
+                // The log was removed and started again since the cursor was
+                // saved: what it pointed into is gone; the new log is read
+                // from its oldest record, none of it delivered before.
+                counters.vanishedSegments.add(1, ordering: .relaxed)
+                return (LogPosition(segment: oldest.segment, offset: 0, log: current), nil)
+            }
+            if cursor.committed > end {
+                problem = "the cursor (\(cursor.committed)) points past the end of the log (\(end))"
+            } else if cursor.committed < oldest {
+                // Retention deleted what it had not read: start at what is
+                // left; the index saved with the cursor tells how much that was.
+                return (
+                    LogPosition(
+                        segment: oldest.segment, offset: 0, index: cursor.committed.index,
+                        log: cursor.committed.log ?? end.log),
+                    max(cursor.delivered, oldest)
+                )
+            } else if let saved = cursor.committed.index, let found = index(at: cursor.committed, of: name),
+                found != saved
+            {
+                problem =
+                    "the log was started again since the cursor was saved (record \(saved) was at \(cursor.committed), record \(found) is there now)"
+            } else {
+                let aligned = recordBoundary(atOrBefore: cursor.committed, of: name)
+                return (aligned, max(cursor.delivered, cursor.committed))
+            }
+        }
+        counters.invalidCursors.add(1, ordering: .relaxed)
+        commits.withLock { $0.problems[name] = problem }
+        return (oldest, end)
+    }
+
+    /// The index of the record that starts at `position` (or comes next, at
+    /// the end of what the segment holds), or `nil` when that cannot be told.
+    private func index(at position: LogPosition, of name: NotificationName) -> UInt64? {
+        guard
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(directory, name, position.segment), create: false, sharing: configuration.sharing),
+            case .success(let info) = SystemCalls.fileStatus(file), position.offset <= info.size
+        else { return nil }
+        let from = LogFormat.blockStart(of: position.offset)
+        let count = min(info.size, position.offset + LogFormat.blockSize) - from
+        guard case .success(let bytes) = FileLog.read(file, at: from, count: count) else { return nil }
+        var found: UInt64?
+        var next: UInt64?
+        _ = LogScanner.walk(bytes, base: from, fileSize: info.size) { item in
+            switch item {
+            case .record(let start, let end, let index, _):
+                if start == position.offset { found = found ?? index }
+                if end == position.offset { next = index &+ 1 }
+            case .start(let index, _):
+                if position.offset == LogFormat.startSize || position.offset == 0 { next = index }
+            case .rollover, .damaged, .skipped, .piece: break
+            }
+        }
+        return found ?? next
+    }
+
+    /// Where `name`'s log ends now: past its newest segment's last whole
+    /// record, before any torn tail, with the index of the record to come.
+    /// A segment of format 1 "ends" at its start, where a reader refuses it
+    /// and goes on to the segment after it.
+    private func logEnd(of name: NotificationName, segments: [UInt64]) -> LogPosition {
+        // No log yet: it will start at segment 1 with record 0, and a reader
+        // that finds those deleted before it read them counts them.
+        guard let newest = segments.last else { return LogPosition(segment: 1, offset: 0, index: 0) }
+        guard
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(directory, name, newest), create: false, sharing: configuration.sharing),
+            let end = FileLog.end(of: file, number: newest)
+        else { return LogPosition(segment: newest, offset: 0) }
+        return end
+    }
+
+    /// The bytes of segment `number` of `name`'s log, or `nil` when it
+    /// cannot be opened or read (it may have been deleted meanwhile).
+    func wholeSegment(_ number: UInt64, of name: NotificationName) -> [UInt8]? {
+        guard
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(directory, name, number), create: false, sharing: configuration.sharing),
+            case .success(let info) = SystemCalls.fileStatus(file),
+            case .success(let bytes) = FileLog.read(file, at: 0, count: info.size)
+        else { return nil }
+        return bytes
+    }
+
+    /// Where reading starts without a saved cursor (see ``firstRead``).
+    private func firstPosition(of name: NotificationName, segments: [UInt64], end: LogPosition) -> LogPosition {
+        switch firstRead.kind {
+        case .end:
+            return end
+        case .beginning:
+            return segments.first.map { LogPosition(segment: $0, offset: 0) } ?? end
+        case .newest(let count):
+            // Back from the newest segment, counting whole records.
+            var wanted = count
+            for segment in segments.reversed() {
+                guard wanted > 0 else { break }
+                guard let bytes = wholeSegment(segment, of: name) else { continue }
+                var decoder = EnvelopeDecoder()
+                let records = FileLog.records(in: bytes, decoder: &decoder)
+                if records.count >= wanted {
+                    let record = records[records.count - wanted]
+                    return LogPosition(segment: segment, offset: record.start, index: record.index)
+                }
+                wanted -= records.count
+            }
+            return segments.first.map { LogPosition(segment: $0, offset: 0) } ?? end
+        }
+    }
+
+    /// `position` if a fragment starts or ends there (or it is the end of
+    /// the segment), else the start of the record it falls in: a cursor
+    /// never lands mid-record, where resynchronizing would skip records. A
+    /// record damaged since the cursor passed it is still a boundary, so
+    /// the position keeps its index and nothing handled is counted missed.
+    private func recordBoundary(atOrBefore position: LogPosition, of name: NotificationName) -> LogPosition {
+        guard position.offset > 0,
+            case .success(let file) = FileLog.open(
+                FileLog.segmentPath(directory, name, position.segment), create: false, sharing: configuration.sharing),
+            case .success(let bytes) = FileLog.read(file, at: 0, count: position.offset)
+        else { return position }
+        var boundary = 0
+        var aligned = position.offset == LogFormat.startSize
+        let walked = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
+            switch item {
+            case .record(let start, let end, _, _):
+                boundary = end
+                if start == position.offset || end == position.offset { aligned = true }
+            case .skipped(let start, let end):
+                if start == position.offset || end == position.offset { aligned = true }
+            case .start, .rollover, .damaged, .piece: break
+            }
+        }
+        // The walk stopped at a fragment (damaged, say) that ends right there.
+        if walked.end == position.offset
+            || bytes.withUnsafeBytes({ raw in
+                walked.end + LogFormat.headerSize <= raw.count
+                    && LogFormat.header(in: raw, at: walked.end, base: 0).map {
+                        walked.end + LogFormat.headerSize + $0.length == position.offset
+                    } == true
+            })
+        {
+            aligned = true
+        }
+        guard !aligned, boundary != position.offset else { return position }
+        return LogPosition(segment: position.segment, offset: boundary, log: position.log)
+    }
+}
+
+extension NotificationHub where Transport == FileSignalTransport {
+    /// The newest notification of type `N` in the log, with its metadata,
+    /// without observing; `nil` if there is none or it does not decode as `N`.
+    public func latest<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
+        -> DeliveredNotification<N>?
+    {
+        try latest(of: type, named: try N.name.validated(declaredBy: N.self))
+    }
+
+    /// The newest value posted under `name`, chosen at run time, decoded as
+    /// `type`, with its metadata, without observing; `nil` if there is none
+    /// or it does not decode as `type`.
+    public func latest<Payload: DarwinPayload>(of type: Payload.Type, named name: NotificationName)
+        throws(TypedNotificationError) -> DeliveredNotification<Payload>?
+    {
+        guard let message = try transport.latestMessage(of: try name.validated()) else { return nil }
+        return DeliveredNotification(decoding: message, missed: 0)
+    }
+}

@@ -1,0 +1,161 @@
+import NotificationPlatform
+
+/// One subscribed name's reader: performs the system calls its
+/// ``LogCursorStateMachine`` asks for, and keeps the segment it reads open
+/// between passes. Used only by read passes, on the transport's event loop,
+/// with no lock held.
+final class LogReader {
+    let name: NotificationName
+    /// The last pass stopped at ``LogCursorStateMachine/bytesPerPass`` with more to read.
+    private(set) var hasMore = false
+    /// Notifications the last pass found lost after the last record it read.
+    private(set) var missedAfterRecords = 0
+    private let sharing: DirectorySharing
+    private var machine: LogCursorStateMachine
+    // The segment being read.
+    private var open: OpenSegment?
+
+    private final class OpenSegment {
+        let file: FileDescriptor
+        init(file: consuming FileDescriptor) { self.file = file }
+    }
+
+    init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?, sharing: DirectorySharing) {
+        self.name = name
+        self.sharing = sharing
+        self.machine = LogCursorStateMachine(name: name, start: start, redeliveringThrough: redeliveringThrough)
+    }
+
+    /// Reads the records written past the cursor, moving on to newer segments
+    /// by their rollover marks.
+    func readNew(
+        root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, maximumRecords: Int? = nil
+    ) -> [LogRecord] {
+        var action = machine.startPass(maximumRecords: maximumRecords)
+        while true {
+            let event: LogCursorStateMachine.Event
+            switch action {
+            case .finish:
+                let result = machine.takeResult()
+                hasMore = result.hasMore
+                missedAfterRecords = result.missedAfterRecords
+                if result.corruptRecordsSkipped > 0 {
+                    counters.corruptRecordsSkipped.add(result.corruptRecordsSkipped, ordering: .relaxed)
+                }
+                if result.shrunkSegments > 0 { counters.shrunkSegments.add(result.shrunkSegments, ordering: .relaxed) }
+                if result.vanishedSegments > 0 {
+                    counters.vanishedSegments.add(result.vanishedSegments, ordering: .relaxed)
+                }
+                if result.refusedFiles > 0 { counters.refusedFiles.add(result.refusedFiles, ordering: .relaxed) }
+                return result.records
+            case .open(let segment):
+                open = nil
+                switch FileLog.open(FileLog.segmentPath(root, name, segment), create: false, sharing: sharing) {
+                case .success(let file):
+                    open = OpenSegment(file: file)
+                    event = .opened
+                case .failure(let error):
+                    // Listed after the open failed: a segment renamed into
+                    // place meanwhile (the writer that wrote the rollover
+                    // mark had not yet) is there now, and must not be
+                    // passed for a later one it had time to start.
+                    let refused = error.code == .insecureDirectory
+                    let segments = FileLog.segments(root, name)
+                    event = .openFailed(
+                        refused: refused,
+                        nextSegment: !refused && segments.contains(segment) ? nil : segments.first { $0 > segment })
+                }
+            case .measure:
+                if let current = open, case .success(let info) = SystemCalls.fileStatus(current.file) {
+                    event = .measured(size: info.size, links: info.links)
+                } else {
+                    event = .measureFailed
+                }
+            case .checkRestart:
+                // The newest segment's start mark names the log writers
+                // append to now.
+                event = .newestLogFound(
+                    FileLog.segments(root, name).last.flatMap {
+                        FileLog.logIdentifier(root, name, $0, sharing: sharing)
+                    })
+            case .read(let offset, let count):
+                if let current = open, case .success(let bytes) = FileLog.read(current.file, at: offset, count: count) {
+                    event = .read(bytes)
+                } else {
+                    event = .readFailed
+                }
+            case .findNext(let segment):
+                // Asked only of a segment removed or of format 1, which no
+                // rollover mark leads on from: the directory says.
+                event = .nextFound(FileLog.segments(root, name).first { $0 > segment })
+            }
+            if open == nil { machine.segmentClosed() }
+            action = machine.receive(event, decoder: &decoder)
+        }
+    }
+}
+
+/// What the read passes keep between them.
+final class FileReading: @unchecked Sendable {
+    // Sendable: created by `open` and then used only by read passes, which
+    // run as jobs and timers of the transport's event loop: on its thread,
+    // or after it stopped on the one thread draining its jobs, never two at
+    // a time. Other threads only read the `let` receiver, itself Sendable.
+    let receiver: TransportReceiver
+    var decoder = EnvelopeDecoder()
+    var removalWatch: RemovalWatch
+    // The logs' change events (inotify), which log each watch is for, the
+    // logs not watched yet (their directory could not be watched: read on
+    // every pass), and the names to read on the next pass whatever the events.
+    private let monitor: DirectoryMonitor
+    private var watchIndex: [NotificationName: Int] = [:]
+    private var watchedNames: [Int: NotificationName] = [:]
+    private var unwatched: Set<NotificationName> = []
+    private var due: Set<NotificationName> = []
+
+    init(receiver: TransportReceiver, root: RecordedPath?, monitor: DirectoryMonitor) {
+        self.receiver = receiver
+        self.removalWatch = RemovalWatch([root].compactMap { $0 })
+        self.monitor = monitor
+    }
+
+    /// Names to read on the next pass even without a change event (a reader
+    /// stopped with more to read).
+    func markDue(_ names: [NotificationName]) {
+        due.formUnion(names)
+    }
+
+    /// Reads the change events since the last look and watches the logs of
+    /// names newly subscribed (and of those whose directory was removed, and
+    /// perhaps made again, losing its watch). Returns the names to read: those
+    /// whose log changed, the new ones, the unwatched ones and those due; `nil`
+    /// when the events overflowed and every log must be read.
+    func changedNames(newlySubscribed: [NotificationName], in root: String) -> Set<NotificationName>? {
+        let changed = monitor.changes()
+        _ = monitor.takeCreations()
+        var names = due
+        due = []
+        for index in monitor.takeLostWatches() {
+            guard let name = watchedNames.removeValue(forKey: index) else { continue }
+            watchIndex[name] = nil
+            unwatched.insert(name)
+        }
+        for name in newlySubscribed where watchIndex[name] == nil {
+            unwatched.insert(name)
+        }
+        for name in unwatched {
+            names.insert(name)
+            if let index = try? monitor.watch(FileLog.nameDirectory(root, name)) {
+                watchIndex[name] = index
+                watchedNames[index] = name
+                unwatched.remove(name)
+            }
+        }
+        names.formUnion(newlySubscribed)
+        guard let changed else { return nil }
+        for index in changed {
+            if let name = watchedNames[index] { names.insert(name) }
+        }
+        return names
+    }
+}
