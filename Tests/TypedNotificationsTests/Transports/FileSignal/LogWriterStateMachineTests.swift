@@ -54,6 +54,22 @@ struct LogWriterStateMachineTests {
         return labels
     }
 
+    /// A new writer's first append to a log whose one segment, 1, holds
+    /// `bytes`: it opens it, reads its start mark, measures it and reads it
+    /// whole, then `then` answers what follows. Returns the labels of what follows.
+    private static func firstAppend(
+        _ machine: inout LogWriterStateMachine, to bytes: [UInt8], _ then: [LogWriterStateMachine.Event]
+    ) -> [String] {
+        let start = LogFormat.startSize
+        let opening: [LogWriterStateMachine.Event] = [
+            .segments([1]), .done, .read(Array(bytes.prefix(start))), .measured(size: bytes.count, links: 1),
+            .read(bytes),
+        ]
+        let labels = run(&machine, count: 1, opening + then)
+        #expect(labels.prefix(5) == ["list", "open 1", "read 0+\(start)", "measure", "read 0+\(bytes.count)"])
+        return Array(labels.dropFirst(5))
+    }
+
     private static func newMachine() -> LogWriterStateMachine {
         LogWriterStateMachine(name: Ping.name, segmentSize: segmentSize)
     }
@@ -133,17 +149,13 @@ struct LogWriterStateMachineTests {
         let whole = segment.bytes.count
         let torn = segment.bytes + Array(segment.framed(pingEnvelope(3)).prefix(20))
         var machine = Self.newMachine()
-        let labels = Self.run(
-            &machine, count: 1,
-            [
-                .segments([1]), .done, .read(Array(torn.prefix(LogFormat.startSize))),
-                .measured(size: torn.count, links: 1), .read(torn), .segments([1]), .done, .newestCreated(1),
-                .appended(count: 1, end: LogFormat.blockSize + 100),
-            ])
+        let labels = Self.firstAppend(
+            &machine, to: torn,
+            [.segments([1]), .done, .newestCreated(1), .appended(count: 1, end: LogFormat.blockSize + 100)])
         #expect(
             labels == [
-                "list", "open 1", "read 0+\(LogFormat.startSize)", "measure", "read 0+\(torn.count)", "list",
-                "zero 20 at \(whole)", "newestCreated", "append 0 at \(LogFormat.blockSize) index 3", "finish 1 ok",
+                "list", "zero 20 at \(whole)", "newestCreated", "append 0 at \(LogFormat.blockSize) index 3",
+                "finish 1 ok",
             ])
         #expect(machine.log == testLogIdentifier)
     }
@@ -155,18 +167,10 @@ struct LogWriterStateMachineTests {
         var bytes = segment.bytes
         bytes[bytes.count - 1] ^= 0xFF
         var machine = Self.newMachine()
-        let labels = Self.run(
-            &machine, count: 1,
-            [
-                .segments([1]), .done, .read(Array(bytes.prefix(LogFormat.startSize))),
-                .measured(size: bytes.count, links: 1), .read(bytes), .segments([1]), .newestCreated(1),
-                .appended(count: 1, end: LogFormat.blockSize + 100),
-            ])
-        #expect(
-            labels == [
-                "list", "open 1", "read 0+\(LogFormat.startSize)", "measure", "read 0+\(bytes.count)", "list",
-                "newestCreated", "append 0 at \(LogFormat.blockSize) index 3", "finish 1 ok",
-            ])
+        let labels = Self.firstAppend(
+            &machine, to: bytes,
+            [.segments([1]), .newestCreated(1), .appended(count: 1, end: LogFormat.blockSize + 100)])
+        #expect(labels == ["list", "newestCreated", "append 0 at \(LogFormat.blockSize) index 3", "finish 1 ok"])
     }
 
     @Test("a damaged header at the log's end is not a tear: left as it is, and its index never used again")
@@ -176,18 +180,10 @@ struct LogWriterStateMachineTests {
         var bytes = segment.bytes
         bytes[segment.ends[1] + 17] ^= 0xFF
         var machine = Self.newMachine()
-        let labels = Self.run(
-            &machine, count: 1,
-            [
-                .segments([1]), .done, .read(Array(bytes.prefix(LogFormat.startSize))),
-                .measured(size: bytes.count, links: 1), .read(bytes), .segments([1]), .newestCreated(1),
-                .appended(count: 1, end: LogFormat.blockSize + 100),
-            ])
-        #expect(
-            labels == [
-                "list", "open 1", "read 0+\(LogFormat.startSize)", "measure", "read 0+\(bytes.count)", "list",
-                "newestCreated", "append 0 at \(LogFormat.blockSize) index 3", "finish 1 ok",
-            ])
+        let labels = Self.firstAppend(
+            &machine, to: bytes,
+            [.segments([1]), .newestCreated(1), .appended(count: 1, end: LogFormat.blockSize + 100)])
+        #expect(labels == ["list", "newestCreated", "append 0 at \(LogFormat.blockSize) index 3", "finish 1 ok"])
     }
 
     @Test(
@@ -201,15 +197,11 @@ struct LogWriterStateMachineTests {
         for zeroed in 1...6 {
             torn.replaceSubrange(whole..<(whole + zeroed), with: [UInt8](repeating: 0, count: zeroed))
             var machine = Self.newMachine()
-            let labels = Self.run(
-                &machine, count: 1,
-                [
-                    .segments([1]), .done, .read(Array(torn.prefix(LogFormat.startSize))),
-                    .measured(size: torn.count, links: 1), .read(torn), .segments([1]), .done, .newestCreated(1),
-                    .appended(count: 1, end: LogFormat.blockSize + 100),
-                ])
-            #expect(labels[6] == "zero 60 at \(whole)", "\(zeroed) bytes zeroed")
-            #expect(labels[8] == "append 0 at \(LogFormat.blockSize) index 2", "\(zeroed) bytes zeroed")
+            let labels = Self.firstAppend(
+                &machine, to: torn,
+                [.segments([1]), .done, .newestCreated(1), .appended(count: 1, end: LogFormat.blockSize + 100)])
+            #expect(labels[1] == "zero 60 at \(whole)", "\(zeroed) bytes zeroed")
+            #expect(labels[3] == "append 0 at \(LogFormat.blockSize) index 2", "\(zeroed) bytes zeroed")
         }
     }
 
@@ -219,13 +211,9 @@ struct LogWriterStateMachineTests {
         segment.append(pings: 0..<2)
         var machine = Self.newMachine()
         let mine = segment.framed(pingEnvelope(2))
-        _ = Self.run(
-            &machine, count: 1,
-            [
-                .segments([1]), .done, .read(Array(segment.bytes.prefix(LogFormat.startSize))),
-                .measured(size: segment.bytes.count, links: 1), .read(segment.bytes), .newestCreated(1),
-                .appended(count: 1, end: segment.bytes.count + mine.count),
-            ])
+        _ = Self.firstAppend(
+            &machine, to: segment.bytes,
+            [.newestCreated(1), .appended(count: 1, end: segment.bytes.count + mine.count)])
         segment.append(pings: 2..<3)
         let end = segment.bytes.count
         // Another process closes the segment.
