@@ -131,10 +131,16 @@ struct LogCursorStateMachine {
     // sender in it: to notice a truncation, and to find where to go on.
     private var lastChecksum: [UInt8] = []
     private var lastSequences: [NotificationSender: UInt64] = [:]
-    // The open segment shrank to less than a start mark (emptied, as a
-    // rewrite by hand begins): where to go on in it is decided once it
-    // holds something again, from `lastSequences`, never from its start.
+    // The open segment shrank under this reader (truncated, or emptied as a
+    // rewrite by hand begins) and it has not decided where to go on yet:
+    // where it was (`resumeFrom`: the position and the checksum that ended
+    // the record before it) once the segment holds the same bytes there
+    // again, else at the first record it has not read (`isNew`).
     private var resumePending = false
+    private var resumeFrom: (offset: Int, checksum: [UInt8])?
+    // The newest wall-clock time of the records read from the open segment:
+    // a record of a sender not read from here is new if posted after it.
+    private var newestWallClock: Int64?
     // A stretch was skipped and the next record will tell whether it held
     // notifications (a gap in the indexes) or only a torn tail.
     private var skippedStretch = false
@@ -267,19 +273,8 @@ struct LogCursorStateMachine {
             return walk(Array(bytes.dropFirst(4)), capped: capped, decoder: &decoder)
         case (.readingChecked, .readFailed):
             return finish()
-        case (.readingWhole(let size, _), .read(let bytes)) where bytes.count < LogFormat.startSize:
-            // Emptied, or being written again from its start: nothing to go
-            // on from yet. Unless a later segment says the log went on
-            // without it (see `remeasuring`), wait for it to hold something.
-            resumePending = true
-            step = .findingSuccessor(size: size)
-            return .findNext(after: segment)
         case (.readingWhole(let size, let capped), .read(let bytes)):
-            resumePending = false
-            offset = resumeOffset(in: bytes)
-            // What the resume passed over counts as a gap, as after a skip.
-            skippedStretch = true
-            return readFresh(size: size, capped: capped)
+            return resume(in: bytes, size: size, capped: capped)
         case (.readingWhole(let size, let capped), .readFailed):
             offset = min(offset, size)
             return readFresh(size: size, capped: capped)
@@ -332,6 +327,7 @@ struct LogCursorStateMachine {
             openSegment = nil
             lastChecksum = []
             lastSequences = [:]
+            newestWallClock = nil
             step = .opening
             return .open(segment: segment)
         }
@@ -347,6 +343,7 @@ struct LogCursorStateMachine {
         segment = next
         offset = 0
         resumePending = false
+        resumeFrom = nil
     }
 
     /// The segment just opened belongs to log `other`: a segment of another
@@ -374,7 +371,9 @@ struct LogCursorStateMachine {
         skippedStretch = false
         lastChecksum = []
         lastSequences = [:]
+        newestWallClock = nil
         resumePending = false
+        resumeFrom = nil
         seekingLog = true
         segment = 0
         step = .findingNext
@@ -417,7 +416,10 @@ struct LogCursorStateMachine {
     }
 
     private mutating func readWholeForResume(size: Int, capped: Bool) -> Action {
-        if !resumePending { result.shrunkSegments += 1 }
+        if !resumePending {
+            result.shrunkSegments += 1
+            resumeFrom = (offset, lastChecksum)
+        }
         lastChecksum = []
         step = .readingWhole(size: size, capped: capped)
         return .read(offset: 0, count: size)
@@ -482,6 +484,7 @@ struct LogCursorStateMachine {
                 let position = LogPosition(segment: segment, offset: end, index: index &+ 1, log: log)
                 if let redeliverThrough, position <= redeliverThrough { message.isRedelivery = true }
                 sequences[message.sender] = message.sequence
+                newestWallClock = max(newestWallClock ?? .min, message.timestamp.wallClockNanoseconds)
                 records.append(LogRecord(message: message, end: position, missedBefore: missed))
                 missed = 0
                 if let left = recordsLeft {
@@ -587,34 +590,64 @@ struct LogCursorStateMachine {
         }
     }
 
-    /// Where to go on in a segment that shrank under this reader: at the
-    /// first record it has not read. Every sender's records are in its
-    /// sequence order, so a record is new when its sequence number is past
-    /// the last one read from that sender; what was read stays read, what
-    /// was written after the truncation is delivered. A record of a sender
-    /// this reader has not read from in this segment (it resumed from a
-    /// cursor, say) is new when its index is one it has not reached: so a
-    /// false alarm (a flipped byte in the checksum before the position)
-    /// delivers nothing twice.
-    private func resumeOffset(in bytes: [UInt8]) -> Int {
+    /// Where to go on in a segment that shrank under this reader, from
+    /// `bytes`, the segment from its start. Where it was, when the segment
+    /// holds the same bytes there again (written back as it was, in however
+    /// many writes); else at the first record it has not read; else, when
+    /// the segment is still shorter than where it was, nowhere yet: it
+    /// waits, unless a later segment shows the log went on without it.
+    private mutating func resume(in bytes: [UInt8], size: Int, capped: Bool) -> Action {
+        let from = resumeFrom ?? (offset, [])
+        if from.offset >= 4, from.checksum.count == 4, bytes.count >= from.offset,
+            Array(bytes[(from.offset - 4)..<from.offset]) == from.checksum
+        {
+            offset = from.offset
+            lastChecksum = from.checksum
+            resumePending = false
+            resumeFrom = nil
+            return readFresh(size: size, capped: capped)
+        }
+        let (first, end) = firstNewRecord(in: bytes)
+        if first == nil && bytes.count < from.offset {
+            // Emptied, or being written again: nothing to go on from yet.
+            resumePending = true
+            step = .findingSuccessor(size: size)
+            return .findNext(after: segment)
+        }
+        // At the first record not read, else after what is there; what the
+        // resume passed over counts as a gap, as after a skip.
+        offset = first ?? max(from.offset, end)
+        resumePending = false
+        resumeFrom = nil
+        skippedStretch = true
+        return readFresh(size: size, capped: capped)
+    }
+
+    /// The start of the first record in `bytes` this reader has not read,
+    /// and the end of the last record there. Every sender's records are in
+    /// its sequence order, so a record is new when its sequence number is
+    /// past the last one read from that sender. A record of a sender this
+    /// reader has not read from in this segment (it resumed from a cursor,
+    /// say) is new when its index is one it has not reached, or when it was
+    /// posted after the newest record read here: so a false alarm (a flipped
+    /// byte in the checksum before the position) delivers nothing twice, and
+    /// a record a new poster appended after a truncation is not passed over.
+    private func firstNewRecord(in bytes: [UInt8]) -> (start: Int?, end: Int) {
         var decoder = EnvelopeDecoder()
-        var resume: Int?
+        var first: Int?
         var end = 0
         _ = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
             guard case .record(let start, let recordEnd, let index, let envelope) = item else { return }
             end = recordEnd
-            guard resume == nil else { return }
-            guard let message = Self.decode(envelope, in: bytes, with: &decoder) else { return }
+            guard first == nil, let message = Self.decode(envelope, in: bytes, with: &decoder) else { return }
             if let last = lastSequences[message.sender] {
                 if message.sequence <= last { return }
             } else if let reached = nextIndex, index < reached {
-                return
+                guard let newest = newestWallClock, message.timestamp.wallClockNanoseconds > newest else { return }
             }
-            resume = start
+            first = start
         }
-        // Nothing new in what was read (a slice of a long segment): where it
-        // was, if the segment still reaches it; else after what is left.
-        return resume ?? (offset <= bytes.count ? max(offset, end) : end)
+        return (first, end)
     }
 
     /// Whether a segment's first bytes are not of this log: they neither open

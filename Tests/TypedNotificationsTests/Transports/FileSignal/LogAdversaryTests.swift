@@ -499,6 +499,35 @@ struct LogAdversaryTests {
         #expect(await deliveries.next()?.notification == HelperPing(poster: 3, index: 0))
     }
 
+    @Test("a segment written back by hand in two writes under a long-lived watcher: nothing comes twice")
+    func segmentWrittenBackInTwoWrites() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try fileHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        var deliveries = try observer.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded).makeAsyncIterator()
+        let first = try HelperProcess(["fpost", directory, "5", "1"])
+        #expect(await first.waitForExit() == 0)
+        for index in 0..<5 { #expect(await deliveries.next()?.notification == HelperPing(poster: 1, index: index)) }
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        let bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+        var decoder = EnvelopeDecoder()
+        let records = FileLog.records(in: bytes, decoder: &decoder)
+        try #require(records.count == 5)
+        // The start mark and two records, seen so by the watcher; then the rest.
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.truncate(atOffset: 0)
+        try handle.write(contentsOf: Data(bytes[..<records[1].end]))
+        #expect(waitUntil { observer.transport.statistics.shrunkSegments >= 1 })
+        try handle.write(contentsOf: Data(bytes[records[1].end...]))
+        try handle.close()
+        let second = try HelperProcess(["fpost", directory, "1", "2"])
+        #expect(await second.waitForExit() == 0)
+        let next = await deliveries.next()
+        #expect(next?.notification == HelperPing(poster: 2, index: 0))
+        #expect(next?.delivery.missed == 0)
+    }
+
     @Test(
         "a flipped byte in a closed segment's rollover mark: a long-lived poster goes on in the newest segment, and readers cross to it, losing nothing"
     )

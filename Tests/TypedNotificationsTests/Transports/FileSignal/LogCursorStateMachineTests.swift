@@ -242,6 +242,52 @@ struct LogCursorStateMachineTests {
         #expect(rewritten.records.allSatisfy { $0.missedBefore == 0 })
     }
 
+    @Test("a segment written back in several writes: nothing read is delivered again, whatever the writes")
+    func rewrittenInSeveralWrites() {
+        var log = MemoryLog()
+        var whole = segment(0..<5)
+        log.segments[1] = whole.bytes
+        var machine = start()
+        #expect(sequences(log.pass(&machine)) == [1, 2, 3, 4, 5])
+        let old = whole.bytes
+        // Truncated, then written back a piece at a time: a start mark,
+        // then two records, then four, then all of it and one more.
+        for end in [LogFormat.startSize, whole.ends[1], whole.ends[3]] {
+            log.segments[1] = Array(old.prefix(end))
+            let pass = log.pass(&machine)
+            #expect(pass.records.isEmpty, "\(end) bytes back")
+            #expect(pass.missedAfterRecords == 0)
+        }
+        whole.append(pings: 5..<6)
+        log.segments[1] = whole.bytes
+        let rewritten = log.pass(&machine)
+        #expect(sequences(rewritten) == [6])
+        #expect(rewritten.records.allSatisfy { $0.missedBefore == 0 })
+    }
+
+    @Test(
+        "a segment cut back by hand, then appended to by a new poster: its records are new, though their indexes are not"
+    )
+    func truncatedThenNewPoster() throws {
+        var log = MemoryLog()
+        log.segments[1] = segment(0..<5).bytes
+        var machine = start()
+        #expect(sequences(log.pass(&machine)) == [1, 2, 3, 4, 5])
+        // Records 2 to 4 cut off; a poster the reader never read from
+        // appends at index 2, later than anything read.
+        var cut = SegmentBuilder(firstIndex: 0)
+        cut.append(pings: 0..<2)
+        let other = try NotificationSender(processID: 2, userID: 1, endpoint: "late", instance: 1)
+        let late = try NotificationEnvelope.encode(
+            name: Ping.name, sender: other, sequence: 1,
+            timestamp: NotificationTimestamp(wallClockNanoseconds: 1, monotonicNanoseconds: 1)
+        ) { try Ping(index: 99).encodePayload(into: &$0) }
+        cut.append(envelope: Array(late.envelope))
+        log.segments[1] = cut.bytes
+        let after = log.pass(&machine)
+        #expect(after.records.map(\.message.sender) == [other])
+    }
+
     @Test("a segment emptied for good while the log went on in a later one: the reader follows, counting what it lost")
     func emptiedAndLeft() {
         var log = MemoryLog()
