@@ -58,7 +58,8 @@ extension FileSignalTransport {
             (
                 name: name, reader: reader,
                 records: reader.readNew(
-                    root: directory, decoder: &receiving.decoder, counters: counters, maximumRecords: rooms[name])
+                    root: directory, decoder: &receiving.decoder, counters: counters, maximumRecords: rooms[name],
+                    segmentsChanged: receiving.createdSegments?.contains(name) ?? true)
             )
         }
         // A name unsubscribed (or subscribed again, with a reader of its own)

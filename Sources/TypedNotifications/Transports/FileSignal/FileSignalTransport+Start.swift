@@ -11,6 +11,10 @@ extension FileSignalTransport {
         let oldest = LogPosition(segment: segments.first ?? 1, offset: 0)
         guard let identity else { return (firstPosition(of: name, segments: segments, end: end), nil) }
         let problem: String
+        // Read again from the oldest record, what may have been delivered
+        // before is marked: all there is now, and all the cursor says it
+        // handed over (a segment being written back may not hold it yet).
+        var redeliverThrough = end
         switch FileCursor.load(root: directory, identity: identity, name: name, sharing: configuration.sharing) {
         case .missing:
             return (firstPosition(of: name, segments: segments, end: end), nil)
@@ -26,6 +30,14 @@ extension FileSignalTransport {
             }
             if cursor.committed > end {
                 problem = "the cursor (\(cursor.committed)) points past the end of the log (\(end))"
+                if cursor.delivered.segment == end.segment,
+                    cursor.delivered.log == nil || cursor.delivered.log == end.log
+                {
+                    // The segment the log ends in is shorter than where
+                    // the cursor was: what it holds from there on, once
+                    // written back, was handed over before too.
+                    redeliverThrough = max(end, cursor.delivered)
+                }
             } else if cursor.committed < oldest {
                 // Retention deleted what it had not read: start at what is
                 // left; the index saved with the cursor tells how much that was.
@@ -47,7 +59,7 @@ extension FileSignalTransport {
         }
         counters.invalidCursors.add(1, ordering: .relaxed)
         commits.withLock { $0.problems[name] = problem }
-        return (oldest, end)
+        return (oldest, redeliverThrough)
     }
 
     /// The index of the record that starts at `position` (or comes next, at

@@ -184,6 +184,9 @@ public final class FileSignalTransport: NotificationTransport {
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
         try SharedDirectory.prepare(FileLog.nameDirectory(directory, name), sharing: configuration.sharing)
         let start = startingPoint(for: name)
+        // A plain observer gets what is posted from now on (and, from its
+        // start position, what the log holds); a durable one, its cursor's.
+        let subscribedAt = SystemClock.wallClockNanoseconds()
         #if canImport(Darwin)
             var newSignal: CInt?
         #endif
@@ -198,7 +201,7 @@ public final class FileSignalTransport: NotificationTransport {
             state.newlySubscribed.append(name)
             state.readers[name] = LogReader(
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
-                sharing: configuration.sharing)
+                subscribedAt: identity == nil ? subscribedAt : nil, sharing: configuration.sharing)
             #if canImport(Darwin)
                 let before = state.signalDescriptor
                 state.signalDescriptor =

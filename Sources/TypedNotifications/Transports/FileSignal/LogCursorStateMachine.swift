@@ -49,6 +49,10 @@ struct LogCursorStateMachine {
         /// ends without a rollover mark and will get none (removed, or of
         /// format 1). Answer ``Event/nextFound(_:)``.
         case findNext(after: UInt64)
+        /// Which log does segment `segment`'s start mark name? Answer
+        /// ``Event/identified(_:)`` (`nil`: it has none, not a segment of
+        /// any log).
+        case identify(segment: UInt64)
         /// The pass is over: take its ``PassResult``.
         case finish
     }
@@ -68,6 +72,7 @@ struct LogCursorStateMachine {
         case read([UInt8])
         case readFailed
         case nextFound(UInt64?)
+        case identified(UInt64?)
     }
 
     /// What a pass found.
@@ -103,6 +108,8 @@ struct LogCursorStateMachine {
         // unreadable: is there a later segment (then its rollover mark is
         // what is damaged)?
         case findingSuccessor(size: Int)
+        // A later segment was found: is it a segment of a log?
+        case identifyingSuccessor(size: Int, next: UInt64)
         // A later segment was found: has this one grown since it was read?
         case remeasuring(size: Int, next: UInt64)
     }
@@ -141,6 +148,7 @@ struct LogCursorStateMachine {
     // The newest wall-clock time of the records read from the open segment:
     // a record of a sender not read from here is new if posted after it.
     private var newestWallClock: Int64?
+    private let subscribedAt: Int64?
     // A stretch was skipped and the next record will tell whether it held
     // notifications (a gap in the indexes) or only a torn tail.
     private var skippedStretch = false
@@ -159,9 +167,19 @@ struct LogCursorStateMachine {
     // unreadable (once a pass: a segment written to all the while is
     // looked at again on the next).
     private var successorSought = false
+    // A segment may have been created since this reader last looked for a
+    // later one (and a new reader has never looked).
+    private var successorHint = true
 
-    init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?) {
+    /// A reader from `start`; records before it that may have been
+    /// delivered are marked up to `redeliveringThrough`. `subscribedAt`: the
+    /// wall-clock time reading started, for a reader that promises what is
+    /// posted from then on (see `firstNewRecord`).
+    init(
+        name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?, subscribedAt: Int64? = nil
+    ) {
         self.name = name
+        self.subscribedAt = subscribedAt
         self.segment = start.segment
         self.offset = start.offset
         self.nextIndex = start.index
@@ -178,7 +196,13 @@ struct LogCursorStateMachine {
     /// Starts a pass that hands over at most `maximumRecords` records (the
     /// room its observers' buffers have; `nil`: no limit), so a buffering
     /// policy never drops what a durable reader must deliver.
-    mutating func startPass(maximumRecords: Int? = nil) -> Action {
+    ///
+    /// `segmentsChanged`: a segment may have been created in the log's
+    /// directory since the last pass: once at the clean end of its segment,
+    /// the reader looks for a later one, which writers start only once they
+    /// no longer append to this one.
+    mutating func startPass(maximumRecords: Int? = nil, segmentsChanged: Bool = false) -> Action {
+        if segmentsChanged { successorHint = true }
         result = PassResult()
         budget = Self.bytesPerPass
         readWhole = false
@@ -290,6 +314,13 @@ struct LogCursorStateMachine {
 
         case (.findingSuccessor(let size), .nextFound(let next)):
             guard let next, next > segment else { return finish() }
+            step = .identifyingSuccessor(size: size, next: next)
+            return .identify(segment: next)
+        case (.identifyingSuccessor(let size, let next), .identified(let log)):
+            // A file planted under a later number (or one caught while it
+            // was being made) says nothing about this segment: writers go
+            // on here, or mark it, stepping over the file.
+            guard log != nil else { return finish() }
             step = .remeasuring(size: size, next: next)
             return .measure
         case (.remeasuring(let size, let next), .measured(let now, let links)):
@@ -574,11 +605,13 @@ struct LogCursorStateMachine {
             return finish()
         case .needsMore, .caughtUp, .waiting:
             readWhole = false
-            if !unlinked && offset < fileSize && !capped && !successorSought {
+            if !unlinked && (offset < fileSize || successorHint) && !capped && !successorSought {
                 successorSought = true
+                successorHint = false
                 // Something unreadable at the end (a write in progress, a
-                // tear, or a damaged rollover mark): a later segment says
-                // the last.
+                // tear, or a damaged rollover mark), or a segment created
+                // since: a later segment says this one is over (abandoned
+                // by writers that started a new log beside it, say).
                 step = .findingSuccessor(size: fileSize)
                 return .findNext(after: segment)
             }
@@ -629,7 +662,8 @@ struct LogCursorStateMachine {
     /// past the last one read from that sender. A record of a sender this
     /// reader has not read from in this segment (it resumed from a cursor,
     /// say) is new when its index is one it has not reached, or when it was
-    /// posted after the newest record read here: so a false alarm (a flipped
+    /// posted after the newest record read here (or, having read none here,
+    /// after this reader started): so a false alarm (a flipped
     /// byte in the checksum before the position) delivers nothing twice, and
     /// a record a new poster appended after a truncation is not passed over.
     private func firstNewRecord(in bytes: [UInt8]) -> (start: Int?, end: Int) {
@@ -643,7 +677,8 @@ struct LogCursorStateMachine {
             if let last = lastSequences[message.sender] {
                 if message.sequence <= last { return }
             } else if let reached = nextIndex, index < reached {
-                guard let newest = newestWallClock, message.timestamp.wallClockNanoseconds > newest else { return }
+                guard let newest = newestWallClock ?? subscribedAt, message.timestamp.wallClockNanoseconds > newest
+                else { return }
             }
             first = start
         }

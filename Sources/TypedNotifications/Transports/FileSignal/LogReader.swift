@@ -20,18 +20,23 @@ final class LogReader {
         init(file: consuming FileDescriptor) { self.file = file }
     }
 
-    init(name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?, sharing: DirectorySharing) {
+    init(
+        name: NotificationName, start: LogPosition, redeliveringThrough: LogPosition?, subscribedAt: Int64?,
+        sharing: DirectorySharing
+    ) {
         self.name = name
         self.sharing = sharing
-        self.machine = LogCursorStateMachine(name: name, start: start, redeliveringThrough: redeliveringThrough)
+        self.machine = LogCursorStateMachine(
+            name: name, start: start, redeliveringThrough: redeliveringThrough, subscribedAt: subscribedAt)
     }
 
     /// Reads the records written past the cursor, moving on to newer segments
     /// by their rollover marks.
     func readNew(
-        root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, maximumRecords: Int? = nil
+        root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, maximumRecords: Int? = nil,
+        segmentsChanged: Bool = false
     ) -> [LogRecord] {
-        var action = machine.startPass(maximumRecords: maximumRecords)
+        var action = machine.startPass(maximumRecords: maximumRecords, segmentsChanged: segmentsChanged)
         while true {
             let event: LogCursorStateMachine.Event
             switch action {
@@ -78,6 +83,8 @@ final class LogReader {
                     FileLog.segments(root, name).last.flatMap {
                         FileLog.logIdentifier(root, name, $0, sharing: sharing)
                     })
+            case .identify(let segment):
+                event = .identified(FileLog.logIdentifier(root, name, segment, sharing: sharing))
             case .read(let offset, let count):
                 if let current = open, case .success(let bytes) = FileLog.read(current.file, at: offset, count: count) {
                     event = .read(bytes)
@@ -130,9 +137,15 @@ final class FileReading: @unchecked Sendable {
     /// perhaps made again, losing its watch). Returns the names to read: those
     /// whose log changed, the new ones, the unwatched ones and those due; `nil`
     /// when the events overflowed and every log must be read.
+    /// Names whose directory had entries created (a segment, say) or was
+    /// watched again, as of the last ``changedNames(newlySubscribed:in:)``;
+    /// `nil`: the events overflowed, so any may have.
+    private(set) var createdSegments: Set<NotificationName>? = []
+
     func changedNames(newlySubscribed: [NotificationName], in root: String) -> Set<NotificationName>? {
         let changed = monitor.changes()
-        _ = monitor.takeCreations()
+        var created = Set(monitor.takeCreations().compactMap { watchedNames[$0] })
+        defer { createdSegments = changed == nil ? nil : created }
         var names = due
         due = []
         for index in monitor.takeLostWatches() {
@@ -146,6 +159,7 @@ final class FileReading: @unchecked Sendable {
         for name in unwatched {
             names.insert(name)
             if let index = try? monitor.watch(FileLog.nameDirectory(root, name)) {
+                created.insert(name)
                 watchIndex[name] = index
                 watchedNames[index] = name
                 unwatched.remove(name)

@@ -529,6 +529,66 @@ struct LogAdversaryTests {
     }
 
     @Test(
+        "a post made while a segment is emptied for a rewrite starts a new log beside it: a reader from the beginning goes on there, and a plain watcher that started before gets posts made after a cut"
+    )
+    func postDuringRewrite() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let first = try HelperProcess(["fpost", directory, "5", "1"])
+        #expect(await first.waitForExit() == 0)
+        // A watcher from the end, which reads nothing of segment 1.
+        let watcher = try fileHub(directory, endpoint: "watcher")
+        defer { watcher.close() }
+        let watched = Collector<HelperPing>()
+        let watching = try watcher.addObserver(HelperPing.self) { ping, _ in watched.append(ping) }
+        defer { watching.cancel() }
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        let bytes = try #require(FileManager.default.contents(atPath: path))
+        #expect(truncate(path, 0) == 0)
+        let during = try HelperProcess(["fpost", directory, "1", "2"])
+        #expect(await during.waitForExit() == 0)
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.write(contentsOf: bytes)
+        try handle.close()
+        let after = try HelperProcess(["fpost", directory, "3", "3"])
+        #expect(await after.waitForExit() == 0)
+        let reader = try NotificationHub(
+            endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
+        defer { reader.close() }
+        let seen = Collector<HelperPing>()
+        let token = try reader.addObserver(HelperPing.self) { ping, _ in seen.append(ping) }
+        defer { token.cancel() }
+        #expect(await seen.wait(forCount: 9, upTo: .seconds(20)))
+        let new = [HelperPing(poster: 2, index: 0)] + (0..<3).map { HelperPing(poster: 3, index: $0) }
+        #expect(seen.values == (0..<5).map { HelperPing(poster: 1, index: $0) } + new)
+        #expect(await watched.wait(forCount: 4, upTo: .seconds(20)))
+        #expect(watched.values == new)
+
+        // A watcher started now, from the end, reads nothing of the newest
+        // segment; cut for real under it (two records gone), then a new
+        // poster process: its post reuses an index the watcher passed, and
+        // still arrives.
+        let cut = try HelperProcess(["fpost", directory, "2", "4"])
+        #expect(await cut.waitForExit() == 0)
+        let late = try fileHub(directory, endpoint: "late")
+        defer { late.close() }
+        let lateSeen = Collector<HelperPing>()
+        let lateWatching = try late.addObserver(HelperPing.self) { ping, _ in lateSeen.append(ping) }
+        defer { lateWatching.cancel() }
+        let newest = try #require(FileLog.segments(directory, HelperPing.name).last)
+        let newestPath = FileLog.segmentPath(directory, HelperPing.name, newest)
+        var decoder = EnvelopeDecoder()
+        let records = FileLog.records(
+            in: try #require(FileManager.default.contents(atPath: newestPath).map(Array.init)), decoder: &decoder)
+        #expect(truncate(newestPath, off_t(records[records.count - 2].start)) == 0)
+        #expect(waitUntil { late.transport.statistics.shrunkSegments >= 1 })
+        let later = try HelperProcess(["fpost", directory, "1", "5"])
+        #expect(await later.waitForExit() == 0)
+        #expect(await lateSeen.wait(forCount: 1, upTo: .seconds(20)))
+        #expect(lateSeen.values == [HelperPing(poster: 5, index: 0)])
+    }
+
+    @Test(
         "a flipped byte in a closed segment's rollover mark: a long-lived poster goes on in the newest segment, and readers cross to it, losing nothing"
     )
     func damagedRolloverMark() async throws {
@@ -591,6 +651,52 @@ struct LogAdversaryTests {
             #expect(seen.filter { $0.poster == 1 }.map(\.index) == [0, 1, 2, 3, 4, 6, 7, 8, 9], "claim \(claim)")
             #expect(seen.filter { $0.poster == 2 }.map(\.index) == [0, 1], "claim \(claim)")
             #expect(missed == 1, "claim \(claim)")
+        }
+    }
+
+    @Test(
+        "a durable identity restarted while its segment is being written back: everything it handed over before comes again marked, written back before or after it started"
+    )
+    func durableRestartDuringRewrite() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let first = try HelperProcess(["fpost", directory, "5", "1"])
+        #expect(await first.waitForExit() == 0)
+        do {
+            let durable = try NotificationHub(
+                endpoint: "c1",
+                transport: FileSignalTransport(directory: directory, identity: "c1", firstRead: .beginning))
+            let deliveries = try durable.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+            var count = 0
+            for await _ in deliveries {
+                count += 1
+                if count == 5 { break }
+            }
+            durable.close()
+        }
+        let path = FileLog.segmentPath(directory, HelperPing.name, 1)
+        let bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
+        var decoder = EnvelopeDecoder()
+        let records = FileLog.records(in: bytes, decoder: &decoder)
+        // Being written back: two records there when the identity starts again.
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.truncate(atOffset: 0)
+        try handle.write(contentsOf: Data(bytes[..<records[1].end]))
+        let again = try NotificationHub(
+            endpoint: "c1", transport: FileSignalTransport(directory: directory, identity: "c1"))
+        defer { again.close() }
+        var deliveries = try again.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded).makeAsyncIterator()
+        for index in 0..<2 {
+            let delivered = await deliveries.next()
+            #expect(delivered?.notification == HelperPing(poster: 1, index: index))
+            #expect(delivered?.delivery.isRedelivery == true)
+        }
+        try handle.write(contentsOf: Data(bytes[records[1].end...]))
+        try handle.close()
+        for index in 2..<5 {
+            let delivered = await deliveries.next()
+            #expect(delivered?.notification == HelperPing(poster: 1, index: index))
+            #expect(delivered?.delivery.isRedelivery == true, "\(index)")
         }
     }
 

@@ -22,10 +22,12 @@ private struct MemoryLog {
     private var openBytes: [UInt8] { open.flatMap { openIsDetached ? detached[$0] : segments[$0] } ?? [] }
 
     /// Runs one pass to its end, answering every action.
-    mutating func pass(_ machine: inout LogCursorStateMachine) -> LogCursorStateMachine.PassResult {
+    mutating func pass(
+        _ machine: inout LogCursorStateMachine, segmentsChanged: Bool = false
+    ) -> LogCursorStateMachine.PassResult {
         var decoder = EnvelopeDecoder()
         actions = []
-        var action = machine.startPass()
+        var action = machine.startPass(segmentsChanged: segmentsChanged)
         while action != .finish, actions.count < 1_000 {
             actions.append(action)
             let event: LogCursorStateMachine.Event
@@ -53,6 +55,9 @@ private struct MemoryLog {
                 event = .read(offset < end ? Array(bytes[offset..<end]) : [])
             case .findNext(let segment):
                 event = .nextFound(segments.keys.filter { $0 > segment }.min())
+            case .identify(let segment):
+                event = .identified(
+                    segments[segment].flatMap { LogFormat.logIdentifier(inStart: Array($0.prefix(32))) })
             case .finish:
                 event = .readFailed
             }
@@ -151,8 +156,11 @@ struct LogCursorStateMachineTests {
         var machine = start()
         let result = log.pass(&machine)
         #expect(sequences(result) == [1, 2, 3, 4])
-        #expect(!log.actions.contains { if case .findNext = $0 { true } else { false } })
+        // The one look-up is a new reader's, once at the newest segment's end.
+        #expect(!log.actions.contains { if case .findNext(let after) = $0 { after < 2 } else { false } })
         #expect(machine.position.segment == 2)
+        _ = log.pass(&machine)
+        #expect(!log.actions.contains { if case .findNext = $0 { true } else { false } })
         #expect(result.records.allSatisfy { $0.missedBefore == 0 })
     }
 
@@ -286,6 +294,43 @@ struct LogCursorStateMachineTests {
         log.segments[1] = cut.bytes
         let after = log.pass(&machine)
         #expect(after.records.map(\.message.sender) == [other])
+    }
+
+    @Test(
+        "a segment writers left for a new log beside it, without a mark: the reader follows once a segment is created")
+    func abandonedSegment() {
+        var log = MemoryLog()
+        log.segments[1] = segment(0..<3).bytes
+        var machine = start()
+        #expect(sequences(log.pass(&machine)) == [1, 2, 3])
+        // A writer found segment 1 empty mid-rewrite and started a new log
+        // in segment 2; segment 1 was written back, and gets no mark.
+        var other = SegmentBuilder(firstIndex: 0, log: testLogIdentifier + 1)
+        other.append(pings: 10..<12)
+        log.segments[2] = other.bytes
+        // No change event about segments: the reader waits at its end.
+        #expect(log.pass(&machine).records.isEmpty)
+        let after = log.pass(&machine, segmentsChanged: true)
+        #expect(sequences(after) == [11, 12])
+        #expect(after.vanishedSegments == 1)
+        // A new reader from the beginning looks once on its own.
+        var fresh = start()
+        #expect(sequences(log.pass(&fresh)) == [1, 2, 3, 11, 12])
+    }
+
+    @Test("a file planted under a later number is no reason to leave a segment writers still append to")
+    func plantedLaterFile() {
+        var log = MemoryLog()
+        var first = segment(0..<2)
+        log.segments[1] = first.bytes
+        // Caught while it is being made: one byte, no start mark.
+        log.segments[2] = [1]
+        var machine = start()
+        #expect(sequences(log.pass(&machine, segmentsChanged: true)) == [1, 2])
+        first.append(pings: 2..<3)
+        log.segments[1] = first.bytes
+        #expect(sequences(log.pass(&machine, segmentsChanged: true)) == [3])
+        #expect(machine.position.segment == 1)
     }
 
     @Test("a segment emptied for good while the log went on in a later one: the reader follows, counting what it lost")

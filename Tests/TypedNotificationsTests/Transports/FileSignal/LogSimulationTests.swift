@@ -468,6 +468,11 @@ struct Simulation {
                     break
                 }
                 event = .measured(size: file.bytes.count, links: file.linked ? 1 : 0)
+            case .identify(let number):
+                event = .identified(
+                    directory.segments[number].flatMap {
+                        LogFormat.logIdentifier(inStart: Array($0.bytes.prefix(LogFormat.startSize)))
+                    })
             case .checkRestart:
                 // The simulated log is never removed whole: its segments all
                 // carry one identifier, unless a flipped byte hid it.
