@@ -662,18 +662,7 @@ struct LogAdversaryTests {
         defer { removeDirectory(directory) }
         let first = try HelperProcess(["fpost", directory, "5", "1"])
         #expect(await first.waitForExit() == 0)
-        do {
-            let durable = try NotificationHub(
-                endpoint: "c1",
-                transport: FileSignalTransport(directory: directory, identity: "c1", firstRead: .beginning))
-            let deliveries = try durable.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
-            var count = 0
-            for await _ in deliveries {
-                count += 1
-                if count == 5 { break }
-            }
-            durable.close()
-        }
+        await handleDurably(directory, identity: "c1", count: 5)
         let path = FileLog.segmentPath(directory, HelperPing.name, 1)
         let bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
         var decoder = EnvelopeDecoder()
@@ -708,18 +697,7 @@ struct LogAdversaryTests {
         defer { removeDirectory(directory) }
         let first = try HelperProcess(["fpost", directory, "3", "9"])
         #expect(await first.waitForExit() == 0)
-        do {
-            let durable = try NotificationHub(
-                endpoint: "c1",
-                transport: FileSignalTransport(directory: directory, identity: "c1", firstRead: .beginning))
-            let deliveries = try durable.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
-            var count = 0
-            for await _ in deliveries {
-                count += 1
-                if count == 3 { break }
-            }
-            durable.close()
-        }
+        await handleDurably(directory, identity: "c1", count: 3)
         let path = FileLog.segmentPath(directory, HelperPing.name, 1)
         var bytes = try #require(FileManager.default.contents(atPath: path).map(Array.init))
         // What the first run committed (a close may save the last commit
@@ -879,6 +857,26 @@ struct LogAdversaryTests {
 private func jsonField(_ line: String, _ field: String) -> Int? {
     guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
     return object[field] as? Int
+}
+
+/// Runs durable identity `identity` from the log's beginning until it has
+/// handled `count` notifications, then closes it (its cursor saved).
+private func handleDurably(_ directory: String, identity: String, count: Int) async {
+    guard
+        let durable = try? NotificationHub(
+            endpoint: identity,
+            transport: FileSignalTransport(directory: directory, identity: identity, firstRead: .beginning)),
+        let deliveries = try? durable.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+    else {
+        Issue.record("could not start durable identity \(identity)")
+        return
+    }
+    var handled = 0
+    for await _ in deliveries {
+        handled += 1
+        if handled == count { break }
+    }
+    durable.close()
 }
 
 /// Reads the log of `HelperPing` in `directory` from its beginning, in this
