@@ -152,9 +152,9 @@ struct LogWriterStateMachine {
         case readingIdentifier
         case readingNewestCreated(after: UInt64, then: AfterNumber)
         case probing(next: UInt64, limit: UInt64, then: AfterNumber)
-        case listingForIdentifier(number: UInt64, index: UInt64)
-        case readingIdentifierOf(candidates: [UInt64], number: UInt64, index: UInt64)
-        case awaitingIdentifier(number: UInt64, index: UInt64?)
+        case listingForIdentifier(number: UInt64, index: UInt64, then: AfterCreate)
+        case readingIdentifierOf(candidates: [UInt64], number: UInt64, index: UInt64, then: AfterCreate)
+        case awaitingIdentifier(number: UInt64, index: UInt64?, then: AfterCreate)
         case creating(UInt64, bytes: Int, index: UInt64, log: UInt64, then: AfterCreate)
         case retaining
         case listingToStepOver(next: UInt64, index: UInt64?, junk: UInt64)
@@ -274,17 +274,17 @@ struct LogWriterStateMachine {
             }
             step = .probing(next: next + 1, limit: limit, then: then)
             return .checkExists(next + 1)
-        case (.listingForIdentifier(let number, let index), .segments(let list)):
-            return identifierFrom(candidates: list.reversed(), number: number, index: index)
-        case (.readingIdentifierOf(let candidates, let number, let index), let event):
+        case (.listingForIdentifier(let number, let index, let then), .segments(let list)):
+            return identifierFrom(candidates: list.reversed(), number: number, index: index, then: then)
+        case (.readingIdentifierOf(let candidates, let number, let index, let then), let event):
             if case .read(let bytes) = event, let found = LogFormat.logIdentifier(inStart: bytes) {
                 log = found
-                return create(number, index: index, log: found)
+                return create(number, index: index, log: found, then: then)
             }
-            return identifierFrom(candidates: candidates, number: number, index: index)
-        case (.awaitingIdentifier(let number, let index), .identifier(let identifier)):
+            return identifierFrom(candidates: candidates, number: number, index: index, then: then)
+        case (.awaitingIdentifier(let number, let index, let then), .identifier(let identifier)):
             if index != nil { log = identifier }
-            return create(number, index: index, log: identifier)
+            return create(number, index: index, log: identifier, then: then)
         case (.creating(let number, let bytes, let index, let log, let then), .done):
             current = number
             self.log = log
@@ -623,33 +623,31 @@ struct LogWriterStateMachine {
     /// a log removed and made again, never counting a false gap.
     private mutating func createSegment(_ number: UInt64, index: UInt64?, then: AfterCreate = .look) -> Action {
         guard let index else {
-            step = .awaitingIdentifier(number: number, index: nil)
+            step = .awaitingIdentifier(number: number, index: nil, then: then)
             return .newLogIdentifier
         }
         if let log { return create(number, index: index, log: log, then: then) }
         // The log's identifier: the newest segment's whose start mark is
         // whole, else a new one.
-        step = .listingForIdentifier(number: number, index: index)
-        pendingCreate = then
+        step = .listingForIdentifier(number: number, index: index, then: then)
         return .listSegments
     }
 
-    /// Where a creation waiting for the log's identifier goes on.
-    private var pendingCreate = AfterCreate.look
-
-    private mutating func identifierFrom(candidates: [UInt64], number: UInt64, index: UInt64) -> Action {
+    private mutating func identifierFrom(
+        candidates: [UInt64], number: UInt64, index: UInt64, then: AfterCreate
+    ) -> Action {
         guard let candidate = candidates.first else {
-            step = .awaitingIdentifier(number: number, index: index)
+            step = .awaitingIdentifier(number: number, index: index, then: then)
             return .newLogIdentifier
         }
-        step = .readingIdentifierOf(candidates: Array(candidates.dropFirst()), number: number, index: index)
+        step = .readingIdentifierOf(
+            candidates: Array(candidates.dropFirst()), number: number, index: index, then: then)
         return .readStart(candidate)
     }
 
-    private mutating func create(_ number: UInt64, index: UInt64?, log: UInt64, then: AfterCreate? = nil) -> Action {
+    private mutating func create(_ number: UInt64, index: UInt64?, log: UInt64, then: AfterCreate) -> Action {
         let start = LogFormat.segmentStart(index: index ?? 0, log: log)
-        step = .creating(number, bytes: start.count, index: index ?? 0, log: log, then: then ?? pendingCreate)
-        pendingCreate = .look
+        step = .creating(number, bytes: start.count, index: index ?? 0, log: log, then: then)
         return .create(number, bytes: start)
     }
 
