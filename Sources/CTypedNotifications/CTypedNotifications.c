@@ -281,14 +281,14 @@ int ctn_signal_post(const char *name) {
 #endif
 }
 
-int ctn_signal_register(const char *name, int *descriptor) {
+int ctn_signal_register(const char *name, int *descriptor, int *token) {
 #ifdef __APPLE__
-    int token = 0;
     int flags = *descriptor >= 0 ? NOTIFY_REUSE : 0;
-    return notify_register_file_descriptor(name, descriptor, flags, &token) == NOTIFY_STATUS_OK ? 0 : -1;
+    return notify_register_file_descriptor(name, descriptor, flags, token) == NOTIFY_STATUS_OK ? 0 : -1;
 #else
     (void)name;
     (void)descriptor;
+    (void)token;
     errno = ENOTSUP;
     return -1;
 #endif

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Darwin)
     import Darwin
 #elseif canImport(Glibc)
@@ -11,41 +13,96 @@
 /// Tells which of a set of directories changed since it was last asked,
 /// without scanning them.
 ///
-/// On Linux, an inotify descriptor with one watch per directory: a change made
-/// by another process is queued before that process's call returns, so asking
-/// right after sees it. Elsewhere, each directory's modification time is
-/// compared with the last one seen (one `lstat` per directory and question).
+/// On Linux, a watch per directory in the process's one inotify instance
+/// (``ChangeQueue``), which every monitor shares: the kernel allows a user
+/// 128 instances by default, so one per hub would cap a process at 128
+/// hubs. A change made by another process is queued before that process's
+/// call returns, so asking right after sees it. Elsewhere, each directory's
+/// modification time is compared with the last one seen (one `lstat` per
+/// directory and question).
+///
+/// A monitor is used by one thread at a time (its owner's event loop, or a
+/// caller that serialises its calls). Whoever reads the shared queue hands
+/// each monitor its events; a monitor that gets events read by another
+/// thread has its ``whenChangedElsewhere`` called once until it next asks.
 package final class DirectoryMonitor {
     #if os(Linux)
-        private let inotify: FileDescriptor
-        private var watches: [CInt: Int] = [:]
+        private let queue: ChangeQueue
+        private let identifier: UInt64
+        private var watchDescriptors: [Int: CInt] = [:]
         private var buffer = [UInt8](repeating: 0, count: 4096)
+        private var events: [ChangeQueueState.Event] = []
+    #else
+        private var lastModified: [Int: Int64] = [:]
+    #endif
+    #if canImport(Darwin)
+        // The notify(3) descriptor of ``listen(forSignal:as:)``, and which
+        // watch index each of its tokens stands for.
+        private var signalDescriptor: CInt?
+        private var signalIndices: [Int32: Int] = [:]
     #endif
     private var paths: [String] = []
-    private var lastModified: [Int: Int64] = [:]
     private var lost: Set<Int> = []
     private var created: Set<Int> = []
 
     private let includesModifications: Bool
 
     /// Creates a monitor watching nothing yet. With `includingModifications`,
-    /// a write to a file in a watched directory counts as a change too.
+    /// a write to a file in a watched directory counts as a change too. With
+    /// `sharingQueue` false it gets an inotify instance of its own, which
+    /// only it reads: for a caller that blocks on ``pollDescriptor`` and
+    /// has no event loop to be woken on.
     ///
-    /// The corresponding C function is `inotify_init1`.
-    package init(includingModifications: Bool = false) throws(Errno) {
+    /// The corresponding C function is `inotify_init1`, called once per
+    /// process (and once per monitor that does not share).
+    package init(includingModifications: Bool = false, sharingQueue: Bool = true) throws(ChangeMonitorError) {
         includesModifications = includingModifications
         #if os(Linux)
-            let descriptor = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
-            guard descriptor != -1 else { throw Errno.current }
-            inotify = FileDescriptor(adopting: descriptor)
+            queue = sharingQueue ? try ChangeQueue.shared() : try ChangeQueue.make()
+            identifier = queue.state.withLock { $0.addMonitor() }
         #endif
+    }
+
+    #if os(Linux)
+        /// A monitor on `queue`, which other monitors may share.
+        init(includingModifications: Bool = false, queue: ChangeQueue) {
+            includesModifications = includingModifications
+            self.queue = queue
+            identifier = queue.state.withLock { $0.addMonitor() }
+        }
+    #endif
+
+    deinit {
+        #if os(Linux)
+            let retiring = queue.state.withLock { $0.removeMonitor(identifier) }
+            for descriptor in retiring { queue.removeWatch(descriptor) }
+        #endif
+    }
+
+    /// Called, on whatever thread read the shared queue, when events for
+    /// this monitor were read by another: the owner should call
+    /// ``changes()`` soon (schedule it on its loop). Called once until the
+    /// next ``changes()``; never under a lock.
+    package var whenChangedElsewhere: (@Sendable () -> Void)? {
+        get {
+            #if os(Linux)
+                queue.state.withLock { $0.inboxes[identifier]?.wake }
+            #else
+                nil
+            #endif
+        }
+        set {
+            #if os(Linux)
+                queue.state.withLock { $0.inboxes[identifier]?.wake = newValue }
+            #endif
+        }
     }
 
     /// Starts watching the directory at `path` for entries created, removed or
     /// renamed; returns its index, which ``changes()`` reports.
     ///
     /// The corresponding C function is `inotify_add_watch`.
-    package func watch(_ path: String) throws(Errno) -> Int {
+    package func watch(_ path: String) throws(ChangeMonitorError) -> Int {
         let index = paths.count
         #if os(Linux)
             var mask =
@@ -53,15 +110,62 @@ package final class DirectoryMonitor {
                 | UInt32(IN_ONLYDIR | IN_DONT_FOLLOW)
             // A write by another process to a file in the directory (an append to a log).
             if includesModifications { mask |= UInt32(IN_MODIFY) }
-            SystemCalls.count()
-            let descriptor = inotify_add_watch(inotify.rawValue, path, mask)
-            guard descriptor != -1 else { throw Errno.current }
-            watches[descriptor] = index
+            let subscriber = ChangeQueueState.Subscriber(
+                monitor: identifier, index: index, includesModifications: includesModifications)
+            // Another monitor may watch the same directory: the kernel hands
+            // out one watch per directory and instance, and IN_MASK_ADD keeps
+            // what the others asked for.
+            while true {
+                SystemCalls.count()
+                let descriptor = inotify_add_watch(queue.descriptor.rawValue, path, mask | UInt32(IN_MASK_ADD))
+                guard descriptor != -1 else { throw ChangeMonitorError(watching: Errno.current) }
+                let added = queue.state.withLock { $0.add(subscriber, to: descriptor) }
+                if added {
+                    watchDescriptors[index] = descriptor
+                    break
+                }
+                // The last monitor on that watch is removing it right now:
+                // once it has, adding makes a new one.
+                sched_yield()
+            }
         #else
             if case .success(let info) = SystemCalls.linkStatus(path) { lastModified[index] = info.modifiedNanoseconds }
         #endif
         paths.append(path)
         return index
+    }
+
+    /// Also reports the watch `index` as changed whenever a poster calls
+    /// ``postSignal(_:)`` with `signal`: on Apple platforms, where a write to
+    /// a file does not change its directory, a notify(3) name (as Darwin
+    /// notifications use), so an append wakes a reader at once. Returns a
+    /// descriptor the first time one is made, for the caller's poller.
+    /// Elsewhere nothing, and `nil`: inotify reports the write itself.
+    ///
+    /// The corresponding C function is `notify_register_file_descriptor`.
+    package func listen(forSignal signal: String, as index: Int) -> CInt? {
+        #if canImport(Darwin)
+            let before = signalDescriptor
+            guard let (descriptor, token) = DarwinChangeSignal.register(signal, descriptor: signalDescriptor) else {
+                return nil
+            }
+            signalDescriptor = descriptor
+            signalIndices[token] = index
+            return before == nil ? descriptor : nil
+        #else
+            return nil
+        #endif
+    }
+
+    /// Wakes every monitor listening for `signal` (see
+    /// ``listen(forSignal:as:)``); nothing where change events need no signal.
+    ///
+    /// The corresponding C function is `notify_post`.
+    @inline(__always)
+    package static func postSignal(_ signal: @autoclosure () -> String) {
+        #if canImport(Darwin)
+            DarwinChangeSignal.post(signal())
+        #endif
     }
 
     /// The indices whose directory went away since the last call, so their
@@ -82,9 +186,11 @@ package final class DirectoryMonitor {
 
     /// A descriptor that becomes readable when a change is waiting, for
     /// `poll`; `nil` where changes are found by comparing times instead.
+    /// Shared by every monitor of the process that shares its queue: an
+    /// event loop should register it with `exclusive` set.
     package var pollDescriptor: CInt? {
         #if os(Linux)
-            inotify.rawValue
+            queue.descriptor.rawValue
         #else
             nil
         #endif
@@ -94,44 +200,25 @@ package final class DirectoryMonitor {
     /// call; `nil` when the monitor lost track (its queue overflowed) and
     /// every directory must be treated as changed.
     package func changes() -> Set<Int>? {
-        var changed = Set<Int>()
         #if os(Linux)
-            while true {
-                SystemCalls.count()
-                let count = buffer.withUnsafeMutableBytes { raw in read(inotify.rawValue, raw.baseAddress, raw.count) }
-                guard count > 0 else { break }
-                // Room for one more event of the longest name was left: the
-                // queue is drained (an event arriving later makes the
-                // descriptor readable again), so no second read to learn it.
-                let drained = count <= buffer.count - (16 + 256)
-                var offset = 0
-                let headerSize = 16
-                while offset + headerSize <= count {
-                    let (descriptor, mask, nameLength) = buffer.withUnsafeBytes { raw in
-                        (
-                            raw.loadUnaligned(fromByteOffset: offset, as: CInt.self),
-                            raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
-                            Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-                        )
-                    }
-                    if mask & UInt32(IN_Q_OVERFLOW) != 0 { return nil }
-                    if let index = watches[descriptor] {
-                        changed.insert(index)
-                        if mask & UInt32(IN_CREATE | IN_MOVED_TO) != 0 { created.insert(index) }
-                        // The directory is gone (removed, or its file system
-                        // unmounted) and the kernel dropped the watch: a
-                        // directory made again under the same path is not
-                        // watched until ``watch(_:)`` is called for it again.
-                        if mask & UInt32(IN_IGNORED) != 0 {
-                            watches[descriptor] = nil
-                            lost.insert(index)
-                        }
-                    }
-                    offset += headerSize + nameLength
-                }
-                if drained { break }
+            readQueue()
+            let (inbox, wakes) = queue.state.withLock { state in
+                (state.takeInbox(identifier, after: events), state.takeWakes())
             }
+            events.removeAll(keepingCapacity: true)
+            for wake in wakes { wake() }
+            created.formUnion(inbox.created)
+            lost.formUnion(inbox.lost)
+            return inbox.overflowed ? nil : inbox.changed
         #else
+            var changed = Set<Int>()
+            #if canImport(Darwin)
+                if let signalDescriptor {
+                    for token in DarwinChangeSignal.drain(signalDescriptor) {
+                        if let index = signalIndices[token] { changed.insert(index) }
+                    }
+                }
+            #endif
             for (index, path) in paths.enumerated() {
                 guard case .success(let info) = SystemCalls.linkStatus(path) else {
                     changed.insert(index)
@@ -144,7 +231,280 @@ package final class DirectoryMonitor {
                     lastModified[index] = info.modifiedNanoseconds
                 }
             }
+            return changed
         #endif
-        return changed
+    }
+
+    #if os(Linux)
+        /// Reads what is queued into ``events``, without a lock: the kernel
+        /// hands each event to exactly one reader.
+        private func readQueue() {
+            let headerSize = 16
+            while true {
+                SystemCalls.count()
+                let count = buffer.withUnsafeMutableBytes { raw in
+                    read(queue.descriptor.rawValue, raw.baseAddress, raw.count)
+                }
+                guard count > 0 else { return }
+                // Room for one more event of the longest name was left: the
+                // queue is drained (an event arriving later makes the
+                // descriptor readable again), so no second read to learn it.
+                let drained = count <= buffer.count - (headerSize + 256)
+                var offset = 0
+                while offset + headerSize <= count {
+                    let (descriptor, mask, nameLength) = buffer.withUnsafeBytes { raw in
+                        (
+                            raw.loadUnaligned(fromByteOffset: offset, as: CInt.self),
+                            raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
+                            Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                        )
+                    }
+                    events.append(ChangeQueueState.Event(watch: descriptor, mask: mask))
+                    offset += headerSize + nameLength
+                }
+                if drained { return }
+            }
+        }
+    #endif
+}
+
+/// A monitor could not be made or could not watch a directory: the error
+/// number, and which of the kernel's limits it means when it means one.
+package struct ChangeMonitorError: Error, CustomStringConvertible, Sendable {
+    /// The failed call's error number.
+    package let errno: Errno
+    /// What happened, naming the limit that was reached where there is one.
+    package let description: String
+
+    /// Explains a failed `inotify_init1`: EMFILE is either the per-user
+    /// limit of inotify instances or this process's descriptor limit, told
+    /// apart by opening one more descriptor.
+    init(creating error: Errno) {
+        errno = error
+        #if os(Linux)
+            if error == .tooManyDescriptors, !Self.atDescriptorLimit() {
+                let limit = Self.kernelSetting("/proc/sys/fs/inotify/max_user_instances")
+                description =
+                    "\(error): this user's processes already hold the most inotify instances the kernel allows"
+                    + " (fs.inotify.max_user_instances = \(limit)); raise it with sysctl, or run fewer processes"
+                    + " that watch files (each holds one)"
+                return
+            }
+        #endif
+        description = "\(error)"
+    }
+
+    /// Explains a failed `inotify_add_watch`: ENOSPC is the per-user limit of watches.
+    init(watching error: Errno) {
+        errno = error
+        #if os(Linux)
+            if error == .noSpace {
+                let limit = Self.kernelSetting("/proc/sys/fs/inotify/max_user_watches")
+                description =
+                    "\(error): this user's processes already hold the most inotify watches the kernel allows"
+                    + " (fs.inotify.max_user_watches = \(limit)); raise it with sysctl"
+                return
+            }
+        #endif
+        description = "\(error)"
+    }
+
+    #if os(Linux)
+        private static func atDescriptorLimit() -> Bool {
+            let probe = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            guard probe != -1 else { return true }
+            close(probe)
+            return false
+        }
+
+        private static func kernelSetting(_ path: String) -> String {
+            guard let file = fopen(path, "r") else { return "unknown" }
+            defer { fclose(file) }
+            var line = [CChar](repeating: 0, count: 32)
+            guard fgets(&line, 32, file) != nil else { return "unknown" }
+            let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return text.filter { !$0.isWhitespace }
+        }
+    #endif
+}
+
+#if os(Linux)
+    /// An inotify instance and who listens to which of its watches: the
+    /// process's shared one (``shared()``), or a monitor's own.
+    final class ChangeQueue: Sendable {
+        private static let current = Mutex<ChangeQueue?>(nil)
+
+        let descriptor: FileDescriptor
+        let state = Mutex(ChangeQueueState())
+
+        private init(_ descriptor: consuming FileDescriptor) {
+            self.descriptor = descriptor
+        }
+
+        /// The process's queue, made on first use. A failure is not kept: the
+        /// next monitor tries again.
+        static func shared() throws(ChangeMonitorError) -> ChangeQueue {
+            if let queue = current.withLock({ $0 }) { return queue }
+            let made = try make()
+            return current.withLock { existing in
+                if let existing { return existing }
+                existing = made
+                return made
+            }
+        }
+
+        /// A new queue of its own.
+        static func make() throws(ChangeMonitorError) -> ChangeQueue {
+            SystemCalls.count()
+            let descriptor = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
+            guard descriptor != -1 else { throw ChangeMonitorError(creating: Errno.current) }
+            return ChangeQueue(FileDescriptor(adopting: descriptor))
+        }
+
+        /// Removes a watch no monitor listens to any more, then lets adders
+        /// have its directory again.
+        func removeWatch(_ watch: CInt) {
+            SystemCalls.count()
+            _ = inotify_rm_watch(descriptor.rawValue, watch)
+            state.withLock { $0.retired(watch) }
+        }
+    }
+#endif
+
+/// Who listens to which watch of an inotify instance, and what each monitor
+/// has been handed and not yet taken. A value: every decision is made here,
+/// under the queue's lock, and the system calls happen after.
+struct ChangeQueueState {
+    /// One monitor's interest in one watch.
+    struct Subscriber: Equatable {
+        var monitor: UInt64
+        var index: Int
+        var includesModifications: Bool
+    }
+
+    /// One event as read: its watch and its mask.
+    struct Event {
+        var watch: CInt
+        var mask: UInt32
+    }
+
+    /// What a monitor has been handed since it last asked.
+    struct Inbox {
+        var changed: Set<Int> = []
+        var created: Set<Int> = []
+        var lost: Set<Int> = []
+        var overflowed = false
+        var wakeOwed = false
+        var wake: (@Sendable () -> Void)?
+    }
+
+    private(set) var watches: [CInt: [Subscriber]] = [:]
+    private(set) var retiring: Set<CInt> = []
+    var inboxes: [UInt64: Inbox] = [:]
+    private var nextMonitor: UInt64 = 0
+    private var wakes: [@Sendable () -> Void] = []
+
+    /// A new monitor's identifier.
+    mutating func addMonitor() -> UInt64 {
+        nextMonitor += 1
+        inboxes[nextMonitor] = Inbox()
+        return nextMonitor
+    }
+
+    /// Forgets a monitor; returns the watches nobody listens to now, which
+    /// the caller removes (``retired(_:)`` once each is gone).
+    mutating func removeMonitor(_ monitor: UInt64) -> [CInt] {
+        inboxes[monitor] = nil
+        var retire: [CInt] = []
+        for (watch, subscribers) in watches where subscribers.contains(where: { $0.monitor == monitor }) {
+            let left = subscribers.filter { $0.monitor != monitor }
+            if left.isEmpty {
+                watches[watch] = nil
+                retiring.insert(watch)
+                retire.append(watch)
+            } else {
+                watches[watch] = left
+            }
+        }
+        return retire
+    }
+
+    /// Adds a subscriber to the watch the kernel returned; false when that
+    /// watch is being removed, so the caller must add it again after.
+    mutating func add(_ subscriber: Subscriber, to watch: CInt) -> Bool {
+        guard !retiring.contains(watch) else { return false }
+        watches[watch, default: []].append(subscriber)
+        return true
+    }
+
+    /// The kernel removed a retired watch.
+    mutating func retired(_ watch: CInt) {
+        retiring.remove(watch)
+    }
+
+    /// Hands `events` (read by `reader`) to the monitors that listen, then
+    /// takes what `reader` was handed. Monitors handed something by another
+    /// reader get their wake-up queued, once, for ``takeWakes()``.
+    mutating func takeInbox(_ reader: UInt64, after events: [Event]) -> Inbox {
+        for event in events { hand(event, readBy: reader) }
+        guard var inbox = inboxes[reader] else { return Inbox() }
+        let taken = inbox
+        inbox.changed = []
+        inbox.created = []
+        inbox.lost = []
+        inbox.overflowed = false
+        inbox.wakeOwed = false
+        inboxes[reader] = inbox
+        return taken
+    }
+
+    /// The wake-ups queued by ``takeInbox(_:after:)``, to call after unlocking.
+    mutating func takeWakes() -> [@Sendable () -> Void] {
+        defer { wakes = [] }
+        return wakes
+    }
+
+    #if os(Linux)
+        /// inotify's event bits this state tells apart.
+        static let overflow = UInt32(IN_Q_OVERFLOW)
+        static let ignored = UInt32(IN_IGNORED)
+        static let creation = UInt32(IN_CREATE | IN_MOVED_TO)
+        static let modification = UInt32(IN_MODIFY)
+    #else
+        static let (overflow, ignored, creation, modification): (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
+    #endif
+
+    private mutating func hand(_ event: Event, readBy reader: UInt64) {
+        let (overflow, ignored, creation, modification) = (
+            Self.overflow, Self.ignored, Self.creation, Self.modification
+        )
+        if event.mask & overflow != 0 {
+            for monitor in inboxes.keys {
+                inboxes[monitor]?.overflowed = true
+                owe(monitor, readBy: reader)
+            }
+            return
+        }
+        guard let subscribers = watches[event.watch] else { return }
+        // The directory is gone (removed, or its file system unmounted) and
+        // the kernel dropped the watch: a directory made again under the same
+        // path is not watched until its monitor watches it again.
+        let isLost = event.mask & ignored != 0
+        if isLost { watches[event.watch] = nil }
+        // A write to a file matters only to monitors that asked for writes.
+        let isWriteOnly = event.mask & ~modification == 0
+        for subscriber in subscribers where !isWriteOnly || subscriber.includesModifications || isLost {
+            guard inboxes[subscriber.monitor] != nil else { continue }
+            inboxes[subscriber.monitor]?.changed.insert(subscriber.index)
+            if event.mask & creation != 0 { inboxes[subscriber.monitor]?.created.insert(subscriber.index) }
+            if isLost { inboxes[subscriber.monitor]?.lost.insert(subscriber.index) }
+            owe(subscriber.monitor, readBy: reader)
+        }
+    }
+
+    private mutating func owe(_ monitor: UInt64, readBy reader: UInt64) {
+        guard monitor != reader, let inbox = inboxes[monitor], !inbox.wakeOwed, let wake = inbox.wake else { return }
+        inboxes[monitor]?.wakeOwed = true
+        wakes.append(wake)
     }
 }

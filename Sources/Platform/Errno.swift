@@ -41,6 +41,7 @@ package struct Errno: RawRepresentable, Error, Hashable, CustomStringConvertible
     package static let connectionReset = Errno(rawValue: ECONNRESET)
     package static let timedOut = Errno(rawValue: ETIMEDOUT)
     package static let brokenPipe = Errno(rawValue: EPIPE)
+    package static let tooManyDescriptors = Errno(rawValue: EMFILE)
 
     /// The C library's text for the error, and its number.
     package var description: String {

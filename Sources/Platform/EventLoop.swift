@@ -84,11 +84,13 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     /// Calls `handler` on the loop's thread whenever `descriptor` is readable,
     /// until ``deregister(_:)``. The caller keeps the descriptor open until then.
-    package func register(_ descriptor: CInt, onReadable handler: @escaping @Sendable () -> Void) -> Result<
-        Void, Errno
-    > {
+    /// With `exclusive`, for a descriptor other loops watch too, an event
+    /// wakes one of them rather than all (see `DirectoryMonitor`).
+    package func register(
+        _ descriptor: CInt, exclusive: Bool = false, onReadable handler: @escaping @Sendable () -> Void
+    ) -> Result<Void, Errno> {
         state { $0.handlers[descriptor] = handler }
-        let added = poller.add(descriptor)
+        let added = poller.add(descriptor, exclusive: exclusive)
         if case .failure = added {
             state { _ = $0.handlers.removeValue(forKey: descriptor) }
         }
@@ -100,6 +102,19 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     package func deregister(_ descriptor: CInt) {
         state { _ = $0.handlers.removeValue(forKey: descriptor) }
         poller.remove(descriptor)
+    }
+
+    /// Runs `descriptor`'s handler on the loop's thread soon, as if the
+    /// descriptor had become readable: for a descriptor that several loops
+    /// share (the process's change queue), whose event another loop read
+    /// for this one. I/O, not a job: it is not counted in ``handOffs``.
+    package func markReadable(_ descriptor: CInt) {
+        let wakes = state { state -> Bool in
+            guard state.handlers[descriptor] != nil else { return false }
+            if !state.marked.contains(descriptor) { state.marked.append(descriptor) }
+            return state.takeWakeUp()
+        }
+        if wakes { wake() }
     }
 
     /// Runs `body` on the loop's thread once `nanoseconds` have passed. Timers
@@ -221,7 +236,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
             runJobs(&batch, from: &next)
             let timeout = state { state -> CInt? in
                 guard state.phase == .running else { return nil }
-                guard next == batch.count, state.jobs.isEmpty else { return 0 }
+                guard next == batch.count, state.jobs.isEmpty, state.marked.isEmpty else { return 0 }
                 state.isSleeping = true
                 return state.timeoutMilliseconds(now: SystemClock.monotonicNanoseconds())
             }
@@ -230,6 +245,8 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
             state { state in
                 state.isSleeping = false
                 state.wakePending = false
+                for descriptor in state.marked where !ready.contains(descriptor) { ready.append(descriptor) }
+                state.marked.removeAll(keepingCapacity: true)
             }
             for descriptor in ready {
                 // Looked up one at a time: an earlier handler may deregister a later one.
@@ -345,6 +362,8 @@ private struct LoopState {
     // The loop is (about to be) blocked in the poller and nobody woke it yet.
     var isSleeping = false
     var wakePending = false
+    // Descriptors another thread said are readable for this loop (see markReadable).
+    var marked: [CInt] = []
 
     /// Whether the caller must wake the poller: only when the loop sleeps,
     /// once per sleep.

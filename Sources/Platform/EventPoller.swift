@@ -67,10 +67,12 @@ struct EventPoller: ~Copyable {
         events.deallocate()
     }
 
-    /// Starts watching `descriptor` for readability.
+    /// Starts watching `descriptor` for readability. With `exclusive`, a
+    /// descriptor that other pollers watch too (the shared inotify queue)
+    /// wakes one of them per event rather than every one (`EPOLLEXCLUSIVE`).
     ///
     /// The corresponding C function is `epoll_ctl` (Linux) or `kevent` (Apple platforms).
-    func add(_ descriptor: CInt) -> Result<Void, Errno> {
+    func add(_ descriptor: CInt, exclusive: Bool = false) -> Result<Void, Errno> {
         #if canImport(Darwin)
             var change = kevent(
                 ident: UInt(descriptor), filter: Int16(EVFILT_READ), flags: UInt16(EV_ADD | EV_ENABLE), fflags: 0,
@@ -78,7 +80,7 @@ struct EventPoller: ~Copyable {
             return SystemCalls.retrying { kevent(queue.rawValue, &change, 1, nil, 0, nil) }.map { _ in }
         #else
             var event = epoll_event()
-            event.events = EPOLLIN.rawValue
+            event.events = EPOLLIN.rawValue | (exclusive ? EPOLLEXCLUSIVE.rawValue : 0)
             event.data.fd = descriptor
             return SystemCalls.retrying { epoll_ctl(queue.rawValue, EPOLL_CTL_ADD, descriptor, &event) }.map { _ in }
         #endif

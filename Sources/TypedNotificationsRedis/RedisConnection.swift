@@ -25,8 +25,9 @@ package final class RedisConnection: @unchecked Sendable {
     private var consumed = 0
     // What one receive reads into before it is appended to `input`: made
     // once, so a read neither zero-fills nor shrinks `input` (in a debug
-    // build, zero-filling 64 KiB through generic code took 14 ms a read).
-    private var receiveBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    // build, zero-filling 64 KiB through generic code took 14 ms a read),
+    // and resident only as far as replies have reached.
+    private let receiveBuffer = LazyBuffer(count: 64 * 1024)
     private var outgoing: [UInt8] = []
     package private(set) var isBroken = false
     /// The server's ID of this connection, when asked for at connect.
@@ -223,16 +224,15 @@ package final class RedisConnection: @unchecked Sendable {
             input.removeFirst(consumed)
             consumed = 0
         }
-        let result = receiveBuffer.withUnsafeMutableBytes { buffer in
+        let result =
             waiting
-                ? SystemCalls.receiveStreamWaiting(socket, into: buffer)
-                : SystemCalls.receiveStream(socket, into: buffer)
-        }
+            ? SystemCalls.receiveStreamWaiting(socket, into: receiveBuffer.bytes)
+            : SystemCalls.receiveStream(socket, into: receiveBuffer.bytes)
         switch result {
         case .success(0):
             throw broken("Redis at \(options.redactedDescription) closed the connection", nil)
         case .success(let count):
-            receiveBuffer.withUnsafeBufferPointer { input.append(contentsOf: $0.prefix(count)) }
+            input.append(contentsOf: UnsafeRawBufferPointer(rebasing: receiveBuffer.bytes[..<count]))
             return count
         case .failure(let error) where error == .wouldBlock:
             return 0

@@ -78,8 +78,9 @@ int ctn_signal_post(const char *name);
 
 /// Apple platforms: makes `*descriptor` readable whenever `name` is posted
 /// (notify_register_file_descriptor; pass -1 first, then the same descriptor
-/// to add names). Elsewhere fails with ENOTSUP.
-int ctn_signal_register(const char *name, int *descriptor);
+/// to add names). `*token` is what the descriptor then yields for this name:
+/// 4 bytes, in network byte order, per post. Elsewhere fails with ENOTSUP.
+int ctn_signal_register(const char *name, int *descriptor, int *token);
 
 /// Installs handlers for SIGINT and SIGTERM that write one byte to
 /// `write_descriptor` (the self-pipe trick: async-signal-safe, and nothing is

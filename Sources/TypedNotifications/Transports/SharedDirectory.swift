@@ -81,6 +81,12 @@ enum SharedDirectory {
             }
         return TypedNotificationError(code: code, message: "\(what): \(error)", cause: error)
     }
+
+    /// An error for a change monitor that could not be made or could not
+    /// watch: its text names the kernel limit reached, when one was.
+    static func failure(_ error: ChangeMonitorError, _ what: String) -> TypedNotificationError {
+        TypedNotificationError(code: .transportFailure, message: "\(what): \(error)", cause: error.errno)
+    }
 }
 
 /// Opening files of a shared directory so that nothing planted there can hang

@@ -75,6 +75,30 @@ struct EventLoopTests {
         #expect(reads.values.count == 2)
     }
 
+    @Test("a descriptor marked readable from another thread runs its handler on the loop, with no job handed off")
+    func markedReadable() async throws {
+        let loop = try EventLoop(name: "test.marked")
+        loop.start()
+        defer { loop.stop() }
+        // Never written: only the marks make its handler run.
+        let pipe = try SystemCalls.makePipe().get()
+        let runs = Collector<Bool>()
+        _ = try loop.register(pipe.readEnd.rawValue) { runs.append(loop.isCurrent) }.get()
+        let handOffsBefore = loop.handOffs
+        for count in 1...100 {
+            loop.markReadable(pipe.readEnd.rawValue)
+            await runs.wait(forCount: count)
+        }
+        #expect(runs.values.count == 100 && runs.values.allSatisfy { $0 })
+        #expect(loop.handOffs == handOffsBefore)
+        // A descriptor with no handler is not marked.
+        loop.markReadable(pipe.writeEnd.rawValue)
+        let after = Signal()
+        loop.execute { after.fire() }
+        await after.wait()
+        #expect(runs.values.count == 100)
+    }
+
     @Test("a timer fires on the loop's thread, never before its time")
     func timer() async throws {
         let loop = try EventLoop(name: "test.timer")

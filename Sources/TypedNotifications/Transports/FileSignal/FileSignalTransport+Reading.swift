@@ -23,6 +23,10 @@ extension FileSignalTransport {
         // The change events, and watches for new logs, on this thread, which
         // alone uses the monitor, with no lock held.
         let changed = checking.changedNames(newlySubscribed: subscribed, in: directory)
+        if let signal = checking.takeNewSignalDescriptor(), configuration.usesChangeEvents {
+            // Apple platforms: posters' signals wake the loop (see DirectoryMonitor).
+            _ = loop.register(signal) { [weak self] in self?.readPass() }
+        }
         let candidates: [NotificationName]
         if thorough || changed == nil {
             candidates = state.withLock { Array($0.readers.keys) }
@@ -241,8 +245,6 @@ struct FileSignalState {
     var newlySubscribed: [NotificationName] = []
     /// What the loop's read passes keep, from `open` on.
     var receiving: FileReading?
-    /// Apple platforms: the notify(3) descriptor that wakes the reader.
-    var signalDescriptor: CInt?
 
     init(monitor: DirectoryMonitor) {
         unopenedMonitor = monitor

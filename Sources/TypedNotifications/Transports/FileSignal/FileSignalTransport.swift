@@ -109,6 +109,10 @@ public final class FileSignalTransport: NotificationTransport {
         root = RecordedPath(directory)
         do throws(Errno) {
             loop = try EventLoop(name: "TypedNotifications.FileSignalTransport")
+        } catch {
+            throw SharedDirectory.failure(error, "could not start an event loop for \(directory)")
+        }
+        do throws(ChangeMonitorError) {
             state = Locked(FileSignalState(monitor: try DirectoryMonitor(includingModifications: true)))
         } catch {
             throw SharedDirectory.failure(error, "could not set up change notifications for \(directory)")
@@ -143,11 +147,16 @@ public final class FileSignalTransport: NotificationTransport {
             // leave the appenders open after it.
             appenders.withLock { $0.isOpen = true }
             state.receiving = FileReading(receiver: receiver, root: root, monitor: monitor)
+            // The process's hubs share one change queue: events for this
+            // transport that another one read come by this call.
+            if configuration.usesChangeEvents, let descriptor = monitor.pollDescriptor {
+                monitor.whenChangedElsewhere = { [loop] in loop.markReadable(descriptor) }
+            }
             return monitor.pollDescriptor
         }
         if configuration.usesChangeEvents, let monitorDescriptor {
             do throws(Errno) {
-                try loop.register(monitorDescriptor) { [weak self] in self?.readPass() }.get()
+                try loop.register(monitorDescriptor, exclusive: true) { [weak self] in self?.readPass() }.get()
             } catch {
                 throw SharedDirectory.failure(error, "could not watch the logs in \(directory)")
             }
@@ -187,9 +196,6 @@ public final class FileSignalTransport: NotificationTransport {
         // A plain observer gets what is posted from now on (and, from its
         // start position, what the log holds); a durable one, its cursor's.
         let subscribedAt = SystemClock.wallClockNanoseconds()
-        #if canImport(Darwin)
-            var newSignal: CInt?
-        #endif
         try state.withLock { (state: inout FileSignalState) throws(TypedNotificationError) in
             guard case .open = state.phase else {
                 throw TypedNotificationError(code: .closed, message: "subscribe on a file transport that is not open")
@@ -202,24 +208,7 @@ public final class FileSignalTransport: NotificationTransport {
             state.readers[name] = LogReader(
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
                 subscribedAt: identity == nil ? subscribedAt : nil, sharing: configuration.sharing)
-            #if canImport(Darwin)
-                let before = state.signalDescriptor
-                state.signalDescriptor =
-                    DarwinChangeSignal.register(
-                        FileLog.signalName(directory, name),
-                        descriptor: state.signalDescriptor
-                    ) ?? state.signalDescriptor
-                newSignal = before == nil && configuration.usesChangeEvents ? state.signalDescriptor : nil
-            #endif
         }
-        #if canImport(Darwin)
-            if let newSignal {
-                _ = loop.register(newSignal) { [weak self] in
-                    DarwinChangeSignal.drain(newSignal)
-                    self?.readPass()
-                }
-            }
-        #endif
         if identity != nil {
             let cursor = FileCursor(committed: start.position, delivered: start.redeliverThrough ?? start.position)
             commits.withLock { table in
@@ -344,9 +333,8 @@ public final class FileSignalTransport: NotificationTransport {
             // Stopped early without a failure: the log was removed; go on in a new one.
         }
         if let appender { putBack(appender, named: name) }
-        #if canImport(Darwin)
-            if appended > 0 { DarwinChangeSignal.post(FileLog.signalName(directory, name)) }
-        #endif
+        // Apple platforms: readers' change events do not see an append.
+        if appended > 0 { DirectoryMonitor.postSignal(FileLog.signalName(directory, name)) }
         return (appended, nil)
     }
 

@@ -119,11 +119,21 @@ final class FileReading: @unchecked Sendable {
     private var watchedNames: [Int: NotificationName] = [:]
     private var unwatched: Set<NotificationName> = []
     private var due: Set<NotificationName> = []
+    // Apple platforms: the posters' signal descriptor, once made, until the
+    // read pass registers it with the loop.
+    private var newSignalDescriptor: CInt?
 
     init(receiver: TransportReceiver, root: RecordedPath?, monitor: DirectoryMonitor) {
         self.receiver = receiver
         self.removalWatch = RemovalWatch([root].compactMap { $0 })
         self.monitor = monitor
+    }
+
+    /// The descriptor that posters' signals make readable, the first time
+    /// one exists (Apple platforms only; see `DirectoryMonitor`).
+    func takeNewSignalDescriptor() -> CInt? {
+        defer { newSignalDescriptor = nil }
+        return newSignalDescriptor
     }
 
     /// Names to read on the next pass even without a change event (a reader
@@ -159,6 +169,9 @@ final class FileReading: @unchecked Sendable {
         for name in unwatched {
             names.insert(name)
             if let index = try? monitor.watch(FileLog.nameDirectory(root, name)) {
+                if let descriptor = monitor.listen(forSignal: FileLog.signalName(root, name), as: index) {
+                    newSignalDescriptor = descriptor
+                }
                 created.insert(name)
                 watchIndex[name] = index
                 watchedNames[index] = name

@@ -249,7 +249,7 @@ public final class SocketTransport: NotificationTransport {
             throw SharedDirectory.failure(error, "could not create an event loop")
         }
         let monitor: DirectoryMonitor
-        do {
+        do throws(ChangeMonitorError) {
             monitor = try DirectoryMonitor()
         } catch {
             undo()
@@ -282,7 +282,7 @@ public final class SocketTransport: NotificationTransport {
     /// Starts receiving on the transport's event-loop thread.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         let spoolMonitor: DirectoryMonitor
-        do {
+        do throws(ChangeMonitorError) {
             spoolMonitor = try DirectoryMonitor()
             _ = try spoolMonitor.watch(spoolDirectory)
         } catch {
@@ -311,10 +311,10 @@ public final class SocketTransport: NotificationTransport {
                 receiveAll(into: receiving, limit: HandlerLoopBudget.deliveries)
             }.get()
             if let descriptor = spoolMonitor.pollDescriptor {
-                try loop.register(descriptor) { [unowned self] in
-                    _ = receiving.spoolMonitor.changes()
-                    takeSpool(receiving)
-                }.get()
+                // The process's hubs share one change queue: a spool change
+                // that another one read comes by this call.
+                spoolMonitor.whenChangedElsewhere = { [loop] in loop.markReadable(descriptor) }
+                try loop.register(descriptor, exclusive: true) { [unowned self] in lookAtSpool(receiving) }.get()
             } else {
                 // Without inotify (Apple platforms) the spool is looked at every 20 ms.
                 scheduleSpoolLook(receiving, after: 20_000_000, repeating: true)
@@ -802,9 +802,15 @@ public final class SocketTransport: NotificationTransport {
         }
     }
 
+    /// Reads the spool's change events, then takes what the spool holds.
+    private func lookAtSpool(_ receiving: SocketReceiving) {
+        _ = receiving.spoolMonitor.changes()
+        takeSpool(receiving)
+    }
+
     private func takeSpool(_ receiving: SocketReceiving) {
         let pending = takeSpool(
-            buffer: &receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver,
+            buffer: receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver,
             firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
         if pending, !receiving.recheckScheduled, receiving.spoolMonitor.pollDescriptor != nil {
             receiving.recheckScheduled = true
@@ -831,7 +837,7 @@ public final class SocketTransport: NotificationTransport {
     /// posters interleaved as they posted, so 200 short-lived posters that
     /// posted one after another are delivered one after another.
     private func takeSpool(
-        buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver,
+        buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver,
         firstSeen: inout [String: UInt64], lastTake: inout UInt64
     ) -> Bool {
         guard case .success(let names) = SystemCalls.directoryEntries(spoolDirectory) else { return false }
@@ -886,12 +892,12 @@ public final class SocketTransport: NotificationTransport {
                 lockedFiles += locks.count
             }
             if lockedFiles >= Spool.filesPerPass {
-                deliverSpoolBatch(batch, buffer: &buffer, decoder: &decoder, receiver: receiver)
+                deliverSpoolBatch(batch, buffer: buffer, decoder: &decoder, receiver: receiver)
                 batch = []
                 lockedFiles = 0
             }
         }
-        if !batch.isEmpty { deliverSpoolBatch(batch, buffer: &buffer, decoder: &decoder, receiver: receiver) }
+        if !batch.isEmpty { deliverSpoolBatch(batch, buffer: buffer, decoder: &decoder, receiver: receiver) }
         if lockedAny { lastTake = now }
         return busy || unsettled
     }
@@ -937,11 +943,11 @@ public final class SocketTransport: NotificationTransport {
     /// merged by post time, then unlinks the files (only then: an empty spool
     /// means everything in it reached the center) and unlocks them.
     private func deliverSpoolBatch(
-        _ posters: [[SpoolFileLock]], buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver
+        _ posters: [[SpoolFileLock]], buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver
     ) {
         // Datagrams already queued were sent before these files were started:
         // they go first, so each poster's order holds.
-        receiveAll(into: &buffer, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
+        receiveAll(into: buffer, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
         // (key, poster, index): keys are post times made non-decreasing per
         // poster, so sorting merges posters without reordering any one.
         var merged: [(key: UInt64, poster: Int, index: Int, record: Spool.Record)] = []
@@ -999,17 +1005,19 @@ public final class SocketTransport: NotificationTransport {
     }
 
     private func receiveAll(into receiving: SocketReceiving, limit: Int) {
-        receiveAll(into: &receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit)
+        receiveAll(into: receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit)
     }
 
     private func receiveAll(
-        into buffer: inout [UInt8], decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
+        into buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
     ) {
         var taken = 0
         while taken < limit {
             taken += 1
-            let result = buffer.withUnsafeMutableBytes { SystemCalls.receiveDatagram(receiveSocket, into: $0) }
+            let result = SystemCalls.receiveDatagram(receiveSocket, into: buffer.bytes)
             guard case .success(let datagram) = result else { return }
+            // Once it is decoded: its pages above the first 64 KiB go back.
+            defer { buffer.shrink(after: datagram.length) }
             guard !datagram.truncated else {
                 counters.refusedMalformed.add(1, ordering: .relaxed)
                 continue
@@ -1028,7 +1036,7 @@ public final class SocketTransport: NotificationTransport {
             }
             let message: TransportMessage
             do {
-                message = try decoder.decode(Array(buffer[..<datagram.length]))
+                message = try decoder.decode(Array(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<datagram.length])))
             } catch {
                 counters.refusedMalformed.add(1, ordering: .relaxed)
                 continue
@@ -1109,7 +1117,8 @@ private final class SocketReceiving: @unchecked Sendable {
     let receiver: TransportReceiver
     let spoolMonitor: DirectoryMonitor
     var decoder: EnvelopeDecoder
-    var buffer: [UInt8]
+    // Sized for the largest datagram, resident only as far as datagrams reach.
+    let buffer: LazyBuffer
     // When this endpoint first saw each spool file, and when it last took
     // one (see takeSpool).
     var firstSeen: [String: UInt64] = [:]
@@ -1125,7 +1134,7 @@ private final class SocketReceiving: @unchecked Sendable {
         self.receiver = receiver
         self.spoolMonitor = spoolMonitor
         self.decoder = EnvelopeDecoder(maximumPayloadSize: maximumEnvelopeSize)
-        self.buffer = [UInt8](repeating: 0, count: maximumEnvelopeSize + 1)
+        self.buffer = LazyBuffer(count: maximumEnvelopeSize + 1)
         self.removalWatch = RemovalWatch(watchedFiles)
     }
 }

@@ -31,7 +31,7 @@ func endpointIdentifier(_ transport: SocketTransport) -> String {
 /// is empty: each file was read and what it held handed to its center.
 /// Waits on inotify, not on a clock; the timeout is a safety net.
 func waitUntilSpoolsAreRead(_ directory: String, timeout: Duration = .seconds(60)) throws {
-    let monitor = try DirectoryMonitor()
+    let monitor = try DirectoryMonitor(sharingQueue: false)
     let spools = files(in: directory + "/spool").map { directory + "/spool/" + $0 }
     for spool in spools { _ = try monitor.watch(spool) }
     let deadline = ContinuousClock.now + timeout
@@ -51,7 +51,7 @@ func waitUntilSpoolsAreRead(_ directory: String, timeout: Duration = .seconds(60
 func waitUntil(
     _ what: String, changesIn directory: String, timeout: Duration = .seconds(60), _ condition: () -> Bool
 ) throws {
-    let monitor = try DirectoryMonitor()
+    let monitor = try DirectoryMonitor(sharingQueue: false)
     _ = try monitor.watch(directory)
     let deadline = ContinuousClock.now + timeout
     while !condition() {

@@ -1,0 +1,164 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import NotificationPlatform
+
+/// Counts the wake-ups a monitor's owner got.
+private final class WakeCount: Sendable {
+    let count = Atomic<Int>(0)
+    var wake: @Sendable () -> Void { { self.count.add(1, ordering: .relaxed) } }
+    var value: Int { count.load(ordering: .relaxed) }
+}
+
+/// Adds a subscriber that must be accepted.
+private func subscribe(
+    _ state: inout ChangeQueueState, _ subscriber: ChangeQueueState.Subscriber, to watch: CInt,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    let added = state.add(subscriber, to: watch)
+    #expect(added, sourceLocation: sourceLocation)
+}
+
+@Suite("One inotify instance shared by every monitor of a process", .timeLimit(.minutes(5)))
+struct ChangeQueueTests {
+    private typealias State = ChangeQueueState
+
+    private static func event(_ watch: CInt, _ mask: UInt32) -> State.Event {
+        State.Event(watch: watch, mask: mask)
+    }
+
+    @Test("an event read by one monitor reaches the other, which is woken once until it takes it")
+    func handedOverAndWokenOnce() {
+        var state = State()
+        let reader = state.addMonitor()
+        let other = state.addMonitor()
+        let wakes = WakeCount()
+        state.inboxes[other]?.wake = wakes.wake
+        subscribe(&state, State.Subscriber(monitor: reader, index: 0, includesModifications: false), to: 7)
+        subscribe(&state, State.Subscriber(monitor: other, index: 3, includesModifications: false), to: 7)
+
+        let taken = state.takeInbox(reader, after: [Self.event(7, State.creation)])
+        #expect(taken.changed == [0] && taken.created == [0])
+        for wake in state.takeWakes() { wake() }
+        #expect(wakes.value == 1)
+
+        // More for the other monitor before it asked: no second wake-up.
+        _ = state.takeInbox(reader, after: [Self.event(7, State.creation), Self.event(7, State.creation)])
+        let wakesBeforeAsking = state.takeWakes()
+        #expect(wakesBeforeAsking.isEmpty)
+        let handed = state.takeInbox(other, after: [])
+        #expect(handed.changed == [3] && handed.created == [3] && !handed.overflowed)
+
+        // Once it has taken what it had, the next hand-over wakes it again.
+        _ = state.takeInbox(reader, after: [Self.event(7, State.creation)])
+        let wakesAfterAsking = state.takeWakes()
+        #expect(wakesAfterAsking.count == 1)
+    }
+
+    @Test("a write to a file reaches only monitors that asked for writes")
+    func writesOnlyToThoseWhoAsked() {
+        var state = State()
+        let files = state.addMonitor()
+        let registry = state.addMonitor()
+        subscribe(&state, State.Subscriber(monitor: files, index: 0, includesModifications: true), to: 2)
+        subscribe(&state, State.Subscriber(monitor: registry, index: 0, includesModifications: false), to: 2)
+        let toFiles = state.takeInbox(files, after: [Self.event(2, State.modification)])
+        #expect(toFiles.changed == [0])
+        let toRegistry = state.takeInbox(registry, after: [])
+        #expect(toRegistry.changed.isEmpty)
+    }
+
+    @Test("a directory gone: every monitor on its watch loses it, and the watch is forgotten")
+    func lostForEveryone() {
+        var state = State()
+        let first = state.addMonitor()
+        let second = state.addMonitor()
+        subscribe(&state, State.Subscriber(monitor: first, index: 1, includesModifications: false), to: 4)
+        subscribe(&state, State.Subscriber(monitor: second, index: 5, includesModifications: true), to: 4)
+        let toFirst = state.takeInbox(first, after: [Self.event(4, State.ignored)])
+        #expect(toFirst.lost == [1])
+        let toSecond = state.takeInbox(second, after: [])
+        #expect(toSecond.lost == [5])
+        #expect(state.watches[4] == nil)
+    }
+
+    @Test("an overflow tells every monitor to look at everything, and wakes the others")
+    func overflowReachesAll() {
+        var state = State()
+        let reader = state.addMonitor()
+        let others = [state.addMonitor(), state.addMonitor()]
+        let wakes = WakeCount()
+        for other in others { state.inboxes[other]?.wake = wakes.wake }
+        let toReader = state.takeInbox(reader, after: [Self.event(-1, State.overflow)])
+        #expect(toReader.overflowed)
+        for wake in state.takeWakes() { wake() }
+        #expect(wakes.value == 2)
+        for other in others {
+            let toOther = state.takeInbox(other, after: [])
+            #expect(toOther.overflowed)
+        }
+        let readerAgain = state.takeInbox(reader, after: [])
+        #expect(!readerAgain.overflowed)
+    }
+
+    @Test("a watch is removed only when its last monitor goes, and is not joined while being removed")
+    func retiringWatch() {
+        var state = State()
+        let first = state.addMonitor()
+        let second = state.addMonitor()
+        subscribe(&state, State.Subscriber(monitor: first, index: 0, includesModifications: false), to: 9)
+        subscribe(&state, State.Subscriber(monitor: second, index: 0, includesModifications: false), to: 9)
+        let afterFirst = state.removeMonitor(first)
+        let afterSecond = state.removeMonitor(second)
+        #expect(afterFirst.isEmpty)
+        #expect(afterSecond == [9])
+        // Between the decision and the kernel's removal, an adder that got
+        // the same watch back must try again.
+        let third = state.addMonitor()
+        let refused = !state.add(State.Subscriber(monitor: third, index: 0, includesModifications: false), to: 9)
+        #expect(refused)
+        state.retired(9)
+        subscribe(&state, State.Subscriber(monitor: third, index: 0, includesModifications: false), to: 9)
+        // Events for a monitor that went are dropped, not kept.
+        _ = state.takeInbox(third, after: [Self.event(9, State.creation)])
+        #expect(state.inboxes[first] == nil && state.inboxes[second] == nil)
+    }
+
+    #if os(Linux)
+        @Test("two monitors sharing one inotify instance each see their own directory")
+        func sharedInstance() throws {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            try FileManager.default.createDirectory(atPath: directory + "/a", withIntermediateDirectories: false)
+            try FileManager.default.createDirectory(atPath: directory + "/b", withIntermediateDirectories: false)
+            // A queue of the test's own, so no other test's loop reads its events.
+            let queue = try ChangeQueue.make()
+            let first = DirectoryMonitor(queue: queue)
+            let second = DirectoryMonitor(queue: queue)
+            #expect(first.pollDescriptor == second.pollDescriptor)
+            #expect(try DirectoryMonitor().pollDescriptor == DirectoryMonitor().pollDescriptor)
+            let a = try first.watch(directory + "/a")
+            let b = try second.watch(directory + "/b")
+            let wakes = WakeCount()
+            second.whenChangedElsewhere = wakes.wake
+            #expect(FileManager.default.createFile(atPath: directory + "/a/x", contents: nil))
+            #expect(FileManager.default.createFile(atPath: directory + "/b/y", contents: nil))
+            // The first monitor reads both events: its own, and the second's, handed over.
+            #expect(first.changes() == [a])
+            #expect(first.takeCreations() == [a])
+            #expect(wakes.value == 1)
+            #expect(second.changes() == [b])
+            #expect(second.takeCreations() == [b])
+        }
+
+        @Test("an exhausted instance limit is named as such, with its sysctl")
+        func limitNamed() {
+            let instances = ChangeMonitorError(creating: .tooManyDescriptors)
+            #expect(instances.description.contains("fs.inotify.max_user_instances"))
+            let watches = ChangeMonitorError(watching: .noSpace)
+            #expect(watches.description.contains("fs.inotify.max_user_watches"))
+            #expect(ChangeMonitorError(watching: .permissionDenied).description == "\(Errno.permissionDenied)")
+        }
+    #endif
+}
