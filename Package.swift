@@ -29,7 +29,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tnotify",
-            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "CTypedNotifications"],
+            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform"],
             path: "Sources/tnotify"
         ),
         // Started by the tests as observer and poster processes.

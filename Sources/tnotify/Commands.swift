@@ -1,14 +1,8 @@
-import CTypedNotifications
 import Foundation
+import NotificationPlatform
 import Synchronization
 import TypedNotifications
 import TypedNotificationsRedis
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis] [--dir DIR | --url URL] [--wait TIME]`
 func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
@@ -198,12 +192,7 @@ final class SignalStop: Sendable {
     var fired: Bool { state.withLock { $0.fired } }
 
     init(hub: AnyHub) {
-        var ends: [CInt] = [-1, -1]
-        guard ctn_pipe_cloexec(&ends) == 0, ctn_install_termination_pipe(ends[1]) == 0 else { return }
-        let readEnd = ends[0]
-        Thread.detachNewThread { [self] in
-            var byte: UInt8 = 0
-            while read(readEnd, &byte, 1) != 1 {}
+        _ = TerminationSignal.handle { [self] in
             let action = state.withLock { state in
                 state.fired = true
                 return state.action
@@ -211,7 +200,7 @@ final class SignalStop: Sendable {
             action?()
             // A deadline, not a synchronization: the caller exits first
             // unless its loops cannot end.
-            usleep(2_000_000)
+            SystemProcess.pause(microseconds: 2_000_000)
             hub.close()
             exit(0)
         }

@@ -1,12 +1,6 @@
 import Foundation
 import TypedNotifications
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// What the demo's "extension" process reports while it uploads.
 struct UploadProgress: TypedNotification, Codable {
     static let name: NotificationName = "com.example.upload.progress"
@@ -26,11 +20,13 @@ struct UploadFinished: TypedNotification, Codable {
 /// cross-process transport in turn.
 func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     _ = try Arguments(words, options: [], flags: [])
-    var template = Array("/tmp/tnotify-demo-XXXXXX".utf8CString)
-    guard template.withUnsafeMutableBufferPointer({ $0.baseAddress.map { mkdtemp($0) != nil } ?? false }) else {
-        throw CommandFailure(code: .ioError, message: "could not create a temporary directory")
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("tnotify-demo-\(UUID().uuidString)").path
+    do {
+        try FileManager.default.createDirectory(
+            atPath: root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+    } catch {
+        throw CommandFailure(code: .ioError, message: "could not create a temporary directory: \(error)")
     }
-    let root = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     defer { try? FileManager.default.removeItem(atPath: root) }
 
     for choice in [TransportChoice.socket, .file] {
@@ -42,7 +38,9 @@ func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
             let progress = try app.notifications(of: UploadProgress.self)
             let finished = try app.notifications(of: UploadFinished.self)
             let child = try spawnSelf(["demo-extension", choice.rawValue, directory])
-            emit("app (pid \(getpid())): started the extension, pid \(child); observing with for await")
+            emit(
+                "app (pid \(ProcessInfo.processInfo.processIdentifier)): started the extension, pid \(child.processIdentifier); observing with for await"
+            )
             for await delivered in progress {
                 let note = delivered.notification
                 let sender = delivered.delivery.sender
@@ -55,8 +53,7 @@ func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
                 emit("app: \(delivered.notification.fileName) finished, \(delivered.notification.bytes) bytes")
                 break
             }
-            var status: Int32 = 0
-            waitpid(child, &status, 0)
+            child.waitUntilExit()
             app.close()
         } catch {
             throw failure(error)
@@ -82,17 +79,16 @@ func demoExtensionCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     }
 }
 
-/// Starts this same executable with `arguments`; returns the child's pid.
-func spawnSelf(_ arguments: [String]) throws(TypedNotificationError) -> pid_t {
+/// Starts this same executable with `arguments`.
+func spawnSelf(_ arguments: [String]) throws(TypedNotificationError) -> Process {
     let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
-    let environment = ProcessInfo.processInfo.environment.map { strdup("\($0)=\($1)") } + [nil]
-    defer { for pointer in environment { free(pointer) } }
-    var child: pid_t = 0
-    let status = posix_spawn(&child, executable, nil, nil, argv, environment)
-    guard status == 0 else {
-        throw TypedNotificationError(code: .transportFailure, message: "could not start \(executable): errno \(status)")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    do {
+        try process.run()
+    } catch {
+        throw TypedNotificationError(code: .transportFailure, message: "could not start \(executable): \(error)")
     }
-    return child
+    return process
 }
