@@ -198,6 +198,8 @@ struct MemoryResults: Codable, Sendable {
     var heapBytesPerSequenceObserver: Int?
     /// One observer, every notification from a sender never seen before.
     var distinctSenders: SenderSeries?
+    /// Many hubs of one transport in one process, and what each costs.
+    var hubs: [HubsOutput]?
 }
 
 /// One target of the issue: what was measured against what was asked.

@@ -107,6 +107,21 @@ extension Report {
                             "\(distinct.growthKiB) KiB growth after warm-up (\(distinct.residentKiB.first ?? 0) KiB)",
                         met: distinct.growthKiB <= 1024))
             }
+            for run in memory.hubs ?? [] {
+                targets.append(
+                    TargetResult(
+                        target: "hubs: \(run.requested) \(run.kind.label) hubs in one process, each observing",
+                        measured: "\(run.opened) opened, \(run.delivered) got the post"
+                            + (run.failure.map { "; stopped by: \($0)" } ?? ""),
+                        met: run.opened == run.requested && run.delivered == run.requested))
+                if run.kind == .socket {
+                    targets.append(
+                        TargetResult(
+                            target: "hubs: a socket hub costs ≤ 150 KiB of resident memory",
+                            measured: "\(run.perHubKiB) KiB per hub over \(run.opened) hubs",
+                            met: run.opened > 0 && run.perHubKiB <= 150))
+                }
+            }
         }
         return targets
     }

@@ -24,6 +24,7 @@ import TypedNotificationsRedis
 //   observe KIND DIR TOTAL STAMPS PAYLOAD INDEX      an observer process
 //   soak KIND COUNT                                  the memory run
 //   soak-senders COUNT                               the memory run, distinct senders
+//   hubs KIND COUNT [URL]                            many hubs in one process, per-hub cost
 //   stopped-observer DIR TOTAL                       the observer the stopped section stops
 
 #if DEBUG
@@ -49,6 +50,9 @@ case "soak":
     exit(0)
 case "soak-senders":
     try runSenderSoak(arguments.dropFirst(2))
+    exit(0)
+case "hubs":
+    try runHubs(arguments.dropFirst(2))
     exit(0)
 case "stopped-observer":
     try runStoppedObserver(arguments.dropFirst(2))
@@ -219,6 +223,23 @@ if sections.contains("memory") {
     print(
         "  \(padded("\(distinct.senders) distinct senders", 26)) RSS KiB by tenth: "
             + "\(distinct.residentKiB.map(String.init).joined(separator: " "))  growth \(distinct.growthKiB) KiB")
+    let hubCount = quick ? 200 : 1_000
+    print("\nHubs: \(hubCount) observing hubs of one transport in one process, then one post to all")
+    var hubRuns: [HubsOutput] = []
+    for kind in [Kind.hubHandlers, .socket, .file, .redis] {
+        guard kind != .redis || redisServer != nil else { continue }
+        let child = Child(
+            ["hubs", kind.rawValue, "\(hubCount)"] + (kind == .redis ? [redisServer?.url ?? ""] : []))
+        let line = child.expect("result ")
+        child.wait()
+        let run = try JSONDecoder().decode(HubsOutput.self, from: Data(line.dropFirst(7).utf8))
+        hubRuns.append(run)
+        print(
+            "  \(padded(kind.label, 26)) \(run.opened) opened in \(String(format: "%.1f", run.openSeconds)) s, "
+                + "\(run.delivered) delivered, RSS \(run.residentBeforeKiB) → \(run.residentAfterKiB) KiB: "
+                + "\(run.perHubKiB) KiB per hub" + (run.failure.map { "; stopped by: \($0)" } ?? ""))
+    }
+    results.hubs = hubRuns
     if let handler = results.heapBytesPerHandlerObserver, let sequence = results.heapBytesPerSequenceObserver {
         print("  one more observer on a hub: \(handler) heap bytes (handler), \(sequence) (sequence)")
     }

@@ -1,0 +1,126 @@
+import Dispatch
+import Foundation
+import Synchronization
+import TypedNotifications
+import TypedNotificationsRedis
+
+// The hubs run, in a process of its own:
+//
+//   TypedNotificationsBenchmark hubs KIND COUNT [URL]
+//
+// opens COUNT hubs of KIND in this process, each with one observer of the
+// same name, posts one notification from one more hub and waits until every
+// observer has it. Prints "result JSON": how many hubs opened, whether all
+// got the post, and the resident set before and after, per hub.
+
+/// What one hubs run measured.
+struct HubsOutput: Codable {
+    var kind: Kind
+    /// Hubs asked for.
+    var requested: Int
+    /// Hubs that opened (and observed) before the first failure, if any.
+    var opened: Int
+    /// Observers that got the one post.
+    var delivered: Int
+    var residentBeforeKiB: Int
+    var residentAfterKiB: Int
+    /// (after − before) / opened.
+    var perHubKiB: Int
+    /// Seconds to open the hubs and add their observers.
+    var openSeconds: Double
+    /// The error that stopped opening, if one did.
+    var failure: String?
+}
+
+/// Counts the observers that got the post; the last one signals.
+final class DeliveryTally: Sendable {
+    private let count = Atomic<Int>(0)
+    let target: Int
+    let allDelivered = DispatchSemaphore(value: 0)
+    init(target: Int) { self.target = target }
+    func deliver() {
+        if count.add(1, ordering: .relaxed).newValue == target { allDelivered.signal() }
+    }
+    var delivered: Int { count.load(ordering: .relaxed) }
+}
+
+func runHubs(_ arguments: ArraySlice<String>) throws {
+    let values = Array(arguments)
+    guard values.count == 2 || values.count == 3, let kind = Kind(rawValue: values[0]), let count = Int(values[1]),
+        count >= 1
+    else {
+        fail("usage: hubs hub-handlers|socket|file COUNT | hubs redis COUNT URL")
+    }
+    let directory = makeScratchDirectory("hubs")
+    defer { removeScratchDirectory(directory) }
+    let output: HubsOutput
+    switch kind {
+    case .hubHandlers:
+        let bus = InProcessBus()
+        output = measureHubs(kind: kind, count: count) { InProcessTransport(bus: bus) }
+    case .socket:
+        output = measureHubs(kind: kind, count: count) { try SocketTransport(directory: directory) }
+    case .file:
+        output = measureHubs(kind: kind, count: count) { try FileSignalTransport(directory: directory) }
+    case .redis where values.count == 3:
+        output = measureHubs(kind: kind, count: count) { try RedisStreamsTransport(url: values[2]) }
+    default:
+        fail("hubs runs hub-handlers, socket, file or redis")
+    }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    say("result " + String(decoding: try encoder.encode(output), as: UTF8.self))
+}
+
+/// Opens `count` observing hubs, then posts once to all of them. A warm-up
+/// pair of hubs posts and delivers first, so the baseline holds the code and
+/// the shared state every hub uses (the change queue, the runtime's caches).
+func measureHubs<T: NotificationTransport>(kind: Kind, count: Int, make: () throws -> T) -> HubsOutput {
+    var output = HubsOutput(
+        kind: kind, requested: count, opened: 0, delivered: 0, residentBeforeKiB: 0, residentAfterKiB: 0,
+        perHubKiB: 0, openSeconds: 0)
+    do {
+        let warmTally = DeliveryTally(target: 1)
+        let warmObserver = try NotificationHub(endpoint: "warm-observer", transport: make())
+        let warmToken = try warmObserver.addObserver(BenchTick.self) { _, _ in warmTally.deliver() }
+        let poster = try NotificationHub(endpoint: "poster", transport: make())
+        try poster.post(BenchTick(index: 0, filler: BenchTick.filler(forPayloadSize: 16)))
+        guard warmTally.allDelivered.wait(timeout: .now() + 60) == .success else {
+            fail("hubs \(kind.rawValue): the warm-up post was not delivered")
+        }
+        warmToken.cancel()
+        warmObserver.close()
+        output.residentBeforeKiB = currentResidentKiB() ?? 0
+
+        let tally = DeliveryTally(target: count)
+        var hubs: [NotificationHub<T>] = []
+        var tokens: [ObservationToken] = []
+        let start = now()
+        do {
+            for index in 0..<count {
+                let hub = try NotificationHub(endpoint: "hub-\(index)", transport: make())
+                tokens.append(try hub.addObserver(BenchTick.self) { _, _ in tally.deliver() })
+                hubs.append(hub)
+            }
+        } catch {
+            output.failure = "hub \(hubs.count + 1): \(error)"
+        }
+        output.openSeconds = Double(now() - start) / 1e9
+        output.opened = hubs.count
+        if !hubs.isEmpty {
+            try poster.post(BenchTick(index: 1, filler: BenchTick.filler(forPayloadSize: 16)))
+            // Every observer (the tally's target is `count`: when fewer
+            // opened, this waits out the minute), or a minute.
+            _ = tally.allDelivered.wait(timeout: .now() + (hubs.count == count ? 60 : 5))
+        }
+        output.delivered = tally.delivered
+        output.residentAfterKiB = currentResidentKiB() ?? 0
+        output.perHubKiB = hubs.isEmpty ? 0 : (output.residentAfterKiB - output.residentBeforeKiB) / hubs.count
+        for token in tokens { token.cancel() }
+        for hub in hubs { hub.close() }
+        poster.close()
+    } catch {
+        output.failure = "\(error)"
+    }
+    return output
+}
