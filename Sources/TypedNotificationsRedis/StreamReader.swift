@@ -9,62 +9,16 @@ final class StreamReader: @unchecked Sendable {
     // timers and handlers of that loop, which run one at a time. Other
     // threads read only the `let` name and key, and `server`, a Mutex.
 
-    /// Where the next read starts.
-    enum Position {
-        /// A plain observer: the entries after this ID.
-        case after(StreamEntryID)
-        /// A durable identity: its pending entries after this ID (delivered
-        /// before, never acknowledged), each a redelivery.
-        case pendingAfter(StreamEntryID)
-        /// A durable identity: entries no one in its group has read yet.
-        case new
-    }
-
     let name: NotificationName
     let key: [UInt8]
     var connection: RedisConnection?
-    var position: Position
+    /// Every decision about reads, replies, trims and reconnects.
+    var machine: StreamReaderStateMachine
     var receiver: TransportReceiver?
     var decoder = EnvelopeDecoder()
-    /// What the replies still to come answer, in the order sent.
-    enum Reply {
-        /// `ASKING`, before a command to a node importing the slot.
-        case asking
-        /// `XINFO STREAM`, sent just before a read.
-        case streamInfo
-        /// `XGROUP SETID … ENTRIESREAD`, raising the group's counter.
-        case counterRaise
-        /// The read.
-        case read
-    }
-
-    /// A read was sent and its reply has not come.
-    var awaitingReply = false
-    var expected: [Reply] = []
-    /// How many entries were ever added to the stream up to where the
-    /// reader is: up to its position for a plain observer, the group's
-    /// entries-read for a durable identity. Trimming that removed more than
-    /// this removed entries the reader never read. `nil` until known.
-    var accounted: Int?
-    /// How many entries the stream had lost to trimming (entries-added
-    /// minus length, from `XINFO STREAM`) just before the read now waiting.
-    var removedBeforeRead: Int?
-    /// The newest entry a durable identity's group handed this reader with
-    /// `>`: the group's position.
-    var groupPosition: StreamEntryID?
-    /// The group's entries-read in Redis is below ``accounted`` (trimmed
-    /// entries were counted as missed): raised before the next read, so a
-    /// later run does not count them again.
-    var groupCounterBehind = false
     /// When the read now waiting was sent, for the transport's watchdog.
     var requestedAt: UInt64 = 0
-    /// The newest entry handed to the center, so a durable reader that
-    /// reconnects reads again only what came after it.
-    var lastDelivered = StreamEntryID.zero
     var backoff = ConnectBackoff()
-    /// The node an `ASK` sent reads to while the name's slot migrates
-    /// there; `nil`: the node the slot map names.
-    var askedNode: RedisNodeAddress?
     private(set) var isCancelled = false
 
     /// Whether the reader is being stopped, and which server connection it
@@ -100,14 +54,11 @@ final class StreamReader: @unchecked Sendable {
         }
     }
 
-    init(
-        name: NotificationName, key: [UInt8], connection: RedisConnection, position: Position, accounted: Int?
-    ) {
+    init(name: NotificationName, key: [UInt8], connection: RedisConnection, machine: StreamReaderStateMachine) {
         self.name = name
         self.key = key
         self.connection = connection
-        self.position = position
-        self.accounted = accounted
+        self.machine = machine
         _ = adopt(connection)
     }
 
@@ -119,8 +70,7 @@ final class StreamReader: @unchecked Sendable {
 
     /// Stops watching the connection and closes it. On the loop.
     func dropConnection(on loop: EventLoop?) {
-        expected.removeAll()
-        removedBeforeRead = nil
+        machine.connectionLost()
         guard let connection else { return }
         loop?.deregister(connection.descriptor)
         self.connection = nil

@@ -1,0 +1,221 @@
+import NotificationPlatform
+import Synchronization
+@_spi(TransportAuthoring) import TypedNotifications
+
+// The readers on the event loop: StreamReaderStateMachine decides, this performs.
+extension RedisStreamsTransport {
+    // MARK: The event loop
+
+    /// Watches the reader's connection and asks for its first entries. On the loop.
+    func startReading(_ reader: StreamReader, receiver: TransportReceiver) {
+        guard !reader.isCancelled else { return }
+        reader.receiver = receiver
+        guard let descriptor = reader.connection?.descriptor else { return }
+        let registered = loop.register(descriptor) { [weak self, weak reader] in
+            guard let self, let reader else { return }
+            readReplies(of: reader)
+        }
+        if case .failure = registered {
+            reconnect(reader)
+            return
+        }
+        requestEntries(of: reader)
+    }
+
+    /// Sends the reader's next blocking read, unless its observers are backed up.
+    func requestEntries(of reader: StreamReader) {
+        guard !reader.isCancelled, !reader.machine.awaitingReply, let connection = reader.connection,
+            let receiver = reader.receiver
+        else { return }
+        if receiver.isBackedUp(reader.name) {
+            loop.schedule(after: 5_000_000) { [weak self, weak reader] in
+                guard let self, let reader else { return }
+                requestEntries(of: reader)
+            }
+            return
+        }
+        guard let commands = reader.machine.nextRead() else { return }
+        for command in commands { connection.enqueue(self.command(command, of: reader)) }
+        do throws(TypedNotificationError) {
+            try connection.flush()
+        } catch {
+            reconnect(reader)
+            return
+        }
+        reader.requestedAt = SystemClock.monotonicNanoseconds()
+    }
+
+    /// The words of one of a reader's commands.
+    func command(_ command: StreamReaderStateMachine.Command, of reader: StreamReader) -> [[UInt8]] {
+        let block = String(configuration.blockTimeout.clampedMilliseconds)
+        let count = String(configuration.readBatchSize)
+        let group = identity ?? ""
+        switch command {
+        case .asking:
+            return [Array("ASKING".utf8)]
+        case .streamInfo:
+            return [Array("XINFO".utf8), Array("STREAM".utf8), reader.key]
+        case .raiseCounter(let position, let entriesRead):
+            return ["XGROUP", "SETID"].map { Array($0.utf8) } + [reader.key]
+                + [group, position.description, "ENTRIESREAD", String(entriesRead)].map { Array($0.utf8) }
+        case .read(.after(let id)):
+            return ["XREAD", "COUNT", count, "BLOCK", block, "STREAMS"].map { Array($0.utf8) }
+                + [reader.key, Array(id.description.utf8)]
+        case .read(.pendingAfter(let id)):
+            return ["XREADGROUP", "GROUP", group, group, "COUNT", count, "STREAMS"].map { Array($0.utf8) }
+                + [reader.key, Array(id.description.utf8)]
+        case .read(.new):
+            return ["XREADGROUP", "GROUP", group, group, "COUNT", count, "BLOCK", block, "STREAMS"].map {
+                Array($0.utf8)
+            } + [reader.key, [UInt8(ascii: ">")]]
+        }
+    }
+
+    /// Raises the group's counter, as the batch asks, and waits for Redis to
+    /// take it, before the entries whose read counted the trim are handed
+    /// out: once an observer was told of a loss, a later run is not told
+    /// again, even when the hub closes right after (not with the next read,
+    /// which a closed hub never sends). On the acknowledgements' connection,
+    /// not the reader's, which `close()` may end at the server at any
+    /// moment; no read is in flight meanwhile, so the group's position it
+    /// sets is where the group is. When it fails, the raise goes with the
+    /// next read.
+    func raiseGroupCounter(_ raise: StreamReaderStateMachine.Command, of reader: StreamReader) {
+        guard let acknowledgements else { return }
+        let routed = acknowledgements.runNow([RoutedCommand(key: reader.key, command(raise, of: reader))])
+        if routed.failure == nil, case .simpleString? = routed.replies.first { reader.machine.counterRaised() }
+    }
+
+    /// How long a read may go unanswered before its connection counts as broken.
+    var patience: UInt64 {
+        configuration.blockTimeout.clampedNanoseconds &+ options.commandTimeout.clampedNanoseconds
+    }
+
+    /// Every quarter of the patience, on the loop: a reader whose read went
+    /// unanswered that long has lost its server, or the path to it, and
+    /// connects again. One timer for all readers, not one per read: reads
+    /// come thousands of times a second, and the loop scans its timers.
+    func watchReaders() {
+        let readers = state.withLock { state -> [StreamReader]? in
+            guard case .open = state.phase else { return nil }
+            return Array(state.readers.values)
+        }
+        guard let readers else { return }
+        let now = SystemClock.monotonicNanoseconds()
+        for reader in readers where reader.machine.awaitingReply && now &- reader.requestedAt > patience {
+            reconnect(reader)
+        }
+        loop.schedule(after: max(10_000_000, patience / 4)) { [weak self] in self?.watchReaders() }
+    }
+
+    /// Reads what arrived on the reader's connection and delivers its entries.
+    func readReplies(of reader: StreamReader) {
+        guard !reader.isCancelled, let connection = reader.connection else { return }
+        let replies: [RESPValue]
+        do throws(TypedNotificationError) {
+            replies = try connection.readAvailable()
+        } catch {
+            reconnect(reader)
+            return
+        }
+        for reply in replies {
+            switch reader.machine.received(reply, host: connection.options.host) {
+            case .none:
+                continue
+            case .deliver(let batch):
+                reader.backoff.reset()
+                deliver(batch, of: reader)
+            case .reconnect:
+                reconnect(reader)
+                return
+            case .redirect(let redirection):
+                router.learn(redirection)
+                counters.redirections.add(1, ordering: .relaxed)
+                reconnect(reader, redirected: true)
+                return
+            case .fail(let text):
+                reader.receiver?.fail(Self.failure(text, doing: "read \(String(decoding: reader.key, as: UTF8.self))"))
+                reader.cancel(on: loop)
+                return
+            }
+        }
+        // The next read goes out after the jobs the deliveries queued on this
+        // loop (handlers on the hub's executor), so its system call is not
+        // between an entry's arrival and its handler.
+        loop.execute { [weak self, weak reader] in
+            guard let self, let reader else { return }
+            requestEntries(of: reader)
+        }
+    }
+
+    /// Passes one read's entries to the center: what was trimmed before
+    /// them first, then the group's counter raised past it, then the entries.
+    func deliver(_ batch: StreamReaderStateMachine.Batch, of reader: StreamReader) {
+        guard let receiver = reader.receiver else { return }
+        if batch.missed > 0 {
+            counters.trimmedUnread.add(batch.missed, ordering: .relaxed)
+            receiver.missed(MissedNotifications(count: batch.missed, name: reader.name))
+        }
+        if let raise = batch.raiseCounter { raiseGroupCounter(raise, of: reader) }
+        for (id, fields) in batch.entries {
+            guard var message = decode(fields, of: reader) else {
+                counters.corruptEntriesSkipped.add(1, ordering: .relaxed)
+                acknowledgements?.acknowledge(id, key: reader.key)
+                continue
+            }
+            message.isRedelivery = batch.isRedelivery
+            if let acknowledgements {
+                let key = reader.key
+                // Not acknowledged when every observer holding it ended
+                // without handling it: it stays pending and comes again.
+                message.receipt = DeliveryReceipt.unlessAbandoned { acknowledgements.acknowledge(id, key: key) }
+            }
+            counters.delivered.add(1, ordering: .relaxed)
+            receiver.receive(message)
+        }
+    }
+
+    /// The envelope in an entry's fields, if it is a valid one of the reader's name.
+    func decode(_ fields: [RESPValue]?, of reader: StreamReader) -> TransportMessage? {
+        guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "e")],
+            case .bulkString(let value?) = fields[1]
+        else { return nil }
+        guard let message = try? reader.decoder.decode(value), message.name == reader.name else { return nil }
+        return message
+    }
+
+    /// Drops the reader's connection and makes a new one after a backoff
+    /// (at once after a redirection), on the loop.
+    func reconnect(_ reader: StreamReader, redirected: Bool = false) {
+        // Reads again what this process was handed but has not acknowledged.
+        reader.dropConnection(on: loop)
+        guard !reader.isCancelled else { return }
+        // The first redirection in a row is followed at once; more of them
+        // back off (two nodes that send a name to each other).
+        let backoff = reader.backoff.nextDelay()
+        let delay = redirected && reader.backoff.failures == 1 ? 0 : backoff
+        loop.schedule(after: delay) { [weak self, weak reader] in
+            guard let self, let reader, !reader.isCancelled, let receiver = reader.receiver else { return }
+            do throws(TypedNotificationError) {
+                let key = String(decoding: reader.key, as: UTF8.self)
+                if let identity {
+                    // Redis's counter, unless this reader counted further
+                    // and has not raised it yet.
+                    if let counted = try createGroup(identity, key: key) {
+                        reader.machine.groupReady(entriesRead: counted)
+                    }
+                }
+                let node = reader.machine.askedNode.map(router.options(for:)) ?? router.options(forKey: reader.key)
+                let connection = try RedisConnection.connect(
+                    node, clientName: "tn-reader", identifying: identity != nil)
+                // Not read from when the reader is being stopped.
+                guard reader.adopt(connection) else { return }
+                reader.connection = connection
+                counters.reconnects.add(1, ordering: .relaxed)
+                startReading(reader, receiver: receiver)
+            } catch {
+                reconnect(reader)
+            }
+        }
+    }
+}

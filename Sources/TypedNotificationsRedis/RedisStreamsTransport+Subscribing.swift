@@ -1,0 +1,176 @@
+import NotificationPlatform
+import Synchronization
+@_spi(TransportAuthoring) import TypedNotifications
+
+// Subscribing: where a name's reading starts, and its reader's connection.
+extension RedisStreamsTransport {
+    // MARK: Receiving
+
+    /// Records where reading `name` starts (the stream's last ID, or this
+    /// identity's consumer group), connects a reading connection for it, and
+    /// hands it to the event loop. Every entry added after this returns is read.
+    ///
+    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
+    ///   cannot be reached; nothing is subscribed then.
+    public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
+        let key = key(for: name)
+        let start: StreamEntryID
+        let accounted: Int?
+        if let identity {
+            start = .zero
+            accounted = try createGroup(identity, key: key)
+        } else {
+            (start, accounted) = try startingPoint(of: key)
+        }
+        let connection = try RedisConnection.connect(
+            router.options(forKey: key.utf8), clientName: "tn-reader", identifying: identity != nil)
+        let reader = StreamReader(
+            name: name, key: Array(key.utf8), connection: connection,
+            machine: StreamReaderStateMachine(
+                position: identity == nil ? .after(start) : .pendingAfter(.zero), accounted: accounted,
+                isDurable: identity != nil))
+        let (receiver, replaced) = try state.withLock {
+            state throws(TypedNotificationError) -> (TransportReceiver, StreamReader?) in
+            guard case .open = state.phase, let receiver = state.receiver else {
+                throw TypedNotificationError(code: .closed, message: "subscribe on a Redis transport that is not open")
+            }
+            let replaced = state.readers.updateValue(reader, forKey: name)
+            return (receiver, replaced)
+        }
+        if let replaced { endReads(of: replaced) }
+        loop.execute { [weak self] in
+            replaced?.cancel(on: self?.loop)
+            self?.startReading(reader, receiver: receiver)
+        }
+    }
+
+    /// Stops reading `name`. A durable identity's entries read but not yet
+    /// handled stay pending in its group and come again, marked as
+    /// redeliveries, when it next subscribes. Its reads end at the server
+    /// before this returns (a server that does not answer is waited for at
+    /// most the connect and command timeouts): an entry posted after that
+    /// is left for the identity's next subscription, as a first delivery.
+    public func unsubscribe(from name: NotificationName) {
+        let reader = state.withLock { $0.readers.removeValue(forKey: name) }
+        guard let reader else { return }
+        endReads(of: reader)
+        loop.execute { [weak self] in reader.cancel(on: self?.loop) }
+    }
+
+    /// Ends a durable reader's reads at the server before this returns, on
+    /// a pooled connection: see ``endReads(of:identity:borrowing:giveBack:)``.
+    func endReads(of reader: StreamReader) {
+        Self.endReads(
+            of: reader, identity: identity,
+            borrowing: { (try? takeConnection(to: $0)) ?? (try? RedisConnection.connect($0)) },
+            giveBack: putBack(_:))
+    }
+
+    /// Marks a durable reader as stopping and ends its connection at the
+    /// server (`CLIENT KILL ID`, on another connection to its node), from
+    /// the calling thread, whether or not the loop got to the reader yet.
+    ///
+    /// Closing the socket is not enough: a blocking `XREADGROUP` that Redis
+    /// serves before it notices the close (a busy server, or a loop that
+    /// closes the socket late) hands the identity entries posted meanwhile,
+    /// and its next run gets them marked as redeliveries though no handler
+    /// saw them. Once this returned, no read of the reader takes an entry:
+    /// its connection is gone at the server, and a connection the loop makes
+    /// again is never read from (``StreamReader/adopt(_:)``). Static, for
+    /// `close()`, which may run in `deinit`.
+    ///
+    /// Returns the node when it did not answer (`nil` otherwise), so that
+    /// `close()` waits for a silent node once, not once per reader. A
+    /// borrowed connection that fails at once (one the server closed while
+    /// it was idle) is replaced by a new one, once.
+    @discardableResult
+    static func endReads(
+        of reader: StreamReader, identity: String?,
+        borrowing borrow: (RedisConnectionOptions) -> RedisConnection?, giveBack: (RedisConnection) -> Void
+    ) -> RedisConnectionOptions? {
+        guard identity != nil, let (node, clientID) = reader.markStopping() else { return nil }
+        let kill = [Array("CLIENT".utf8), Array("KILL".utf8), Array("ID".utf8), Array(String(clientID).utf8)]
+        guard let borrowed = borrow(node) else { return node }
+        let started = SystemClock.monotonicNanoseconds()
+        if (try? borrowed.call(kill)) != nil {
+            giveBack(borrowed)
+            return nil
+        }
+        guard SystemClock.monotonicNanoseconds() &- started < 100_000_000,
+            let fresh = try? RedisConnection.connect(node), (try? fresh.call(kill)) != nil
+        else { return node }
+        giveBack(fresh)
+        return nil
+    }
+
+    /// Where reading starts by ``firstRead``, from one snapshot of the
+    /// stream: the ID reading starts after, and how many entries were ever
+    /// added up to it (`nil` from a server before Redis 7). Entries trimmed
+    /// up to there are not missed: nobody was reading them.
+    func startingPoint(of key: String) throws(TypedNotificationError) -> (StreamEntryID, Int?) {
+        var newest: Int?
+        if case .newest(let count) = firstRead.kind { newest = count }
+        let (snapshot, ids) = try snapshot(of: key, newest: newest)
+        switch firstRead.kind {
+        case .beginning:
+            return (.zero, snapshot?.removed)
+        case .end:
+            return (snapshot?.lastGenerated ?? .zero, snapshot?.added)
+        case .newest:
+            return (ids.last?.predecessor ?? .zero, snapshot.map { $0.added - ids.count })
+        }
+    }
+
+    /// `XINFO STREAM` of `key` and, with `newest`, the IDs of its newest
+    /// entries (newest first), read together in one pipeline.
+    func snapshot(
+        of key: String, newest: Int?
+    ) throws(TypedNotificationError) -> (StreamSnapshot?, [StreamEntryID]) {
+        var commands = [RoutedCommand(key: key, "XINFO", "STREAM", key)]
+        if let newest { commands.append(RoutedCommand(key: key, "XREVRANGE", key, "+", "-", "COUNT", String(newest))) }
+        let routed = run(commands)
+        if let failure = routed.failure { throw failure }
+        guard newest != nil else { return (StreamSnapshot(routed.replies[0]), []) }
+        switch routed.replies[1] {
+        case .array(let entries?):
+            let ids = entries.compactMap { entry -> StreamEntryID? in
+                guard case .array(let parts?) = entry, case .bulkString(let id?)? = parts.first else { return nil }
+                return StreamEntryID(id)
+            }
+            return (StreamSnapshot(routed.replies[0]), ids)
+        case .error(let text):
+            throw Self.failure(text, doing: "read the newest entries of \(key)")
+        default:
+            return (StreamSnapshot(routed.replies[0]), [])
+        }
+    }
+
+    /// Creates this identity's group on `key` at the first-read position, if
+    /// it does not exist yet (the group then remembers where it is), and
+    /// returns the group's entries-read: how many entries were ever added up
+    /// to its position. A new group's counter starts where reading starts,
+    /// from the same snapshot, so entries trimmed before it are not missed.
+    func createGroup(_ group: String, key: String) throws(TypedNotificationError) -> Int? {
+        let (start, accounted) = try startingPoint(of: key)
+        var create = RoutedCommand(key: key, "XGROUP", "CREATE", key, group, start.description, "MKSTREAM")
+        if let accounted { create.arguments += [Array("ENTRIESREAD".utf8), Array(String(accounted).utf8)] }
+        let routed = run([create, RoutedCommand(key: key, "XINFO", "GROUPS", key)])
+        if let failure = routed.failure { throw failure }
+        if case .error(let text) = routed.replies[0], !text.hasPrefix("BUSYGROUP") {
+            throw Self.failure(text, doing: "create the consumer group \(group) on \(key)")
+        }
+        guard case .array(let groups?) = routed.replies[1] else { return nil }
+        for case .array(let fields?) in groups {
+            let identity = Self.identity(from: fields)
+            if identity.name == group { return identity.entriesRead }
+        }
+        return nil
+    }
+
+    /// The error for an error reply Redis gave while doing `what`.
+    static func failure(_ text: String, doing what: String) -> TypedNotificationError {
+        TypedNotificationError(
+            code: text.hasPrefix("NOPERM") || text.hasPrefix("NOAUTH") ? .authenticationFailed : .transportFailure,
+            message: "Redis refused to \(what): \(text)")
+    }
+}

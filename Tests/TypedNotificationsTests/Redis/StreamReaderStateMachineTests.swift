@@ -1,0 +1,225 @@
+import Testing
+
+@testable import TypedNotificationsRedis
+
+/// The Redis reader's decisions, replayed reply by reply without a server:
+/// each ordering that a fix on main was once about, found there "once in 20
+/// to 65 runs", happens here every time.
+@Suite("Redis stream reader: reads, trims, counter raises and reconnects, as a state machine")
+struct StreamReaderStateMachineTests {
+    private typealias Machine = StreamReaderStateMachine
+
+    private static func id(_ milliseconds: UInt64, _ sequence: UInt64 = 0) -> StreamEntryID {
+        StreamEntryID(milliseconds: milliseconds, sequence: sequence)
+    }
+
+    /// An `XINFO STREAM` reply: `added` entries ever, `length` left.
+    private static func info(added: Int, length: Int) -> RESPValue {
+        .array([
+            .bulkString(Array("length".utf8)), .integer(Int64(length)),
+            .bulkString(Array("entries-added".utf8)), .integer(Int64(added)),
+        ])
+    }
+
+    /// A read reply holding entries with these IDs (each with one field).
+    private static func read(_ ids: [StreamEntryID]) -> RESPValue {
+        let entries: [RESPValue] = ids.map { id in
+            .array([
+                .bulkString(Array(id.description.utf8)),
+                .array([.bulkString([UInt8(ascii: "e")]), .bulkString([1, 2, 3])]),
+            ])
+        }
+        return .array([.array([.bulkString(Array("tn:{x}".utf8)), .array(entries)])])
+    }
+
+    /// Sends the next read and answers it with `replies`, in order; returns the last outcome.
+    private static func round(_ machine: inout Machine, _ replies: [RESPValue]) -> Machine.Outcome {
+        var outcome = Machine.Outcome.none
+        for reply in replies { outcome = machine.received(reply, host: "127.0.0.1") }
+        return outcome
+    }
+
+    private static func batch(_ outcome: Machine.Outcome) -> Machine.Batch? {
+        if case .deliver(let batch) = outcome { return batch }
+        return nil
+    }
+
+    @Test("a plain reader: each read asks for the stream's counters first, and moves past what it read")
+    func plainReads() {
+        var machine = Machine(position: .after(Self.id(5)), accounted: 5, isDurable: false)
+        #expect(machine.nextRead() == [.streamInfo, .read(.after(Self.id(5)))])
+        // A read is awaited: no second one goes out.
+        #expect(machine.nextRead() == nil)
+        let outcome = Self.round(&machine, [Self.info(added: 7, length: 7), Self.read([Self.id(6), Self.id(7)])])
+        #expect(Self.batch(outcome) == Machine.Batch(missed: 0, entries: [(Self.id(6), nil), (Self.id(7), nil)]))
+        #expect(machine.position == .after(Self.id(7)))
+        #expect(machine.accounted == 7)
+        #expect(machine.nextRead() == [.streamInfo, .read(.after(Self.id(7)))])
+    }
+
+    @Test("entries trimmed before the reader read them are missed, counted once, from the snapshot just before")
+    func trimCountedOnce() throws {
+        // Started with 10 entries ever added; 30 more are posted and 25 of all 40 trimmed.
+        var machine = Machine(position: .after(Self.id(10)), accounted: 10, isDurable: false)
+        _ = machine.nextRead()
+        let first = try #require(
+            Self.batch(
+                Self.round(&machine, [Self.info(added: 40, length: 15), Self.read([Self.id(26), Self.id(27)])]))
+        )
+        // Entries 11 to 25 went before the reader got to them: 15 missed.
+        #expect(first.missed == 15)
+        #expect(machine.accounted == 27)
+        // The next read sees the same trim: nothing is counted twice.
+        _ = machine.nextRead()
+        let second = try #require(
+            Self.batch(Self.round(&machine, [Self.info(added: 40, length: 15), Self.read([Self.id(28)])])))
+        #expect(second.missed == 0)
+        #expect(machine.accounted == 28)
+    }
+
+    @Test("a read whose counters could not be read counts on from the reader's own count")
+    func counterlessRead() throws {
+        var machine = Machine(position: .after(Self.id(3)), accounted: 3, isDurable: false)
+        _ = machine.nextRead()
+        let batch = try #require(
+            Self.batch(Self.round(&machine, [.error("ERR unknown command"), Self.read([Self.id(4), Self.id(5)])])))
+        #expect(batch.missed == 0)
+        #expect(machine.accounted == 5)
+    }
+
+    @Test("a durable trim: the counter raise comes before the entries; if Redis does not take it, with the next read")
+    func counterRaiseOrdering() throws {
+        var machine = Machine(position: .new, accounted: 0, isDurable: true)
+        #expect(machine.nextRead() == [.streamInfo, .read(.new)])
+        let batch = try #require(
+            Self.batch(
+                Self.round(&machine, [Self.info(added: 50, length: 20), Self.read([Self.id(31), Self.id(32)])]))
+        )
+        #expect(batch.missed == 30)
+        // The raise is in the batch, so the driver runs it before handing the entries out.
+        #expect(batch.raiseCounter == .raiseCounter(position: Self.id(32), entriesRead: 32))
+        #expect(machine.groupCounterBehind)
+        // Redis did not take it (the connection broke): it rides the next read, between counters and read.
+        #expect(
+            machine.nextRead() == [.streamInfo, .raiseCounter(position: Self.id(32), entriesRead: 32), .read(.new)])
+        #expect(!machine.groupCounterBehind)
+        // ...and its reply is not mistaken for the read's.
+        #expect(machine.received(Self.info(added: 50, length: 20), host: "h") == .none)
+        #expect(machine.received(.simpleString("OK"), host: "h") == .none)
+        let next = try #require(Self.batch(machine.received(Self.read([Self.id(33)]), host: "h")))
+        #expect(next.missed == 0 && next.raiseCounter == nil)
+    }
+
+    @Test("a durable trim whose raise Redis took is not raised again")
+    func counterRaisedOnce() throws {
+        var machine = Machine(position: .new, accounted: 0, isDurable: true)
+        _ = machine.nextRead()
+        let batch = try #require(
+            Self.batch(Self.round(&machine, [Self.info(added: 10, length: 5), Self.read([Self.id(6)])])))
+        #expect(batch.raiseCounter != nil)
+        machine.counterRaised()
+        #expect(machine.nextRead() == [.streamInfo, .read(.new)])
+    }
+
+    @Test("a plain reader's trim never asks for a counter raise")
+    func plainNeverRaises() throws {
+        var machine = Machine(position: .after(.zero), accounted: 0, isDurable: false)
+        _ = machine.nextRead()
+        let batch = try #require(
+            Self.batch(Self.round(&machine, [Self.info(added: 10, length: 5), Self.read([Self.id(6)])])))
+        #expect(batch.missed == 5 && batch.raiseCounter == nil)
+        #expect(!machine.groupCounterBehind)
+    }
+
+    @Test("a durable reader that reconnects reads its unacknowledged entries again, marked, then new ones")
+    func reconnectRedelivers() throws {
+        var machine = Machine(position: .new, accounted: 0, isDurable: true)
+        _ = machine.nextRead()
+        _ = Self.round(&machine, [Self.info(added: 3, length: 3), Self.read([Self.id(1), Self.id(2), Self.id(3)])])
+        // The connection broke with a read in flight: the replies it owed never come.
+        _ = machine.nextRead()
+        machine.connectionLost()
+        #expect(machine.position == .pendingAfter(Self.id(3)))
+        #expect(machine.expected.isEmpty && !machine.awaitingReply)
+        // A pending read counts nothing: no counters asked.
+        #expect(machine.nextRead() == [.read(.pendingAfter(Self.id(3)))])
+        let pending = try #require(Self.batch(machine.received(Self.read([Self.id(4)]), host: "h")))
+        #expect(pending.isRedelivery)
+        #expect(machine.position == .pendingAfter(Self.id(4)))
+        _ = machine.nextRead()
+        let empty = try #require(Self.batch(machine.received(Self.read([]), host: "h")))
+        #expect(empty.entries.isEmpty)
+        #expect(machine.position == .new)
+        #expect(machine.nextRead() == [.streamInfo, .read(.new)])
+    }
+
+    @Test("a group made again keeps the reader's own count when it counted further, not Redis's")
+    func groupRemadeKeepsCount() {
+        var machine = Machine(position: .new, accounted: 40, isDurable: true)
+        machine.groupReady(entriesRead: 25)
+        #expect(machine.accounted == 40)
+        machine.groupReady(entriesRead: 60)
+        #expect(machine.accounted == 60)
+        var fresh = Machine(position: .pendingAfter(.zero), accounted: nil, isDurable: true)
+        fresh.groupReady(entriesRead: 7)
+        #expect(fresh.accounted == 7)
+    }
+
+    @Test("NOGROUP: the reader goes back to its pending entries from the start and reconnects")
+    func groupLost() {
+        var machine = Machine(position: .new, accounted: 0, isDurable: true)
+        _ = machine.nextRead()
+        #expect(machine.received(Self.info(added: 0, length: 0), host: "h") == .none)
+        #expect(machine.received(.error("NOGROUP No such key"), host: "h") == .reconnect)
+        #expect(machine.position == .pendingAfter(.zero))
+    }
+
+    @Test("MOVED and ASK: learnt, and after an ASK every command is preceded by ASKING")
+    func redirections() throws {
+        var machine = Machine(position: .after(.zero), accounted: 0, isDurable: false)
+        _ = machine.nextRead()
+        _ = machine.received(Self.info(added: 0, length: 0), host: "10.0.0.1")
+        let ask = machine.received(.error("ASK 3999 :7002"), host: "10.0.0.1")
+        guard case .redirect(let redirection) = ask else {
+            Issue.record("expected a redirection, got \(ask)")
+            return
+        }
+        #expect(!redirection.isPermanent && redirection.node.description == "10.0.0.1:7002")
+        machine.connectionLost()
+        #expect(machine.askedNode?.port == 7002)
+        #expect(machine.nextRead() == [.asking, .streamInfo, .asking, .read(.after(.zero))])
+        #expect(machine.expected == [.asking, .streamInfo, .asking, .read])
+        #expect(machine.received(.simpleString("OK"), host: "h") == .none)
+        _ = machine.received(Self.info(added: 0, length: 0), host: "h")
+        #expect(machine.received(.simpleString("OK"), host: "h") == .none)
+        let moved = machine.received(.error("MOVED 3999 10.0.0.3:7003"), host: "h")
+        guard case .redirect(let permanent) = moved else {
+            Issue.record("expected a redirection, got \(moved)")
+            return
+        }
+        #expect(permanent.isPermanent)
+        #expect(machine.askedNode == nil)
+    }
+
+    @Test("transient errors reconnect; any other error fails the observers")
+    func errors() {
+        for text in ["TRYAGAIN", "CLUSTERDOWN The cluster is down", "LOADING", "UNBLOCKED", "MASTERDOWN"] {
+            var machine = Machine(position: .pendingAfter(.zero), accounted: 0, isDurable: true)
+            _ = machine.nextRead()
+            #expect(machine.received(.error(text), host: "h") == .reconnect)
+        }
+        var machine = Machine(position: .pendingAfter(.zero), accounted: 0, isDurable: true)
+        _ = machine.nextRead()
+        #expect(machine.received(.error("NOPERM no"), host: "h") == .fail("NOPERM no"))
+    }
+
+    @Test("a timed-out blocking read (a null reply) delivers nothing and the next read goes out")
+    func timedOutRead() throws {
+        var machine = Machine(position: .after(Self.id(9)), accounted: 9, isDurable: false)
+        _ = machine.nextRead()
+        let batch = try #require(Self.batch(Self.round(&machine, [Self.info(added: 9, length: 9), .array(nil)])))
+        #expect(batch.entries.isEmpty && batch.missed == 0)
+        #expect(machine.position == .after(Self.id(9)))
+        #expect(machine.nextRead() != nil)
+    }
+}
