@@ -96,78 +96,28 @@ struct LogWriterStateMachine {
     let segmentSize: Int
 
     /// The number of the segment the driver holds open for appending.
-    private(set) var current: UInt64?
+    var current: UInt64?
     /// Where the next fragment goes in the current segment, and the
     /// segment's size when that was established; -1: not known yet.
-    private(set) var validatedEnd = -1
-    private var knownSize = -1
+    var validatedEnd = -1
+    var knownSize = -1
     /// The index of the next record; `nil` until read from the log.
-    private(set) var nextIndex: UInt64?
+    var nextIndex: UInt64?
     /// The identifier of the log, carried into every segment this writer
     /// starts; `nil` until read from a segment's start mark.
-    private(set) var log: UInt64?
+    var log: UInt64?
     /// Whether the log was found removed (`rm -rf`): its segment and its
     /// lock file are no longer linked. A new writer must start it again.
-    private(set) var isRemoved = false
+    var isRemoved = false
 
-    private var total = 0
-    private var appended = 0
-    private var turns = 0
-    private var step = Step.idle
+    var total = 0
+    var appended = 0
+    var turns = 0
+    var step = Step.idle
 
     init(name: NotificationName, segmentSize: Int) {
         self.name = name
         self.segmentSize = segmentSize
-    }
-
-    // MARK: - Steps
-
-    /// What to do once a new segment number is found.
-    private enum AfterNumber {
-        case create(index: UInt64?)
-        case stepOver(index: UInt64?, junk: UInt64)
-        case moveOn(removed: UInt64)
-        case roll(index: UInt64)
-    }
-
-    /// What to do once a segment is created.
-    private enum AfterCreate {
-        case look
-        case retain(keeping: UInt64)
-    }
-
-    private enum Step {
-        case idle
-        case measuring
-        case checkingRemoved(size: Int)
-        case examining(size: Int, links: Int, from: Int)
-        case examiningSuccessor(size: Int, links: Int, bytes: [UInt8], from: Int, walkedEnd: Int, stop: LogScanner.Stop)
-        case repairing(size: Int, links: Int, end: Int)
-        case checkingClosed
-        case listingClosed(created: UInt64)
-        case appending(start: Int)
-        case cuttingBack(Errno)
-        case listingNewest
-        case opening(UInt64)
-        case readingIdentifier
-        case readingNewestCreated(after: UInt64, then: AfterNumber)
-        case probing(next: UInt64, limit: UInt64, then: AfterNumber)
-        case listingForIdentifier(number: UInt64, index: UInt64, then: AfterCreate)
-        case readingIdentifierOf(candidates: [UInt64], number: UInt64, index: UInt64, then: AfterCreate)
-        case awaitingIdentifier(number: UInt64, index: UInt64?, then: AfterCreate)
-        case creating(UInt64, bytes: Int, index: UInt64, log: UInt64, then: AfterCreate)
-        case retaining
-        case listingToStepOver(next: UInt64, index: UInt64?, junk: UInt64)
-        case inspecting(candidates: [UInt64], next: UInt64, index: UInt64?)
-        case zeroingInspected(mark: [UInt8], at: Int, next: UInt64, index: UInt64)
-        case markingInspected(next: UInt64, index: UInt64)
-        case checkingFollowed(UInt64, index: UInt64)
-        case checkingFollowedKind(UInt64, index: UInt64)
-        case listingFollowed(UInt64, index: UInt64)
-        case listingAfterRemoved(UInt64)
-        case markingRemoved(next: UInt64, later: Bool)
-        case writingRollover(next: UInt64, index: UInt64, at: Int)
-        case cuttingBackMark(Errno)
     }
 
     // MARK: - Appending
@@ -361,7 +311,7 @@ struct LogWriterStateMachine {
     }
 
     /// The top of the append loop: done, or find the tail and append there.
-    private mutating func nextTurn() -> Action {
+    mutating func nextTurn() -> Action {
         guard appended < total else { return finish(nil) }
         turns = 0
         return look()
@@ -370,7 +320,7 @@ struct LogWriterStateMachine {
     /// Looks at the current segment again: each look follows one rollover,
     /// removal or repair; more than a few thousand means the log is being
     /// rolled faster than it can be followed.
-    private mutating func look() -> Action {
+    mutating func look() -> Action {
         turns += 1
         guard turns <= 4_096 else {
             return finish(
@@ -385,7 +335,7 @@ struct LogWriterStateMachine {
         return .measure
     }
 
-    private mutating func measured(size: Int, links: Int) -> Action {
+    mutating func measured(size: Int, links: Int) -> Action {
         if links > 0, size == knownSize, validatedEnd >= 0, nextIndex != nil {
             // Cheap when nothing changed: one status.
             return appendHere()
@@ -399,7 +349,7 @@ struct LogWriterStateMachine {
 
     /// Reads what the segment holds past the validated end (or from its last
     /// block, when the end is not known).
-    private mutating func examine(size: Int, links: Int) -> Action {
+    mutating func examine(size: Int, links: Int) -> Action {
         guard let current else { return look() }
         if size > LogFormat.maximumSegmentBytes {
             // Grown past what any segment can be (a sparse file planted or
@@ -410,14 +360,14 @@ struct LogWriterStateMachine {
         return read(from: from, size: size, links: links)
     }
 
-    private mutating func read(from: Int, size: Int, links: Int) -> Action {
+    mutating func read(from: Int, size: Int, links: Int) -> Action {
         step = .examining(size: size, links: links, from: from)
         return .read(offset: from, count: size - from)
     }
 
     /// Walks what was read, learning the next record index, and decides
     /// where the log goes on.
-    private mutating func examined(_ bytes: [UInt8], from: Int, size: Int, links: Int) -> Action {
+    mutating func examined(_ bytes: [UInt8], from: Int, size: Int, links: Int) -> Action {
         guard let current else { return look() }
         var rollover: (next: UInt64, index: UInt64)?
         var learned: UInt64?
@@ -448,7 +398,7 @@ struct LogWriterStateMachine {
     }
 
     /// Where the next fragment goes, past damage or a torn tail.
-    private mutating func endOfTail(
+    mutating func endOfTail(
         _ bytes: [UInt8], from: Int, walkedEnd: Int, stop: LogScanner.Stop, size: Int, links: Int
     ) -> Action {
         if walkedEnd < size, let damaged = Self.damagedTail(bytes, from: walkedEnd - from, base: from) {
@@ -486,7 +436,7 @@ struct LogWriterStateMachine {
         return tailFound(end: walkedEnd, size: size, links: links)
     }
 
-    private mutating func tailFound(end: Int, size: Int, links: Int) -> Action {
+    mutating func tailFound(end: Int, size: Int, links: Int) -> Action {
         guard let current else { return look() }
         if links == 0 {
             // This segment removed under this writer without a rollover mark
@@ -503,156 +453,9 @@ struct LogWriterStateMachine {
     }
 
     /// Appends at the validated end of the current segment.
-    private mutating func appendHere() -> Action {
+    mutating func appendHere() -> Action {
         guard let index = nextIndex else { return finish(nil) }
         step = .appending(start: validatedEnd)
         return .append(first: appended, at: validatedEnd, index: index)
-    }
-
-    // MARK: - Moving on
-
-    /// `junk` is under a segment's name but not one of this log's segments (a
-    /// file of format 1, bytes planted there, a sparse file larger than any
-    /// segment): it is never read or appended to. The log goes on in a new
-    /// segment after it, and the newest segment of this log before it, if
-    /// not closed yet, gets a rollover mark to the new one, so its readers
-    /// and long-lived writers follow there instead of waiting at its end.
-    private mutating func stepOver(_ junk: UInt64) -> Action {
-        findNumber(after: junk, then: .stepOver(index: nextIndex, junk: junk))
-    }
-
-    private mutating func inspectNext(candidates: [UInt64], next: UInt64, index: UInt64?) -> Action {
-        guard let number = candidates.first else { return createSegment(next, index: index) }
-        step = .inspecting(candidates: Array(candidates.dropFirst()), next: next, index: index)
-        return .inspect(number)
-    }
-
-    private mutating func inspected(_ bytes: [UInt8], candidates: [UInt64], next: UInt64, index: UInt64?) -> Action {
-        var learned: UInt64?
-        var closed = false
-        let walked = LogScanner.walk(bytes, base: 0, fileSize: bytes.count) { item in
-            if case .rollover = item { closed = true }
-            learned = LogScanner.index(after: item, following: learned)
-        }
-        guard walked.stop != .formatOne, let found = learned else {
-            return inspectNext(candidates: candidates, next: next, index: index)
-        }
-        guard !closed else { return createSegment(next, index: found) }
-        var mark: [UInt8] = []
-        if walked.stop == .waiting {
-            // A torn tail, zeroed first (see endOfTail).
-            let end = LogFormat.blockEnd(of: max(walked.end, bytes.count - 1))
-            LogFormat.appendRollover(next: next, index: found, at: end, to: &mark)
-            step = .zeroingInspected(mark: mark, at: end, next: next, index: found)
-            return .writeInspected([UInt8](repeating: 0, count: bytes.count - walked.end), at: walked.end)
-        }
-        LogFormat.appendRollover(next: next, index: found, at: walked.end, to: &mark)
-        step = .markingInspected(next: next, index: found)
-        return .writeInspected(mark, at: walked.end)
-    }
-
-    /// Opens segment `number` for appending, or, when it is missing, the
-    /// newest segment after it; with none, starts one after it (a writer
-    /// that rolled the log was killed before it could create the segment, or
-    /// someone removed it). A number is never used twice, so a reader still
-    /// holding a removed segment never mistakes its successor for it.
-    private mutating func follow(_ number: UInt64, index: UInt64) -> Action {
-        step = .checkingFollowed(number, index: index)
-        return .checkExists(number)
-    }
-
-    private mutating func markRemoved(next: UInt64, later: Bool) -> Action {
-        guard let index = nextIndex, validatedEnd >= 0 else { return removedMarked(next: next, later: later) }
-        var mark: [UInt8] = []
-        LogFormat.appendRollover(next: next, index: index, at: validatedEnd, to: &mark)
-        step = .markingRemoved(next: next, later: later)
-        return .write(mark, at: validatedEnd)
-    }
-
-    private mutating func removedMarked(next: UInt64, later: Bool) -> Action {
-        guard later else { return createSegment(next, index: nextIndex) }
-        current = nil
-        return look()
-    }
-
-    /// Makes `number` the current segment; where it ends, and its next
-    /// index, are read from it (others may have appended to it).
-    private mutating func open(_ number: UInt64) -> Action {
-        step = .opening(number)
-        return .open(number)
-    }
-
-    /// Closes the current segment with a rollover mark, starts the next
-    /// (after `number`, the current segment's by default) and applies the
-    /// retention policy.
-    private mutating func roll(after number: UInt64?) -> Action {
-        guard let current, let index = nextIndex else { return look() }
-        return findNumber(after: number ?? current, then: .roll(index: index))
-    }
-
-    // MARK: - New segments
-
-    /// Finds the first number after `number`, and after every number the log
-    /// ever had, that nothing occupies.
-    private mutating func findNumber(after number: UInt64, then: AfterNumber) -> Action {
-        step = .readingNewestCreated(after: number, then: then)
-        return .readNewestCreated
-    }
-
-    private mutating func numberFound(_ next: UInt64, then: AfterNumber) -> Action {
-        switch then {
-        case .create(let index):
-            return createSegment(next, index: index)
-        case .stepOver(let index, let junk):
-            step = .listingToStepOver(next: next, index: index, junk: junk)
-            return .listSegments
-        case .moveOn:
-            return markRemoved(next: next, later: false)
-        case .roll(let index):
-            var mark: [UInt8] = []
-            LogFormat.appendRollover(next: next, index: index, at: validatedEnd, to: &mark)
-            step = .writingRollover(next: next, index: index, at: validatedEnd)
-            return .write(mark, at: validatedEnd)
-        }
-    }
-
-    /// Creates segment `number` whole, with its start mark. With no `index`
-    /// (every segment removed, and this writer never read the log) how many
-    /// records the log held cannot be known, so the segment starts a new
-    /// log, with a new identifier, at index 0: its readers go on in it as in
-    /// a log removed and made again, never counting a false gap.
-    private mutating func createSegment(_ number: UInt64, index: UInt64?, then: AfterCreate = .look) -> Action {
-        guard let index else {
-            step = .awaitingIdentifier(number: number, index: nil, then: then)
-            return .newLogIdentifier
-        }
-        if let log { return create(number, index: index, log: log, then: then) }
-        // The log's identifier: the newest segment's whose start mark is
-        // whole, else a new one.
-        step = .listingForIdentifier(number: number, index: index, then: then)
-        return .listSegments
-    }
-
-    private mutating func identifierFrom(
-        candidates: [UInt64], number: UInt64, index: UInt64, then: AfterCreate
-    ) -> Action {
-        guard let candidate = candidates.first else {
-            step = .awaitingIdentifier(number: number, index: index, then: then)
-            return .newLogIdentifier
-        }
-        step = .readingIdentifierOf(
-            candidates: Array(candidates.dropFirst()), number: number, index: index, then: then)
-        return .readStart(candidate)
-    }
-
-    private mutating func create(_ number: UInt64, index: UInt64?, log: UInt64, then: AfterCreate) -> Action {
-        let start = LogFormat.segmentStart(index: index ?? 0, log: log)
-        step = .creating(number, bytes: start.count, index: index ?? 0, log: log, then: then)
-        return .create(number, bytes: start)
-    }
-
-    private mutating func finish(_ failure: TypedNotificationError?) -> Action {
-        step = .idle
-        return .finish(appended: appended, failure: failure)
     }
 }

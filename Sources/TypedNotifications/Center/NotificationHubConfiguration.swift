@@ -1,0 +1,23 @@
+import NotificationPlatform
+import Synchronization
+
+/// Limits and defaults of a hub.
+public struct NotificationHubConfiguration: Sendable {
+    /// The largest payload that can never be configured away: 16 MiB.
+    public static let payloadSizeHardLimit = 16 * 1024 * 1024
+
+    /// The largest encoded payload a post may carry on a cross-process
+    /// transport; a larger post throws
+    /// ``TypedNotificationError/Code/payloadTooLarge`` before anything is sent.
+    /// Default 64 KiB; at most ``payloadSizeHardLimit``.
+    public var maximumPayloadSize: Int
+
+    /// Creates a configuration.
+    public init(maximumPayloadSize: Int = 64 * 1024) {
+        self.maximumPayloadSize = maximumPayloadSize
+    }
+}
+
+// The outbound types are outside the generic hub so that their `Locked` is
+// one concrete type, specialized at compile time, with no run-time metadata
+// lookups.

@@ -1,0 +1,84 @@
+import Dispatch
+import NotificationPlatform
+
+/// A spool file the endpoint has open and locked; closing the descriptor
+/// (when this is released) unlocks it.
+final class SpoolFileLock {
+    let path: String
+    let descriptor: FileDescriptor
+    /// The file's owner: the only user its records may claim.
+    let owner: UInt32
+
+    init(path: String, descriptor: consuming FileDescriptor, owner: UInt32) {
+        self.path = path
+        self.descriptor = descriptor
+        self.owner = owner
+    }
+
+    /// The whole file, or as much of it as could be read.
+    /// The file's records, read a megabyte at a time, up to the first that
+    /// is not valid (then `malformed`): what follows it is never read.
+    func readRecords(decoder: inout EnvelopeDecoder) -> (records: [Spool.Record], malformed: Bool) {
+        guard case .success(let info) = SystemCalls.fileStatus(descriptor), info.size > 0 else { return ([], false) }
+        let chunk = 1024 * 1024
+        var records: [Spool.Record] = []
+        // Bytes read and not parsed yet (a record that goes on into the next
+        // chunk), and the file offset after them.
+        var pending: [UInt8] = []
+        var offset = 0
+        var startingFile = true
+        while true {
+            let count = min(chunk, info.size - offset)
+            var got = 0
+            if count > 0 {
+                let old = pending.count
+                pending += repeatElement(0, count: count)
+                let read = pending.withUnsafeMutableBytes { raw in
+                    SystemCalls.readBytes(
+                        descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[old...]), at: offset)
+                }
+                if case .success(let read) = read { got = read }
+                pending.removeSubrange((old + got)...)
+                offset += got
+            }
+            let isWhole = got == 0 || offset >= info.size
+            let parsed = Spool.parse(pending, startingFile: startingFile, decoder: &decoder, isWhole: isWhole)
+            records += parsed.records
+            if parsed.malformed { return (records, true) }
+            if isWhole { return (records, false) }
+            if parsed.next > 0 {
+                pending.removeSubrange(..<parsed.next)
+                startingFile = false
+            }
+        }
+    }
+}
+
+/// What the receiving side keeps between events.
+final class SocketReceiving: @unchecked Sendable {
+    // Sendable: after `open` hands it to the event loop, only the loop's
+    // handlers and timers touch it, and they run on its thread one at a time.
+    let receiver: TransportReceiver
+    let spoolMonitor: DirectoryMonitor
+    var decoder: EnvelopeDecoder
+    // Sized for the largest datagram, resident only as far as datagrams reach.
+    let buffer: LazyBuffer
+    // When this endpoint first saw each spool file, and when it last took
+    // one (see takeSpool).
+    var firstSeen: [String: UInt64] = [:]
+    var lastTake: UInt64 = 0
+    // A look at a busy or unsettled spool file is scheduled.
+    var recheckScheduled = false
+    var removalWatch: RemovalWatch
+
+    init(
+        receiver: TransportReceiver, spoolMonitor: DirectoryMonitor, maximumEnvelopeSize: Int,
+        watchedFiles: [RecordedPath]
+    ) {
+        self.receiver = receiver
+        self.spoolMonitor = spoolMonitor
+        self.decoder = EnvelopeDecoder(maximumPayloadSize: maximumEnvelopeSize)
+        self.buffer = LazyBuffer(count: maximumEnvelopeSize + 1)
+        self.removalWatch = RemovalWatch(watchedFiles)
+    }
+}

@@ -1,0 +1,234 @@
+import Dispatch
+import NotificationPlatform
+
+// The send path: routing from the registry, datagrams, the full-socket wait and spooling.
+extension SocketTransport {
+    // MARK: - Posting
+
+    /// An endpoint whose socket was full, and the descriptor to wait on.
+    struct FullEndpoint: Sendable {
+        var id: String
+        var descriptor: CInt
+    }
+
+    /// What one attempt to hand a notification to an endpoint came to.
+    enum Attempt {
+        /// Sent, spooled, or the endpoint is dead (and was reaped).
+        case taken
+        /// Its socket is full and nothing is spooled for it: wait, then spool.
+        case full
+        /// It will not get this notification, and why.
+        case undelivered(String)
+    }
+
+    /// Appends to the endpoint's spool while this poster has one there (so
+    /// nothing overtakes it), else sends to its socket.
+    func attempt(
+        _ encoded: EncodedNotification, of message: TransportMessage, to peer: SocketPeer,
+        in routing: inout SocketRouting
+    ) -> Attempt {
+        if peer.spool.isActive {
+            switch peer.spool.append(encoded, of: message) {
+            case .spooled:
+                counters.spooled.add(1, ordering: .relaxed)
+                return .taken
+            case .taken:
+                break  // read by the endpoint: send directly again
+            case .dropped:
+                counters.dropped.add(1, ordering: .relaxed)
+                return .undelivered("its spool is full")
+            case .failed(let error):
+                return .undelivered(spoolFailed(error))
+            }
+        }
+        switch peer.send(encoded) {
+        case .sent:
+            counters.sent.add(1, ordering: .relaxed)
+            return .taken
+        case .wouldBlock:
+            return .full
+        case .dead:
+            reap(peer.id, in: &routing)
+            return .taken
+        case .failed(let error):
+            counters.failedSends.add(1, ordering: .relaxed)
+            counters.lastSendError.store(error.rawValue, ordering: .relaxed)
+            return .undelivered("send failed: \(error)")
+        }
+    }
+
+    /// Starts a spool file for an endpoint whose socket stayed full. Returns
+    /// why it did not take the notification, or `nil`.
+    func startSpool(_ encoded: EncodedNotification, of message: TransportMessage, for peer: SocketPeer)
+        -> String?
+    {
+        switch peer.spool.start(with: encoded, of: message) {
+        case .spooled:
+            counters.spooled.add(1, ordering: .relaxed)
+            return nil
+        case .dropped:
+            counters.dropped.add(1, ordering: .relaxed)
+            return "its spool is full"
+        case .taken:
+            return nil
+        case .failed(let error):
+            return spoolFailed(error)
+        }
+    }
+
+    /// Waits up to ``SocketTransportConfiguration/fullSocketWait`` for the
+    /// full sockets of `peers` to take the notification, then spools it for
+    /// those still full; called by the send that holds the routing, with no
+    /// lock held. Returns the endpoints
+    /// that did not take it, and why.
+    func waitThenSpool(_ encoded: EncodedNotification, of message: TransportMessage, for full: [FullEndpoint])
+        -> [(id: String, reason: String)]
+    {
+        var wait = FullSocketWait(
+            full, deadline: SystemClock.monotonicNanoseconds() &+ configuration.fullSocketWaitNanoseconds)
+        var undelivered: [(id: String, reason: String)] = []
+        while true {
+            let ready: [FullEndpoint]
+            let isLast: Bool
+            switch wait.next(now: SystemClock.monotonicNanoseconds()) {
+            case .done:
+                return undelivered
+            case .poll(let endpoints, let milliseconds):
+                // A descriptor closed meanwhile (the endpoint was reaped) at
+                // worst wakes this poll early: the retry below looks the
+                // endpoint up again.
+                let writable =
+                    (try? SystemCalls.waitUntilWritable(endpoints.map(\.descriptor), milliseconds: milliseconds).get())
+                    ?? []
+                ready = wait.polled(writable: writable)
+                isLast = false
+            case .lastTry(let endpoints):
+                ready = endpoints
+                isLast = true
+            }
+            let open = isOpen
+            for endpoint in ready {
+                guard open else {
+                    undelivered.append((endpoint.id, "the transport closed"))
+                    continue
+                }
+                // Reaped or unsubscribed meanwhile: nothing to deliver.
+                guard let peer = sending.routing.machine.peer(endpoint.id) else { continue }
+                switch attempt(encoded, of: message, to: peer, in: &sending.routing) {
+                case .taken:
+                    break
+                case .undelivered(let reason):
+                    undelivered.append((endpoint.id, reason))
+                case .full where isLast:
+                    if let reason = startSpool(encoded, of: message, for: peer) {
+                        undelivered.append((endpoint.id, reason))
+                    }
+                case .full:
+                    wait.stillFull(FullEndpoint(id: endpoint.id, descriptor: peer.descriptor.rawValue))
+                }
+            }
+        }
+    }
+
+    func spoolFailed(_ error: Errno) -> String {
+        counters.dropped.add(1, ordering: .relaxed)
+        counters.failedSends.add(1, ordering: .relaxed)
+        counters.lastSendError.store(error.rawValue, ordering: .relaxed)
+        return "its spool could not be written: \(error)"
+    }
+
+    /// `label(pid)` from the endpoint's registry entry for `name` (or any
+    /// name this transport routes it for), else its identifier.
+    func endpointLabel(_ id: String, of name: NotificationName?) -> String {
+        var names: [NotificationName] = name.map { [$0] } ?? []
+        names += state.withLock { state in state.routes.filter { $0.value.contains(id) }.map(\.key) }
+        for candidate in names {
+            let fields = SocketTransport.entryFields(SocketRegistry.entryPath(directory, candidate, id))
+            if fields.processID > 0 { return "\(fields.endpoint)(\(fields.processID)) [\(id)]" }
+        }
+        return id
+    }
+
+    /// Makes sure the cached endpoints of `name` are current: rescans its
+    /// registry directory only when it changed since the last look. The
+    /// routing machine decides; this performs its actions.
+    func refreshRoute(for name: NotificationName, in routing: inout SocketRouting) {
+        guard routing.machine.check(name, generation: registryGeneration?.value) == .readChanges else { return }
+        let events: SocketRoutingStateMachine<SocketPeer>.ChangeEvents =
+            routing.monitor.changes().map { .changed($0) } ?? .overflowed
+        switch routing.machine.changesRead(events, lostWatches: routing.monitor.takeLostWatches(), for: name) {
+        case .current:
+            return
+        case .watch:
+            let nameDirectory = SocketRegistry.nameDirectory(directory, name)
+            var index: Int?
+            if (try? SharedDirectory.prepare(nameDirectory, sharing: configuration.sharing)) != nil {
+                index = try? routing.monitor.watch(nameDirectory)
+            }
+            guard routing.machine.watched(name, as: index) else { return }
+        case .list:
+            break
+        }
+        counters.registryScans.add(1, ordering: .relaxed)
+        var endpoints: [String] = []
+        for entry in SocketRegistry.entries(of: name, in: directory, sharing: configuration.sharing) {
+            switch entry {
+            case .ignored: counters.ignoredRegistryFiles.add(1, ordering: .relaxed)
+            case .endpoint(let id): endpoints.append(id)
+            }
+        }
+        for id in routing.machine.listed(name, endpoints: endpoints) {
+            let connection: SocketRoutingStateMachine<SocketPeer>.Connection
+            switch SocketPeer.connect(
+                id,
+                path: SocketRegistry.socketPath(directory, id),
+                spoolDirectory: Spool.directory(directory, endpoint: id),
+                poster: identifier,
+                sharing: configuration.sharing,
+                spoolLimit: configuration.spoolLimitPerEndpoint
+            ) {
+            case .connected(let peer): connection = .connected(peer)
+            case .dead: connection = .dead
+            case .refused:
+                counters.refusedEndpoints.add(1, ordering: .relaxed)
+                connection = .refused
+            case .unreachable: connection = .unreachable
+            }
+            if case .removeEntry(let deadName) = routing.machine.connected(id, connection) {
+                reapEntry(id, of: deadName)
+            }
+        }
+        // Sockets to endpoints no name routes to any more (they unsubscribed)
+        // close, unless they have not read this poster's spool yet: its
+        // order must hold until they have.
+        _ = routing.machine.finishScan(keeping: { !$0.spool.isTaken })
+    }
+
+    /// Removes a dead endpoint: its entries under every name this transport
+    /// routes, its socket file and its spool. Each removal is counted only by
+    /// the transport whose `unlink` succeeded, so racing posters reap once.
+    func reap(_ id: String, in routing: inout SocketRouting) {
+        for name in routing.machine.endpointDied(id) {
+            reapEntry(id, of: name)
+        }
+        _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
+        Self.removeSpool(Spool.directory(directory, endpoint: id))
+    }
+
+    func reapEntry(_ id: String, of name: NotificationName) {
+        if case .success = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, id)) {
+            counters.reapedEndpoints.add(1, ordering: .relaxed)
+        }
+        _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
+        Self.removeSpool(Spool.directory(directory, endpoint: id))
+    }
+
+    /// Removes a spool directory and the files in it; never follows a link.
+    static func removeSpool(_ path: String) {
+        guard case .success(let info) = SystemCalls.linkStatus(path), info.kind == .directory else { return }
+        if case .success(let names) = SystemCalls.directoryEntries(path) {
+            for name in names { _ = SystemCalls.removeFile(path + "/" + name) }
+        }
+        _ = SystemCalls.removeDirectory(path)
+    }
+}

@@ -1,0 +1,295 @@
+import Dispatch
+import NotificationPlatform
+
+// The receive path on the event loop: datagrams, the spool, and dead endpoints.
+extension SocketTransport {
+    // MARK: - The I/O thread
+
+    var isOpen: Bool {
+        state.withLock { state in
+            if case .open = state.phase { return true }
+            return false
+        }
+    }
+
+    /// Looks at the spool `after` nanoseconds: again and again without
+    /// inotify, else once, when a file was busy or not settled.
+    func scheduleSpoolLook(_ receiving: SocketReceiving, after nanoseconds: UInt64, repeating: Bool) {
+        loop.schedule(after: nanoseconds) { [weak self] in
+            guard let self, isOpen else { return }
+            if repeating {
+                _ = receiving.spoolMonitor.changes()
+                scheduleSpoolLook(receiving, after: nanoseconds, repeating: true)
+            } else {
+                receiving.recheckScheduled = false
+            }
+            takeSpool(receiving)
+        }
+    }
+
+    /// Once a second: is the directory, or this endpoint's socket, gone?
+    func scheduleRemovalLook(_ receiving: SocketReceiving) {
+        loop.schedule(after: 1_000_000_000) { [weak self] in
+            guard let self, isOpen else { return }
+            if let removal = receiving.removalWatch.removal() {
+                receiving.receiver.fail(removal)
+                return
+            }
+            scheduleRemovalLook(receiving)
+        }
+    }
+
+    /// Reads the spool's change events, then takes what the spool holds.
+    func lookAtSpool(_ receiving: SocketReceiving) {
+        _ = receiving.spoolMonitor.changes()
+        takeSpool(receiving)
+    }
+
+    func takeSpool(_ receiving: SocketReceiving) {
+        let pending = takeSpool(
+            buffer: receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver,
+            firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
+        if pending, !receiving.recheckScheduled, receiving.spoolMonitor.pollDescriptor != nil {
+            receiving.recheckScheduled = true
+            scheduleSpoolLook(receiving, after: 1_000_000, repeating: false)
+        }
+    }
+
+    /// Reads every spool file posters left for this endpoint and hands their
+    /// records over in post order. Returns whether a file must be looked at
+    /// again shortly: busy (a poster mid-append), or not settled yet.
+    ///
+    /// A file is taken at once, unless this endpoint took one less than
+    /// ``Spool/burstNanoseconds`` (10 ms) ago: then only once it has existed
+    /// for ``Spool/settleNanoseconds`` (1 ms) since this endpoint first saw
+    /// it. A poster that finds a socket full keeps appending to its file until
+    /// the file is taken, so under a sustained burst letting it fill for a
+    /// moment gives a few large files instead of a file per datagram the
+    /// socket could not take, while an occasional spill costs no latency.
+    ///
+    /// Files are taken in batches of at most ``Spool/filesPerPass``, oldest
+    /// first. A batch's files are all locked, the socket is drained (what it
+    /// holds was sent before any of them started), and their records are
+    /// merged by the time they were posted: each poster's in its own order,
+    /// posters interleaved as they posted, so 200 short-lived posters that
+    /// posted one after another are delivered one after another.
+    func takeSpool(
+        buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver,
+        firstSeen: inout [String: UInt64], lastTake: inout UInt64
+    ) -> Bool {
+        guard case .success(let names) = SystemCalls.directoryEntries(spoolDirectory) else { return false }
+        let now = SystemClock.monotonicNanoseconds()
+        let settle = lastTake != 0 && now &- lastTake < Spool.burstNanoseconds ? Spool.settleNanoseconds : 0
+        var unsettled = false
+        firstSeen = firstSeen.filter { names.contains($0.key) }
+        var byPoster: [String: [(generation: UInt32, file: String)]] = [:]
+        for name in names where !name.hasPrefix(".") {
+            let seen = firstSeen[name] ?? now
+            firstSeen[name] = seen
+            if now &- seen < settle {
+                unsettled = true
+                continue
+            }
+            guard let parsed = Spool.parseFileName(name) else {
+                // Not ours to read: count it and clear it out of the way.
+                counters.refusedMalformed.add(1, ordering: .relaxed)
+                _ = SystemCalls.removeFile(spoolDirectory + "/" + name)
+                continue
+            }
+            byPoster[parsed.poster, default: []].append((parsed.generation, name))
+        }
+        // Each poster's generations in order; posters by their oldest file.
+        var posters: [(started: Int64, files: [String])] = byPoster.values.map { files in
+            let ordered = files.sorted { $0.generation < $1.generation }.map { spoolDirectory + "/" + $0.file }
+            var started = Int64.max
+            if let first = ordered.first, case .success(let info) = SystemCalls.linkStatus(first) {
+                started = info.modifiedNanoseconds
+            }
+            return (started, ordered)
+        }
+        posters.sort { $0.started < $1.started }
+        var busy = false
+        var lockedAny = false
+        var batch: [[SpoolFileLock]] = []
+        var lockedFiles = 0
+        for poster in posters {
+            var locks: [SpoolFileLock] = []
+            files: for path in poster.files {
+                switch lockSpoolFile(path) {
+                case .locked(let lock): locks.append(lock)
+                case .refused: continue
+                case .busy:
+                    busy = true
+                    break files  // a later generation waits for this one
+                }
+            }
+            if !locks.isEmpty {
+                lockedAny = true
+                batch.append(locks)
+                lockedFiles += locks.count
+            }
+            if lockedFiles >= Spool.filesPerPass {
+                deliverSpoolBatch(batch, buffer: buffer, decoder: &decoder, receiver: receiver)
+                batch = []
+                lockedFiles = 0
+            }
+        }
+        if !batch.isEmpty { deliverSpoolBatch(batch, buffer: buffer, decoder: &decoder, receiver: receiver) }
+        if lockedAny { lastTake = now }
+        return busy || unsettled
+    }
+
+    enum SpoolFileOutcome {
+        case locked(SpoolFileLock)
+        /// Not a file this endpoint reads (removed and counted).
+        case refused
+        /// A poster holds it: try again shortly.
+        case busy
+    }
+
+    /// Opens and locks one spool file, refusing anything but a regular file
+    /// of an allowed owner; never blocks (a FIFO planted here included).
+    func lockSpoolFile(_ path: String) -> SpoolFileOutcome {
+        guard case .success(let file) = SystemCalls.openFile(path, .readOnly, options: [.noFollow, .nonBlocking]) else {
+            counters.refusedMalformed.add(1, ordering: .relaxed)
+            _ = SystemCalls.removeFile(path)
+            return .refused
+        }
+        guard case .success(let info) = SystemCalls.fileStatus(file), info.kind == .regular else {
+            counters.refusedMalformed.add(1, ordering: .relaxed)
+            _ = SystemCalls.removeFile(path)
+            return .refused
+        }
+        guard configuration.sharing == .group || info.owner == SystemProcess.userID else {
+            counters.refusedForeignSender.add(1, ordering: .relaxed)
+            _ = SystemCalls.removeFile(path)
+            return .refused
+        }
+        // A poster holds the lock only for one append (microseconds): look
+        // again a few times, briefly, before leaving the file for the next pass.
+        for attempt in 0..<Spool.lockAttempts {
+            if case .success(true) = SystemCalls.tryLockFile(file) {
+                return .locked(SpoolFileLock(path: path, descriptor: file, owner: info.owner))
+            }
+            if attempt + 1 < Spool.lockAttempts { SystemProcess.pause(microseconds: 20) }
+        }
+        return .busy
+    }
+
+    /// Drains the socket, reads every locked file, hands their records over
+    /// merged by post time, then unlinks the files (only then: an empty spool
+    /// means everything in it reached the center) and unlocks them.
+    func deliverSpoolBatch(
+        _ posters: [[SpoolFileLock]], buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver
+    ) {
+        // Datagrams already queued were sent before these files were started:
+        // they go first, so each poster's order holds.
+        receiveAll(into: buffer, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
+        // (key, poster, index): keys are post times made non-decreasing per
+        // poster, so sorting merges posters without reordering any one.
+        var merged: [(key: UInt64, poster: Int, index: Int, record: Spool.Record)] = []
+        for (posterIndex, files) in posters.enumerated() {
+            var key: UInt64 = 0
+            for file in files {
+                // Read a chunk at a time up to the first record that is not
+                // valid: a huge file planted in the spool (64 GiB of zeros
+                // after one record) costs one chunk, never its size.
+                let (records, malformed) = file.readRecords(decoder: &decoder)
+                if malformed { counters.refusedMalformed.add(1, ordering: .relaxed) }
+                for record in records {
+                    // The file's owner is who wrote it; a record may not claim another user.
+                    guard record.message.sender.userID == file.owner else {
+                        counters.refusedForeignSender.add(1, ordering: .relaxed)
+                        continue
+                    }
+                    key = max(key, record.message.timestamp.monotonicNanoseconds)
+                    merged.append((key, posterIndex, merged.count, record))
+                }
+            }
+        }
+        merged.sort { ($0.key, $0.poster, $0.index) < ($1.key, $1.poster, $1.index) }
+        for entry in merged {
+            switch entry.record {
+            case .envelope(let message):
+                counters.received.add(1, ordering: .relaxed)
+                counters.receivedFromSpool.add(1, ordering: .relaxed)
+                receiver.receive(message)
+            case .dropped:
+                if let report = entry.record.report { receiver.missed(report) }
+            }
+        }
+        for files in posters {
+            for file in files { _ = SystemCalls.removeFile(file.path) }
+        }
+    }
+
+    /// Removes the sockets (and spools) in the directory that nobody is bound
+    /// to any more: processes that ended without closing, by SIGTERM or
+    /// SIGKILL. Their registry entries go on the next post that routes to them.
+    func sweepDeadSockets() {
+        guard case .success(let names) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
+            return
+        }
+        for name in names where name.hasSuffix(".sock") {
+            guard isOpen else { return }
+            let id = String(name.dropLast(5))
+            guard id != identifier, SocketRegistry.isIdentifier(id) else { continue }
+            if SocketTransport.endpointState(directory, id) == .dead {
+                _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
+                Self.removeSpool(Spool.directory(directory, endpoint: id))
+            }
+        }
+    }
+
+    func receiveAll(into receiving: SocketReceiving, limit: Int) {
+        receiveAll(into: receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit)
+    }
+
+    func receiveAll(
+        into buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
+    ) {
+        var taken = 0
+        while taken < limit {
+            taken += 1
+            let result = SystemCalls.receiveDatagram(receiveSocket, into: buffer.bytes)
+            guard case .success(let datagram) = result else { return }
+            // Once it is decoded: its pages above the first 64 KiB go back.
+            defer { buffer.shrink(after: datagram.length) }
+            guard !datagram.truncated else {
+                counters.refusedMalformed.add(1, ordering: .relaxed)
+                continue
+            }
+            if let user = datagram.senderUserID {
+                let allowed =
+                    user == ownUser
+                    || (configuration.sharing == .group && datagram.senderGroupID == ownGroup)
+                guard allowed else {
+                    counters.refusedForeignSender.add(1, ordering: .relaxed)
+                    continue
+                }
+            } else if SystemCalls.credentialsSupported {
+                counters.refusedForeignSender.add(1, ordering: .relaxed)
+                continue
+            }
+            let message: TransportMessage
+            do {
+                message = try decoder.decode(Array(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<datagram.length])))
+            } catch {
+                counters.refusedMalformed.add(1, ordering: .relaxed)
+                continue
+            }
+            // The envelope may not claim another user or process than the
+            // one the kernel says sent it.
+            if let user = datagram.senderUserID, message.sender.userID != user {
+                counters.refusedForeignSender.add(1, ordering: .relaxed)
+                continue
+            }
+            if let process = datagram.senderProcessID, message.sender.processID != process {
+                counters.refusedForeignSender.add(1, ordering: .relaxed)
+                continue
+            }
+            counters.received.add(1, ordering: .relaxed)
+            receiver.receive(message)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import Dispatch
+import NotificationPlatform
+
+/// Limits and policies of a ``SocketTransport``.
+public struct SocketTransportConfiguration: Sendable {
+    /// Who besides the owner may use the directory. Default: ``DirectorySharing/ownerOnly``.
+    public var sharing: DirectorySharing
+    /// How many bytes of notifications a poster spools for one endpoint whose
+    /// socket cannot take more (a suspended or slow process), counting what
+    /// other posters already spooled there when it starts. Default 16 MiB:
+    /// about 150,000 notifications with small payloads. Past it, posts to that
+    /// endpoint throw ``TypedNotificationError/Code/undelivered`` and the
+    /// endpoint is told how many it missed. The spool is a file in the shared
+    /// directory, so what it holds outlives the poster.
+    public var spoolLimitPerEndpoint: Int
+    /// How long a post waits, at most, for endpoints whose socket is full
+    /// before it writes to their spool instead. Default 1 ms.
+    ///
+    /// A running endpoint drains its socket within microseconds, so a short
+    /// wait lets a burst to live observers go through their sockets, which
+    /// costs less than writing it to files. A suspended endpoint makes one post
+    /// wait this long; every later post to it is spooled at once, without
+    /// waiting, until the endpoint has read the spool. The wait is one for all
+    /// full endpoints of a post, not one each. `.zero` spools at once.
+    public var fullSocketWait: Duration
+    /// Whether a post also reaches observers of this same transport. Default `true`.
+    public var deliversToSelf: Bool
+
+    /// Creates a configuration.
+    public init(
+        sharing: DirectorySharing = .ownerOnly,
+        spoolLimitPerEndpoint: Int = 16 * 1024 * 1024,
+        fullSocketWait: Duration = .milliseconds(1),
+        deliversToSelf: Bool = true
+    ) {
+        self.sharing = sharing
+        self.spoolLimitPerEndpoint = spoolLimitPerEndpoint
+        self.fullSocketWait = fullSocketWait
+        self.deliversToSelf = deliversToSelf
+    }
+
+    /// ``fullSocketWait`` in nanoseconds, at least 0 and at most a second.
+    var fullSocketWaitNanoseconds: UInt64 {
+        let (seconds, attoseconds) = fullSocketWait.components
+        guard seconds >= 0, attoseconds >= 0 else { return 0 }
+        guard seconds < 1 else { return 1_000_000_000 }
+        return UInt64(attoseconds / 1_000_000_000)
+    }
+}
+
+/// Counters of a ``SocketTransport``: what it sent, held back, dropped,
+/// refused and cleaned up.
+public struct SocketTransportStatistics: Hashable, Sendable {
+    /// Datagrams sent to endpoints, including this transport's own.
+    public var sent: Int
+    /// Notifications written to an endpoint's spool because its socket could
+    /// not take more at once.
+    public var spooled: Int
+    /// Posts that found an endpoint's socket full, with nothing spooled for
+    /// it, and waited for it (at most
+    /// ``SocketTransportConfiguration/fullSocketWait``) before sending or
+    /// spooling.
+    public var fullSocketWaits: Int
+    /// Notifications an endpoint did not take: its spool was over the limit
+    /// (the endpoint is told how many) or could not be written.
+    public var dropped: Int
+    /// Envelopes received and handed to the center, from the socket and from
+    /// this endpoint's spool.
+    public var received: Int
+    /// Of ``received``, those read from this endpoint's spool.
+    public var receivedFromSpool: Int
+    /// Endpoints never sent to because their socket file was not a socket of
+    /// this directory: a symbolic link, another owner's file, or a socket
+    /// that turned out to be bound elsewhere.
+    public var refusedEndpoints: Int
+    /// Datagrams refused because they came from a user who may not post here,
+    /// or claimed to come from another user than they did.
+    public var refusedForeignSender: Int
+    /// Datagrams refused because they were not a valid envelope.
+    public var refusedMalformed: Int
+    /// Registry entries of dead endpoints this transport removed.
+    public var reapedEndpoints: Int
+    /// Files in the registry that were not valid entries (wrong name, a
+    /// symbolic link, another owner) and were ignored.
+    public var ignoredRegistryFiles: Int
+    /// Sends and spool writes that failed for a reason other than a full or
+    /// dead endpoint.
+    public var failedSends: Int
+    /// The `errno` of the last such failure, or 0.
+    package var lastSendError: Int32
+    /// Times a name's registry directory was read. Posting reads it once per
+    /// name and again only after it changed, never once per post.
+    public var registryScans: Int
+    /// Endpoints this transport holds a socket to now.
+    public var connectedEndpoints: Int
+}
