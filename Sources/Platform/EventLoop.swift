@@ -18,7 +18,8 @@ import Synchronization
 /// and jobs enqueued later, run one at a time on a thread of the system's
 /// shared pool, so a task waiting on this executor is never stranded.
 ///
-/// The thread never waits for itself: ``join(nanoseconds:)`` refuses on it.
+/// The thread never waits for itself: ``join(nanoseconds:)`` there is a
+/// programming error; ``stopAndJoin(nanoseconds:)`` skips the wait there.
 package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // Sendable: the one mutable field, `guarded`, is touched only inside
     // `state(_:)`, between lock and unlock of `mutex` (a pthread mutex,
@@ -36,6 +37,11 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     private let mutex = SystemMutex()
     private var guarded = LoopState()
     private let handOffCount = Atomic<Int>(0)
+    // The thread running the loop's jobs now (its own thread, or once
+    // stopped the one draining them), as ThreadIdentity.rawValue; 0: none.
+    // Only that thread writes its own identity and clears it, so a thread
+    // that reads its own identity here is that thread (no lock needed).
+    private let jobThread = Atomic<UInt>(0)
     private let finished = OneShotEvent()
 
     /// Creates a loop; its thread starts with ``start()``.
@@ -78,8 +84,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     /// Whether the calling thread is the one running this loop's jobs now:
     /// the loop's own thread, or, once stopped, the pool thread draining them.
     package var isCurrent: Bool {
-        let current = ThreadIdentity.current
-        return state { $0.thread == current || $0.drainingThread == current }
+        jobThread.load(ordering: .relaxed) == ThreadIdentity.current.rawValue
     }
 
     /// Calls `handler` on the loop's thread whenever `descriptor` is readable,
@@ -192,10 +197,33 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     }
 
     /// Waits at most `nanoseconds` for the loop's thread to finish after
-    /// ``stop()``. Never blocks when called on that thread.
+    /// ``stop()``. Called on that thread it would wait for itself: a
+    /// programming error, which traps in a debug build and returns
+    /// ``JoinOutcome/refusedOnLoopThread`` at once in a release build. Code
+    /// that may run on the loop (a transport closed from a handler) calls
+    /// ``stopAndJoin()``, which says so.
     package func join(nanoseconds: UInt64) -> JoinOutcome {
-        if isCurrent { return .refusedOnLoopThread }
+        if isCurrent {
+            assertionFailure("join on the event loop \(name)'s own thread would wait for itself")
+            return .refusedOnLoopThread
+        }
         return finished.wait(nanoseconds: nanoseconds) ? .joined : .timedOut
+    }
+
+    /// How long a transport's `close()` waits for its loop's thread: the
+    /// handler or job running there when it closes. One bound for every
+    /// transport.
+    package static let closeWaitNanoseconds: UInt64 = 2_000_000_000
+
+    /// Stops the loop and waits at most `nanoseconds` for its thread to
+    /// finish, unless called on that thread: a transport closed by a
+    /// handler or job running there (a center released while it delivered)
+    /// returns at once, and the thread ends when that handler returns.
+    @discardableResult
+    package func stopAndJoin(nanoseconds: UInt64 = closeWaitNanoseconds) -> JoinOutcome {
+        stop()
+        if isCurrent { return .refusedOnLoopThread }
+        return join(nanoseconds: nanoseconds)
     }
 
     // MARK: - The loop
@@ -227,6 +255,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     private func run() {
         state { $0.thread = ThreadIdentity.current }
+        jobThread.store(ThreadIdentity.current.rawValue, ordering: .relaxed)
         var ready: [CInt] = []
         // The jobs taken from the queue, and how many of them have run: the
         // queue and this array trade buffers, so taking jobs allocates nothing.
@@ -256,6 +285,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
             for timer in due { timer.body() }
         }
         // Stopped: what is still queued runs on the pool, one job at a time.
+        jobThread.store(0, ordering: .relaxed)
         let carried = batch[next...]
         state { state in
             state.phase = .stopped
@@ -313,15 +343,14 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
         while true {
             let batch = state { state -> [LoopJob] in
                 defer { state.jobs.removeAll(keepingCapacity: true) }
-                if state.jobs.isEmpty {
-                    state.isDraining = false
-                    state.drainingThread = nil
-                } else {
-                    state.drainingThread = current
-                }
+                if state.jobs.isEmpty { state.isDraining = false }
                 return state.jobs
             }
-            if batch.isEmpty { return }
+            if batch.isEmpty {
+                jobThread.store(0, ordering: .relaxed)
+                return
+            }
+            jobThread.store(current.rawValue, ordering: .relaxed)
             for job in batch { run(job) }
         }
     }
@@ -355,9 +384,8 @@ private struct LoopState {
     var jobs: [LoopJob] = []
     var handlers: [CInt: @Sendable () -> Void] = [:]
     var timers: [LoopTimer] = []
-    // The loop's thread while it runs; the pool thread draining jobs after.
+    // The loop's thread while it runs.
     var thread: ThreadIdentity?
-    var drainingThread: ThreadIdentity?
     var isDraining = false
     // The loop is (about to be) blocked in the poller and nobody woke it yet.
     var isSleeping = false

@@ -25,6 +25,9 @@ package struct ThreadIdentity: Sendable, Hashable {
         #endif
     }
 
+    /// The identity as a number, never 0, for an atomic.
+    package var rawValue: UInt { bits }
+
     /// Whether this is the calling thread.
     package var isCurrent: Bool { self == .current }
 }

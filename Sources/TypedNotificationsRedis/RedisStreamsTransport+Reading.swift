@@ -135,7 +135,7 @@ extension RedisStreamsTransport {
                 return
             case .fail(let text):
                 reader.receiver?.fail(Self.failure(text, doing: "read \(String(decoding: reader.key, as: UTF8.self))"))
-                reader.cancel(on: loop)
+                reader.cancel()
                 return
             }
         }
@@ -188,7 +188,7 @@ extension RedisStreamsTransport {
     /// (at once after a redirection), on the loop.
     func reconnect(_ reader: StreamReader, redirected: Bool = false) {
         // Reads again what this process was handed but has not acknowledged.
-        reader.dropConnection(on: loop)
+        reader.dropConnection()
         guard !reader.isCancelled else { return }
         // The first redirection in a row is followed at once; more of them
         // back off (two nodes that send a name to each other).

@@ -28,7 +28,8 @@ extension RedisStreamsTransport {
             name: name, key: Array(key.utf8), connection: connection,
             machine: StreamReaderStateMachine(
                 position: identity == nil ? .after(start) : .pendingAfter(.zero), accounted: accounted,
-                isDurable: identity != nil))
+                isDurable: identity != nil),
+            loop: loop)
         let (receiver, replaced) = try state.withLock {
             state throws(TypedNotificationError) -> (TransportReceiver, StreamReader?) in
             guard case .open = state.phase, let receiver = state.receiver else {
@@ -39,7 +40,7 @@ extension RedisStreamsTransport {
         }
         if let replaced { endReads(of: replaced) }
         loop.execute { [weak self] in
-            replaced?.cancel(on: self?.loop)
+            replaced?.cancel()
             self?.startReading(reader, receiver: receiver)
         }
     }
@@ -54,7 +55,7 @@ extension RedisStreamsTransport {
         let reader = state.withLock { $0.readers.removeValue(forKey: name) }
         guard let reader else { return }
         endReads(of: reader)
-        loop.execute { [weak self] in reader.cancel(on: self?.loop) }
+        loop.execute { reader.cancel() }
     }
 
     /// Ends a durable reader's reads at the server before this returns, on

@@ -246,7 +246,7 @@ public final class RedisStreamsTransport: NotificationTransport {
             if let unanswered { silent.insert(unanswered) }
         }
         // One deadline for the last acknowledgements and the loop's end.
-        let deadline = SystemClock.monotonicNanoseconds() &+ 2_000_000_000
+        let deadline = SystemClock.monotonicNanoseconds() &+ EventLoop.closeWaitNanoseconds
         // The last acknowledgements go out before the loop stops: once
         // stopped, its queued jobs run on another thread after `join`
         // returned, too late for a process that exits after `close()`. On
@@ -254,7 +254,7 @@ public final class RedisStreamsTransport: NotificationTransport {
         // of a receipt once it handed the message out.
         let (loop, acknowledgements) = (loop, acknowledgements)
         let finalFlush: @Sendable () -> Void = {
-            for reader in readers { reader.cancel(on: loop) }
+            for reader in readers { reader.cancel() }
             acknowledgements?.finish()
         }
         if loop.isCurrent {
@@ -267,8 +267,8 @@ public final class RedisStreamsTransport: NotificationTransport {
             }
             _ = flushed.wait(nanoseconds: Self.nanoseconds(until: deadline))
         }
-        loop.stop()
-        _ = loop.join(nanoseconds: Self.nanoseconds(until: deadline))
+        // Closed from a handler on the loop: it does not wait for itself.
+        loop.stopAndJoin(nanoseconds: Self.nanoseconds(until: deadline))
     }
 
     /// What is left of the time until `deadline`, on the monotonic clock.

@@ -3,23 +3,58 @@ import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
 
 /// Reads one name's stream on its own connection, for a ``RedisStreamsTransport``.
-final class StreamReader: @unchecked Sendable {
-    // Sendable: made by `subscribe`, then handed to the event loop in one
-    // queued job; from then on every `var` is read and written only by jobs,
-    // timers and handlers of that loop, which run one at a time. Other
-    // threads read only the `let` name and key, and `server`, a Mutex.
-
+///
+/// Made by `subscribe`, then handed to the event loop: its connection,
+/// machine and the rest are the loop's (``LoopBound`` checks every access);
+/// other threads use only the name, the key and ``server``.
+final class StreamReader: Sendable {
     let name: NotificationName
     let key: [UInt8]
-    var connection: RedisConnection?
+    private let onLoop: LoopBound<LoopState>
+
+    /// What only the event loop touches.
+    private final class LoopState {
+        var connection: RedisConnection?
+        var machine: StreamReaderStateMachine
+        var receiver: TransportReceiver?
+        var decoder = EnvelopeDecoder()
+        var requestedAt: UInt64 = 0
+        var backoff = ConnectBackoff()
+        var isCancelled = false
+
+        init(connection: RedisConnection, machine: StreamReaderStateMachine) {
+            self.connection = connection
+            self.machine = machine
+        }
+    }
+
+    var connection: RedisConnection? {
+        get { onLoop.value.connection }
+        set { onLoop.value.connection = newValue }
+    }
     /// Every decision about reads, replies, trims and reconnects.
-    var machine: StreamReaderStateMachine
-    var receiver: TransportReceiver?
-    var decoder = EnvelopeDecoder()
+    var machine: StreamReaderStateMachine {
+        get { onLoop.value.machine }
+        _modify { yield &onLoop.value.machine }
+    }
+    var receiver: TransportReceiver? {
+        get { onLoop.value.receiver }
+        set { onLoop.value.receiver = newValue }
+    }
+    var decoder: EnvelopeDecoder {
+        get { onLoop.value.decoder }
+        _modify { yield &onLoop.value.decoder }
+    }
     /// When the read now waiting was sent, for the transport's watchdog.
-    var requestedAt: UInt64 = 0
-    var backoff = ConnectBackoff()
-    private(set) var isCancelled = false
+    var requestedAt: UInt64 {
+        get { onLoop.value.requestedAt }
+        set { onLoop.value.requestedAt = newValue }
+    }
+    var backoff: ConnectBackoff {
+        get { onLoop.value.backoff }
+        _modify { yield &onLoop.value.backoff }
+    }
+    var isCancelled: Bool { onLoop.value.isCancelled }
 
     /// Whether the reader is being stopped, and which server connection it
     /// reads on, under one lock, so a thread stopping it and the loop
@@ -54,25 +89,27 @@ final class StreamReader: @unchecked Sendable {
         }
     }
 
-    init(name: NotificationName, key: [UInt8], connection: RedisConnection, machine: StreamReaderStateMachine) {
+    init(
+        name: NotificationName, key: [UInt8], connection: RedisConnection, machine: StreamReaderStateMachine,
+        loop: EventLoop
+    ) {
         self.name = name
         self.key = key
-        self.connection = connection
-        self.machine = machine
+        onLoop = LoopBound(LoopState(connection: connection, machine: machine), on: loop)
         _ = adopt(connection)
     }
 
     /// Stops for good and closes the connection. On the loop.
-    func cancel(on loop: EventLoop?) {
-        isCancelled = true
-        dropConnection(on: loop)
+    func cancel() {
+        onLoop.value.isCancelled = true
+        dropConnection()
     }
 
     /// Stops watching the connection and closes it. On the loop.
-    func dropConnection(on loop: EventLoop?) {
+    func dropConnection() {
         machine.connectionLost()
         guard let connection else { return }
-        loop?.deregister(connection.descriptor)
+        onLoop.loop.deregister(connection.descriptor)
         self.connection = nil
     }
 }

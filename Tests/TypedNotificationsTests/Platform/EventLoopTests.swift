@@ -10,8 +10,11 @@ import Testing
     import Darwin
 #endif
 
+/// A counter only a loop's jobs touch.
+private final class Box { var count = 0 }
+
 /// An actor whose jobs run on an event loop.
-private actor LoopBound {
+private actor LoopActor {
     let loop: EventLoop
     private(set) var count = 0
 
@@ -117,7 +120,7 @@ struct EventLoopTests {
         let loop = try EventLoop(name: "test.executors")
         loop.start()
         defer { loop.stop() }
-        let bound = LoopBound(loop: loop)
+        let bound = LoopActor(loop: loop)
         var onLoop = true
         for _ in 0..<100 { onLoop = await bound.bump() && onLoop }
         #expect(onLoop)
@@ -152,25 +155,58 @@ struct EventLoopTests {
         #expect(floodRuns.count > 0)
     }
 
-    @Test("the loop never waits for itself: join on its own thread refuses at once")
+    @Test("the loop never waits for itself: stopAndJoin on its own thread returns at once, and join there traps")
     func joinOnItself() async throws {
         let loop = try EventLoop(name: "test.join")
         loop.start()
         let outcome = Collector<EventLoop.JoinOutcome>()
         loop.execute {
-            loop.stop()
-            outcome.append(loop.join(nanoseconds: 60_000_000_000))
+            outcome.append(loop.stopAndJoin(nanoseconds: 60_000_000_000))
         }
         await outcome.wait(forCount: 1)
         #expect(outcome.values == [.refusedOnLoopThread])
         #expect(loop.join(nanoseconds: 30_000_000_000) == .joined)
+        #if DEBUG
+            // A bare join there is a programming error, said loudly.
+            await #expect(processExitsWith: .failure) {
+                let loop = try EventLoop(name: "test.join.trap")
+                loop.start()
+                let done = OneShotEvent()
+                loop.execute {
+                    _ = loop.join(nanoseconds: 1_000_000_000)
+                    done.signal()
+                }
+                _ = done.wait(nanoseconds: 30_000_000_000)
+            }
+        #endif
+    }
+
+    @Test("state bound to a loop is reached on the loop, and traps on another thread")
+    func loopBound() async throws {
+        let loop = try EventLoop(name: "test.bound")
+        loop.start()
+        defer { loop.stop() }
+        let bound = LoopBound(Box(), on: loop)
+        let seen = Collector<Int>()
+        for _ in 0..<100 {
+            loop.execute {
+                bound.value.count += 1
+                seen.append(bound.value.count)
+            }
+        }
+        await seen.wait(forCount: 100)
+        #expect(seen.values == Array(1...100))
+        await #expect(processExitsWith: .failure) {
+            let loop = try EventLoop(name: "test.bound.trap")
+            _ = LoopBound(Box(), on: loop).value
+        }
     }
 
     @Test("after stop, queued and later jobs still run one at a time in order, so no task is stranded")
     func jobsOutliveTheLoop() async throws {
         let loop = try EventLoop(name: "test.detached")
         loop.start()
-        let bound = LoopBound(loop: loop)
+        let bound = LoopActor(loop: loop)
         _ = await bound.bump()
         loop.stop()
         #expect(loop.join(nanoseconds: 30_000_000_000) == .joined)

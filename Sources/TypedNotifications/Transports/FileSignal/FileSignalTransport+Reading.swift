@@ -14,12 +14,13 @@ extension FileSignalTransport {
     func readPass(thorough: Bool = false) {
         passQueued.store(false, ordering: .releasing)
         guard
-            let (checking, subscribed) = state.withLock({ state -> (FileReading, [NotificationName])? in
+            let (bound, subscribed) = state.withLock({ state -> (LoopBound<FileReading>, [NotificationName])? in
                 guard let receiving = state.receiving else { return nil }
                 defer { state.newlySubscribed = [] }
                 return (receiving, state.newlySubscribed)
             })
         else { return }
+        let checking = bound.value
         // The change events, and watches for new logs, on this thread, which
         // alone uses the monitor, with no lock held.
         let changed = checking.changedNames(newlySubscribed: subscribed, in: directory)
@@ -50,14 +51,15 @@ extension FileSignalTransport {
         // happens after, with no lock held, so a subscribe or a post never
         // waits behind a pread.
         let plan = state.withLock {
-            state -> (FileReading, UInt64, [(name: NotificationName, reader: LogReader)])? in
-            guard case .open = state.phase, let receiving = state.receiving else { return nil }
+            state -> (UInt64, [(name: NotificationName, reader: LogReader)])? in
+            guard case .open = state.phase, state.receiving === bound else { return nil }
             let plan = candidates.compactMap { name -> (name: NotificationName, reader: LogReader)? in
                 held.contains(name) ? nil : state.readers[name].map { (name, $0) }
             }
-            return (receiving, readersChanged.load(ordering: .acquiring), plan)
+            return (readersChanged.load(ordering: .acquiring), plan)
         }
-        guard let (receiving, generation, plan) = plan else { return }
+        guard let (generation, plan) = plan else { return }
+        let receiving = checking
         var read = plan.map { name, reader in
             (
                 name: name, reader: reader,
@@ -244,7 +246,7 @@ struct FileSignalState {
     /// Names subscribed since the last read pass, which watches their logs.
     var newlySubscribed: [NotificationName] = []
     /// What the loop's read passes keep, from `open` on.
-    var receiving: FileReading?
+    var receiving: LoopBound<FileReading>?
 
     init(monitor: DirectoryMonitor) {
         unopenedMonitor = monitor

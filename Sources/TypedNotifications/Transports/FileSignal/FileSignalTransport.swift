@@ -146,7 +146,7 @@ public final class FileSignalTransport: NotificationTransport {
             // Under the state lock, so a close cannot come in between and
             // leave the appenders open after it.
             appenders.withLock { $0.isOpen = true }
-            state.receiving = FileReading(receiver: receiver, root: root, monitor: monitor)
+            state.receiving = LoopBound(FileReading(receiver: receiver, root: root, monitor: monitor), on: loop)
             // The process's hubs share one change queue: events for this
             // transport that another one read come by this call.
             if configuration.usesChangeEvents, let descriptor = monitor.pollDescriptor {
@@ -386,9 +386,12 @@ public final class FileSignalTransport: NotificationTransport {
             table.isOpen = false
             table.idle = [:]
         }
-        loop.stop()
-        guard wasOpen else { return }
-        _ = loop.join(nanoseconds: 2_000_000_000)
+        guard wasOpen else {
+            loop.stop()
+            return
+        }
+        // Closed from a handler on the loop: it does not wait for itself.
+        loop.stopAndJoin()
         // What was handled so far is saved; later commits save themselves.
         saveDueCursors(closing: true)
     }

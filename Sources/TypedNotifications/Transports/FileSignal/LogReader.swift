@@ -103,11 +103,9 @@ final class LogReader {
 }
 
 /// What the read passes keep between them.
-final class FileReading: @unchecked Sendable {
-    // Sendable: created by `open` and then used only by read passes, which
-    // run as jobs and timers of the transport's event loop: on its thread,
-    // or after it stopped on the one thread draining its jobs, never two at
-    // a time. Other threads only read the `let` receiver, itself Sendable.
+/// Used only by the read passes, on the transport's event loop, through a
+/// ``LoopBound``.
+final class FileReading {
     let receiver: TransportReceiver
     var decoder = EnvelopeDecoder()
     var removalWatch: RemovalWatch

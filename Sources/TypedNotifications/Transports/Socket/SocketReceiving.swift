@@ -55,9 +55,8 @@ final class SpoolFileLock {
 }
 
 /// What the receiving side keeps between events.
-final class SocketReceiving: @unchecked Sendable {
-    // Sendable: after `open` hands it to the event loop, only the loop's
-    // handlers and timers touch it, and they run on its thread one at a time.
+/// Used only on the transport's event loop, through a ``LoopBound``.
+final class SocketReceiving {
     let receiver: TransportReceiver
     let spoolMonitor: DirectoryMonitor
     var decoder: EnvelopeDecoder

@@ -14,44 +14,47 @@ extension SocketTransport {
 
     /// Looks at the spool `after` nanoseconds: again and again without
     /// inotify, else once, when a file was busy or not settled.
-    func scheduleSpoolLook(_ receiving: SocketReceiving, after nanoseconds: UInt64, repeating: Bool) {
+    func scheduleSpoolLook(_ bound: LoopBound<SocketReceiving>, after nanoseconds: UInt64, repeating: Bool) {
         loop.schedule(after: nanoseconds) { [weak self] in
             guard let self, isOpen else { return }
+            let receiving = bound.value
             if repeating {
                 _ = receiving.spoolMonitor.changes()
-                scheduleSpoolLook(receiving, after: nanoseconds, repeating: true)
+                scheduleSpoolLook(bound, after: nanoseconds, repeating: true)
             } else {
                 receiving.recheckScheduled = false
             }
-            takeSpool(receiving)
+            takeSpool(bound)
         }
     }
 
     /// Once a second: is the directory, or this endpoint's socket, gone?
-    func scheduleRemovalLook(_ receiving: SocketReceiving) {
+    func scheduleRemovalLook(_ bound: LoopBound<SocketReceiving>) {
         loop.schedule(after: 1_000_000_000) { [weak self] in
             guard let self, isOpen else { return }
+            let receiving = bound.value
             if let removal = receiving.removalWatch.removal() {
                 receiving.receiver.fail(removal)
                 return
             }
-            scheduleRemovalLook(receiving)
+            scheduleRemovalLook(bound)
         }
     }
 
     /// Reads the spool's change events, then takes what the spool holds.
-    func lookAtSpool(_ receiving: SocketReceiving) {
-        _ = receiving.spoolMonitor.changes()
-        takeSpool(receiving)
+    func lookAtSpool(_ bound: LoopBound<SocketReceiving>) {
+        _ = bound.value.spoolMonitor.changes()
+        takeSpool(bound)
     }
 
-    func takeSpool(_ receiving: SocketReceiving) {
+    func takeSpool(_ bound: LoopBound<SocketReceiving>) {
+        let receiving = bound.value
         let pending = takeSpool(
             buffer: receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver,
             firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
         if pending, !receiving.recheckScheduled, receiving.spoolMonitor.pollDescriptor != nil {
             receiving.recheckScheduled = true
-            scheduleSpoolLook(receiving, after: 1_000_000, repeating: false)
+            scheduleSpoolLook(bound, after: 1_000_000, repeating: false)
         }
     }
 
@@ -241,7 +244,8 @@ extension SocketTransport {
         }
     }
 
-    func receiveAll(into receiving: SocketReceiving, limit: Int) {
+    func receiveAll(into bound: LoopBound<SocketReceiving>, limit: Int) {
+        let receiving = bound.value
         receiveAll(into: receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit)
     }
 

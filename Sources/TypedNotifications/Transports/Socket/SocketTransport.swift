@@ -204,9 +204,15 @@ public final class SocketTransport: NotificationTransport {
         // endpoints that were dead when it started, and never reaps later
         // ones behind its caller's back.
         sweepDeadSockets()
-        let receiving = SocketReceiving(
-            receiver: receiver, spoolMonitor: spoolMonitor, maximumEnvelopeSize: maximumEnvelopeSize,
-            watchedFiles: watchedFiles)
+        if let descriptor = spoolMonitor.pollDescriptor {
+            // The process's hubs share one change queue: a spool change
+            // that another one read comes by this call.
+            spoolMonitor.whenChangedElsewhere = { [loop] in loop.markReadable(descriptor) }
+        }
+        let receiving = LoopBound(
+            SocketReceiving(
+                receiver: receiver, spoolMonitor: spoolMonitor, maximumEnvelopeSize: maximumEnvelopeSize,
+                watchedFiles: watchedFiles), on: loop)
         do throws(Errno) {
             try loop.register(receiveSocket.rawValue) { [unowned self] in
                 // As many as a handler loop delivers in one slice: a handler on
@@ -217,9 +223,6 @@ public final class SocketTransport: NotificationTransport {
                 receiveAll(into: receiving, limit: HandlerLoopBudget.deliveries)
             }.get()
             if let descriptor = spoolMonitor.pollDescriptor {
-                // The process's hubs share one change queue: a spool change
-                // that another one read comes by this call.
-                spoolMonitor.whenChangedElsewhere = { [loop] in loop.markReadable(descriptor) }
                 try loop.register(descriptor, exclusive: true) { [unowned self] in lookAtSpool(receiving) }.get()
             } else {
                 // Without inotify (Apple platforms) the spool is looked at every 20 ms.
@@ -408,7 +411,8 @@ public final class SocketTransport: NotificationTransport {
     }
 
     /// Unregisters every name, unlinks the socket and this endpoint's spool,
-    /// and stops the receiving thread. Takes a bounded time: nothing waits to
+    /// and stops the receiving thread, waiting for it at most 2 seconds (a
+    /// handler running there; none when called from one). Nothing waits to
     /// be sent. Idempotent.
     public func close() {
         enum Before { case alreadyClosed, created, open }
@@ -434,12 +438,9 @@ public final class SocketTransport: NotificationTransport {
         }
         if !names.isEmpty { registryGeneration?.increment() }
         _ = SystemCalls.removeFile(socketPath)
-        loop.stop()
-        if before == .open {
-            // The loop's thread may itself end up here (a center released
-            // while it delivered); it does not wait for itself.
-            _ = loop.join(nanoseconds: 10_000_000_000)
-        }
+        // The loop's thread may itself end up here (a center released while
+        // it delivered): then it does not wait for itself.
+        if before == .open { loop.stopAndJoin() } else { loop.stop() }
         Self.removeSpool(spoolDirectory)
     }
 }
