@@ -71,14 +71,14 @@ import Synchronization
 ///   ends (at most ``RedisStreamsConfiguration/blockTimeout``); once the
 ///   slot is moved, the server redirects it. Redirections are counted in
 ///   ``RedisStreamsStatistics/redirections``.
-public final class RedisStreamsTransport: NotificationTransport {
+public final class RedisStreamsTransport: KeepsLatest {
     /// The server and how to log in.
     public let options: RedisConnectionOptions
     /// The durable identity (a consumer group per name), if any.
     public let identity: String?
     /// Where reading a name starts without a consumer group to resume:
     /// always for a plain observer, on a durable identity's first run.
-    public let firstRead: RedisStreamStart
+    public let firstRead: ReadStart
     /// Limits and policies.
     public let configuration: RedisStreamsConfiguration
 
@@ -106,7 +106,7 @@ public final class RedisStreamsTransport: NotificationTransport {
     public convenience init(
         url: String,
         identity: String? = nil,
-        firstRead: RedisStreamStart = .end,
+        firstRead: ReadStart = .end,
         configuration: RedisStreamsConfiguration = RedisStreamsConfiguration()
     ) throws(TypedNotificationError) {
         try self.init(
@@ -118,7 +118,7 @@ public final class RedisStreamsTransport: NotificationTransport {
     public init(
         options: RedisConnectionOptions,
         identity: String? = nil,
-        firstRead: RedisStreamStart = .end,
+        firstRead: ReadStart = .end,
         configuration: RedisStreamsConfiguration = RedisStreamsConfiguration()
     ) throws(TypedNotificationError) {
         if let identity, let problem = NotificationName.problem(with: identity.utf8, maximumLength: 64) {
@@ -278,7 +278,9 @@ public final class RedisStreamsTransport: NotificationTransport {
     }
 
     /// The newest valid envelope in `name`'s stream, without observing it.
-    package func latestMessage(of name: NotificationName) throws(TypedNotificationError) -> TransportMessage? {
+    @_spi(TransportAuthoring) public func latestMessage(of name: NotificationName) throws(TypedNotificationError)
+        -> TransportMessage?
+    {
         let key = key(for: name)
         let reply = try call(RoutedCommand(key: key, "XREVRANGE", key, "+", "-", "COUNT", "16"))
         if case .error(let text) = reply { throw Self.failure(text, doing: "read the newest entry of \(key)") }
@@ -292,28 +294,6 @@ public final class RedisStreamsTransport: NotificationTransport {
             return message
         }
         return nil
-    }
-}
-
-extension NotificationHub where Transport == RedisStreamsTransport {
-    /// The newest notification of type `N` in its stream, with its metadata,
-    /// without observing; `nil` if there is none or it does not decode as `N`.
-    ///
-    /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server cannot be reached.
-    public func latest<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
-        -> DeliveredNotification<N>?
-    {
-        try latest(of: type, named: try N.name.validated(declaredBy: N.self))
-    }
-
-    /// The newest value posted under `name`, chosen at run time, decoded as
-    /// `type`, with its metadata, without observing; `nil` if there is none
-    /// or it does not decode as `type`.
-    public func latest<Payload: DarwinPayload>(of type: Payload.Type, named name: NotificationName)
-        throws(TypedNotificationError) -> DeliveredNotification<Payload>?
-    {
-        guard let message = try transport.latestMessage(of: try name.validated()) else { return nil }
-        return DeliveredNotification(decoding: message, missed: 0)
     }
 }
 

@@ -1,7 +1,7 @@
 import Foundation
 import NotificationPlatform
 import Synchronization
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 import TypedNotificationsRedis
 
 /// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis] [--dir DIR | --url URL] [--wait TIME]`

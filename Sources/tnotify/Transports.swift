@@ -54,7 +54,7 @@ enum StartChoice {
     case beginning
     case newest(Int)
 
-    var file: FileLogStart {
+    var file: ReadStart {
         switch self {
         case .end: .end
         case .beginning: .beginning
@@ -62,7 +62,7 @@ enum StartChoice {
         }
     }
 
-    var redis: RedisStreamStart {
+    var redis: ReadStart {
         switch self {
         case .end: .end
         case .beginning: .beginning

@@ -423,7 +423,7 @@ struct RedisFaultTests {
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         for index in 0..<100 { try poster.post(Ping(index: index)) }
-        let starts: [(String, RedisStreamStart, [Int])] = [
+        let starts: [(String, ReadStart, [Int])] = [
             ("at-end", .end, [100]), ("from-start", .beginning, Array(0...100)), ("newest", .newest(2), [98, 99, 100]),
         ]
         var hubs: [NotificationHub<RedisStreamsTransport>] = []

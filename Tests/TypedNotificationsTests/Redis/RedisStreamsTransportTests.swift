@@ -9,7 +9,7 @@ func redisHub(
     _ server: RedisTestServer,
     endpoint: String = "test",
     identity: String? = nil,
-    firstRead: RedisStreamStart = .end,
+    firstRead: ReadStart = .end,
     configuration: RedisStreamsConfiguration = .init()
 ) throws -> NotificationHub<RedisStreamsTransport> {
     try NotificationHub(

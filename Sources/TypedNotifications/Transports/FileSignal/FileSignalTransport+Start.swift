@@ -179,23 +179,3 @@ extension FileSignalTransport {
         return LogPosition(segment: position.segment, offset: boundary, log: position.log)
     }
 }
-
-extension NotificationHub where Transport == FileSignalTransport {
-    /// The newest notification of type `N` in the log, with its metadata,
-    /// without observing; `nil` if there is none or it does not decode as `N`.
-    public func latest<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
-        -> DeliveredNotification<N>?
-    {
-        try latest(of: type, named: try N.name.validated(declaredBy: N.self))
-    }
-
-    /// The newest value posted under `name`, chosen at run time, decoded as
-    /// `type`, with its metadata, without observing; `nil` if there is none
-    /// or it does not decode as `type`.
-    public func latest<Payload: DarwinPayload>(of type: Payload.Type, named name: NotificationName)
-        throws(TypedNotificationError) -> DeliveredNotification<Payload>?
-    {
-        guard let message = try transport.latestMessage(of: try name.validated()) else { return nil }
-        return DeliveredNotification(decoding: message, missed: 0)
-    }
-}

@@ -29,14 +29,14 @@ import Synchronization
 /// - `NotificationHub.latest(of:)` reads the newest notification without observing.
 /// - Segments roll by size and are deleted by ``FileRetentionPolicy`` once every
 ///   durable cursor is past them, so disk use stays bounded.
-public final class FileSignalTransport: NotificationTransport {
+public final class FileSignalTransport: KeepsLatest {
     /// The shared directory.
     public let directory: String
     /// The durable identity whose cursors this transport keeps, if any.
     public let identity: String?
     /// Where reading a name starts when there is no saved cursor for it: for
     /// a plain observer always, for a durable identity on its first run.
-    public let firstRead: FileLogStart
+    public let firstRead: ReadStart
     /// Limits and policies.
     public let configuration: FileSignalConfiguration
 
@@ -85,7 +85,7 @@ public final class FileSignalTransport: NotificationTransport {
     public init(
         directory: String = FileSignalTransport.defaultDirectory,
         identity: String? = nil,
-        firstRead: FileLogStart = .end,
+        firstRead: ReadStart = .end,
         configuration: FileSignalConfiguration = FileSignalConfiguration()
     ) throws(TypedNotificationError) {
         let directory = directory.count > 1 && directory.hasSuffix("/") ? String(directory.dropLast()) : directory
@@ -350,7 +350,9 @@ public final class FileSignalTransport: NotificationTransport {
     /// - Throws: ``TypedNotificationError/Code/insecureDirectory`` when a
     ///   segment it would read is refused (a mode wider than the sharing
     ///   allows, another owner), naming it: never a silent "nothing".
-    package func latestMessage(of name: NotificationName) throws(TypedNotificationError) -> TransportMessage? {
+    @_spi(TransportAuthoring) public func latestMessage(of name: NotificationName) throws(TypedNotificationError)
+        -> TransportMessage?
+    {
         var decoder = EnvelopeDecoder()
         for number in FileLog.segments(directory, name).reversed() {
             if case .failure(let error) = FileLog.open(

@@ -20,7 +20,7 @@ struct FirstReadTests {
     /// The indices a reader starting at `start` receives: the backlog it
     /// chose, then one posted after it registered (which every choice gets).
     func firstRead(
-        _ directory: String, _ start: FileLogStart, identity: String? = nil, marker: Int = 1000
+        _ directory: String, _ start: ReadStart, identity: String? = nil, marker: Int = 1000
     ) async throws -> [Int] {
         let transport = try FileSignalTransport(directory: directory, identity: identity, firstRead: start)
         let reader = try NotificationHub(endpoint: "reader", transport: transport)
@@ -40,7 +40,7 @@ struct FirstReadTests {
     /// A first read from a new log of `count` records (each read appends a
     /// marker to its log, so each gets a log of its own).
     func firstRead(
-        fromLogOf count: Int, segmentSize: Int = 1024 * 1024, _ start: FileLogStart, identity: String? = nil
+        fromLogOf count: Int, segmentSize: Int = 1024 * 1024, _ start: ReadStart, identity: String? = nil
     ) async throws -> [Int] {
         let directory = try logWith(count, segmentSize: segmentSize)
         defer { removeDirectory(directory) }
@@ -67,7 +67,7 @@ struct FirstReadTests {
         let segments = try FileManager.default.contentsOfDirectory(atPath: directory + "/logs/" + Ping.name.rawValue)
         removeDirectory(directory)
         try #require(segments.count >= 4, "the records span several segments")
-        func read(_ start: FileLogStart, identity: String? = nil) async throws -> [Int] {
+        func read(_ start: ReadStart, identity: String? = nil) async throws -> [Int] {
             try await firstRead(fromLogOf: 200, segmentSize: 4096, start, identity: identity)
         }
         #expect(try await read(.newest(60)) == Array(140..<200) + [1000])
