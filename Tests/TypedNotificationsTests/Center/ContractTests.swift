@@ -1,0 +1,171 @@
+import Dispatch
+import Foundation
+import Testing
+import TypedNotifications
+import TypedNotificationsRedis
+
+/// Every transport the center runs on. A guarantee of the README that holds
+/// for all of them is written once here and run against each, Redis against
+/// a real server; a new transport proves itself by passing.
+enum ContractTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case inProcess = "in-process"
+    case socket
+    case file
+    case redis
+
+    var testDescription: String { rawValue }
+
+    /// The transports that run here: Redis only where a server can be
+    /// started (CI requires it, see `RedisTestServer.suitesRun`).
+    static var available: [ContractTransport] {
+        allCases.filter { $0 != .redis || RedisTestServer.suitesRun }
+    }
+}
+
+/// A test body that runs over any transport, given a poster hub and an
+/// observer hub that reach each other.
+protocol ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws
+}
+
+/// Runs `body` over `kind`: two hubs on one bus, one directory or one Redis
+/// server made for this call, closed and removed after it.
+func runContract(_ kind: ContractTransport, _ body: some ContractBody) async throws {
+    switch kind {
+    case .inProcess:
+        let bus = InProcessBus()
+        let poster = try NotificationHub(endpoint: "poster", transport: InProcessTransport(bus: bus))
+        let observer = try NotificationHub(endpoint: "observer", transport: InProcessTransport(bus: bus))
+        defer {
+            poster.close()
+            observer.close()
+        }
+        try await body.run(poster: poster, observer: observer)
+    case .socket:
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try socketHub(directory, endpoint: "poster")
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer {
+            poster.close()
+            observer.close()
+        }
+        try await body.run(poster: poster, observer: observer)
+    case .file:
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        let observer = try fileHub(directory, endpoint: "observer")
+        defer {
+            poster.close()
+            observer.close()
+        }
+        try await body.run(poster: poster, observer: observer)
+    case .redis:
+        let server = try await RedisTestServer()
+        let poster = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: server.url()))
+        let observer = try NotificationHub(endpoint: "observer", transport: RedisStreamsTransport(url: server.url()))
+        defer {
+            poster.close()
+            observer.close()
+        }
+        try await body.run(poster: poster, observer: observer)
+        await server.kill()
+    }
+}
+
+/// Guarantee 1: one poster's notifications reach the observer in post order.
+private struct InOrder: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let got = Collector<Int>()
+        let token = try observer.addObserver(Ping.self, bufferingPolicy: .unbounded) { ping, _ in
+            got.append(ping.index)
+        }
+        for index in 0..<500 { try poster.post(Ping(index: index)) }
+        #expect(await got.wait(forCount: 500, upTo: .seconds(60)))
+        #expect(got.values == Array(0..<500))
+        token.cancel()
+    }
+}
+
+/// Guarantee 2: once `addObserver` returned, the very next post reaches it:
+/// 40 fresh observers, each followed at once by one post.
+private struct ImmediateRegistration: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        for round in 0..<40 {
+            let got = Collector<Int>()
+            let token = try observer.addObserver(Ping.self) { ping, _ in got.append(ping.index) }
+            try poster.post(Ping(index: round))
+            #expect(await got.wait(forCount: 1, upTo: .seconds(30)), "round \(round)")
+            #expect(got.values.first == round)
+            token.cancel()
+        }
+    }
+}
+
+/// Guarantee 3: no handler run begins after `cancel()` or the token's
+/// release returns, with a payload decoder that takes 200 µs (the adversary
+/// that broke it before).
+private struct ExactSynchronousCancel: ContractBody {
+    let placement: Placement
+    let ending: Ending
+
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let late = try await lateRunsAfterSynchronousEnd(
+            poster: poster, observer: observer, placement: placement, ending: ending, rounds: 40)
+        #expect(late == 0)
+    }
+}
+
+/// Guarantee 4: every loss is counted. A handler held while 300 posts
+/// arrive with an 8-slot buffer: what it receives plus what it is told it
+/// missed is every post, in order, and the last post always arrives.
+private struct LossesCounted: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let release = DispatchSemaphore(value: 0)
+        let last = Signal()
+        let received = Collector<(index: Int, missed: Int)>()
+        let token = try observer.addObserver(Ping.self, bufferingPolicy: .bufferingNewest(8)) { ping, delivery in
+            // Held until every post is out (a safety net of a minute): the
+            // rest pile up behind it.
+            if ping.index == 0 { _ = release.wait(timeout: .now() + 60) }
+            received.append((ping.index, delivery.missed))
+            if ping.index == 299 { last.fire() }
+        }
+        for index in 0..<300 { try poster.post(Ping(index: index)) }
+        release.signal()
+        #expect(await last.wait(upTo: .seconds(60)))
+        let values = received.values
+        #expect(values.count + values.map(\.missed).reduce(0, +) == 300)
+        #expect(values.map(\.index) == values.map(\.index).sorted())
+        token.cancel()
+    }
+}
+
+@Suite("The contract: guarantees every transport keeps", .timeLimit(.minutes(5)))
+struct ContractTests {
+    @Test("1. one poster's notifications arrive in post order", arguments: ContractTransport.available)
+    func order(_ kind: ContractTransport) async throws {
+        try await runContract(kind, InOrder())
+    }
+
+    @Test("2. once addObserver returned, the next post reaches it", arguments: ContractTransport.available)
+    func immediateRegistration(_ kind: ContractTransport) async throws {
+        try await runContract(kind, ImmediateRegistration())
+    }
+
+    @Test(
+        "3. no handler run begins after a synchronous cancel, with a slow decoder racing it",
+        arguments: ContractTransport.available)
+    func exactCancel(_ kind: ContractTransport) async throws {
+        try await runContract(kind, ExactSynchronousCancel(placement: .executor, ending: .cancel))
+        try await runContract(kind, ExactSynchronousCancel(placement: .actor, ending: .release))
+    }
+
+    @Test(
+        "4. a held handler with a small buffer: received plus missed is every post, the last one arrives",
+        arguments: ContractTransport.available)
+    func lossesCounted(_ kind: ContractTransport) async throws {
+        try await runContract(kind, LossesCounted())
+    }
+}
