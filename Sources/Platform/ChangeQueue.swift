@@ -18,16 +18,38 @@ import Synchronization
 
         let descriptor: FileDescriptor
         let state = Mutex(ChangeQueueState())
+        private let isOwn: Bool
 
-        private init(_ descriptor: consuming FileDescriptor) {
+        private init(_ descriptor: consuming FileDescriptor, own: Bool) {
             self.descriptor = descriptor
+            isOwn = own
+        }
+
+        /// Instances of their own that monitors of this process hold.
+        private static let ownQueues = Atomic<Int>(0)
+
+        /// The queue for a new monitor: one of its own while the process
+        /// holds fewer than `DirectoryMonitor.ownQueuesPerProcess` (or
+        /// always, when it may not share), else, or when the kernel refuses
+        /// one, the process's shared queue.
+        static func forNewMonitor(mayShare: Bool) throws(ChangeMonitorError) -> ChangeQueue {
+            guard mayShare else { return try make(own: true) }
+            if ownQueues.load(ordering: .relaxed) < DirectoryMonitor.ownQueuesPerProcess {
+                do {
+                    return try make(own: true)
+                } catch  where error.errno == .tooManyDescriptors {
+                    // The user's instances are all taken: share the one this
+                    // process may already have.
+                }
+            }
+            return try shared()
         }
 
         /// The process's queue, made on first use. A failure is not kept: the
         /// next monitor tries again.
         static func shared() throws(ChangeMonitorError) -> ChangeQueue {
             if let queue = current.withLock({ $0 }) { return queue }
-            let made = try make()
+            let made = try make(own: false)
             return current.withLock { existing in
                 if let existing { return existing }
                 existing = made
@@ -35,12 +57,17 @@ import Synchronization
             }
         }
 
-        /// A new queue of its own.
-        static func make() throws(ChangeMonitorError) -> ChangeQueue {
+        /// A new queue; `own`: a monitor's own, counted until it goes.
+        static func make(own: Bool = false) throws(ChangeMonitorError) -> ChangeQueue {
             SystemCalls.count()
             let descriptor = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
             guard descriptor != -1 else { throw ChangeMonitorError(creating: Errno.current) }
-            return ChangeQueue(FileDescriptor(adopting: descriptor))
+            if own { ownQueues.add(1, ordering: .relaxed) }
+            return ChangeQueue(FileDescriptor(adopting: descriptor), own: own)
+        }
+
+        deinit {
+            if isOwn { Self.ownQueues.subtract(1, ordering: .relaxed) }
         }
 
         /// Removes a watch no monitor listens to any more, then lets adders
@@ -75,13 +102,34 @@ struct ChangeQueueState {
         var changed: Set<Int> = []
         var created: Set<Int> = []
         var lost: Set<Int> = []
+        /// Entries left these directories (removed or moved out): the
+        /// directory itself may have gone with them (see ``departure``).
+        var emptied: Set<Int> = []
         var overflowed = false
         var wakeOwed = false
         var wake: (@Sendable () -> Void)?
     }
 
+    /// What ``add(_:to:)`` found.
+    enum Added: Equatable {
+        case added
+        /// The watch is being removed: add it again once it is gone.
+        case retry
+        /// The watch ended (its directory went) before the subscriber was
+        /// added: its end was handed to the subscribers it had then.
+        case gone
+    }
+
     private(set) var watches: [CInt: [Subscriber]] = [:]
     private(set) var retiring: Set<CInt> = []
+    // Watches whose end (IN_IGNORED) was handed out lately, oldest first: an
+    // adder whose inotify_add_watch returned one of them just before its
+    // directory went must not wait for an end already handed out. The
+    // kernel does not reuse a watch's number until it wraps around, and an
+    // adder registers microseconds after its call, so the last 4,096 do.
+    private var endedWatches: Set<CInt> = []
+    private var endedOrder: [CInt] = []
+    private static let endedRemembered = 4096
     var inboxes: [UInt64: Inbox] = [:]
     private var nextMonitor: UInt64 = 0
     private var wakes: [@Sendable () -> Void] = []
@@ -91,6 +139,24 @@ struct ChangeQueueState {
         nextMonitor += 1
         inboxes[nextMonitor] = Inbox()
         return nextMonitor
+    }
+
+    /// Forgets one subscriber of `monitor` (its directory left its path);
+    /// returns the watch when nobody listens to it now, which the caller
+    /// removes (``retired(_:)`` once it is gone).
+    mutating func remove(monitor: UInt64, index: Int) -> CInt? {
+        for (watch, subscribers) in watches
+        where subscribers.contains(where: { $0.monitor == monitor && $0.index == index }) {
+            let left = subscribers.filter { !($0.monitor == monitor && $0.index == index) }
+            guard left.isEmpty else {
+                watches[watch] = left
+                return nil
+            }
+            watches[watch] = nil
+            retiring.insert(watch)
+            return watch
+        }
+        return nil
     }
 
     /// Forgets a monitor; returns the watches nobody listens to now, which
@@ -111,12 +177,22 @@ struct ChangeQueueState {
         return retire
     }
 
-    /// Adds a subscriber to the watch the kernel returned; false when that
-    /// watch is being removed, so the caller must add it again after.
-    mutating func add(_ subscriber: Subscriber, to watch: CInt) -> Bool {
-        guard !retiring.contains(watch) else { return false }
+    /// Adds a subscriber to the watch the kernel returned, unless that watch
+    /// is being removed or has ended.
+    mutating func add(_ subscriber: Subscriber, to watch: CInt) -> Added {
+        guard !retiring.contains(watch) else { return .retry }
+        guard !endedWatches.contains(watch) else { return .gone }
         watches[watch, default: []].append(subscriber)
-        return true
+        return .added
+    }
+
+    /// Remembers that `watch` ended, for ``add(_:to:)``.
+    private mutating func ended(_ watch: CInt) {
+        guard endedWatches.insert(watch).inserted else { return }
+        endedOrder.append(watch)
+        if endedOrder.count > Self.endedRemembered {
+            endedWatches.remove(endedOrder.removeFirst())
+        }
     }
 
     /// The kernel removed a retired watch.
@@ -134,6 +210,7 @@ struct ChangeQueueState {
         inbox.changed = []
         inbox.created = []
         inbox.lost = []
+        inbox.emptied = []
         inbox.overflowed = false
         inbox.wakeOwed = false
         inboxes[reader] = inbox
@@ -149,16 +226,27 @@ struct ChangeQueueState {
     #if os(Linux)
         /// inotify's event bits this state tells apart.
         static let overflow = UInt32(IN_Q_OVERFLOW)
-        static let ignored = UInt32(IN_IGNORED)
+        /// The watched directory left its path: removed (`IN_DELETE_SELF`,
+        /// sent at once, while `IN_IGNORED` waits until nothing holds the
+        /// directory, and an open file inside it does), renamed
+        /// (`IN_MOVE_SELF`), or its watch ended (`IN_IGNORED`).
+        static let ending = UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)
         static let creation = UInt32(IN_CREATE | IN_MOVED_TO)
+        /// An entry left the directory. A directory removed while a file in
+        /// it is open sends no event of its own until that file is closed
+        /// (the open file holds it), and `rm -rf` removes the entries
+        /// first: their departure is the first sign.
+        static let departure = UInt32(IN_DELETE | IN_MOVED_FROM)
         static let modification = UInt32(IN_MODIFY)
     #else
-        static let (overflow, ignored, creation, modification): (UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0)
+        static let (overflow, ending, creation, modification, departure): (UInt32, UInt32, UInt32, UInt32, UInt32) = (
+            0, 0, 0, 0, 0
+        )
     #endif
 
     private mutating func hand(_ event: Event, readBy reader: UInt64) {
-        let (overflow, ignored, creation, modification) = (
-            Self.overflow, Self.ignored, Self.creation, Self.modification
+        let (overflow, ending, creation, modification) = (
+            Self.overflow, Self.ending, Self.creation, Self.modification
         )
         if event.mask & overflow != 0 {
             for monitor in inboxes.keys {
@@ -167,11 +255,13 @@ struct ChangeQueueState {
             }
             return
         }
+        // The directory left its path (removed, renamed, or its file system
+        // unmounted): a directory made again under the same path is not
+        // watched until its monitor watches it again. Not only on IN_IGNORED,
+        // which comes once nothing holds the directory any more.
+        let isLost = event.mask & ending != 0
+        if isLost { ended(event.watch) }
         guard let subscribers = watches[event.watch] else { return }
-        // The directory is gone (removed, or its file system unmounted) and
-        // the kernel dropped the watch: a directory made again under the same
-        // path is not watched until its monitor watches it again.
-        let isLost = event.mask & ignored != 0
         if isLost { watches[event.watch] = nil }
         // A write to a file matters only to monitors that asked for writes.
         let isWriteOnly = event.mask & ~modification == 0
@@ -179,6 +269,7 @@ struct ChangeQueueState {
             guard inboxes[subscriber.monitor] != nil else { continue }
             inboxes[subscriber.monitor]?.changed.insert(subscriber.index)
             if event.mask & creation != 0 { inboxes[subscriber.monitor]?.created.insert(subscriber.index) }
+            if event.mask & Self.departure != 0 { inboxes[subscriber.monitor]?.emptied.insert(subscriber.index) }
             if isLost { inboxes[subscriber.monitor]?.lost.insert(subscriber.index) }
             owe(subscriber.monitor, readBy: reader)
         }

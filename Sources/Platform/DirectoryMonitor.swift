@@ -13,16 +13,17 @@ import Synchronization
 /// Tells which of a set of directories changed since it was last asked,
 /// without scanning them.
 ///
-/// On Linux, a watch per directory in the process's one inotify instance
-/// (``ChangeQueue``), which every monitor shares: the kernel allows a user
-/// 128 instances by default, so one per hub would cap a process at 128
-/// hubs. A change made by another process is queued before that process's
-/// call returns, so asking right after sees it. Elsewhere, each directory's
+/// On Linux, a watch per directory in an inotify instance (``ChangeQueue``):
+/// the monitor's own for the first few monitors of a process, then one the
+/// rest of the process shares, since the kernel allows a user 128 instances
+/// by default and one per hub would cap a process at 128 hubs. A change
+/// made by another process is queued before that process's call returns,
+/// so asking right after sees it. Elsewhere, each directory's
 /// modification time is compared with the last one seen (one `lstat` per
 /// directory and question).
 ///
 /// A monitor is used by one thread at a time (its owner's event loop, or a
-/// caller that serialises its calls). Whoever reads the shared queue hands
+/// caller that serialises its calls). Whoever reads a shared queue hands
 /// each monitor its events; a monitor that gets events read by another
 /// thread has its ``whenChangedElsewhere`` called once until it next asks.
 package final class DirectoryMonitor {
@@ -30,6 +31,9 @@ package final class DirectoryMonitor {
         private let queue: ChangeQueue
         private let identifier: UInt64
         private var watchDescriptors: [Int: CInt] = [:]
+        // What each watched directory was when watched: an entry leaving it
+        // is the moment to check it is still the one at its path.
+        private var identities: [Int: FileIdentity] = [:]
         private var buffer = [UInt8](repeating: 0, count: 4096)
         private var events: [ChangeQueueState.Event] = []
     #else
@@ -48,20 +52,28 @@ package final class DirectoryMonitor {
     private let includesModifications: Bool
 
     /// Creates a monitor watching nothing yet. With `includingModifications`,
-    /// a write to a file in a watched directory counts as a change too. With
-    /// `sharingQueue` false it gets an inotify instance of its own, which
-    /// only it reads: for a caller that blocks on ``pollDescriptor`` and
-    /// has no event loop to be woken on.
+    /// a write to a file in a watched directory counts as a change too.
     ///
-    /// The corresponding C function is `inotify_init1`, called once per
-    /// process (and once per monitor that does not share).
+    /// A monitor gets an inotify instance of its own while its process holds
+    /// fewer than ``ownQueuesPerProcess``, and always with `sharingQueue`
+    /// false (a caller that blocks on ``pollDescriptor`` and has no event
+    /// loop to be woken on). Beyond that, or once the kernel refuses another
+    /// instance (`fs.inotify.max_user_instances`, 128 per user by default),
+    /// it joins the process's shared one, so a process may hold any number
+    /// of hubs without taking every instance its user has.
+    ///
+    /// The corresponding C function is `inotify_init1`.
     package init(includingModifications: Bool = false, sharingQueue: Bool = true) throws(ChangeMonitorError) {
         includesModifications = includingModifications
         #if os(Linux)
-            queue = sharingQueue ? try ChangeQueue.shared() : try ChangeQueue.make()
+            queue = try ChangeQueue.forNewMonitor(mayShare: sharingQueue)
             identifier = queue.state.withLock { $0.addMonitor() }
         #endif
     }
+
+    /// How many monitors of a process get an inotify instance of their own
+    /// before the rest share one.
+    package static let ownQueuesPerProcess = 16
 
     #if os(Linux)
         /// A monitor on `queue`, which other monitors may share.
@@ -116,17 +128,32 @@ package final class DirectoryMonitor {
             // out one watch per directory and instance, and IN_MASK_ADD keeps
             // what the others asked for.
             while true {
+                // The directory at the path before and after the call: the
+                // same one, or it was replaced meanwhile and the watch may be
+                // on either.
+                let before = SystemCalls.linkStatus(path).map(\.identity)
                 SystemCalls.count()
                 let descriptor = inotify_add_watch(queue.descriptor.rawValue, path, mask | UInt32(IN_MASK_ADD))
                 guard descriptor != -1 else { throw ChangeMonitorError(watching: Errno.current) }
-                let added = queue.state.withLock { $0.add(subscriber, to: descriptor) }
-                if added {
+                guard case .success(let identity) = before,
+                    case .success(identity) = SystemCalls.linkStatus(path).map(\.identity)
+                else { continue }
+                switch queue.state.withLock({ $0.add(subscriber, to: descriptor) }) {
+                case .added:
                     watchDescriptors[index] = descriptor
-                    break
+                    identities[index] = identity
+                case .retry:
+                    // The last monitor on that watch is removing it right
+                    // now: once it has, adding makes a new one.
+                    sched_yield()
+                    continue
+                case .gone:
+                    // The directory went between the kernel's answer and
+                    // now, and its end was handed out before this monitor
+                    // listened: as if it had gone before the call.
+                    throw ChangeMonitorError(watching: .noSuchFile)
                 }
-                // The last monitor on that watch is removing it right now:
-                // once it has, adding makes a new one.
-                sched_yield()
+                break
             }
         #else
             if case .success(let info) = SystemCalls.linkStatus(path) { lastModified[index] = info.modifiedNanoseconds }
@@ -168,9 +195,11 @@ package final class DirectoryMonitor {
         #endif
     }
 
-    /// The indices whose directory went away since the last call, so their
-    /// watch ended (inotify's `IN_IGNORED`); watch the path again to follow a
-    /// directory made anew there. Also reported by ``changes()`` as changed.
+    /// The indices whose directory left its path since the last call
+    /// (removed or renamed: inotify's `IN_DELETE_SELF`, `IN_MOVE_SELF`,
+    /// `IN_IGNORED`), so their watch no longer follows the path; watch the
+    /// path again to follow a directory made anew there. Also reported by
+    /// ``changes()`` as changed.
     package func takeLostWatches() -> Set<Int> {
         defer { lost = [] }
         return lost
@@ -209,7 +238,12 @@ package final class DirectoryMonitor {
             for wake in wakes { wake() }
             created.formUnion(inbox.created)
             lost.formUnion(inbox.lost)
-            return inbox.overflowed ? nil : inbox.changed
+            var changed = inbox.changed
+            for index in inbox.emptied.subtracting(inbox.lost) where !isStillAtItsPath(index) {
+                lost.insert(index)
+                changed.insert(index)
+            }
+            return inbox.overflowed ? nil : changed
         #else
             var changed = Set<Int>()
             #if canImport(Darwin)
@@ -236,6 +270,22 @@ package final class DirectoryMonitor {
     }
 
     #if os(Linux)
+        /// Whether the directory watched as `index` is still the one at its
+        /// path. When not (removed, or replaced), its watch is dropped: it
+        /// counts as lost, and its owner watches the path again.
+        ///
+        /// The corresponding C function is `lstat`.
+        private func isStillAtItsPath(_ index: Int) -> Bool {
+            guard let identity = identities[index] else { return true }
+            if case .success(let now) = SystemCalls.linkStatus(paths[index]), now.identity == identity { return true }
+            identities[index] = nil
+            watchDescriptors[index] = nil
+            if let retire = queue.state.withLock({ $0.remove(monitor: identifier, index: index) }) {
+                queue.removeWatch(retire)
+            }
+            return false
+        }
+
         /// Reads what is queued into ``events``, without a lock: the kernel
         /// hands each event to exactly one reader.
         private func readQueue() {
