@@ -18,38 +18,16 @@ import Synchronization
 
         let descriptor: FileDescriptor
         let state = Mutex(ChangeQueueState())
-        private let isOwn: Bool
 
-        private init(_ descriptor: consuming FileDescriptor, own: Bool) {
+        private init(_ descriptor: consuming FileDescriptor) {
             self.descriptor = descriptor
-            isOwn = own
-        }
-
-        /// Instances of their own that monitors of this process hold.
-        private static let ownQueues = Atomic<Int>(0)
-
-        /// The queue for a new monitor: one of its own while the process
-        /// holds fewer than `DirectoryMonitor.ownQueuesPerProcess` (or
-        /// always, when it may not share), else, or when the kernel refuses
-        /// one, the process's shared queue.
-        static func forNewMonitor(mayShare: Bool) throws(ChangeMonitorError) -> ChangeQueue {
-            guard mayShare else { return try make(own: true) }
-            if ownQueues.load(ordering: .relaxed) < DirectoryMonitor.ownQueuesPerProcess {
-                do {
-                    return try make(own: true)
-                } catch  where error.errno == .tooManyDescriptors {
-                    // The user's instances are all taken: share the one this
-                    // process may already have.
-                }
-            }
-            return try shared()
         }
 
         /// The process's queue, made on first use. A failure is not kept: the
         /// next monitor tries again.
         static func shared() throws(ChangeMonitorError) -> ChangeQueue {
             if let queue = current.withLock({ $0 }) { return queue }
-            let made = try make(own: false)
+            let made = try make()
             return current.withLock { existing in
                 if let existing { return existing }
                 existing = made
@@ -57,17 +35,12 @@ import Synchronization
             }
         }
 
-        /// A new queue; `own`: a monitor's own, counted until it goes.
-        static func make(own: Bool = false) throws(ChangeMonitorError) -> ChangeQueue {
+        /// A new queue of its own.
+        static func make() throws(ChangeMonitorError) -> ChangeQueue {
             SystemCalls.count()
             let descriptor = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
             guard descriptor != -1 else { throw ChangeMonitorError(creating: Errno.current) }
-            if own { ownQueues.add(1, ordering: .relaxed) }
-            return ChangeQueue(FileDescriptor(adopting: descriptor), own: own)
-        }
-
-        deinit {
-            if isOwn { Self.ownQueues.subtract(1, ordering: .relaxed) }
+            return ChangeQueue(FileDescriptor(adopting: descriptor))
         }
 
         /// Removes a watch no monitor listens to any more, then lets adders

@@ -13,12 +13,11 @@ import Synchronization
 /// Tells which of a set of directories changed since it was last asked,
 /// without scanning them.
 ///
-/// On Linux, a watch per directory in an inotify instance (``ChangeQueue``):
-/// the monitor's own for the first few monitors of a process, then one the
-/// rest of the process shares, since the kernel allows a user 128 instances
-/// by default and one per hub would cap a process at 128 hubs. A change
-/// made by another process is queued before that process's call returns,
-/// so asking right after sees it. Elsewhere, each directory's
+/// On Linux, a watch per directory in the process's one inotify instance
+/// (``ChangeQueue``), which every monitor shares: the kernel allows a user
+/// 128 instances by default, so one per hub would cap a process at 128
+/// hubs. A change made by another process is queued before that process's
+/// call returns, so asking right after sees it. Elsewhere, each directory's
 /// modification time is compared with the last one seen (one `lstat` per
 /// directory and question).
 ///
@@ -52,28 +51,20 @@ package final class DirectoryMonitor {
     private let includesModifications: Bool
 
     /// Creates a monitor watching nothing yet. With `includingModifications`,
-    /// a write to a file in a watched directory counts as a change too.
+    /// a write to a file in a watched directory counts as a change too. With
+    /// `sharingQueue` false it gets an inotify instance of its own, which
+    /// only it reads: for a caller that blocks on ``pollDescriptor`` and
+    /// has no event loop to be woken on.
     ///
-    /// A monitor gets an inotify instance of its own while its process holds
-    /// fewer than ``ownQueuesPerProcess``, and always with `sharingQueue`
-    /// false (a caller that blocks on ``pollDescriptor`` and has no event
-    /// loop to be woken on). Beyond that, or once the kernel refuses another
-    /// instance (`fs.inotify.max_user_instances`, 128 per user by default),
-    /// it joins the process's shared one, so a process may hold any number
-    /// of hubs without taking every instance its user has.
-    ///
-    /// The corresponding C function is `inotify_init1`.
+    /// The corresponding C function is `inotify_init1`, called once per
+    /// process (and once per monitor that does not share).
     package init(includingModifications: Bool = false, sharingQueue: Bool = true) throws(ChangeMonitorError) {
         includesModifications = includingModifications
         #if os(Linux)
-            queue = try ChangeQueue.forNewMonitor(mayShare: sharingQueue)
+            queue = sharingQueue ? try ChangeQueue.shared() : try ChangeQueue.make()
             identifier = queue.state.withLock { $0.addMonitor() }
         #endif
     }
-
-    /// How many monitors of a process get an inotify instance of their own
-    /// before the rest share one.
-    package static let ownQueuesPerProcess = 16
 
     #if os(Linux)
         /// A monitor on `queue`, which other monitors may share.

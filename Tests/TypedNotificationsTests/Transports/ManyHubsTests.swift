@@ -18,11 +18,10 @@ private func observingHubs<T: NotificationTransport>(
     return (hubs, tokens, got)
 }
 
-/// Beyond its first 16, the hubs of one process share one inotify instance:
-/// the kernel allows a user 128 instances by default, and each hub used to
-/// hold one (two for a socket hub), so the 128th file hub and the 64th
-/// socket hub failed. Only one hub's loop reads each change event of the
-/// shared instance; the others hear of it from it.
+/// Every hub of one process shares one inotify instance: the kernel allows a
+/// user 128 instances by default, and each hub used to hold one (two for a
+/// socket hub), so the 128th file hub and the 64th socket hub failed. Only
+/// one hub's loop reads each change event; the others hear of it from it.
 @Suite("Hundreds of hubs in one process", .serialized, .timeLimit(.minutes(5)))
 struct ManyHubsTests {
     static let hubCount = 300
@@ -47,8 +46,8 @@ struct ManyHubsTests {
     func logRemovedTwice() async throws {
         // A watch re-added by one hub just as its directory went, whose end
         // another hub's loop had already handed out, left that hub listening
-        // to a dead watch for ever. (The same schedule with 100 hubs in a
-        // helper process still strands some: see the README's Status.)
+        // to a dead watch; and a directory held open by a reader's segment
+        // sends no end of its own until the reader lets go.
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let thirdPoster = Collector<Int>()
