@@ -201,7 +201,9 @@ extension RedisStreamsTransport {
                 if let identity {
                     // Redis's counter, unless this reader counted further
                     // and has not raised it yet.
-                    if let counted = try createGroup(identity, key: key) {
+                    let last = reader.machine.lastDelivered
+                    let resuming = last == .zero ? nil : (id: last, entriesRead: reader.machine.accounted)
+                    if let counted = try createGroup(identity, key: key, resumingAfter: resuming) {
                         reader.machine.groupReady(entriesRead: counted)
                     }
                 }

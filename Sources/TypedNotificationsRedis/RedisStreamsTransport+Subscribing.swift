@@ -151,8 +151,20 @@ extension RedisStreamsTransport {
     /// returns the group's entries-read: how many entries were ever added up
     /// to its position. A new group's counter starts where reading starts,
     /// from the same snapshot, so entries trimmed before it are not missed.
-    func createGroup(_ group: String, key: String) throws(TypedNotificationError) -> Int? {
-        let (start, accounted) = try startingPoint(of: key)
+    func createGroup(
+        _ group: String, key: String, resumingAfter last: (id: StreamEntryID, entriesRead: Int?)? = nil
+    ) throws(TypedNotificationError) -> Int? {
+        // A group made again (deleted while this reader read, by XGROUP
+        // DESTROY or a server that lost it) starts after what this reader
+        // was handed, not where a new identity starts: what was posted
+        // while it was gone is read, not skipped unreported.
+        let start: StreamEntryID
+        let accounted: Int?
+        if let last {
+            (start, accounted) = (last.id, last.entriesRead)
+        } else {
+            (start, accounted) = try startingPoint(of: key)
+        }
         var create = RoutedCommand(key: key, "XGROUP", "CREATE", key, group, start.description, "MKSTREAM")
         if let accounted { create.arguments += [Array("ENTRIESREAD".utf8), Array(String(accounted).utf8)] }
         let routed = run([create, RoutedCommand(key: key, "XINFO", "GROUPS", key)])

@@ -109,6 +109,29 @@ struct RedisStreamsTransportTests {
         #expect(try server.command("XLEN", "tn:{test.ping}") == .integer(100))
     }
 
+    @Test("a durable identity whose group is destroyed while it reads gets what was posted meanwhile")
+    func groupDestroyed() async throws {
+        // The adversary: `XGROUP DESTROY` by an operator. The group used to
+        // be made again at the stream's end, so posts made while it was
+        // gone were skipped with nothing reported.
+        let server = try await RedisTestServer()
+        let observer = try redisHub(server, endpoint: "observer", identity: "gizmo")
+        defer { observer.close() }
+        let got = Collector<Int>()
+        let token = try observer.addObserver(Ping.self, bufferingPolicy: .unbounded) { ping, delivery in
+            if !delivery.isRedelivery { got.append(ping.index) }
+        }
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 0))
+        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(try server.command("XGROUP", "DESTROY", "tn:{test.ping}", "gizmo") == .integer(1))
+        for index in 1...5 { try poster.post(Ping(index: index)) }
+        #expect(await got.wait(forCount: 6, upTo: .seconds(30)))
+        #expect(got.values == Array(0...5))
+        token.cancel()
+    }
+
     @Test("registration is immediate: a post right after subscribing, from another hub, is received")
     func immediateRegistration() async throws {
         let server = try await RedisTestServer()
