@@ -17,7 +17,21 @@ final class LogReader {
 
     private final class OpenSegment {
         let file: FileDescriptor
-        init(file: consuming FileDescriptor) { self.file = file }
+        let path: String
+        init(file: consuming FileDescriptor, path: String) {
+            self.file = file
+            self.path = path
+        }
+
+        /// Whether the file open is no longer the one at its path: its
+        /// directory was renamed away (or it was replaced), so for the log
+        /// it is as good as unlinked, though it still has a link.
+        ///
+        /// The corresponding C function is `lstat`.
+        func leftItsPath(_ open: FileStatus) -> Bool {
+            guard case .success(let atPath) = SystemCalls.linkStatus(path) else { return true }
+            return atPath.identity != open.identity
+        }
     }
 
     init(
@@ -55,9 +69,10 @@ final class LogReader {
                 return result.records
             case .open(let segment):
                 open = nil
-                switch FileLog.open(FileLog.segmentPath(root, name, segment), create: false, sharing: sharing) {
+                let path = FileLog.segmentPath(root, name, segment)
+                switch FileLog.open(path, create: false, sharing: sharing) {
                 case .success(let file):
-                    open = OpenSegment(file: file)
+                    open = OpenSegment(file: file, path: path)
                     event = .opened
                 case .failure(let error):
                     // Listed after the open failed: a segment renamed into
@@ -72,7 +87,11 @@ final class LogReader {
                 }
             case .measure:
                 if let current = open, case .success(let info) = SystemCalls.fileStatus(current.file) {
-                    event = .measured(size: info.size, links: info.links)
+                    // Checked only when the directory reported new entries
+                    // or was watched anew (a log made again there), so a
+                    // wake-up for an append costs no extra call.
+                    let gone = info.links > 0 && segmentsChanged && current.leftItsPath(info)
+                    event = .measured(size: info.size, links: gone ? 0 : info.links)
                 } else {
                     event = .measureFailed
                 }

@@ -15,6 +15,30 @@ struct LogAdversaryTests {
         FileSignalConfiguration(segmentSize: 4096, retention: FileRetentionPolicy(maximumBytes: bytes))
     }
 
+    @Test("a log directory renamed away under a watcher: the log made again at its path is followed")
+    func logDirectoryRenamed() async throws {
+        // The adversary: `mv logs/NAME elsewhere`. The segment the watcher
+        // holds still has its link, so only its path says it left.
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let hub = try fileHub(directory, endpoint: "watcher")
+        defer { hub.close() }
+        let got = Collector<(poster: Int, index: Int)>()
+        let token = try hub.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, _ in
+            got.append((ping.poster, ping.index))
+        }
+        let first = try HelperProcess(["fpost", directory, "20", "1"])
+        #expect(await first.waitForExit() == 0, "\(first.errors.values)")
+        #expect(await got.wait(forCount: 20, upTo: .seconds(30)))
+        try FileManager.default.moveItem(
+            atPath: directory + "/logs/" + HelperPing.name.rawValue, toPath: directory + "/moved")
+        let second = try HelperProcess(["fpost", directory, "30", "3"])
+        #expect(await second.waitForExit() == 0, "\(second.errors.values)")
+        #expect(await got.wait(forCount: 50, upTo: .seconds(30)))
+        #expect(got.values.filter { $0.poster == 3 }.map(\.index) == Array(0..<30))
+        token.cancel()
+    }
+
     @Test(
         "a long-lived poster keeps posting while other processes roll the log under it: nothing throws, nothing is lost"
     )
