@@ -1,5 +1,3 @@
-import Synchronization
-
 #if canImport(Darwin)
     import Darwin
 #elseif canImport(Glibc)
@@ -14,10 +12,10 @@ import Synchronization
     /// An inotify instance and who listens to which of its watches: the
     /// process's shared one (``shared()``), or a monitor's own.
     final class ChangeQueue: Sendable {
-        private static let current = Mutex<ChangeQueue?>(nil)
+        private static let current = SystemLocked<ChangeQueue?>(nil)
 
         let descriptor: FileDescriptor
-        let state = Mutex(ChangeQueueState())
+        let state = SystemLocked(ChangeQueueState())
 
         private init(_ descriptor: consuming FileDescriptor) {
             self.descriptor = descriptor
