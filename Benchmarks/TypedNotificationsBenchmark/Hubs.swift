@@ -109,8 +109,8 @@ func measureHubs<T: NotificationTransport>(kind: Kind, count: Int, make: () thro
         output.opened = hubs.count
         if !hubs.isEmpty {
             try poster.post(BenchTick(index: 1, filler: BenchTick.filler(forPayloadSize: 16)))
-            // Every observer (the tally's target is `count`: when fewer
-            // opened, this waits out the minute), or a minute.
+            // Every observer, or a minute. When fewer hubs opened than asked,
+            // the tally (made for `count`) never signals: 5 s for stragglers.
             _ = tally.allDelivered.wait(timeout: .now() + (hubs.count == count ? 60 : 5))
         }
         output.delivered = tally.delivered

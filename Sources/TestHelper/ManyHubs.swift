@@ -4,7 +4,9 @@ import Synchronization
 
 /// What one of many hubs in this process got.
 final class HubTally: @unchecked Sendable {
-    // Sendable: touched only under `lock`.
+    // Sendable: every `var` is read and written only between `lock.lock()`
+    // and `lock.unlock()` (in `got`, `count(of:)` and `summary`), so one
+    // thread at a time, each seeing what the one before it wrote.
     private let lock = NSLock()
     private var last: [Int: Int] = [:]
     private var count = 0

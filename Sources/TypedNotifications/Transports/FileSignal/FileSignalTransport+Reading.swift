@@ -59,13 +59,12 @@ extension FileSignalTransport {
             return (readersChanged.load(ordering: .acquiring), plan)
         }
         guard let (generation, plan) = plan else { return }
-        let receiving = checking
         var read = plan.map { name, reader in
             (
                 name: name, reader: reader,
                 records: reader.readNew(
-                    root: directory, decoder: &receiving.decoder, counters: counters, maximumRecords: rooms[name],
-                    segmentsChanged: receiving.createdSegments?.contains(name) ?? true)
+                    root: directory, decoder: &checking.decoder, counters: counters, maximumRecords: rooms[name],
+                    segmentsChanged: checking.createdSegments?.contains(name) ?? true)
             )
         }
         // A name unsubscribed (or subscribed again, with a reader of its own)
@@ -84,15 +83,15 @@ extension FileSignalTransport {
             records: read.map { ($0.name, $0.records, $0.reader.missedAfterRecords) },
             hasMore: read.filter { $0.reader.hasMore }.map(\.name)
         )
-        receiving.markDue(batches.hasMore)
-        if let removal = receiving.removalWatch.removal() {
-            receiving.receiver.fail(removal)
+        checking.markDue(batches.hasMore)
+        if let removal = checking.removalWatch.removal() {
+            checking.receiver.fail(removal)
             return
         }
         saveDueCursors()
         for (name, records, missedAfter) in batches.records {
-            if !records.isEmpty { deliver(records, of: name, to: receiving.receiver) }
-            receiving.receiver.missed(MissedNotifications(count: missedAfter, name: name))
+            if !records.isEmpty { deliver(records, of: name, to: checking.receiver) }
+            checking.receiver.missed(MissedNotifications(count: missedAfter, name: name))
         }
         // Behind the handler jobs these records just queued on this thread.
         if !batches.hasMore.isEmpty { requestPass() }
