@@ -55,6 +55,8 @@ import TypedNotificationsRedis
 //                                                "ready", then "done hubs=H inorder=… missed=…" once
 //                                                each has TOTAL pings; with churn, other hubs on DIR
 //                                                open and close meanwhile
+//   tnotify-test-helper contract …               the contract suite's roles, over any transport:
+//                                                see Contract.swift
 
 /// The notification the helper posts and observes.
 struct HelperPing: TypedNotification, Codable {
@@ -391,6 +393,8 @@ do {
         let (uid, gid) = (user.pointee.pw_uid, user.pointee.pw_gid)
         guard setgid(gid) == 0, setuid(uid) == 0 else { fail("cannot switch to \(arguments[1]): errno \(errno)") }
         try sendOnStandardInput(claimingUser: UInt32(uid))
+    case "contract":
+        try await runContractCommand(arguments.dropFirst())
     case "hubs" where arguments.count == 5 || arguments.count == 6:
         guard let hubs = Int(arguments[3]), let total = Int(arguments[4]) else {
             fail("HUBS and TOTAL must be numbers")
@@ -402,7 +406,7 @@ do {
         fail(
             "usage: observe | observe-total | post | post-exit | send-forged | send-forged-pid | send-as"
                 + " | fobserve | fobserve-total | fobserve-names | fobserve-events | fdurable | fpost | ftorn"
-                + " | fpost-limited (arguments: see the comment at the top of Sources/TestHelper/main.swift)")
+                + " | fpost-limited | hubs | contract (arguments: see the comment at the top of Sources/TestHelper/main.swift)")
     }
 } catch {
     fail("\(error)")

@@ -142,6 +142,28 @@ private struct LossesCounted: ContractBody {
     }
 }
 
+/// Guarantee 11: forged sequence numbers never trap. A forger sends, through
+/// the transport itself, envelopes numbered 2⁶⁴ − 1 and then 1; the observer
+/// gets both and lives on: an honest post after them arrives too, and none
+/// is counted missed (a step back starts a new run).
+private struct ForgedSequenceNumbers: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let deliveries = try observer.deliveries(of: Ping.self)
+        let forger = try forgedSender(instance: 9)
+        try poster.transport.send(try forgedMessage(Ping(index: 1), from: forger, sequence: .max))
+        try poster.transport.send(try forgedMessage(Ping(index: 2), from: forger, sequence: 1))
+        try poster.post(Ping(index: 3))
+        var seen: [(index: Int, missed: Int)] = []
+        for await delivered in deliveries {
+            seen.append((delivered.notification.index, delivered.delivery.missed))
+            if seen.count == 3 { break }
+        }
+        #expect(seen.map(\.index) == [1, 2, 3])
+        #expect(seen.map(\.missed) == [0, 0, 0])
+        #expect(observer.failure == nil)
+    }
+}
+
 @Suite("The contract: guarantees every transport keeps", .timeLimit(.minutes(5)))
 struct ContractTests {
     @Test("1. one poster's notifications arrive in post order", arguments: ContractTransport.available)
@@ -167,5 +189,12 @@ struct ContractTests {
         arguments: ContractTransport.available)
     func lossesCounted(_ kind: ContractTransport) async throws {
         try await runContract(kind, LossesCounted())
+    }
+
+    @Test(
+        "11. envelopes forged with sequence numbers 2⁶⁴ − 1 and 1 arrive, and the observer lives on",
+        arguments: ContractTransport.available)
+    func forgedSequenceNumbers(_ kind: ContractTransport) async throws {
+        try await runContract(kind, ForgedSequenceNumbers())
     }
 }

@@ -112,29 +112,6 @@ struct SocketSpoolTests {
         #expect(await watcher.waitForExit() == 0)
     }
 
-    @Test("20,000 from a poster that exits at once, to a stopped observer: every one, in order")
-    func exitingPosterToStoppedObserver() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let observer = try HelperProcess(["observe", directory, "20000"])
-        await observer.waitForLine(startingWith: "ready")
-        observer.signal(SIGSTOP)
-        waitUntilStopped(observer.pid)
-        let poster = try HelperProcess(["post-exit", directory, "20000", "9"])
-        let posted = parseDone(await poster.waitForLine(startingWith: "posted"))
-        #expect(await poster.waitForExit() == 0)
-        #expect(posted["undelivered"] == "0")
-        #expect(Int(posted["spooled"] ?? "") ?? 0 > 19_000)
-        // The poster is gone; what it posted waits in the observer's spool.
-        #expect(isStopped(observer.pid))
-        observer.signal(SIGCONT)
-        let done = parseDone(await observer.waitForLine(startingWith: "done"))
-        #expect(done["count"] == "20000")
-        #expect(done["inorder"] == "true")
-        #expect(done["missed"] == "0")
-        #expect(await observer.waitForExit() == 0)
-    }
-
     @Test("beyond the spool limit, an exited poster's drops reach the stopped observer as missed, and the poster heard")
     func exitingPosterBeyondTheLimit() async throws {
         let directory = try makeTemporaryDirectory()
