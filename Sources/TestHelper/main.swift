@@ -406,7 +406,8 @@ do {
         fail(
             "usage: observe | observe-total | post | post-exit | send-forged | send-forged-pid | send-as"
                 + " | fobserve | fobserve-total | fobserve-names | fobserve-events | fdurable | fpost | ftorn"
-                + " | fpost-limited | hubs | contract (arguments: see the comment at the top of Sources/TestHelper/main.swift)")
+                + " | fpost-limited | hubs | contract (arguments: see the comment at the top of Sources/TestHelper/main.swift)"
+        )
     }
 } catch {
     fail("\(error)")
