@@ -11,7 +11,7 @@ import TypedNotifications
 final class AcknowledgementSender: Sendable {
     private let identity: String
     private let router: ClusterRouter
-    private let counters: RedisStreamsCounters
+    private let counters: Counters<RedisStreamsStatistics>
     private let loop: EventLoop
     private let queue = Locked(Queue())
     // Used only by jobs of the loop, which run one at a time: on its
@@ -25,7 +25,7 @@ final class AcknowledgementSender: Sendable {
         var closed = false
     }
 
-    init(identity: String, router: ClusterRouter, counters: RedisStreamsCounters, loop: EventLoop) {
+    init(identity: String, router: ClusterRouter, counters: Counters<RedisStreamsStatistics>, loop: EventLoop) {
         self.identity = identity
         self.router = router
         self.counters = counters
@@ -76,12 +76,12 @@ final class AcknowledgementSender: Sendable {
                 key: key, [Array("XACK".utf8), key, Array(identity.utf8)] + ids.map { Array($0.description.utf8) })
         }
         let routed = router.run(commands, connection: liveConnection(to:), release: { _ in })
-        if routed.redirections > 0 { counters.redirections.add(routed.redirections, ordering: .relaxed) }
+        if routed.redirections > 0 { counters.add(routed.redirections, to: .redirections) }
         var again: [([UInt8], StreamEntryID)] = []
         for (index, (key, ids)) in batches.enumerated() {
             switch index < routed.replies.count ? routed.replies[index] : nil {
             case .integer(let count):
-                counters.acknowledged.add(Int(count), ordering: .relaxed)
+                counters.add(Int(count), to: .acknowledged)
             case .error(let text) where text.hasPrefix("NOGROUP") || text.hasPrefix("WRONGTYPE"):
                 continue
             default:
@@ -107,7 +107,7 @@ final class AcknowledgementSender: Sendable {
     /// `RedisStreamsTransport.raiseGroupCounter(of:)`).
     func runNow(_ commands: [RoutedCommand]) -> RoutedReplies {
         let routed = router.run(commands, connection: liveConnection(to:), release: { _ in })
-        if routed.redirections > 0 { counters.redirections.add(routed.redirections, ordering: .relaxed) }
+        if routed.redirections > 0 { counters.add(routed.redirections, to: .redirections) }
         if routed.failure != nil { connections.withLock { $0 = $0.filter { !$0.value.isBroken } } }
         return routed
     }

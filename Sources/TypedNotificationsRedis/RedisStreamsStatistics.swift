@@ -1,4 +1,4 @@
-import Synchronization
+import TypedNotifications
 
 /// Counters of a ``RedisStreamsTransport`` since it was created.
 public struct RedisStreamsStatistics: Hashable, Sendable {
@@ -24,26 +24,23 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     public var trimmedUnread: Int
 }
 
-/// The live counters behind ``RedisStreamsStatistics``.
-final class RedisStreamsCounters: Sendable {
-    let posted = Atomic<Int>(0)
-    let failedPosts = Atomic<Int>(0)
-    let delivered = Atomic<Int>(0)
-    let corruptEntriesSkipped = Atomic<Int>(0)
-    let acknowledged = Atomic<Int>(0)
-    let reconnects = Atomic<Int>(0)
-    let redirections = Atomic<Int>(0)
-    let trimmedUnread = Atomic<Int>(0)
+extension RedisStreamsStatistics: CountedStatistics {
+    /// Each count, a slot of the live ``Counters``.
+    package enum Count: Int, CaseIterable, Sendable {
+        case posted, failedPosts, delivered, corruptEntriesSkipped, acknowledged, reconnects, redirections,
+            trimmedUnread
+    }
 
-    var snapshot: RedisStreamsStatistics {
-        RedisStreamsStatistics(
-            posted: posted.load(ordering: .relaxed),
-            failedPosts: failedPosts.load(ordering: .relaxed),
-            delivered: delivered.load(ordering: .relaxed),
-            corruptEntriesSkipped: corruptEntriesSkipped.load(ordering: .relaxed),
-            acknowledged: acknowledged.load(ordering: .relaxed),
-            reconnects: reconnects.load(ordering: .relaxed),
-            redirections: redirections.load(ordering: .relaxed),
-            trimmedUnread: trimmedUnread.load(ordering: .relaxed))
+    /// A snapshot of `count(c)` for every count `c`.
+    package init(_ count: (Count) -> Int) {
+        self.init(
+            posted: count(.posted),
+            failedPosts: count(.failedPosts),
+            delivered: count(.delivered),
+            corruptEntriesSkipped: count(.corruptEntriesSkipped),
+            acknowledged: count(.acknowledged),
+            reconnects: count(.reconnects),
+            redirections: count(.redirections),
+            trimmedUnread: count(.trimmedUnread))
     }
 }

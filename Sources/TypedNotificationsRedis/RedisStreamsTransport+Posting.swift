@@ -82,8 +82,8 @@ extension RedisStreamsTransport {
                     cause: failure)
                 : failure
         }
-        counters.posted.add(result.sent, ordering: .relaxed)
-        counters.failedPosts.add(posts - result.sent, ordering: .relaxed)
+        counters.add(result.sent, to: .posted)
+        counters.add(posts - result.sent, to: .failedPosts)
         return result
     }
 
@@ -91,7 +91,7 @@ extension RedisStreamsTransport {
     /// is a cluster) on pooled connections, following redirections.
     func run(_ commands: [RoutedCommand]) -> RoutedReplies {
         let routed = router.run(commands, connection: takeConnection(to:), release: putBack(_:))
-        if routed.redirections > 0 { counters.redirections.add(routed.redirections, ordering: .relaxed) }
+        if routed.redirections > 0 { counters.add(routed.redirections, to: .redirections) }
         return routed
     }
 
@@ -126,7 +126,7 @@ extension RedisStreamsTransport {
         do throws(TypedNotificationError) {
             let connection = try RedisConnection.connect(node, clientName: "tn-poster")
             state.withLock { $0.connectBackoff[node] = nil }
-            counters.reconnects.add(1, ordering: .relaxed)
+            counters.add(to: .reconnects)
             return connection
         } catch {
             state.withLock { $0.connectBackoff[node, default: ConnectBackoff()].failed(at: now, error.message) }

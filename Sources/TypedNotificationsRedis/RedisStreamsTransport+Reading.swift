@@ -130,7 +130,7 @@ extension RedisStreamsTransport {
                 return
             case .redirect(let redirection):
                 router.learn(redirection)
-                counters.redirections.add(1, ordering: .relaxed)
+                counters.add(to: .redirections)
                 reconnect(reader, redirected: true)
                 return
             case .fail(let text):
@@ -153,13 +153,13 @@ extension RedisStreamsTransport {
     func deliver(_ batch: StreamReaderStateMachine.Batch, of reader: StreamReader) {
         guard let receiver = reader.receiver else { return }
         if batch.missed > 0 {
-            counters.trimmedUnread.add(batch.missed, ordering: .relaxed)
+            counters.add(batch.missed, to: .trimmedUnread)
             receiver.missed(MissedNotifications(count: batch.missed, name: reader.name))
         }
         if let raise = batch.raiseCounter { raiseGroupCounter(raise, of: reader) }
         for (id, fields) in batch.entries {
             guard var message = decode(fields, of: reader) else {
-                counters.corruptEntriesSkipped.add(1, ordering: .relaxed)
+                counters.add(to: .corruptEntriesSkipped)
                 acknowledgements?.acknowledge(id, key: reader.key)
                 continue
             }
@@ -170,7 +170,7 @@ extension RedisStreamsTransport {
                 // without handling it: it stays pending and comes again.
                 message.receipt = DeliveryReceipt.unlessAbandoned { acknowledgements.acknowledge(id, key: key) }
             }
-            counters.delivered.add(1, ordering: .relaxed)
+            counters.add(to: .delivered)
             receiver.receive(message)
         }
     }
@@ -213,7 +213,7 @@ extension RedisStreamsTransport {
                 // Not read from when the reader is being stopped.
                 guard reader.adopt(connection) else { return }
                 reader.connection = connection
-                counters.reconnects.add(1, ordering: .relaxed)
+                counters.add(to: .reconnects)
                 startReading(reader, receiver: receiver)
             } catch {
                 reconnect(reader)

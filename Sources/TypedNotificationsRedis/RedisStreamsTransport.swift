@@ -82,7 +82,7 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// Limits and policies.
     public let configuration: RedisStreamsConfiguration
 
-    let counters: RedisStreamsCounters
+    let counters: Counters<RedisStreamsStatistics>
     let router: ClusterRouter
     let state = Locked(RedisTransportState())
     let loop: EventLoop
@@ -149,7 +149,7 @@ public final class RedisStreamsTransport: KeepsLatest {
             throw TypedNotificationError(
                 code: .transportFailure, message: "could not start the Redis transport's event loop", cause: error)
         }
-        let counters = RedisStreamsCounters()
+        let counters = Counters<RedisStreamsStatistics>()
         let router = ClusterRouter(seed: options)
         self.loop = loop
         self.counters = counters

@@ -156,7 +156,7 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
                 TypedNotificationUserInfoKey.delivery: delivery,
             ]
         )
-        FoundationBridge.counters.posted.add(1, ordering: .relaxed)
+        FoundationBridge.counters.add(to: .posted)
     }
 
     /// Registers a handler that runs isolated to `actor` (call `addObserver`).
@@ -201,7 +201,7 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
         let center = center
         let token = center.addObserver(forName: Notification.Name(name), object: nil, queue: nil) {
             [observation] notification in
-            FoundationBridge.counters.received.add(1, ordering: .relaxed)
+            FoundationBridge.counters.add(to: .received)
             observation.offer(FoundationBridge.message(from: notification, named: name), gap: 0)
         }
         let registration = FoundationBridge.Registration(token)
@@ -256,7 +256,7 @@ extension Notification.Name {
 /// Process-wide state of the Foundation bridge.
 enum FoundationBridge {
     static let executor = NotificationExecutor()
-    static let counters = MetricsCounters()
+    static let counters = Counters<NotificationMetrics>()
 
     // The labels are valid literals, so these cannot fail; should one ever,
     // the identity falls back to one built without validation.

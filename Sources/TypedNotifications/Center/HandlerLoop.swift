@@ -180,7 +180,7 @@ private struct HandlerRun<N: DarwinPayload>: Sendable {
             observation.gate.end()
             // Handled: a durable transport may move its cursor past it.
             entry.element.receipt?.release()
-            observation.metrics.delivered.add(1, ordering: .relaxed)
+            observation.metrics.add(to: .delivered)
             budgetUsed += 1
             if budgetUsed >= HandlerLoopBudget.deliveries
                 || SystemClock.monotonicNanoseconds() &- budgetStart >= HandlerLoopBudget.nanoseconds

@@ -33,7 +33,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// ``NotificationTransport/deliveryExecutor``).
     public let executor: NotificationExecutor
 
-    let counters = MetricsCounters()
+    let counters = Counters<NotificationMetrics>()
     private let tracksSequenceGaps: Bool
 
     // Who sends next, the posts waiting in line and the per-name sequence
@@ -142,10 +142,10 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             }
         } catch  where error.code == .undelivered {
             // Sent, though not to everyone.
-            counters.posted.add(1, ordering: .relaxed)
+            counters.add(to: .posted)
             throw error
         }
-        counters.posted.add(1, ordering: .relaxed)
+        counters.add(to: .posted)
     }
 
     /// Posts every notification of `notifications`, in order, as few
@@ -230,7 +230,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
                 record(outcome)
             }
         }
-        counters.posted.add(sent, ordering: .relaxed)
+        counters.add(sent, to: .posted)
         if let failure = firstFailure ?? refused { throw failure }
         return sent
     }
@@ -397,7 +397,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         let tracksGaps = tracksSequenceGaps
         let found = table.withLock { $0.missed(report, tracksGaps: tracksGaps) }
         guard let found, found.missed > 0 else { return }
-        counters.sequenceGaps.addSaturating(found.missed)
+        counters.addSaturating(found.missed, to: .sequenceGaps)
         for observer in found.observers { observer.noteMissed(found.missed) }
     }
 
@@ -417,9 +417,9 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         // observer that queued it holds it: with none (every observer's
         // sender filter passed it by), it is handled now.
         defer { message.receipt?.releaseHold() }
-        counters.received.add(1, ordering: .relaxed)
+        counters.add(to: .received)
         if delivery.gap > 0 {
-            counters.sequenceGaps.addSaturating(delivery.gap)
+            counters.addSaturating(delivery.gap, to: .sequenceGaps)
         }
         for observer in delivery.observers {
             observer.offer(message, gap: delivery.gap)

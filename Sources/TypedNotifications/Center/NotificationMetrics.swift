@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Counters a center keeps so that nothing it loses goes unnoticed.
 public struct NotificationMetrics: Hashable, Sendable {
     /// Notifications this center posted successfully.
@@ -18,26 +16,21 @@ public struct NotificationMetrics: Hashable, Sendable {
     public var activeObservers: Int
 }
 
-/// The live counters behind ``NotificationMetrics``. Relaxed atomics: each is
-/// an independent count, read only as a snapshot.
-final class MetricsCounters: Sendable {
-    let posted = Atomic<Int>(0)
-    let received = Atomic<Int>(0)
-    let delivered = Atomic<Int>(0)
-    let dropped = Atomic<Int>(0)
-    let sequenceGaps = Atomic<Int>(0)
-    let undecodable = Atomic<Int>(0)
-    let activeObservers = Atomic<Int>(0)
+extension NotificationMetrics: CountedStatistics {
+    /// Each count, a slot of the live ``Counters``.
+    package enum Count: Int, CaseIterable, Sendable {
+        case posted, received, delivered, dropped, sequenceGaps, undecodable, activeObservers
+    }
 
-    var snapshot: NotificationMetrics {
-        NotificationMetrics(
-            posted: posted.load(ordering: .relaxed),
-            received: received.load(ordering: .relaxed),
-            delivered: delivered.load(ordering: .relaxed),
-            dropped: dropped.load(ordering: .relaxed),
-            sequenceGaps: sequenceGaps.load(ordering: .relaxed),
-            undecodable: undecodable.load(ordering: .relaxed),
-            activeObservers: activeObservers.load(ordering: .relaxed)
-        )
+    /// A snapshot of `count(c)` for every count `c`.
+    package init(_ count: (Count) -> Int) {
+        self.init(
+            posted: count(.posted),
+            received: count(.received),
+            delivered: count(.delivered),
+            dropped: count(.dropped),
+            sequenceGaps: count(.sequenceGaps),
+            undecodable: count(.undecodable),
+            activeObservers: count(.activeObservers))
     }
 }

@@ -31,7 +31,7 @@ protocol ObservationControl: AnyObject, Sendable {
 /// cancellation state.
 final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationControl {
     let queue: DeliveryQueue
-    let metrics: MetricsCounters
+    let metrics: Counters<NotificationMetrics>
     private let filter: SenderFilter
     private let observer: NotificationSender
 
@@ -67,7 +67,7 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
         filter: SenderFilter,
         observer: NotificationSender,
         policy: NotificationBufferingPolicy,
-        metrics: MetricsCounters
+        metrics: Counters<NotificationMetrics>
     ) {
         self.filter = filter
         self.observer = observer
@@ -83,7 +83,7 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
             state = .registered(unregister)
             return false
         }
-        metrics.activeObservers.add(1, ordering: .relaxed)
+        metrics.add(to: .activeObservers)
         if runNow { cleanUp(unregister) }
     }
 
@@ -120,7 +120,7 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
             if case .registered = state { return true }
             return false
         }
-        if wasRegistered { metrics.activeObservers.subtract(1, ordering: .relaxed) }
+        if wasRegistered { metrics.subtract(from: .activeObservers) }
         queue.finish(discardingBuffered: false)
         markRemoved(releasing: [])
     }
@@ -155,7 +155,7 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
 
     private func cleanUp(_ unregister: @Sendable () -> Void) {
         unregister()
-        metrics.activeObservers.subtract(1, ordering: .relaxed)
+        metrics.subtract(from: .activeObservers)
     }
 
     var isBackedUp: Bool { queue.isBackedUp }
@@ -168,7 +168,7 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
         // message it drops or refuses.
         message.receipt?.hold()
         if queue.enqueue(message, missedBefore: gap) {
-            metrics.dropped.add(1, ordering: .relaxed)
+            metrics.add(to: .dropped)
         }
     }
 
@@ -190,11 +190,11 @@ struct DeliveryDecoder<N: DarwinPayload>: Sendable {
     /// Inlined: callers are generic and, called from another module,
     /// unspecialized, where each extra generic call costs a metadata lookup.
     @inline(__always)
-    mutating func delivery(from entry: DeliveryQueue.Entry, metrics: MetricsCounters) -> DeliveredNotification<N>? {
+    mutating func delivery(from entry: DeliveryQueue.Entry, metrics: Counters<NotificationMetrics>) -> DeliveredNotification<N>? {
         missed = missed.addingSaturating(entry.missedBefore)
         let message = entry.element
         guard let delivered = DeliveredNotification<N>(decoding: message, missed: missed) else {
-            metrics.undecodable.add(1, ordering: .relaxed)
+            metrics.add(to: .undecodable)
             missed = missed.addingSaturating(1)
             // Counted as missed: as handled as it will ever be.
             message.receipt?.release()
@@ -246,7 +246,7 @@ struct ObservationCursor<N: DarwinPayload> {
                 return nil
             }
             guard let delivered = decoder.delivery(from: entry, metrics: observation.metrics) else { continue }
-            observation.metrics.delivered.add(1, ordering: .relaxed)
+            observation.metrics.add(to: .delivered)
             handing = entry.element.receipt
             return delivered
         }

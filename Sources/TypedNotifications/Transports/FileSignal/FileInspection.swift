@@ -130,7 +130,7 @@ extension FileSignalTransport {
         in directory: String = defaultDirectory,
         configuration: FileSignalConfiguration = FileSignalConfiguration()
     ) -> Int {
-        let counters = FileSignalCounters()
+        let counters = Counters<FileSignalStatistics>()
         for summary in logs(in: directory, configuration: configuration) {
             guard let newest = FileLog.segments(directory, summary.name).last else { continue }
             FileRetention.apply(
@@ -141,6 +141,6 @@ extension FileSignalTransport {
                 keeping: newest
             )
         }
-        return counters.deletedSegments.load(ordering: .relaxed)
+        return counters[.deletedSegments]
     }
 }

@@ -11,7 +11,7 @@ enum FileRetention {
         root: String,
         name: NotificationName,
         configuration: FileSignalConfiguration,
-        counters: FileSignalCounters,
+        counters: Counters<FileSignalStatistics>,
         keeping active: UInt64
     ) {
         let numbers = FileLog.segments(root, name)
@@ -35,7 +35,7 @@ enum FileRetention {
             guard tooBig || tooOld else { continue }
             if case .success = SystemCalls.removeFile(FileLog.segmentPath(root, name, number)) {
                 total -= sizes[number] ?? 0
-                counters.deletedSegments.add(1, ordering: .relaxed)
+                counters.add(to: .deletedSegments)
             }
         }
     }

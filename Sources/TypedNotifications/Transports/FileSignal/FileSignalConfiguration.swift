@@ -1,5 +1,4 @@
 import NotificationPlatform
-import Synchronization
 
 /// How long a file-plus-signal log keeps notifications.
 public struct FileRetentionPolicy: Sendable, Hashable {
@@ -107,32 +106,26 @@ struct AppenderTable {
     var isOpen = false
 }
 
-final class FileSignalCounters: Sendable {
-    let appended = Atomic<Int>(0)
-    let appendWrites = Atomic<Int>(0)
-    let failedAppends = Atomic<Int>(0)
-    let repairedTails = Atomic<Int>(0)
-    let delivered = Atomic<Int>(0)
-    let corruptRecordsSkipped = Atomic<Int>(0)
-    let deletedSegments = Atomic<Int>(0)
-    let invalidCursors = Atomic<Int>(0)
-    let shrunkSegments = Atomic<Int>(0)
-    let vanishedSegments = Atomic<Int>(0)
-    let refusedFiles = Atomic<Int>(0)
+extension FileSignalStatistics: CountedStatistics {
+    /// Each count, a slot of the live ``Counters``.
+    package enum Count: Int, CaseIterable, Sendable {
+        case appended, appendWrites, failedAppends, repairedTails, delivered, corruptRecordsSkipped, deletedSegments,
+            invalidCursors, shrunkSegments, vanishedSegments, refusedFiles
+    }
 
-    var snapshot: FileSignalStatistics {
-        FileSignalStatistics(
-            appended: appended.load(ordering: .relaxed),
-            appendWrites: appendWrites.load(ordering: .relaxed),
-            failedAppends: failedAppends.load(ordering: .relaxed),
-            repairedTails: repairedTails.load(ordering: .relaxed),
-            delivered: delivered.load(ordering: .relaxed),
-            corruptRecordsSkipped: corruptRecordsSkipped.load(ordering: .relaxed),
-            deletedSegments: deletedSegments.load(ordering: .relaxed),
-            invalidCursors: invalidCursors.load(ordering: .relaxed),
-            shrunkSegments: shrunkSegments.load(ordering: .relaxed),
-            vanishedSegments: vanishedSegments.load(ordering: .relaxed),
-            refusedFiles: refusedFiles.load(ordering: .relaxed)
-        )
+    /// A snapshot of `count(c)` for every count `c`.
+    package init(_ count: (Count) -> Int) {
+        self.init(
+            appended: count(.appended),
+            appendWrites: count(.appendWrites),
+            failedAppends: count(.failedAppends),
+            repairedTails: count(.repairedTails),
+            delivered: count(.delivered),
+            corruptRecordsSkipped: count(.corruptRecordsSkipped),
+            deletedSegments: count(.deletedSegments),
+            invalidCursors: count(.invalidCursors),
+            shrunkSegments: count(.shrunkSegments),
+            vanishedSegments: count(.vanishedSegments),
+            refusedFiles: count(.refusedFiles))
     }
 }

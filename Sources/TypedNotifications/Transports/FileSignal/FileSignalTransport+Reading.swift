@@ -116,7 +116,7 @@ extension FileSignalTransport {
         guard identity != nil else {
             for record in records {
                 receiver.missed(MissedNotifications(count: record.missedBefore, name: name))
-                counters.delivered.add(1, ordering: .relaxed)
+                counters.add(to: .delivered)
                 receiver.receive(record.message)
             }
             return
@@ -144,7 +144,7 @@ extension FileSignalTransport {
                 self?.handled(token, of: name, generation: generation)
             }
             receiver.missed(MissedNotifications(count: record.missedBefore, name: name))
-            counters.delivered.add(1, ordering: .relaxed)
+            counters.add(to: .delivered)
             receiver.receive(message)
         }
     }

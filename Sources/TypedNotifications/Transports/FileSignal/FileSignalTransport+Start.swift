@@ -25,7 +25,7 @@ extension FileSignalTransport {
                 // The log was removed and started again since the cursor was
                 // saved: what it pointed into is gone; the new log is read
                 // from its oldest record, none of it delivered before.
-                counters.vanishedSegments.add(1, ordering: .relaxed)
+                counters.add(to: .vanishedSegments)
                 return (LogPosition(segment: oldest.segment, offset: 0, log: current), nil)
             }
             if cursor.committed > end {
@@ -57,7 +57,7 @@ extension FileSignalTransport {
                 return (aligned, max(cursor.delivered, cursor.committed))
             }
         }
-        counters.invalidCursors.add(1, ordering: .relaxed)
+        counters.add(to: .invalidCursors)
         commits.withLock { $0.problems[name] = problem }
         return (oldest, redeliverThrough)
     }

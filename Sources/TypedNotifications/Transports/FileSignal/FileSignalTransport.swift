@@ -40,7 +40,7 @@ public final class FileSignalTransport: KeepsLatest {
     /// Limits and policies.
     public let configuration: FileSignalConfiguration
 
-    let counters = FileSignalCounters()
+    let counters = Counters<FileSignalStatistics>()
     let state: Locked<FileSignalState>
     // What the durable identity's observers handled: its own lock, taken by
     // whatever thread lets go of a receipt, never across a system call.

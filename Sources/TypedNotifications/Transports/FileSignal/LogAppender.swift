@@ -12,7 +12,7 @@ final class LogAppender: @unchecked Sendable {
     // table (under the same lock) and puts it back when done; a concurrent
     // send of the same name finds no appender there and opens its own.
     private let files: any LogFiles
-    private let counters: FileSignalCounters
+    private let counters: Counters<FileSignalStatistics>
     private var machine: LogWriterStateMachine
     // The segment the machine appends to, and the one it inspects.
     private var current: (any LogSegmentFile)?
@@ -26,7 +26,7 @@ final class LogAppender: @unchecked Sendable {
         root: String,
         name: NotificationName,
         configuration: FileSignalConfiguration,
-        counters: FileSignalCounters
+        counters: Counters<FileSignalStatistics>
     ) throws(TypedNotificationError) {
         self.init(
             files: try SystemLogFiles(root: root, name: name, configuration: configuration, counters: counters),
@@ -34,7 +34,7 @@ final class LogAppender: @unchecked Sendable {
     }
 
     /// An appender of the log in `files`.
-    init(files: any LogFiles, name: NotificationName, segmentSize: Int, counters: FileSignalCounters) {
+    init(files: any LogFiles, name: NotificationName, segmentSize: Int, counters: Counters<FileSignalStatistics>) {
         self.files = files
         self.counters = counters
         self.machine = LogWriterStateMachine(name: name, segmentSize: segmentSize)
@@ -93,7 +93,7 @@ final class LogAppender: @unchecked Sendable {
                 event = Self.written(current?.write(bytes, at: offset))
             case .repairTail(let offset, let count):
                 event = Self.written(current?.write([UInt8](repeating: 0, count: count), at: offset))
-                counters.repairedTails.add(1, ordering: .relaxed)
+                counters.add(to: .repairedTails)
             case .truncate(let length):
                 current?.truncate(to: length)
                 event = .done
@@ -122,11 +122,11 @@ final class LogAppender: @unchecked Sendable {
         guard framed.count > 0 else { return .segmentFull }
         guard let current else { return .failed }
         if case .failure(let error) = current.write(batch, at: offset) {
-            counters.failedAppends.add(1, ordering: .relaxed)
+            counters.add(to: .failedAppends)
             return .writeFailed(error)
         }
-        counters.appended.add(framed.count, ordering: .relaxed)
-        counters.appendWrites.add(1, ordering: .relaxed)
+        counters.add(framed.count, to: .appended)
+        counters.add(to: .appendWrites)
         return .appended(count: framed.count, end: framed.end)
     }
 

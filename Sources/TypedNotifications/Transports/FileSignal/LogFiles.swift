@@ -48,11 +48,11 @@ final class SystemLogFiles: LogFiles {
     private let root: String
     private let name: NotificationName
     private let configuration: FileSignalConfiguration
-    private let counters: FileSignalCounters
+    private let counters: Counters<FileSignalStatistics>
     private let lockFile: FileDescriptor
 
     init(
-        root: String, name: NotificationName, configuration: FileSignalConfiguration, counters: FileSignalCounters
+        root: String, name: NotificationName, configuration: FileSignalConfiguration, counters: Counters<FileSignalStatistics>
     ) throws(TypedNotificationError) {
         self.root = root
         self.name = name

@@ -47,7 +47,7 @@ final class LogReader {
     /// Reads the records written past the cursor, moving on to newer segments
     /// by their rollover marks.
     func readNew(
-        root: String, decoder: inout EnvelopeDecoder, counters: FileSignalCounters, maximumRecords: Int? = nil,
+        root: String, decoder: inout EnvelopeDecoder, counters: Counters<FileSignalStatistics>, maximumRecords: Int? = nil,
         segmentsChanged: Bool = false
     ) -> [LogRecord] {
         var action = machine.startPass(maximumRecords: maximumRecords, segmentsChanged: segmentsChanged)
@@ -59,13 +59,13 @@ final class LogReader {
                 hasMore = result.hasMore
                 missedAfterRecords = result.missedAfterRecords
                 if result.corruptRecordsSkipped > 0 {
-                    counters.corruptRecordsSkipped.add(result.corruptRecordsSkipped, ordering: .relaxed)
+                    counters.add(result.corruptRecordsSkipped, to: .corruptRecordsSkipped)
                 }
-                if result.shrunkSegments > 0 { counters.shrunkSegments.add(result.shrunkSegments, ordering: .relaxed) }
+                if result.shrunkSegments > 0 { counters.add(result.shrunkSegments, to: .shrunkSegments) }
                 if result.vanishedSegments > 0 {
-                    counters.vanishedSegments.add(result.vanishedSegments, ordering: .relaxed)
+                    counters.add(result.vanishedSegments, to: .vanishedSegments)
                 }
-                if result.refusedFiles > 0 { counters.refusedFiles.add(result.refusedFiles, ordering: .relaxed) }
+                if result.refusedFiles > 0 { counters.add(result.refusedFiles, to: .refusedFiles) }
                 return result.records
             case .open(let segment):
                 open = nil

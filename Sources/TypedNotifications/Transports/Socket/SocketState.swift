@@ -144,40 +144,31 @@ final class SocketPeer: @unchecked Sendable {
     }
 }
 
-/// Relaxed counters behind ``SocketTransportStatistics``.
-final class SocketCounters: Sendable {
-    let sent = Atomic<Int>(0)
-    let spooled = Atomic<Int>(0)
-    let fullSocketWaits = Atomic<Int>(0)
-    let dropped = Atomic<Int>(0)
-    let received = Atomic<Int>(0)
-    let receivedFromSpool = Atomic<Int>(0)
-    let refusedEndpoints = Atomic<Int>(0)
-    let refusedForeignSender = Atomic<Int>(0)
-    let refusedMalformed = Atomic<Int>(0)
-    let reapedEndpoints = Atomic<Int>(0)
-    let ignoredRegistryFiles = Atomic<Int>(0)
-    let failedSends = Atomic<Int>(0)
-    let lastSendError = Atomic<Int32>(0)
-    let registryScans = Atomic<Int>(0)
+extension SocketTransportStatistics: CountedStatistics {
+    /// Each count, a slot of the live ``Counters``.
+    package enum Count: Int, CaseIterable, Sendable {
+        case sent, spooled, fullSocketWaits, dropped, received, receivedFromSpool, refusedEndpoints,
+            refusedForeignSender, refusedMalformed, reapedEndpoints, ignoredRegistryFiles, failedSends, lastSendError,
+            registryScans
+    }
 
-    var snapshot: SocketTransportStatistics {
-        SocketTransportStatistics(
-            sent: sent.load(ordering: .relaxed),
-            spooled: spooled.load(ordering: .relaxed),
-            fullSocketWaits: fullSocketWaits.load(ordering: .relaxed),
-            dropped: dropped.load(ordering: .relaxed),
-            received: received.load(ordering: .relaxed),
-            receivedFromSpool: receivedFromSpool.load(ordering: .relaxed),
-            refusedEndpoints: refusedEndpoints.load(ordering: .relaxed),
-            refusedForeignSender: refusedForeignSender.load(ordering: .relaxed),
-            refusedMalformed: refusedMalformed.load(ordering: .relaxed),
-            reapedEndpoints: reapedEndpoints.load(ordering: .relaxed),
-            ignoredRegistryFiles: ignoredRegistryFiles.load(ordering: .relaxed),
-            failedSends: failedSends.load(ordering: .relaxed),
-            lastSendError: lastSendError.load(ordering: .relaxed),
-            registryScans: registryScans.load(ordering: .relaxed),
-            connectedEndpoints: 0
-        )
+    /// A snapshot of `count(c)` for every count `c`.
+    package init(_ count: (Count) -> Int) {
+        self.init(
+            sent: count(.sent),
+            spooled: count(.spooled),
+            fullSocketWaits: count(.fullSocketWaits),
+            dropped: count(.dropped),
+            received: count(.received),
+            receivedFromSpool: count(.receivedFromSpool),
+            refusedEndpoints: count(.refusedEndpoints),
+            refusedForeignSender: count(.refusedForeignSender),
+            refusedMalformed: count(.refusedMalformed),
+            reapedEndpoints: count(.reapedEndpoints),
+            ignoredRegistryFiles: count(.ignoredRegistryFiles),
+            failedSends: count(.failedSends),
+            lastSendError: Int32(truncatingIfNeeded: count(.lastSendError)),
+            registryScans: count(.registryScans),
+            connectedEndpoints: 0)
     }
 }

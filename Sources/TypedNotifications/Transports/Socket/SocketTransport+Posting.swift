@@ -30,12 +30,12 @@ extension SocketTransport {
         if peer.spool.isActive {
             switch peer.spool.append(encoded, of: message) {
             case .spooled:
-                counters.spooled.add(1, ordering: .relaxed)
+                counters.add(to: .spooled)
                 return .taken
             case .taken:
                 break  // read by the endpoint: send directly again
             case .dropped:
-                counters.dropped.add(1, ordering: .relaxed)
+                counters.add(to: .dropped)
                 return .undelivered("its spool is full")
             case .failed(let error):
                 return .undelivered(spoolFailed(error))
@@ -43,7 +43,7 @@ extension SocketTransport {
         }
         switch peer.send(encoded) {
         case .sent:
-            counters.sent.add(1, ordering: .relaxed)
+            counters.add(to: .sent)
             return .taken
         case .wouldBlock:
             return .full
@@ -51,8 +51,8 @@ extension SocketTransport {
             reap(peer.id, in: &routing)
             return .taken
         case .failed(let error):
-            counters.failedSends.add(1, ordering: .relaxed)
-            counters.lastSendError.store(error.rawValue, ordering: .relaxed)
+            counters.add(to: .failedSends)
+            counters.set(.lastSendError, to: Int(error.rawValue))
             return .undelivered("send failed: \(error)")
         }
     }
@@ -64,10 +64,10 @@ extension SocketTransport {
     {
         switch peer.spool.start(with: encoded, of: message) {
         case .spooled:
-            counters.spooled.add(1, ordering: .relaxed)
+            counters.add(to: .spooled)
             return nil
         case .dropped:
-            counters.dropped.add(1, ordering: .relaxed)
+            counters.add(to: .dropped)
             return "its spool is full"
         case .taken:
             return nil
@@ -131,9 +131,9 @@ extension SocketTransport {
     }
 
     func spoolFailed(_ error: Errno) -> String {
-        counters.dropped.add(1, ordering: .relaxed)
-        counters.failedSends.add(1, ordering: .relaxed)
-        counters.lastSendError.store(error.rawValue, ordering: .relaxed)
+        counters.add(to: .dropped)
+        counters.add(to: .failedSends)
+        counters.set(.lastSendError, to: Int(error.rawValue))
         return "its spool could not be written: \(error)"
     }
 
@@ -169,11 +169,11 @@ extension SocketTransport {
         case .list:
             break
         }
-        counters.registryScans.add(1, ordering: .relaxed)
+        counters.add(to: .registryScans)
         var endpoints: [String] = []
         for entry in SocketRegistry.entries(of: name, in: directory, sharing: configuration.sharing) {
             switch entry {
-            case .ignored: counters.ignoredRegistryFiles.add(1, ordering: .relaxed)
+            case .ignored: counters.add(to: .ignoredRegistryFiles)
             case .endpoint(let id): endpoints.append(id)
             }
         }
@@ -190,7 +190,7 @@ extension SocketTransport {
             case .connected(let peer): connection = .connected(peer)
             case .dead: connection = .dead
             case .refused:
-                counters.refusedEndpoints.add(1, ordering: .relaxed)
+                counters.add(to: .refusedEndpoints)
                 connection = .refused
             case .unreachable: connection = .unreachable
             }
@@ -217,7 +217,7 @@ extension SocketTransport {
 
     func reapEntry(_ id: String, of name: NotificationName) {
         if case .success = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, id)) {
-            counters.reapedEndpoints.add(1, ordering: .relaxed)
+            counters.add(to: .reapedEndpoints)
         }
         _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
         Self.removeSpool(Spool.directory(directory, endpoint: id))

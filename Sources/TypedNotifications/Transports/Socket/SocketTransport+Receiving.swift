@@ -95,7 +95,7 @@ extension SocketTransport {
             }
             guard let parsed = Spool.parseFileName(name) else {
                 // Not ours to read: count it and clear it out of the way.
-                counters.refusedMalformed.add(1, ordering: .relaxed)
+                counters.add(to: .refusedMalformed)
                 _ = SystemCalls.removeFile(spoolDirectory + "/" + name)
                 continue
             }
@@ -154,17 +154,17 @@ extension SocketTransport {
     /// of an allowed owner; never blocks (a FIFO planted here included).
     func lockSpoolFile(_ path: String) -> SpoolFileOutcome {
         guard case .success(let file) = SystemCalls.openFile(path, .readOnly, options: [.noFollow, .nonBlocking]) else {
-            counters.refusedMalformed.add(1, ordering: .relaxed)
+            counters.add(to: .refusedMalformed)
             _ = SystemCalls.removeFile(path)
             return .refused
         }
         guard case .success(let info) = SystemCalls.fileStatus(file), info.kind == .regular else {
-            counters.refusedMalformed.add(1, ordering: .relaxed)
+            counters.add(to: .refusedMalformed)
             _ = SystemCalls.removeFile(path)
             return .refused
         }
         guard configuration.sharing == .group || info.owner == SystemProcess.userID else {
-            counters.refusedForeignSender.add(1, ordering: .relaxed)
+            counters.add(to: .refusedForeignSender)
             _ = SystemCalls.removeFile(path)
             return .refused
         }
@@ -198,11 +198,11 @@ extension SocketTransport {
                 // valid: a huge file planted in the spool (64 GiB of zeros
                 // after one record) costs one chunk, never its size.
                 let (records, malformed) = file.readRecords(decoder: &decoder)
-                if malformed { counters.refusedMalformed.add(1, ordering: .relaxed) }
+                if malformed { counters.add(to: .refusedMalformed) }
                 for record in records {
                     // The file's owner is who wrote it; a record may not claim another user.
                     guard record.message.sender.userID == file.owner else {
-                        counters.refusedForeignSender.add(1, ordering: .relaxed)
+                        counters.add(to: .refusedForeignSender)
                         continue
                     }
                     key = max(key, record.message.timestamp.monotonicNanoseconds)
@@ -214,8 +214,8 @@ extension SocketTransport {
         for entry in merged {
             switch entry.record {
             case .envelope(let message):
-                counters.received.add(1, ordering: .relaxed)
-                counters.receivedFromSpool.add(1, ordering: .relaxed)
+                counters.add(to: .received)
+                counters.add(to: .receivedFromSpool)
                 receiver.receive(message)
             case .dropped:
                 if let report = entry.record.report { receiver.missed(report) }
@@ -260,7 +260,7 @@ extension SocketTransport {
             // Once it is decoded: its pages above the first 64 KiB go back.
             defer { buffer.shrink(after: datagram.length) }
             guard !datagram.truncated else {
-                counters.refusedMalformed.add(1, ordering: .relaxed)
+                counters.add(to: .refusedMalformed)
                 continue
             }
             if let user = datagram.senderUserID {
@@ -268,31 +268,31 @@ extension SocketTransport {
                     user == ownUser
                     || (configuration.sharing == .group && datagram.senderGroupID == ownGroup)
                 guard allowed else {
-                    counters.refusedForeignSender.add(1, ordering: .relaxed)
+                    counters.add(to: .refusedForeignSender)
                     continue
                 }
             } else if SystemCalls.credentialsSupported {
-                counters.refusedForeignSender.add(1, ordering: .relaxed)
+                counters.add(to: .refusedForeignSender)
                 continue
             }
             let message: TransportMessage
             do {
                 message = try decoder.decode(Array(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<datagram.length])))
             } catch {
-                counters.refusedMalformed.add(1, ordering: .relaxed)
+                counters.add(to: .refusedMalformed)
                 continue
             }
             // The envelope may not claim another user or process than the
             // one the kernel says sent it.
             if let user = datagram.senderUserID, message.sender.userID != user {
-                counters.refusedForeignSender.add(1, ordering: .relaxed)
+                counters.add(to: .refusedForeignSender)
                 continue
             }
             if let process = datagram.senderProcessID, message.sender.processID != process {
-                counters.refusedForeignSender.add(1, ordering: .relaxed)
+                counters.add(to: .refusedForeignSender)
                 continue
             }
-            counters.received.add(1, ordering: .relaxed)
+            counters.add(to: .received)
             receiver.receive(message)
         }
     }

@@ -64,7 +64,7 @@ public final class SocketTransport: NotificationTransport {
     let identifier: String
     let spoolDirectory: String
     let receiveSocket: FileDescriptor
-    let counters = SocketCounters()
+    let counters = Counters<SocketTransportStatistics>()
     let state = Locked(SocketState())
     // The registry cache and the endpoints, for the send in progress.
     let sending: SocketRoutingSlot
@@ -326,7 +326,7 @@ public final class SocketTransport: NotificationTransport {
             }
         }
         if !full.isEmpty {
-            counters.fullSocketWaits.add(1, ordering: .relaxed)
+            counters.add(to: .fullSocketWaits)
             undelivered += waitThenSpool(encoded, of: message, for: full)
         }
         guard !undelivered.isEmpty else { return }

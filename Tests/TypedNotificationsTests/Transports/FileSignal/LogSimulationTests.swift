@@ -380,7 +380,7 @@ struct Simulation {
         return Writer(
             files: files,
             appender: LogAppender(
-                files: files, name: Ping.name, segmentSize: segmentSize, counters: FileSignalCounters()),
+                files: files, name: Ping.name, segmentSize: segmentSize, counters: Counters<FileSignalStatistics>()),
             sender: sender)
     }
 
@@ -414,7 +414,7 @@ struct Simulation {
             let files = SimulatedLogFiles(directory)
             writers[index].files = files
             writers[index].appender = LogAppender(
-                files: files, name: Ping.name, segmentSize: segmentSize, counters: FileSignalCounters())
+                files: files, name: Ping.name, segmentSize: segmentSize, counters: Counters<FileSignalStatistics>())
             let (more, failure) = writers[index].appender.append(envelopes.dropFirst(appended))
             appended += more
             error = failure

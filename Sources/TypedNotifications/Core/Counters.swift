@@ -1,0 +1,63 @@
+import Synchronization
+
+/// A statistics value made only of counts: ``NotificationMetrics`` and each
+/// transport's statistics. Its live counters are a ``Counters`` of it.
+package protocol CountedStatistics: Sendable {
+    /// The counts, one slot of the live counters each (at most
+    /// ``Counters/capacity``).
+    associatedtype Count: RawRepresentable<Int>, CaseIterable, Sendable
+
+    /// A snapshot made of `count(c)` for every count `c`.
+    init(_ count: (Count) -> Int)
+}
+
+/// The live counters behind a statistics value, the one type every center
+/// and transport counts with. Each slot is an independent relaxed atomic:
+/// bumped from any thread without a lock, and read only as one
+/// ``snapshot``, which is not one instant across slots.
+package final class Counters<Statistics: CountedStatistics>: Sendable {
+    /// The most counts a statistics value can have.
+    package static var capacity: Int { 16 }
+
+    private let slots: InlineArray<16, Atomic<Int>>
+
+    /// All counts zero.
+    package init() {
+        precondition(Statistics.Count.allCases.allSatisfy { (0..<Self.capacity).contains($0.rawValue) })
+        slots = InlineArray { _ in Atomic<Int>(0) }
+    }
+
+    /// Adds `amount` (one if not given) to `count`.
+    @inline(__always)
+    package func add(_ amount: Int = 1, to count: Statistics.Count) {
+        slots[count.rawValue].wrappingAdd(amount, ordering: .relaxed)
+    }
+
+    /// Subtracts `amount` (one if not given) from `count`, a level that
+    /// goes down as well as up.
+    @inline(__always)
+    package func subtract(_ amount: Int = 1, from count: Statistics.Count) {
+        slots[count.rawValue].wrappingSubtract(amount, ordering: .relaxed)
+    }
+
+    /// Adds a non-negative `amount` that another process may have chosen,
+    /// stopping at `Int.max` instead of wrapping.
+    package func addSaturating(_ amount: Int, to count: Statistics.Count) {
+        slots[count.rawValue].addSaturating(amount)
+    }
+
+    /// Sets `count` to `value`: a last value rather than a sum.
+    package func set(_ count: Statistics.Count, to value: Int) {
+        slots[count.rawValue].store(value, ordering: .relaxed)
+    }
+
+    /// One count now.
+    package subscript(_ count: Statistics.Count) -> Int {
+        slots[count.rawValue].load(ordering: .relaxed)
+    }
+
+    /// Every count now, as the statistics value.
+    package var snapshot: Statistics {
+        Statistics { self[$0] }
+    }
+}
