@@ -190,7 +190,9 @@ struct DeliveryDecoder<N: DarwinPayload>: Sendable {
     /// Inlined: callers are generic and, called from another module,
     /// unspecialized, where each extra generic call costs a metadata lookup.
     @inline(__always)
-    mutating func delivery(from entry: DeliveryQueue.Entry, metrics: Counters<NotificationMetrics>) -> DeliveredNotification<N>? {
+    mutating func delivery(from entry: DeliveryQueue.Entry, metrics: Counters<NotificationMetrics>)
+        -> DeliveredNotification<N>?
+    {
         missed = missed.addingSaturating(entry.missedBefore)
         let message = entry.element
         guard let delivered = DeliveredNotification<N>(decoding: message, missed: missed) else {

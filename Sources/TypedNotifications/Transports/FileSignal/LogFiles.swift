@@ -52,7 +52,8 @@ final class SystemLogFiles: LogFiles {
     private let lockFile: FileDescriptor
 
     init(
-        root: String, name: NotificationName, configuration: FileSignalConfiguration, counters: Counters<FileSignalStatistics>
+        root: String, name: NotificationName, configuration: FileSignalConfiguration,
+        counters: Counters<FileSignalStatistics>
     ) throws(TypedNotificationError) {
         self.root = root
         self.name = name

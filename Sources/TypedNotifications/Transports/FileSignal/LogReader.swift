@@ -47,7 +47,8 @@ final class LogReader {
     /// Reads the records written past the cursor, moving on to newer segments
     /// by their rollover marks.
     func readNew(
-        root: String, decoder: inout EnvelopeDecoder, counters: Counters<FileSignalStatistics>, maximumRecords: Int? = nil,
+        root: String, decoder: inout EnvelopeDecoder, counters: Counters<FileSignalStatistics>,
+        maximumRecords: Int? = nil,
         segmentsChanged: Bool = false
     ) -> [LogRecord] {
         var action = machine.startPass(maximumRecords: maximumRecords, segmentsChanged: segmentsChanged)
