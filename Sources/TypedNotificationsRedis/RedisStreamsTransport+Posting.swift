@@ -110,9 +110,7 @@ extension RedisStreamsTransport {
     func takeConnection(to node: RedisConnectionOptions) throws(TypedNotificationError) -> RedisConnection {
         let now = SystemClock.monotonicNanoseconds()
         let taken = try state.withLock { state throws(TypedNotificationError) -> RedisConnection? in
-            guard case .open = state.phase else {
-                throw TypedNotificationError(code: .closed, message: "the Redis transport is not open")
-            }
+            _ = try state.lifecycle.opened(for: "post")
             if let connection = state.idle[node]?.popLast() { return connection }
             if let backoff = state.connectBackoff[node], let retry = backoff.retryAt, now < retry {
                 throw TypedNotificationError(
@@ -137,7 +135,7 @@ extension RedisStreamsTransport {
     func putBack(_ connection: RedisConnection) {
         guard !connection.isBroken else { return }
         state.withLock { state in
-            guard case .open = state.phase, state.idle[connection.options, default: []].count < 4 else { return }
+            guard state.lifecycle.isOpen, state.idle[connection.options, default: []].count < 4 else { return }
             state.idle[connection.options, default: []].append(connection)
         }
     }

@@ -97,7 +97,7 @@ extension RedisStreamsTransport {
     /// come thousands of times a second, and the loop scans its timers.
     func watchReaders() {
         let readers = state.withLock { state -> [StreamReader]? in
-            guard case .open = state.phase else { return nil }
+            guard state.lifecycle.isOpen else { return nil }
             return Array(state.readers.values)
         }
         guard let readers else { return }

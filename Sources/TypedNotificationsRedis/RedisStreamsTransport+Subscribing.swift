@@ -32,9 +32,7 @@ extension RedisStreamsTransport {
             loop: loop)
         let (receiver, replaced) = try state.withLock {
             state throws(TypedNotificationError) -> (TransportReceiver, StreamReader?) in
-            guard case .open = state.phase, let receiver = state.receiver else {
-                throw TypedNotificationError(code: .closed, message: "subscribe on a Redis transport that is not open")
-            }
+            let receiver = try state.lifecycle.opened(for: "subscribe")
             let replaced = state.readers.updateValue(reader, forKey: name)
             return (receiver, replaced)
         }

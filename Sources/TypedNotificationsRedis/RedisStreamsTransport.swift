@@ -187,18 +187,15 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` or
     ///   ``TypedNotifications/TypedNotificationError/Code/authenticationFailed``.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+        try state.withLock { (state: inout RedisTransportState) throws(TypedNotificationError) in
+            try state.lifecycle.checkOpenable()
+        }
         let connection = try RedisConnection.connect(options, clientName: "tn-\(sender.endpoint)")
         // A cluster answers with its slot map; a standalone server with an error.
         try router.learn(slotsOf: connection)
-        let opened = state.withLock { state -> Bool in
-            guard case .created = state.phase else { return false }
-            state.phase = .open
-            state.receiver = receiver
+        try state.withLock { (state: inout RedisTransportState) throws(TypedNotificationError) in
+            try state.lifecycle.open(receiver)
             state.idle[options, default: []].append(connection)
-            return true
-        }
-        guard opened else {
-            throw TypedNotificationError(code: .closed, message: "this Redis transport was already opened")
         }
         loop.start()
         loop.execute { [weak self] in self?.watchReaders() }
@@ -218,18 +215,15 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// posted while it closes may be read and left pending, and come again
     /// marked.
     public func close() {
-        let (wasOpen, readers, idle) = state.withLock {
-            state -> (Bool, [StreamReader], [RedisConnectionOptions: [RedisConnection]]) in
+        let (closing, readers, idle) = state.withLock { state in
             defer {
-                state.phase = .closed
                 state.readers = [:]
                 state.idle = [:]
             }
-            if case .open = state.phase { return (true, Array(state.readers.values), state.idle) }
-            return (false, [], [:])
+            return (state.lifecycle.close(), Array(state.readers.values), state.idle)
         }
-        guard wasOpen else {
-            loop.stop()
+        guard closing.wasOpen else {
+            closing.end(loop)
             return
         }
         // Durable readers' connections are ended at the server first, on the
@@ -299,9 +293,8 @@ public final class RedisStreamsTransport: KeepsLatest {
 
 /// The transport's shared state, under its lock.
 struct RedisTransportState {
-    enum Phase { case created, open, closed }
-    var phase = Phase.created
-    var receiver: TransportReceiver?
+    /// Open, it holds the center's receiver.
+    var lifecycle = TransportLifecycle<TransportReceiver>(kind: "Redis")
     // Per node (the one server, unless it is a cluster).
     var idle: [RedisConnectionOptions: [RedisConnection]] = [:]
     var readers: [NotificationName: StreamReader] = [:]

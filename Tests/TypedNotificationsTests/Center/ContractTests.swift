@@ -164,6 +164,39 @@ private struct ForgedSequenceNumbers: ContractBody {
     }
 }
 
+/// Expects `body` to throw `.closed`.
+private func expectClosed(_ what: String, _ body: () throws(TypedNotificationError) -> Void) {
+    do throws(TypedNotificationError) {
+        try body()
+        Issue.record("a closed transport took a \(what)")
+    } catch {
+        #expect(error.code == .closed, "\(what): \(error)")
+    }
+}
+
+/// The one lifecycle: a transport opens once; once closed (by its hub),
+/// every later post, subscribe or open throws `.closed`, and a second close
+/// does nothing.
+private struct OneLifecycle: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let transport = observer.transport
+        let message = try forgedMessage(Ping(index: 0), from: forgedSender(instance: 3), sequence: 1)
+        #expect(throws: TypedNotificationError.self) {
+            try transport.open(as: observer.sender, receiver: TransportReceiver { _ in })
+        }
+        observer.close()
+        expectClosed("post") { () throws(TypedNotificationError) in try transport.send(message) }
+        expectClosed("subscribe") { () throws(TypedNotificationError) in try transport.subscribe(to: Ping.name) }
+        expectClosed("open") { () throws(TypedNotificationError) in
+            try transport.open(as: observer.sender, receiver: TransportReceiver { _ in })
+        }
+        transport.close()
+        #expect(throws: TypedNotificationError.self) { try observer.post(Ping(index: 1)) }
+        // The other hub is not touched by it.
+        try poster.post(Ping(index: 2))
+    }
+}
+
 @Suite("The contract: guarantees every transport keeps", .timeLimit(.minutes(5)))
 struct ContractTests {
     @Test("1. one poster's notifications arrive in post order", arguments: ContractTransport.available)
@@ -196,5 +229,10 @@ struct ContractTests {
         arguments: ContractTransport.available)
     func forgedSequenceNumbers(_ kind: ContractTransport) async throws {
         try await runContract(kind, ForgedSequenceNumbers())
+    }
+
+    @Test("one lifecycle: opened once, and closed for good", arguments: ContractTransport.available)
+    func lifecycle(_ kind: ContractTransport) async throws {
+        try await runContract(kind, OneLifecycle())
     }
 }

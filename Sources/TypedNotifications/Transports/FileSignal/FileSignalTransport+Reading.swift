@@ -52,7 +52,7 @@ extension FileSignalTransport {
         // waits behind a pread.
         let plan = state.withLock {
             state -> (UInt64, [(name: NotificationName, reader: LogReader)])? in
-            guard case .open = state.phase, state.receiving === bound else { return nil }
+            guard state.lifecycle.isOpen, state.receiving === bound else { return nil }
             let plan = candidates.compactMap { name -> (name: NotificationName, reader: LogReader)? in
                 held.contains(name) ? nil : state.readers[name].map { (name, $0) }
             }
@@ -232,13 +232,7 @@ struct LogRecord {
 
 /// What a ``FileSignalTransport`` changes after creation, under one lock.
 struct FileSignalState {
-    enum Phase {
-        case created
-        case open
-        case closed
-    }
-
-    var phase: Phase = .created
+    var lifecycle = TransportLifecycle<Void>(kind: "file")
     /// The logs' change events until `open` hands them to the read passes.
     var unopenedMonitor: DirectoryMonitor?
     var readers: [NotificationName: LogReader] = [:]

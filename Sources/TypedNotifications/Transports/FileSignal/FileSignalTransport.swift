@@ -139,10 +139,11 @@ public final class FileSignalTransport: KeepsLatest {
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         let monitorDescriptor = try state.withLock {
             (state: inout FileSignalState) throws(TypedNotificationError) -> CInt? in
-            guard case .created = state.phase, let monitor = state.unopenedMonitor.take() else {
+            try state.lifecycle.open()
+            guard let monitor = state.unopenedMonitor.take() else {
+                // The monitor is taken by the one open there is.
                 throw TypedNotificationError(code: .closed, message: "this file transport was already opened")
             }
-            state.phase = .open
             // Under the state lock, so a close cannot come in between and
             // leave the appenders open after it.
             appenders.withLock { $0.isOpen = true }
@@ -197,9 +198,7 @@ public final class FileSignalTransport: KeepsLatest {
         // start position, what the log holds); a durable one, its cursor's.
         let subscribedAt = SystemClock.wallClockNanoseconds()
         try state.withLock { (state: inout FileSignalState) throws(TypedNotificationError) in
-            guard case .open = state.phase else {
-                throw TypedNotificationError(code: .closed, message: "subscribe on a file transport that is not open")
-            }
+            _ = try state.lifecycle.opened(for: "subscribe")
             // The read pass requested below watches the log's directory
             // before it reads, on the event loop: an append before the watch
             // is read by that pass, and one after it wakes the loop.
@@ -376,24 +375,16 @@ public final class FileSignalTransport: KeepsLatest {
     /// Called on that thread (a center released while it delivered), it
     /// does not wait for itself. Idempotent.
     public func close() {
-        let wasOpen = state.withLock { state -> Bool in
-            defer {
-                state.phase = .closed
-                state.readers = [:]
-            }
-            if case .open = state.phase { return true }
-            return false
+        let closing = state.withLock { state in
+            defer { state.readers = [:] }
+            return state.lifecycle.close()
         }
         appenders.withLock { table in
             table.isOpen = false
             table.idle = [:]
         }
-        guard wasOpen else {
-            loop.stop()
-            return
-        }
         // Closed from a handler on the loop: it does not wait for itself.
-        loop.stopAndJoin()
+        guard closing.end(loop) else { return }
         // What was handled so far is saved; later commits save themselves.
         saveDueCursors(closing: true)
     }

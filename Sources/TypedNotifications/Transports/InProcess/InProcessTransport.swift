@@ -8,15 +8,9 @@ public final class InProcessTransport: NotificationTransport {
     /// The bus this transport posts to and receives from.
     public let bus: InProcessBus
 
-    // Set by open, cleared by close. Guards against use after close and holds
-    // the id under which this transport's receiver is registered on the bus.
-    private let state = Locked<State>(.idle)
-
-    private enum State {
-        case idle
-        case open(id: UInt64)
-        case closed
-    }
+    // Open, it holds the id under which this transport's receiver is
+    // registered on the bus.
+    private let state = Locked(TransportLifecycle<UInt64>(kind: "in-process"))
 
     /// Creates a transport on `bus`.
     public init(bus: InProcessBus = .shared) {
@@ -28,48 +22,44 @@ public final class InProcessTransport: NotificationTransport {
 
     /// Attaches the receiver to the bus.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
-        try state.withLock { (state: inout State) throws(TypedNotificationError) in
-            guard case .idle = state else {
-                throw TypedNotificationError(code: .closed, message: "this transport was already opened")
+        // Attached first, subscribed to nothing yet: if the transport was
+        // opened or closed before, it is detached again.
+        let id = bus.attach(receiver)
+        do {
+            try state.withLock { (state: inout TransportLifecycle<UInt64>) throws(TypedNotificationError) in
+                try state.open(id)
             }
-            state = .open(id: bus.attach(receiver))
+        } catch {
+            bus.detach(id)
+            throw error
         }
     }
 
     /// Routes messages of `name` on the bus to this transport's receiver.
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
-        bus.subscribe(try openID(), to: name)
+        bus.subscribe(try openID(for: "subscribe"), to: name)
     }
 
     /// Stops routing messages of `name` to this transport's receiver.
     public func unsubscribe(from name: NotificationName) {
-        guard let id = try? openID() else { return }
+        guard let id = try? openID(for: "unsubscribe") else { return }
         bus.unsubscribe(id, from: name)
     }
 
     /// Hands the message to every receiver on the bus subscribed to its name.
     public func send(_ message: TransportMessage) throws(TypedNotificationError) {
-        _ = try openID()
+        _ = try openID(for: "post")
         bus.deliver(message)
     }
 
     /// Detaches from the bus.
     public func close() {
-        let id: UInt64? = state.withLock { state in
-            defer { state = .closed }
-            if case .open(let id) = state { return id }
-            return nil
-        }
-        if let id { bus.detach(id) }
+        if case .wasOpen(let id) = state.withLock({ $0.close() }) { bus.detach(id) }
     }
 
-    private func openID() throws(TypedNotificationError) -> UInt64 {
-        try state.withLock { (state: inout State) throws(TypedNotificationError) -> UInt64 in
-            switch state {
-            case .open(let id): return id
-            case .idle: throw TypedNotificationError(code: .closed, message: "the transport is not open yet")
-            case .closed: throw TypedNotificationError(code: .closed, message: "the transport is closed")
-            }
+    private func openID(for operation: String) throws(TypedNotificationError) -> UInt64 {
+        try state.withLock { (state: inout TransportLifecycle<UInt64>) throws(TypedNotificationError) -> UInt64 in
+            try state.opened(for: operation)
         }
     }
 }

@@ -6,13 +6,8 @@ import Synchronization
 /// endpoints and routes the send in progress last published (for statistics,
 /// ``SocketTransport/flush(timeout:)`` and error messages).
 struct SocketState {
-    enum Phase {
-        case created
-        case open(NotificationSender)
-        case closed
-    }
-
-    var phase: Phase = .created
+    /// Open, it holds the sender `open` was given.
+    var lifecycle = TransportLifecycle<NotificationSender>(kind: "socket")
     var subscribed: Set<NotificationName> = []
     var peers: [String: SocketPeer] = [:]
     var routes: [NotificationName: [String]] = [:]

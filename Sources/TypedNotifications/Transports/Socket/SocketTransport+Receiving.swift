@@ -6,10 +6,7 @@ extension SocketTransport {
     // MARK: - The I/O thread
 
     var isOpen: Bool {
-        state.withLock { state in
-            if case .open = state.phase { return true }
-            return false
-        }
+        state.withLock { $0.lifecycle.isOpen }
     }
 
     /// Looks at the spool `after` nanoseconds: again and again without

@@ -187,6 +187,9 @@ public final class SocketTransport: NotificationTransport {
 
     /// Starts receiving on the transport's event-loop thread.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+        try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
+            try state.lifecycle.checkOpenable()
+        }
         let spoolMonitor: DirectoryMonitor
         do throws(ChangeMonitorError) {
             spoolMonitor = try DirectoryMonitor()
@@ -195,10 +198,7 @@ public final class SocketTransport: NotificationTransport {
             throw SharedDirectory.failure(error, "could not watch the spool \(spoolDirectory)")
         }
         try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
-            guard case .created = state.phase else {
-                throw TypedNotificationError(code: .closed, message: "this socket transport was already opened")
-            }
-            state.phase = .open(sender)
+            try state.lifecycle.open(sender)
         }
         // Before open returns, so that a transport that is up has reaped the
         // endpoints that were dead when it started, and never reaps later
@@ -243,10 +243,7 @@ public final class SocketTransport: NotificationTransport {
     /// Registers this endpoint for `name`: from now on posts of it reach this transport.
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
         let sender = try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
-            guard case .open(let sender) = state.phase else {
-                throw TypedNotificationError(code: .closed, message: "subscribe on a socket transport that is not open")
-            }
-            return sender
+            try state.lifecycle.opened(for: "subscribe")
         }
         // The entry is written with no lock held; the center serializes
         // subscribing and unsubscribing a name.
@@ -256,7 +253,7 @@ public final class SocketTransport: NotificationTransport {
         // finds the entry's creation among the change events it then reads.
         registryGeneration?.increment()
         let registered = state.withLock { state in
-            guard case .open = state.phase else { return false }
+            guard state.lifecycle.isOpen else { return false }
             state.subscribed.insert(name)
             return true
         }
@@ -350,8 +347,7 @@ public final class SocketTransport: NotificationTransport {
                 state.peers = changes.peers
                 state.routes = changes.routes
             }
-            if case .closed = state.phase { return true }
-            return false
+            return state.lifecycle.isClosed
         }
         sending.release()
         if isClosed { dropRoutingAfterClose() }
@@ -415,23 +411,15 @@ public final class SocketTransport: NotificationTransport {
     /// handler running there; none when called from one). Nothing waits to
     /// be sent. Idempotent.
     public func close() {
-        enum Before { case alreadyClosed, created, open }
-        let (before, names) = state.withLock { state -> (Before, Set<NotificationName>) in
-            let before: Before
-            switch state.phase {
-            case .closed: return (.alreadyClosed, [])
-            case .created: before = .created
-            case .open: before = .open
-            }
-            state.phase = .closed
+        let (closing, names) = state.withLock { state in
             defer {
                 state.subscribed = []
                 state.peers = [:]
                 state.routes = [:]
             }
-            return (before, state.subscribed)
+            return (state.lifecycle.close(), state.subscribed)
         }
-        guard before != .alreadyClosed else { return }
+        if case .alreadyClosed = closing { return }
         dropRoutingAfterClose()
         for name in names {
             _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
@@ -440,7 +428,7 @@ public final class SocketTransport: NotificationTransport {
         _ = SystemCalls.removeFile(socketPath)
         // The loop's thread may itself end up here (a center released while
         // it delivered): then it does not wait for itself.
-        if before == .open { loop.stopAndJoin() } else { loop.stop() }
+        closing.end(loop)
         Self.removeSpool(spoolDirectory)
     }
 }

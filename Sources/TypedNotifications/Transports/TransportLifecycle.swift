@@ -1,0 +1,123 @@
+import NotificationPlatform
+
+/// The lifecycle every transport shares: created, open once, closed for
+/// good. A transport keeps one in the state its lock guards, decides under
+/// the lock, and acts (starts or ends its loop, closes descriptors) after
+/// it. Pure: no system call, no lock, no thread.
+package struct TransportLifecycle<Opened: Sendable>: Sendable {
+    /// What `close` must do once the lock is let go.
+    package enum Closing: Sendable {
+        /// Closed before: nothing to do.
+        case alreadyClosed
+        /// Never opened: the loop never started, so it is only stopped.
+        case neverOpened
+        /// Was open: end what `open` started.
+        case wasOpen(Opened)
+    }
+
+    private enum Phase {
+        case created
+        case open(Opened)
+        case closed
+    }
+
+    private var phase = Phase.created
+    /// How errors name the transport: "socket", "file", "Redis", "in-process".
+    private let kind: String
+
+    /// A lifecycle that has not been opened, of a transport called `kind` in errors.
+    package init(kind: String) {
+        self.kind = kind
+    }
+
+    /// Opens, keeping `opened` for as long as the transport is open.
+    ///
+    /// - Throws: `.closed` if it was opened or closed before: a transport
+    ///   opens once.
+    package mutating func open(_ opened: Opened) throws(TypedNotificationError) {
+        try checkOpenable()
+        phase = .open(opened)
+    }
+
+    /// Throws what ``open(_:)`` would: a transport asks this before the
+    /// work an open does (sockets, watches), so a second open or one after
+    /// close is refused as `.closed` without doing any of it.
+    package func checkOpenable() throws(TypedNotificationError) {
+        switch phase {
+        case .created: return
+        case .open:
+            throw TypedNotificationError(code: .closed, message: "this \(kind) transport was already opened")
+        case .closed:
+            throw TypedNotificationError(code: .closed, message: "this \(kind) transport is closed")
+        }
+    }
+
+    /// What `open` kept, for `operation` (such as "subscribe").
+    ///
+    /// - Throws: `.closed`, naming `operation`, unless the transport is open.
+    package func opened(for operation: String) throws(TypedNotificationError) -> Opened {
+        switch phase {
+        case .open(let opened): return opened
+        case .created:
+            throw TypedNotificationError(
+                code: .closed, message: "\(operation) on a \(kind) transport that is not open yet")
+        case .closed:
+            throw TypedNotificationError(code: .closed, message: "\(operation) on a \(kind) transport that is closed")
+        }
+    }
+
+    /// Whether it is open now.
+    package var isOpen: Bool {
+        if case .open = phase { return true }
+        return false
+    }
+
+    /// Whether it was closed.
+    package var isClosed: Bool {
+        if case .closed = phase { return true }
+        return false
+    }
+
+    /// Closes for good, and says what the transport must do after its lock.
+    package mutating func close() -> Closing {
+        defer { phase = .closed }
+        switch phase {
+        case .created: return .neverOpened
+        case .open(let opened): return .wasOpen(opened)
+        case .closed: return .alreadyClosed
+        }
+    }
+}
+
+extension TransportLifecycle where Opened == Void {
+    /// Opens a transport that keeps nothing from `open`.
+    package mutating func open() throws(TypedNotificationError) {
+        try open(())
+    }
+}
+
+extension TransportLifecycle.Closing {
+    /// Whether the transport was open until this close.
+    package var wasOpen: Bool {
+        if case .wasOpen = self { return true }
+        return false
+    }
+
+    /// Ends a transport's event loop the one way every transport does: one
+    /// that ran is stopped and waited for, at most
+    /// `EventLoop.closeWaitNanoseconds` (never when called on the loop
+    /// itself); one that never started is only stopped. Returns
+    /// ``wasOpen``.
+    @discardableResult
+    package func end(_ loop: EventLoop) -> Bool {
+        switch self {
+        case .alreadyClosed: return false
+        case .neverOpened:
+            loop.stop()
+            return false
+        case .wasOpen:
+            _ = loop.stopAndJoin()
+            return true
+        }
+    }
+}
