@@ -176,20 +176,17 @@ struct ChangeQueueState {
     /// reader get their wake-up queued, once, for ``takeWakes()``.
     mutating func takeInbox(_ reader: UInt64, after events: [Event]) -> Inbox {
         for event in events { hand(event, readBy: reader) }
-        guard var inbox = inboxes[reader] else { return Inbox() }
-        let taken = inbox
-        inbox.changed = []
-        inbox.created = []
-        inbox.lost = []
-        inbox.emptied = []
-        inbox.overflowed = false
-        inbox.wakeOwed = false
-        inboxes[reader] = inbox
+        guard let slot = inboxes.index(forKey: reader) else { return Inbox() }
+        // Swapped out in place: the taken sets are not copied, and the
+        // reader's inbox starts empty, keeping its wake-up.
+        var taken = Inbox(wake: inboxes.values[slot].wake)
+        swap(&taken, &inboxes.values[slot])
         return taken
     }
 
     /// The wake-ups queued by ``takeInbox(_:after:)``, to call after unlocking.
     mutating func takeWakes() -> [@Sendable () -> Void] {
+        guard !wakes.isEmpty else { return [] }
         defer { wakes = [] }
         return wakes
     }
@@ -237,11 +234,11 @@ struct ChangeQueueState {
         // A write to a file matters only to monitors that asked for writes.
         let isWriteOnly = event.mask & ~modification == 0
         for subscriber in subscribers where !isWriteOnly || subscriber.includesModifications || isLost {
-            guard inboxes[subscriber.monitor] != nil else { continue }
-            inboxes[subscriber.monitor]?.changed.insert(subscriber.index)
-            if event.mask & creation != 0 { inboxes[subscriber.monitor]?.created.insert(subscriber.index) }
-            if event.mask & Self.departure != 0 { inboxes[subscriber.monitor]?.emptied.insert(subscriber.index) }
-            if isLost { inboxes[subscriber.monitor]?.lost.insert(subscriber.index) }
+            guard let slot = inboxes.index(forKey: subscriber.monitor) else { continue }
+            inboxes.values[slot].changed.insert(subscriber.index)
+            if event.mask & creation != 0 { inboxes.values[slot].created.insert(subscriber.index) }
+            if event.mask & Self.departure != 0 { inboxes.values[slot].emptied.insert(subscriber.index) }
+            if isLost { inboxes.values[slot].lost.insert(subscriber.index) }
             owe(subscriber.monitor, readBy: reader)
         }
     }

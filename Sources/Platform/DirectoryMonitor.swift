@@ -225,12 +225,14 @@ package final class DirectoryMonitor {
             }
             events.removeAll(keepingCapacity: true)
             for wake in wakes { wake() }
-            created.formUnion(inbox.created)
-            lost.formUnion(inbox.lost)
+            if !inbox.created.isEmpty { created.formUnion(inbox.created) }
+            if !inbox.lost.isEmpty { lost.formUnion(inbox.lost) }
             var changed = inbox.changed
-            for index in inbox.emptied.subtracting(inbox.lost) where !isStillAtItsPath(index) {
-                lost.insert(index)
-                changed.insert(index)
+            if !inbox.emptied.isEmpty {
+                for index in inbox.emptied.subtracting(inbox.lost) where !isStillAtItsPath(index) {
+                    lost.insert(index)
+                    changed.insert(index)
+                }
             }
             return inbox.overflowed ? nil : changed
         #else
