@@ -164,6 +164,74 @@ private struct ForgedSequenceNumbers: ContractBody {
     }
 }
 
+/// Guarantee 5: a cancelled observer and what it captured are released, and
+/// a `for await` loop that is left removes its observer.
+private struct CancelledObserversReleased: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        weak var weakWitness: Witness?
+        let seen = Counter()
+        let token: ObservationToken
+        do {
+            let witness = Witness()
+            weakWitness = witness
+            token = try observer.addObserver(Ping.self) { [witness] _, _ in
+                _ = witness.id
+                seen.increment()
+            }
+        }
+        try poster.post(Ping(index: 1))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while seen.count == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(seen.count == 1)
+        #expect(weakWitness != nil)
+        await token.cancelAndWait()
+        #expect(weakWitness == nil)
+        #expect(observer.metrics.activeObservers == 0)
+
+        let deliveries = try observer.notifications(of: Ping.self)
+        #expect(observer.metrics.activeObservers == 1)
+        try poster.post(Ping(index: 2))
+        for await ping in deliveries where ping.index == 2 { break }
+        #expect(observer.metrics.activeObservers == 0)
+        withExtendedLifetime(token) {}
+    }
+}
+
+/// Guarantee 6: bad input is a typed error. An invalid name literal throws
+/// `.invalidName` on every use; an envelope whose payload does not decode
+/// as the observed type is never delivered, is counted undecodable, and the
+/// next delivery reports it missed.
+private struct BadInputIsATypedError: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        for use in ["post", "observe"] {
+            do throws(TypedNotificationError) {
+                if use == "post" {
+                    try poster.post(TypoNotification())
+                } else {
+                    _ = try observer.deliveries(of: TypoNotification.self)
+                }
+                Issue.record("\(use) of an invalid name did not throw")
+            } catch {
+                #expect(error.code == .invalidName, "\(use)")
+            }
+        }
+        let deliveries = try observer.deliveries(of: Ping.self)
+        let forger = try forgedSender(instance: 4)
+        // Ping's payload is JSON: these bytes are no Ping.
+        let garbage = try forgedMessage(
+            RawNotification(bytes: Array("not json".utf8)), named: Ping.name, from: forger, sequence: 1)
+        try poster.transport.send(garbage)
+        try poster.transport.send(try forgedMessage(Ping(index: 7), from: forger, sequence: 2))
+        for await delivered in deliveries {
+            #expect(delivered.notification.index == 7)
+            #expect(delivered.delivery.missed == 1)
+            break
+        }
+        #expect(observer.metrics.undecodable == 1)
+        #expect(observer.failure == nil)
+    }
+}
+
 /// Expects `body` to throw `.closed`.
 private func expectClosed(_ what: String, _ body: () throws(TypedNotificationError) -> Void) {
     do throws(TypedNotificationError) {
@@ -234,5 +302,19 @@ struct ContractTests {
     @Test("one lifecycle: opened once, and closed for good", arguments: ContractTransport.available)
     func lifecycle(_ kind: ContractTransport) async throws {
         try await runContract(kind, OneLifecycle())
+    }
+
+    @Test(
+        "5. a cancelled observer and its captures are released; a loop left removes its observer",
+        arguments: ContractTransport.available)
+    func cancelledObserversReleased(_ kind: ContractTransport) async throws {
+        try await runContract(kind, CancelledObserversReleased())
+    }
+
+    @Test(
+        "6. an invalid name throws invalidName; a payload that does not decode is counted, never delivered",
+        arguments: ContractTransport.available)
+    func badInput(_ kind: ContractTransport) async throws {
+        try await runContract(kind, BadInputIsATypedError())
     }
 }

@@ -18,14 +18,25 @@ func forgedMessage<N: TypedNotification>(
     from sender: NotificationSender,
     sequence: UInt64
 ) throws -> TransportMessage {
+    try forgedMessage(value, named: N.name, from: sender, sequence: sequence)
+}
+
+/// A complete, valid envelope of any payload under any name: bytes that
+/// observers of `name` may not be able to decode.
+func forgedMessage<Payload: DarwinPayload>(
+    _ value: Payload,
+    named name: NotificationName,
+    from sender: NotificationSender,
+    sequence: UInt64
+) throws -> TransportMessage {
     let timestamp = NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
     let encoded = try NotificationEnvelope.encode(
-        name: N.name, sender: sender, sequence: sequence, timestamp: timestamp
+        name: name, sender: sender, sequence: sequence, timestamp: timestamp
     ) { buffer in
         try value.encodePayload(into: &buffer)
     }
     return TransportMessage(
-        name: N.name, sender: sender, sequence: sequence, timestamp: timestamp, payload: .encoded(encoded))
+        name: name, sender: sender, sequence: sequence, timestamp: timestamp, payload: .encoded(encoded))
 }
 
 /// A cross-process transport whose received messages come from the test:
