@@ -4,66 +4,19 @@ import Testing
 
 @testable import TypedNotifications
 
-/// The two transports with a receiving thread, each in a fresh directory.
-enum LoopTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case socket
-    case file
+/// The transports with a receiving thread of their own, whose event loop
+/// runs the center's executor.
+let loopTransports = ContractTransport.available.filter { $0 != .inProcess }
 
-    var testDescription: String { rawValue }
-
-    /// A hub, the event loop its transport receives on, its close, and its
-    /// count of received messages.
-    func hub(_ directory: String, endpoint: String = "test") throws -> (
-        any TypedNotificationCenter<NotificationExecutor>, EventLoop, @Sendable () -> Void, @Sendable () -> Int
-    ) {
-        func parts<T: NotificationTransport>(_ hub: NotificationHub<T>) throws -> (
-            any TypedNotificationCenter<NotificationExecutor>, EventLoop, @Sendable () -> Void, @Sendable () -> Int
-        ) {
-            (hub, try #require(hub.transport.deliveryExecutor as? EventLoop), { hub.close() }, { hub.metrics.received })
-        }
-        switch self {
-        case .socket:
-            return try parts(socketHub(directory, endpoint: endpoint))
-        case .file:
-            return try parts(NotificationHub(endpoint: endpoint, transport: FileSignalTransport(directory: directory)))
-        }
-    }
+/// The event loop `hub`'s transport receives on.
+func receivingLoop<T: NotificationTransport>(_ hub: NotificationHub<T>) throws -> EventLoop {
+    try #require(hub.transport.deliveryExecutor as? EventLoop)
 }
 
-@Suite("The transport's thread runs the center's executor", .timeLimit(.minutes(5)))
-struct DeliveryExecutorTests {
-    @Test(
-        "a handler on the center's executor runs on the transport's receiving thread", arguments: LoopTransport.allCases
-    )
-    func handlerOnLoop(_ kind: LoopTransport) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let (hub, loop, _, _) = try kind.hub(directory)
-        let seen = Collector<(Int, Bool)>()
-        let token = try hub.addObserver(Ping.self) { note, _ in seen.append((note.index, loop.isCurrent)) }
-        try hub.post(Ping(index: 0))
-        await seen.wait(forCount: 1)
-        // From here on the loop gets work only from what it receives, never
-        // from a thread of the pool handing it a handler's job.
-        let handOffsBefore = loop.handOffs
-        // One at a time, so that each finds the handler waiting.
-        for index in 1..<200 {
-            try hub.post(Ping(index: index))
-            await seen.wait(forCount: index + 1)
-        }
-        #expect(loop.handOffs - handOffsBefore < 10)
-        #expect(seen.values.map(\.0) == Array(0..<200))
-        #expect(seen.values.allSatisfy { $0.1 })
-        token.cancel()
-    }
-
-    @Test(
-        "a for-await loop in a task that prefers the center's task executor runs there",
-        arguments: LoopTransport.allCases)
-    func sequenceOnLoop(_ kind: LoopTransport) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let (hub, loop, _, _) = try kind.hub(directory)
+private struct SequenceOnLoop: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let loop = try receivingLoop(observer)
+        let hub = observer
         let sequence = try hub.notifications(of: Ping.self)
         let consumer = Task(executorPreference: hub.executor.taskExecutor) {
             var seen: [(Int, Bool)] = []
@@ -78,14 +31,12 @@ struct DeliveryExecutorTests {
         #expect(seen.map(\.0) == Array(0..<100))
         #expect(seen.allSatisfy { $0.1 })
     }
+}
 
-    @Test(
-        "a slow handler on the executor holds up receiving for others by one call, not by its backlog",
-        arguments: LoopTransport.allCases)
-    func slowHandlerDoesNotStarveOthers(_ kind: LoopTransport) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let (hub, _, _, received) = try kind.hub(directory)
+private struct SlowHandlerDoesNotStarveOthers: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let received: @Sendable () -> Int = { observer.metrics.received }
+        let hub = observer
         let backlogPosted = OneShotEvent()
         let calls = Counter()
         let receivedAtCall = Collector<(call: Int, received: Int)>()
@@ -116,14 +67,13 @@ struct DeliveryExecutorTests {
         let values = receivedAtCall.values
         #expect(values[99].received > values[1].received + 10)
     }
+}
 
-    @Test(
-        "closing the center from a handler on its executor returns: the thread does not wait for itself",
-        arguments: LoopTransport.allCases)
-    func closeFromHandler(_ kind: LoopTransport) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let (hub, loop, close, _) = try kind.hub(directory)
+private struct CloseFromHandler: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let loop = try receivingLoop(observer)
+        let close: @Sendable () -> Void = { observer.close() }
+        let hub = observer
         let closed = Signal()
         let onLoop = Flag()
         let token = try hub.addObserver(Ping.self) { _, _ in
@@ -137,14 +87,11 @@ struct DeliveryExecutorTests {
         #expect(throws: TypedNotificationError.self) { try hub.post(Ping(index: 1)) }
         token.cancel()
     }
+}
 
-    @Test(
-        "after a synchronous cancel returns, no run of the handler starts, though it ran on the transport's thread",
-        arguments: LoopTransport.allCases)
-    func syncCancelOnLoop(_ kind: LoopTransport) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let (hub, _, _, _) = try kind.hub(directory)
+private struct SyncCancelOnLoop: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let hub = observer
         let started = Signal()
         let cancelled = Flag()
         let ranAfterCancel = Counter()
@@ -169,5 +116,64 @@ struct DeliveryExecutorTests {
         #expect(ranAfterCancel.count == 0)
         probe.cancel()
         last.cancel()
+    }
+}
+
+private struct HandlerOnLoop: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let loop = try receivingLoop(observer)
+        let hub = observer
+        let seen = Collector<(Int, Bool)>()
+        let token = try hub.addObserver(Ping.self) { note, _ in seen.append((note.index, loop.isCurrent)) }
+        try hub.post(Ping(index: 0))
+        await seen.wait(forCount: 1)
+        // From here on the loop gets work only from what it receives, never
+        // from a thread of the pool handing it a handler's job.
+        let handOffsBefore = loop.handOffs
+        // One at a time, so that each finds the handler waiting.
+        for index in 1..<200 {
+            try hub.post(Ping(index: index))
+            await seen.wait(forCount: index + 1)
+        }
+        #expect(loop.handOffs - handOffsBefore < 10)
+        #expect(seen.values.map(\.0) == Array(0..<200))
+        #expect(seen.values.allSatisfy { $0.1 })
+        token.cancel()
+    }
+}
+
+@Suite("The transport's thread runs the center's executor", .timeLimit(.minutes(5)))
+struct DeliveryExecutorTests {
+    @Test("a handler on the center's executor runs on the transport's receiving thread", arguments: loopTransports)
+    func handlerOnLoop(_ kind: ContractTransport) async throws {
+        try await runContract(kind, HandlerOnLoop())
+    }
+
+    @Test(
+        "a for-await loop in a task that prefers the center's task executor runs there",
+        arguments: loopTransports)
+    func sequenceOnLoop(_ kind: ContractTransport) async throws {
+        try await runContract(kind, SequenceOnLoop())
+    }
+
+    @Test(
+        "a slow handler on the executor holds up receiving for others by one call, not by its backlog",
+        arguments: loopTransports)
+    func slowHandlerDoesNotStarveOthers(_ kind: ContractTransport) async throws {
+        try await runContract(kind, SlowHandlerDoesNotStarveOthers())
+    }
+
+    @Test(
+        "closing the center from a handler on its executor returns: the thread does not wait for itself",
+        arguments: loopTransports)
+    func closeFromHandler(_ kind: ContractTransport) async throws {
+        try await runContract(kind, CloseFromHandler())
+    }
+
+    @Test(
+        "after a synchronous cancel returns, no run of the handler starts, though it ran on the transport's thread",
+        arguments: loopTransports)
+    func syncCancelOnLoop(_ kind: ContractTransport) async throws {
+        try await runContract(kind, SyncCancelOnLoop())
     }
 }
