@@ -28,6 +28,15 @@ extension SocketTransport {
         in routing: inout SocketRouting
     ) -> Attempt {
         if peer.spool.isActive {
+            // An endpoint that died while this poster spooled for it never
+            // reads the spool, and no send to its socket says so: look
+            // every few milliseconds, and before refusing a post for it.
+            if peer.spool.livenessCheckIsDue(now: SystemClock.monotonicNanoseconds()),
+                Self.endpointState(directory, peer.id) == .dead
+            {
+                reap(peer.id, in: &routing)
+                return .taken
+            }
             switch peer.spool.append(encoded, of: message) {
             case .spooled:
                 counters.add(to: .spooled)
@@ -35,6 +44,10 @@ extension SocketTransport {
             case .taken:
                 break  // read by the endpoint: send directly again
             case .dropped:
+                if Self.endpointState(directory, peer.id) == .dead {
+                    reap(peer.id, in: &routing)
+                    return .taken
+                }
                 counters.add(to: .dropped)
                 return .undelivered("its spool is full")
             case .failed(let error):

@@ -213,9 +213,10 @@ final class SpoolFile: @unchecked Sendable {
 /// other threads only look at ``file``, which is behind a lock. Makes only
 /// non-blocking calls (`flock` with `LOCK_NB`).
 final class SpoolWriter: @unchecked Sendable {
-    // Sendable: `nextGeneration` is read and written only by the send in
-    // progress (one at a time, see SocketRoutingSlot); the current file is
-    // behind `current`'s lock, which no system call is made under.
+    // Sendable: `nextGeneration` and `nextLivenessCheck` are read and
+    // written only by the send in progress (one at a time, see
+    // SocketRoutingSlot); the current file is behind `current`'s lock,
+    // which no system call is made under.
     let directory: String
     let poster: String
     let sharing: DirectorySharing
@@ -227,6 +228,19 @@ final class SpoolWriter: @unchecked Sendable {
         set { current.withLock { $0 = newValue } }
     }
     private var nextGeneration: UInt32 = 0
+    private var nextLivenessCheck: UInt64 = 0
+
+    /// How often a poster that spools for an endpoint checks that the
+    /// endpoint still lives: 20 ms.
+    static let livenessCheckNanoseconds: UInt64 = 20_000_000
+
+    /// Whether to check now that the endpoint lives: the first time, then at
+    /// most once every ``livenessCheckNanoseconds``.
+    func livenessCheckIsDue(now: UInt64) -> Bool {
+        guard now >= nextLivenessCheck else { return false }
+        nextLivenessCheck = now &+ Self.livenessCheckNanoseconds
+        return true
+    }
 
     init(directory: String, poster: String, sharing: DirectorySharing, limit: Int) {
         self.directory = directory

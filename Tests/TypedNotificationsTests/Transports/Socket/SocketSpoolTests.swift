@@ -140,6 +140,62 @@ struct SocketSpoolTests {
         #expect(await observer.waitForExit() == 0)
     }
 
+    @Test(
+        "an observer killed while a long-lived poster spools for it is reaped by that poster: no later post is refused"
+    )
+    func killedWhileSpooled() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // The only observer: a live one beyond this small spool limit would
+        // rightly be refused posts too (the contract suite has the witness).
+        let victim = try HelperProcess(["observe", directory, "100000"])
+        await victim.waitForLine(startingWith: "ready")
+        // A spool of 64 KiB holds about 600 of these.
+        let transport = try SocketTransport(directory: directory, configuration: .init(spoolLimitPerEndpoint: 65536))
+        let hub = try NotificationHub(endpoint: "poster", transport: transport)
+        defer { hub.close() }
+        victim.signal(SIGSTOP)
+        waitUntilStopped(victim.pid)
+        for index in 0..<300 { try hub.post(HelperPing(poster: 1, index: index)) }
+        #expect(transport.statistics.spooled > 0)
+        victim.signal(SIGKILL)
+        #expect(await victim.waitForExit() == 128 + SIGKILL)
+        // Far past what the dead endpoint's spool could hold: had this poster
+        // gone on spooling for it, these would be refused as undelivered.
+        for index in 300..<3000 { try hub.post(HelperPing(poster: 1, index: index)) }
+        #expect(transport.statistics.dropped == 0)
+        #expect(transport.statistics.reapedEndpoints == 1)
+        #expect(transport.endpointsWithUnreadPosts.isEmpty)
+    }
+
+    @Test(
+        "a poster spooling for an observer that was killed reaps it within milliseconds, long before its spool is full")
+    func killedWhileSpooledIsNoticedEarly() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let victim = try HelperProcess(["observe", directory, "1000000"])
+        await victim.waitForLine(startingWith: "ready")
+        let transport = try SocketTransport(directory: directory)
+        let hub = try NotificationHub(endpoint: "poster", transport: transport)
+        defer { hub.close() }
+        victim.signal(SIGSTOP)
+        waitUntilStopped(victim.pid)
+        for index in 0..<100 { try hub.post(HelperPing(poster: 1, index: index)) }
+        #expect(transport.statistics.spooled > 0)
+        victim.signal(SIGKILL)
+        #expect(await victim.waitForExit() == 128 + SIGKILL)
+        // The default spool (16 MiB) holds about 150,000 of these: checked
+        // only when it is full, the dead endpoint would be noticed after
+        // that many. It is looked at every 20 ms while spooled for.
+        var posted = 0
+        while transport.statistics.reapedEndpoints == 0 && posted < 200_000 {
+            try hub.post(HelperPing(poster: 1, index: 100 + posted))
+            posted += 1
+        }
+        #expect(transport.statistics.reapedEndpoints == 1)
+        #expect(posted < 50_000, "posts spooled for a dead endpoint: \(posted)")
+    }
+
     @Test("posts from two threads of one hub finish while the only observer is stopped; it gets them all")
     func hubPostsNeverWaitForAStoppedObserver() async throws {
         let directory = try makeTemporaryDirectory()
