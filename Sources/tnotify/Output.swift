@@ -42,7 +42,7 @@ func jsonLine(_ name: NotificationName, _ delivered: DeliveredNotification<RawNo
             "endpoint": delivery.sender.endpoint, "pid": Int(delivery.sender.processID),
             "uid": Int(delivery.sender.userID),
         ],
-        "sequence": Int(clamping: delivery.sequence),
+        "sequence": delivery.sequence,
         "missed": delivery.missed,
     ]
     if delivery.isRedelivery { object["redelivery"] = true }

@@ -15,6 +15,27 @@ func tnotify(_ arguments: [String]) async throws -> (status: Int32, output: [Str
 
 @Suite("tnotify, driven as a user would", .serialized, .timeLimit(.minutes(5)))
 struct TnotifyTests {
+    @Test("watch --json prints a sequence number above Int.max as it is", arguments: ["socket", "file"])
+    func jsonSequenceAboveIntMax(transport: String) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try HelperProcess(
+            ["watch", Ping.name.rawValue, "--transport", transport, "--dir", directory, "--json"],
+            executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        let forger = try forgedSender(instance: 5)
+        let raw: any NotificationTransport =
+            transport == "socket"
+            ? try SocketTransport(directory: directory) : try FileSignalTransport(directory: directory)
+        try raw.open(as: forger, receiver: TransportReceiver { _ in })
+        defer { raw.close() }
+        try raw.send(try forgedMessage(Ping(index: 1), from: forger, sequence: .max))
+        let line = await watcher.waitForLine(startingWith: "{")
+        #expect(line.contains(#""sequence":18446744073709551615"#), "\(line)")
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+    }
+
     @Test("watch in one process, post from others: every line arrives", arguments: ["socket", "file"])
     func watchThenPost(transport: String) async throws {
         let directory = try makeTemporaryDirectory()
