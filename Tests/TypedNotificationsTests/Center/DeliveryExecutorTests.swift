@@ -8,6 +8,9 @@ import Testing
 /// runs the center's executor.
 let loopTransports = ContractTransport.available.filter { $0 != .inProcess }
 
+// Each body below posts and observes on one hub (`observer`): what it
+// posts comes back to it through its transport, as from another process.
+
 /// The event loop `hub`'s transport receives on.
 func receivingLoop<T: NotificationTransport>(_ hub: NotificationHub<T>) throws -> EventLoop {
     try #require(hub.transport.deliveryExecutor as? EventLoop)
@@ -52,13 +55,13 @@ private struct SlowHandlerDoesNotStarveOthers: ContractBody {
         backlogPosted.signal()
         // While the handler works through its backlog, a poster goes on at
         // one post a millisecond (a producer's pace, not a synchronization).
-        let poster = Thread {
+        let producer = Thread {
             for index in 300..<600 {
                 try? hub.post(Ping(index: index))
                 Thread.sleep(forTimeInterval: 0.001)
             }
         }
-        poster.start()
+        producer.start()
         await receivedAtCall.wait(forCount: 100)
         slow.cancel()
         // Had the thread run the handler's backlog through before receiving
