@@ -38,15 +38,12 @@ final class BenchRedisServer {
             executable, "--port", "\(port)", "--bind", "127.0.0.1", "--dir", directory, "--save", "",
             "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
         ]
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        // A child that dies with this process: a benchmark ended by a signal
+        // or a closed pipe (`… | head`) leaves no server running.
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, nil, argv, environ)
+        let child = ctn_spawn_dying_with_parent(executable, argv, environ)
         for argument in argv { free(argument) }
-        posix_spawn_file_actions_destroy(&actions)
-        guard status == 0 else { fail("could not start \(executable): errno \(status)") }
+        guard child > 0 else { fail("could not start \(executable): errno \(errno)") }
         processID = child
         let deadline = now() + 10_000_000_000
         while (try? RedisConnection.connect(RedisConnectionOptions(port: port))) == nil {

@@ -16,6 +16,9 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 size_t ctn_max_socket_path_length(void) {
     struct sockaddr_un address;
@@ -320,4 +323,32 @@ uint64_t ctn_shared_load(const uint64_t *counter) {
 
 uint64_t ctn_shared_increment(uint64_t *counter) {
     return __atomic_add_fetch(counter, 1, __ATOMIC_ACQ_REL);
+}
+
+int ctn_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[]) {
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child != 0) return child;
+    // In the child, between fork and exec: async-signal-safe calls only.
+    // Signals the parent blocked stay blocked across fork and exec: a
+    // server started by a process that blocks SIGTERM would ignore it.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+#ifdef __linux__
+    // SIGKILL: nothing can block or ignore it, and the benchmark's server
+    // keeps nothing worth a clean shutdown.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(127);
+    // The parent ended before the signal was asked for: end now.
+    if (getppid() != parent) _exit(0);
+#else
+    (void)parent;
+#endif
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+        dup2(null, 1);
+        if (null != 1) close(null);
+    }
+    execve(path, argv, envp);
+    _exit(127);
 }
