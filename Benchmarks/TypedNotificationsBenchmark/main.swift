@@ -34,7 +34,34 @@ import TypedNotificationsRedis
     let buildWarning: String? = nil
 #endif
 
+/// What `--help` prints.
+let usage = """
+    usage: TypedNotificationsBenchmark [--quick] [--only LIST] [--kinds LIST] [--observers LIST]
+                                       [--sizes LIST] [--count N] [--rounds N] [--output DIR]
+
+    The fan-out benchmark: from post until the last of N observers has the notification,
+    per transport, against its physical floor and its peers, measured in the same run;
+    the fixed costs (envelope, post-to-handler); and a memory run. A full run takes
+    about 7 minutes; --quick about 1. Build it in release: swift run -c release TypedNotificationsBenchmark
+
+      --only       any of envelope, delivery, fanout, posters, stopped, memory (default: all)
+      --kinds      fan-out scenarios, e.g. socket,raw-datagram (default: all; the Redis ones,
+                   redis,raw-redis,redis-pubsub, only where redis-server is installed)
+      --observers  observer counts (default 1,4,16)
+      --sizes      payload sizes in bytes (default 16,4096)
+      --count      measured notifications per point (default 20,000; quick 1,000)
+      --rounds     fan-out rounds, interleaved point by point (default 1)
+      --output     where fanout.json and fanout.svg go (default .build/benchmark)
+      --help       this text
+
+    The README's Performance section says how to read the figures.
+    """
+
 let arguments = CommandLine.arguments
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(usage)
+    exit(0)
+}
 switch arguments.dropFirst().first {
 case "observe":
     try runObserver(arguments.dropFirst(2))
@@ -58,7 +85,21 @@ case "stopped-observer":
     try runStoppedObserver(arguments.dropFirst(2))
     exit(0)
 default:
-    break
+    // Anything but the options above is a mistake: say so rather than start
+    // a run of several minutes.
+    let valued: Set = ["--only", "--kinds", "--observers", "--sizes", "--count", "--rounds", "--output"]
+    var index = 1
+    while index < arguments.count {
+        let argument = arguments[index]
+        if valued.contains(argument), index + 1 < arguments.count {
+            index += 2
+        } else if argument == "--quick" {
+            index += 1
+        } else {
+            FileHandle.standardError.write(Data("TypedNotificationsBenchmark: unknown argument \(argument)\n\n\(usage)\n".utf8))
+            exit(64)
+        }
+    }
 }
 
 /// Writes the JSON file and, when there are fan-out points, the chart.
