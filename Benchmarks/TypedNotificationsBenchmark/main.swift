@@ -96,7 +96,8 @@ default:
         } else if argument == "--quick" {
             index += 1
         } else {
-            FileHandle.standardError.write(Data("TypedNotificationsBenchmark: unknown argument \(argument)\n\n\(usage)\n".utf8))
+            FileHandle.standardError.write(
+                Data("TypedNotificationsBenchmark: unknown argument \(argument)\n\n\(usage)\n".utf8))
             exit(64)
         }
     }
