@@ -7,17 +7,7 @@ import TypedNotificationsRedis
 // measured in the same run. Also the fixed costs (envelope encode/decode,
 // post-to-handler) and a memory run. See README.md, "Performance".
 //
-//   TypedNotificationsBenchmark [--quick] [--only LIST] [--kinds LIST]
-//       [--observers LIST] [--sizes LIST] [--count N] [--output DIR]
-//
-//   --only      any of envelope, delivery, fanout, posters, stopped, memory (default: all)
-//   --kinds     fan-out scenarios, e.g. socket,raw-datagram (default: all; the Redis
-//               ones, redis,raw-redis,redis-pubsub, only where redis-server is installed)
-//   --observers 1,4,16 by default;  --sizes 16,4096 by default
-//   --count     measured notifications per point (default 20,000; quick 1,000)
-//   --rounds    fan-out rounds, interleaved point by point (default 1); each point
-//               reports the round with its median p50, and every round's p50
-//   --output    where fanout.json and fanout.svg go (default .build/benchmark)
+// Its options are in `usage` below (`--help` prints them).
 //
 // Roles this executable plays for itself, in child processes:
 //   point SPEC-JSON                                  one scenario; prints "result JSON"
