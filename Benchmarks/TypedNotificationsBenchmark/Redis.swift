@@ -41,7 +41,7 @@ final class BenchRedisServer {
         // A child that dies with this process: a benchmark ended by a signal
         // or a closed pipe (`… | head`) leaves no server running.
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        let child = ctn_spawn_dying_with_parent(executable, argv, environ)
+        let child = ctn_spawn_dying_with_parent(executable, argv, environ, -1, -1)
         for argument in argv { free(argument) }
         guard child > 0 else { fail("could not start \(executable): errno \(errno)") }
         processID = child

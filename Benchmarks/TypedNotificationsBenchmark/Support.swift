@@ -1,4 +1,5 @@
 import AllocationCounter
+import CTypedNotifications
 import Dispatch
 import Foundation
 import NotificationPlatform
@@ -133,18 +134,15 @@ final class Child {
     init(_ arguments: [String]) {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { fail("pipe: errno \(errno)") }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
-        posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
         let executable = Child.executablePath
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, nil, argv, environ)
+        // It dies with this process, and its children with it: a benchmark
+        // ended by a signal or a closed pipe leaves nothing running.
+        let child = ctn_spawn_dying_with_parent(executable, argv, environ, pipeEnds[1], pipeEnds[0])
+        let spawnError = errno
         for argument in argv { free(argument) }
-        posix_spawn_file_actions_destroy(&actions)
         close(pipeEnds[1])
-        guard status == 0 else { fail("could not start \(executable): errno \(status)") }
+        guard child > 0 else { fail("could not start \(executable): errno \(spawnError)") }
         processID = child
         guard let stream = fdopen(pipeEnds[0], "r") else { fail("fdopen: errno \(errno)") }
         output = stream

@@ -325,7 +325,7 @@ uint64_t ctn_shared_increment(uint64_t *counter) {
     return __atomic_add_fetch(counter, 1, __ATOMIC_ACQ_REL);
 }
 
-int ctn_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[]) {
+int ctn_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[], int output, int unused) {
     pid_t parent = getpid();
     pid_t child = fork();
     if (child != 0) return child;
@@ -344,10 +344,11 @@ int ctn_spawn_dying_with_parent(const char *path, char *const argv[], char *cons
 #else
     (void)parent;
 #endif
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) {
-        dup2(null, 1);
-        if (null != 1) close(null);
+    if (unused >= 0) close(unused);
+    if (output < 0) output = open("/dev/null", O_WRONLY);
+    if (output >= 0 && output != 1) {
+        dup2(output, 1);
+        close(output);
     }
     execve(path, argv, envp);
     _exit(127);
