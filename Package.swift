@@ -52,7 +52,7 @@ let package = Package(
             name: "TypedNotificationsTests",
             dependencies: [
                 "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
-                "tnotify-test-helper", "tnotify",
+                "tnotify-test-helper", "tnotify", "TypedNotificationsBenchmark",
             ],
             path: "Tests/TypedNotificationsTests",
             // Read at run time through #filePath; generate.py wrote them.
