@@ -14,11 +14,13 @@ let package = Package(
     targets: [
         // Only what Swift cannot reach: the CMSG_* macros and struct sockaddr_un.
         .target(name: "CTypedNotifications", path: "Sources/CTypedNotifications"),
+        // CRC-32C in hardware where the processor can, in software elsewhere.
+        .target(name: "CChecksum", path: "Sources/CChecksum"),
         // The only module that calls the operating system.
         .target(name: "NotificationPlatform", dependencies: ["CTypedNotifications"], path: "Sources/Platform"),
         .target(
             name: "TypedNotifications",
-            dependencies: ["NotificationPlatform"],
+            dependencies: ["NotificationPlatform", "CChecksum"],
             path: "Sources/TypedNotifications"
         ),
         // The Redis Streams transport: RESP over the platform layer's TCP and Unix sockets.
@@ -52,7 +54,7 @@ let package = Package(
             name: "TypedNotificationsTests",
             dependencies: [
                 "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
-                "tnotify-test-helper", "tnotify", "TypedNotificationsBenchmark",
+                "CChecksum", "tnotify-test-helper", "tnotify", "TypedNotificationsBenchmark",
             ],
             path: "Tests/TypedNotificationsTests",
             // Read at run time through #filePath; generate.py wrote them.

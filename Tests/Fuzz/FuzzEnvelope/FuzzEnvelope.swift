@@ -1,5 +1,5 @@
 import Foundation
-@_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) @_spi(Checksums) import TypedNotifications
 
 /// A Codable payload for the JSON path.
 struct Probe: Codable, DarwinPayload {
@@ -28,6 +28,21 @@ public func fuzzEnvelope(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         offset = end
     }
     _ = try? bytes.withUnsafeBytes { try NotificationEnvelope.recordLength(in: $0) }
+
+    // Every checksum path agrees, whole and split (at a point the input picks).
+    bytes.withUnsafeBytes { raw in
+        let split = raw.count > 0 ? Int(raw[0]) * 16 + Int(raw[raw.count - 1]) : 0
+        let results = crc32cByEveryPath(raw, split: split)
+        guard results.allSatisfy({ $0 == results[0] }) else { fatalError("CRC-32C paths disagree: \(results)") }
+    }
+    // Inputs are at most 4 KiB; tiled past 24 KiB they reach the longest blocks too.
+    if let first = bytes.first {
+        let tiled = Array(repeatElement(bytes, count: 24_700 / bytes.count + 1).joined().prefix(24_576 + Int(first)))
+        tiled.withUnsafeBytes { raw in
+            let results = crc32cByEveryPath(raw, split: Int(first) * 97)
+            guard results.allSatisfy({ $0 == results[0] }) else { fatalError("CRC-32C paths disagree: \(results)") }
+        }
+    }
 
     // The bytes as payloads of the built-in types.
     bytes.withUnsafeBytes { raw in

@@ -63,50 +63,6 @@ func expectDecodeError(
     }
 }
 
-@Suite("CRC-32C")
-struct CRC32CTests {
-    /// A bit-at-a-time reference implementation to check the table-driven one.
-    static func reference(_ bytes: [UInt8]) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        for byte in bytes {
-            crc ^= UInt32(byte)
-            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
-        }
-        return crc ^ 0xFFFF_FFFF
-    }
-
-    static func crc(_ bytes: [UInt8]) -> UInt32 { bytes.withUnsafeBytes { CRC32C.checksum($0) } }
-
-    @Test("known answers: the check value and the RFC 3720 vectors")
-    func knownAnswers() {
-        #expect(Self.crc(Array("123456789".utf8)) == 0xE306_9283)
-        #expect(Self.crc([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
-        #expect(Self.crc([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
-        #expect(Self.crc(Array(0..<32)) == 0x46DD_794E)
-        #expect(Self.crc(Array((0..<32).reversed())) == 0x113F_DB5C)
-        #expect(Self.crc([]) == 0)
-    }
-
-    @Test("slicing by 8 matches the bit-at-a-time reference, in one piece and in two")
-    func matchesReference() {
-        var random = SplitMix64(state: 0xC4C3_2C)
-        for _ in 0..<2_000 {
-            let bytes = (0..<Int.random(in: 0...300, using: &random)).map { _ in
-                UInt8.random(in: 0...255, using: &random)
-            }
-            let expected = Self.reference(bytes)
-            #expect(Self.crc(bytes) == expected)
-            let split = Int.random(in: 0...bytes.count, using: &random)
-            var running = CRC32C()
-            bytes.withUnsafeBytes { all in
-                running.update(UnsafeRawBufferPointer(rebasing: all[..<split]))
-                running.update(UnsafeRawBufferPointer(rebasing: all[split...]))
-            }
-            #expect(running.value == expected)
-        }
-    }
-}
-
 @Suite("Envelope wire format")
 struct EnvelopeTests {
     @Test("10,000 random envelopes round-trip exactly")
