@@ -5,7 +5,7 @@ import TypedNotificationsRedis
 // The fan-out benchmark: from post until the last of N observers has the
 // notification, per transport, against its physical floor and its peers,
 // measured in the same run. Also the fixed costs (envelope encode/decode,
-// post-to-handler) and a memory run. See README.md, "Performance".
+// post-to-handler) and a memory run. Benchmarks/README.md says how to read it.
 //
 // Its options are in `usage` below (`--help` prints them).
 //
@@ -44,7 +44,7 @@ let usage = """
       --output     where fanout.json and fanout.svg go (default .build/benchmark)
       --help       this text
 
-    The README's Performance section says how to read the figures.
+    Benchmarks/README.md says how to read the figures.
     """
 
 let arguments = CommandLine.arguments
