@@ -57,6 +57,8 @@ public struct EncodedNotification: Sendable {
 @_spi(TransportAuthoring) public enum NotificationEnvelope {
     /// The first four bytes of every envelope: ASCII `TNOT`.
     public static let magic: [UInt8] = [0x54, 0x4E, 0x4F, 0x54]
+    /// The magic as one word, in the byte order of this machine's loads.
+    static let magicWord = UInt32(littleEndian: 0x544F_4E54)
     /// The format version this code writes and reads.
     public static let currentVersion: UInt8 = 1
     /// Bytes before the name.
@@ -133,6 +135,9 @@ public struct EncodedNotification: Sendable {
 
     /// Checks the magic and version in however many of the first five bytes exist.
     fileprivate static func checkPrefix(_ bytes: UnsafeRawBufferPointer) throws(TypedNotificationError) {
+        if bytes.count >= 5, bytes.loadUnaligned(as: UInt32.self) == magicWord, bytes[4] == currentVersion {
+            return
+        }
         for index in 0..<min(4, bytes.count) where bytes[index] != magic[index] {
             throw envelopeError(.badMagic, "the record does not start with the magic bytes 54 4E 4F 54 (\"TNOT\")")
         }
@@ -213,9 +218,11 @@ private struct Header {
 @_spi(TransportAuthoring) public struct EnvelopeDecoder: Sendable {
     /// The largest payload this decoder accepts.
     public let maximumPayloadSize: Int
-    private var names: [UInt64: NotificationName] = [:]
-    private var senders: [UInt64: NotificationSender] = [:]
-    private static let cacheLimit = 1024
+    // Direct-mapped caches: a slot per key's low bits, a miss replaces the
+    // slot. Bounded whatever the input, and a hit costs no hashing.
+    private var names = [(key: UInt64, name: NotificationName)?](repeating: nil, count: cacheSlots)
+    private var senders = [NotificationSender?](repeating: nil, count: cacheSlots)
+    private static let cacheSlots = 256
 
     /// Creates a decoder that refuses payloads over `maximumPayloadSize` bytes
     /// (and always over 16 MiB).
@@ -252,28 +259,53 @@ private struct Header {
         guard (0...bytes.count).contains(offset) else {
             throw envelopeError(.truncatedEnvelope, "offset \(offset) is outside the \(bytes.count) bytes given")
         }
-        // withUnsafeBytes rethrows untyped errors; a Result keeps the type.
-        let parsed = bytes.withUnsafeBytes { all -> Result<(TransportMessage, Int), TypedNotificationError> in
+        // withUnsafeBytes rethrows untyped errors, so the typed one is kept
+        // aside. The closure returns plain fields; the message, whose payload
+        // may hold an existential and is copied through run-time witnesses,
+        // is made once, here.
+        var failure: TypedNotificationError?
+        let fields = bytes.withUnsafeBytes { all -> Fields? in
             do throws(TypedNotificationError) {
-                return .success(
-                    try parse(
-                        UnsafeRawBufferPointer(rebasing: all[offset...]), storage: bytes, offset: offset,
-                        checksumVerified: checksumVerified)
-                )
+                return try parse(
+                    UnsafeRawBufferPointer(rebasing: all[offset...]), checksumVerified: checksumVerified)
             } catch {
-                return .failure(error)
+                failure = error
+                return nil
             }
         }
-        let (message, length) = try parsed.get()
+        guard let fields else {
+            throw failure ?? envelopeError(.malformedEnvelope, "the record could not be decoded")
+        }
+        let length = fields.length
+        let message = TransportMessage(
+            name: fields.name,
+            sender: fields.sender,
+            sequence: fields.sequence,
+            timestamp: fields.timestamp,
+            payload: .encoded(
+                EncodedNotification(
+                    storage: bytes,
+                    envelopeRange: offset..<(offset + length),
+                    payloadRange: (offset + fields.payload.lowerBound)..<(offset + fields.payload.upperBound)
+                ))
+        )
         return (message, offset + length)
+    }
+
+    /// What a record holds, checked, with its payload as a range of the record.
+    private struct Fields {
+        var name: NotificationName
+        var sender: NotificationSender
+        var sequence: UInt64
+        var timestamp: NotificationTimestamp
+        var payload: Range<Int>
+        var length: Int
     }
 
     private mutating func parse(
         _ record: UnsafeRawBufferPointer,
-        storage: [UInt8],
-        offset: Int,
         checksumVerified: Bool
-    ) throws(TypedNotificationError) -> (TransportMessage, Int) {
+    ) throws(TypedNotificationError) -> Fields {
         let header = try Header(record, maximumPayloadSize: maximumPayloadSize)
         let length = header.recordLength
         guard record.count >= length else {
@@ -306,35 +338,28 @@ private struct Header {
             wallClockNanoseconds: record.loadLittleEndian(Int64.self, at: trailerStart + 8),
             monotonicNanoseconds: record.loadLittleEndian(UInt64.self, at: trailerStart + 16)
         )
-        let encoded = EncodedNotification(
-            storage: storage,
-            envelopeRange: offset..<(offset + length),
-            payloadRange: (offset + payloadStart)..<(offset + trailerStart)
-        )
-        return (
-            TransportMessage(
-                name: name,
-                sender: sender,
-                sequence: sequence,
-                timestamp: timestamp,
-                payload: .encoded(encoded)
-            ),
-            length
+        return Fields(
+            name: name,
+            sender: sender,
+            sequence: sequence,
+            timestamp: timestamp,
+            payload: payloadStart..<trailerStart,
+            length: length
         )
     }
 
     private mutating func cachedName(_ bytes: UnsafeRawBufferPointer) throws(TypedNotificationError) -> NotificationName
     {
         let key = fnv1a(bytes)
-        if let known = names[key], known.rawValue.utf8.elementsEqual(bytes) {
-            return known
+        let slot = Int(truncatingIfNeeded: key >> 56)
+        if let known = names[slot], known.key == key, equal(known.name.rawValue, bytes) {
+            return known.name
         }
         if let problem = NotificationName.problem(with: bytes, maximumLength: NotificationName.maximumLength) {
             throw envelopeError(.invalidName, "the envelope's notification name \(problem)")
         }
         let name = NotificationName(checked: String(decoding: bytes, as: UTF8.self))
-        if names.count >= Self.cacheLimit { names.removeAll(keepingCapacity: true) }
-        names[key] = name
+        names[slot] = (key, name)
         return name
     }
 
@@ -342,8 +367,9 @@ private struct Header {
         _ header: Header,
         endpoint: UnsafeRawBufferPointer
     ) throws(TypedNotificationError) -> NotificationSender {
-        if let known = senders[header.instance], known.processID == header.processID,
-            known.userID == header.userID, known.endpoint.utf8.elementsEqual(endpoint)
+        let slot = Int(truncatingIfNeeded: (header.instance &* 0x9E37_79B9_7F4A_7C15) >> 56)
+        if let known = senders[slot], known.instance == header.instance, known.processID == header.processID,
+            known.userID == header.userID, equal(known.endpoint, endpoint)
         {
             return known
         }
@@ -358,10 +384,36 @@ private struct Header {
             endpoint: String(decoding: endpoint, as: UTF8.self),
             instance: header.instance
         )
-        if senders.count >= Self.cacheLimit { senders.removeAll(keepingCapacity: true) }
-        senders[header.instance] = sender
+        senders[slot] = sender
         return sender
     }
+}
+
+/// Whether `text`'s UTF-8 is exactly `bytes`.
+private func equal(_ text: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    let utf8 = text.utf8
+    guard utf8.count == bytes.count else { return false }
+    return utf8.withContiguousStorageIfAvailable { stored in
+        stored.count == 0 || memoryEqual(stored.baseAddress, bytes.baseAddress, stored.count)
+    } ?? utf8.elementsEqual(bytes)
+}
+
+/// Whether `count` bytes at `a` and `b` are the same.
+private func memoryEqual(_ a: UnsafePointer<UInt8>?, _ b: UnsafeRawPointer?, _ count: Int) -> Bool {
+    guard let a, let b else { return count == 0 }
+    let other = b.assumingMemoryBound(to: UInt8.self)
+    var index = 0
+    while index + 8 <= count {
+        let x = UnsafeRawPointer(a + index).loadUnaligned(as: UInt64.self)
+        let y = UnsafeRawPointer(other + index).loadUnaligned(as: UInt64.self)
+        guard x == y else { return false }
+        index += 8
+    }
+    while index < count {
+        guard a[index] == other[index] else { return false }
+        index += 1
+    }
+    return true
 }
 
 /// Builds an envelope in two steps, so a center can encode the payload and
@@ -388,23 +440,27 @@ struct PendingEnvelope {
                 message: "endpoint label \(TypedNotificationError.quote(sender.endpoint)) is not 1 to 64 bytes")
         }
         let prefix = NotificationEnvelope.headerSize + nameBytes.count + endpointBytes.count
-        var bytes: [UInt8] = []
         // Room for the whole envelope when the payload's size is known (clamped,
         // so a wrong hint cannot reserve more than the largest envelope).
         let expectedPayload = min(max(payloadSizeHint ?? 256, 0), NotificationEnvelope.payloadSizeHardLimit)
-        bytes.reserveCapacity(prefix + expectedPayload + NotificationEnvelope.trailerSize)
-        bytes.append(contentsOf: NotificationEnvelope.magic)
-        bytes.append(NotificationEnvelope.currentVersion)
-        bytes.append(UInt8(nameBytes.count))
-        bytes.append(UInt8(endpointBytes.count))
-        bytes.append(0)
-        bytes.appendLittleEndian(UInt32(0))  // payload length, patched below
-        bytes.appendLittleEndian(sender.processID)
-        bytes.appendLittleEndian(sender.userID)
-        bytes.appendLittleEndian(sender.instance)
-        bytes.appendLittleEndian(UInt32(0))  // record length, patched below
-        bytes.append(contentsOf: nameBytes)
-        bytes.append(contentsOf: endpointBytes)
+        var bytes = [UInt8](unsafeUninitializedCapacity: prefix + expectedPayload + NotificationEnvelope.trailerSize) {
+            buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            raw.storeBytes(of: NotificationEnvelope.magicWord, toByteOffset: 0, as: UInt32.self)
+            raw[4] = NotificationEnvelope.currentVersion
+            raw[5] = UInt8(nameBytes.count)
+            raw[6] = UInt8(endpointBytes.count)
+            raw[7] = 0
+            raw.storeBytes(of: 0, toByteOffset: 8, as: UInt32.self)  // payload length, patched below
+            raw.storeBytes(of: sender.processID.littleEndian, toByteOffset: 12, as: Int32.self)
+            raw.storeBytes(of: sender.userID.littleEndian, toByteOffset: 16, as: UInt32.self)
+            raw.storeBytes(of: sender.instance.littleEndian, toByteOffset: 20, as: UInt64.self)
+            raw.storeBytes(of: 0, toByteOffset: 28, as: UInt32.self)  // record length, patched below
+            var offset = NotificationEnvelope.headerSize
+            offset = raw.copyUTF8(of: name.rawValue, to: offset)
+            offset = raw.copyUTF8(of: sender.endpoint, to: offset)
+            initialized = offset
+        }
         do {
             try writePayload(&bytes)
         } catch {
@@ -447,12 +503,16 @@ struct PendingEnvelope {
 
     /// Appends the trailer and the checksum. Cheap: 28 bytes.
     consuming func finish(sequence: UInt64, timestamp: NotificationTimestamp) -> EncodedNotification {
-        let trailerStart = bytes.count
-        bytes.appendLittleEndian(sequence)
-        bytes.appendLittleEndian(timestamp.wallClockNanoseconds)
-        bytes.appendLittleEndian(timestamp.monotonicNanoseconds)
-        bytes.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[trailerStart...])) }
-        bytes.appendLittleEndian(crc.value)
+        // 28 bytes built on the stack, checksummed, and appended in one copy.
+        var trailer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &trailer) { raw in
+            raw.storeBytes(of: sequence.littleEndian, toByteOffset: 0, as: UInt64.self)
+            raw.storeBytes(of: timestamp.wallClockNanoseconds.littleEndian, toByteOffset: 8, as: Int64.self)
+            raw.storeBytes(of: timestamp.monotonicNanoseconds.littleEndian, toByteOffset: 16, as: UInt64.self)
+            crc.update(UnsafeRawBufferPointer(rebasing: raw[..<24]))
+            raw.storeBytes(of: crc.value.littleEndian, toByteOffset: 24, as: UInt32.self)
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[..<NotificationEnvelope.trailerSize]))
+        }
         return EncodedNotification(storage: bytes, envelopeRange: 0..<bytes.count, payloadRange: payloadRange)
     }
 }
@@ -475,6 +535,25 @@ extension UnsafeRawBufferPointer {
     /// A little-endian integer at `offset`; the caller has checked the bounds.
     func loadLittleEndian<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
         T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
+    }
+}
+
+extension UnsafeMutableRawBufferPointer {
+    /// Copies `text`'s UTF-8 to `offset`, which has room for it; returns the
+    /// offset just past it.
+    fileprivate func copyUTF8(of text: String, to offset: Int) -> Int {
+        let utf8 = text.utf8
+        let copied = utf8.withContiguousStorageIfAvailable { stored in
+            UnsafeMutableRawBufferPointer(rebasing: self[offset...]).copyMemory(from: UnsafeRawBufferPointer(stored))
+            return stored.count
+        }
+        if let copied { return offset + copied }
+        var next = offset
+        for byte in utf8 {
+            self[next] = byte
+            next += 1
+        }
+        return next
     }
 }
 
