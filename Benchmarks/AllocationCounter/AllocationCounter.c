@@ -23,44 +23,68 @@ extern void *__libc_malloc(size_t size);
 extern void *__libc_calloc(size_t count, size_t size);
 extern void *__libc_realloc(void *pointer, size_t size);
 extern void *__libc_memalign(size_t alignment, size_t size);
+extern void __libc_free(void *pointer);
 
 static int64_t allocations;
+static int64_t live_bytes;
 
 static inline void counted(void) { __atomic_fetch_add(&allocations, 1, __ATOMIC_RELAXED); }
 
+// Every allocation adds what it really holds and every free takes it back,
+// whichever thread's arena it lives in (mallinfo2 sees only the main arena).
+static inline void *holding(void *pointer) {
+    if (pointer != NULL) __atomic_fetch_add(&live_bytes, (int64_t)malloc_usable_size(pointer), __ATOMIC_RELAXED);
+    return pointer;
+}
+
+static inline void releasing(void *pointer) {
+    if (pointer != NULL) __atomic_fetch_sub(&live_bytes, (int64_t)malloc_usable_size(pointer), __ATOMIC_RELAXED);
+}
+
 int64_t tnb_allocation_count(void) { return __atomic_load_n(&allocations, __ATOMIC_RELAXED); }
 
-int64_t tnb_heap_bytes_in_use(void) { return (int64_t)mallinfo2().uordblks; }
+int64_t tnb_heap_bytes_in_use(void) { return __atomic_load_n(&live_bytes, __ATOMIC_RELAXED); }
 
 void *malloc(size_t size) {
     counted();
-    return __libc_malloc(size);
+    return holding(__libc_malloc(size));
 }
 
 void *calloc(size_t count, size_t size) {
     counted();
-    return __libc_calloc(count, size);
+    return holding(__libc_calloc(count, size));
 }
 
 void *realloc(void *pointer, size_t size) {
     counted();
-    return __libc_realloc(pointer, size);
+    releasing(pointer);
+    void *moved = __libc_realloc(pointer, size);
+    if (moved == NULL && size != 0) {
+        holding(pointer);  // it failed: the old block stays
+        return NULL;
+    }
+    return holding(moved);
+}
+
+void free(void *pointer) {
+    releasing(pointer);
+    __libc_free(pointer);
 }
 
 void *memalign(size_t alignment, size_t size) {
     counted();
-    return __libc_memalign(alignment, size);
+    return holding(__libc_memalign(alignment, size));
 }
 
 void *aligned_alloc(size_t alignment, size_t size) {
     counted();
-    return __libc_memalign(alignment, size);
+    return holding(__libc_memalign(alignment, size));
 }
 
 int posix_memalign(void **result, size_t alignment, size_t size) {
     if (alignment < sizeof(void *) || (alignment & (alignment - 1)) != 0) return EINVAL;
     counted();
-    void *pointer = __libc_memalign(alignment, size);
+    void *pointer = holding(__libc_memalign(alignment, size));
     if (pointer == NULL && size != 0) return ENOMEM;
     *result = pointer;
     return 0;

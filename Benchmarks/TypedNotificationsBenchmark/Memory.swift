@@ -79,6 +79,7 @@ func soak<T: NotificationTransport>(_ transport: T, kind: Kind, count: Int) thro
     let filler = BenchTick.filler(forPayloadSize: 16)
     var index: UInt64 = 0
     var samples: [Int] = []
+    var heap: [Int] = []
     for round in 0...10 {
         for _ in 0..<(batch / chunk) {
             for _ in 0..<chunk {
@@ -89,13 +90,17 @@ func soak<T: NotificationTransport>(_ transport: T, kind: Kind, count: Int) thro
                 fail("soak \(kind.rawValue): tenth \(round) was not delivered")
             }
         }
-        if round > 0 { samples.append(currentResidentKiB() ?? 0) }
+        if round > 0 {
+            samples.append(currentResidentKiB() ?? 0)
+            if let bytes = heapBytesInUse() { heap.append(bytes / 1024) }
+        }
     }
     return MemoryResults.Series(
         kind: kind,
         notifications: batch * 10,
         residentKiB: samples,
-        growthKiB: (samples.last ?? 0) - (samples.first ?? 0)
+        growthKiB: (samples.last ?? 0) - (samples.first ?? 0),
+        heapKiB: heap
     )
 }
 

@@ -190,6 +190,9 @@ struct MemoryResults: Codable, Sendable {
         var residentKiB: [Int]
         /// Growth from the first sample (after warm-up) to the last, in KiB.
         var growthKiB: Int
+        /// The allocator's bytes in use after each tenth, in KiB (empty where
+        /// it cannot say): live heap, as opposed to pages the allocator keeps.
+        var heapKiB: [Int] = []
     }
     var series: [Series] = []
     /// Heap bytes one more handler observer costs on a hub.

@@ -246,6 +246,9 @@ if sections.contains("memory") {
             output.heapBytesPerSequenceObserver ?? results.heapBytesPerSequenceObserver
         let samples = output.series.residentKiB.map(String.init).joined(separator: " ")
         print("  \(padded(kind.label, 26)) RSS KiB by tenth: \(samples)  growth \(output.series.growthKiB) KiB")
+        if !output.series.heapKiB.isEmpty {
+            print("  \(padded("", 26)) heap KiB by tenth: \(output.series.heapKiB.map(String.init).joined(separator: " "))")
+        }
     }
     let senders = Child(["soak-senders", "\(notifications)"])
     let sendersLine = senders.expect("result ")
@@ -255,6 +258,9 @@ if sections.contains("memory") {
     print(
         "  \(padded("\(distinct.senders) distinct senders", 26)) RSS KiB by tenth: "
             + "\(distinct.residentKiB.map(String.init).joined(separator: " "))  growth \(distinct.growthKiB) KiB")
+    if !distinct.heapKiB.isEmpty {
+        print("  \(padded("", 26)) heap KiB by tenth: \(distinct.heapKiB.map(String.init).joined(separator: " "))")
+    }
     let hubCount = quick ? 200 : 1_000
     print("\nHubs: \(hubCount) observing hubs of one transport in one process, then one post to all")
     var hubRuns: [HubsOutput] = []

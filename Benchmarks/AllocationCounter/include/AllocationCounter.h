@@ -7,7 +7,9 @@
 /// this process so far, or -1 where they cannot be counted (not glibc).
 int64_t tnb_allocation_count(void);
 
-/// Heap bytes in use (glibc mallinfo2), or -1 where unknown.
+/// Heap bytes in use: what every live allocation of every thread's arena
+/// holds (malloc_usable_size, counted by the interposer on each allocation
+/// and free), or -1 where unknown.
 int64_t tnb_heap_bytes_in_use(void);
 
 #endif

@@ -25,6 +25,15 @@ extension NotificationHub {
     func waitInLine(_ payload: consuming OutboundPayload, named name: NotificationName)
         throws(TypedNotificationError)
     {
+        // The common case, nobody sending: lead at once, with no waiter made.
+        switch outbound.withLock({ $0.post(named: name) }) {
+        case .closed:
+            throw TypedNotificationError(code: .closed, message: "post of \(name) to a closed center")
+        case .send(let sequence):
+            return try lead(OutboundStamped(post: consume payload, name: name, sequence: sequence))
+        case .busy:
+            break
+        }
         let waiter = OutboundWaiter()
         switch outbound.withLock({ $0.enqueue(payload, named: name, waiter: waiter) }) {
         case .closed:

@@ -32,6 +32,12 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     /// Whether the text passed validation; only a literal can make it false.
     let isValid: Bool
 
+    /// The text's hash value, computed once: a post looks its name up in a
+    /// few tables, and hashing a string each time cost more than the rest of
+    /// the lookup. Swift's seeded hash, so it resists collisions as well as
+    /// the string's own.
+    private let textHash: Int
+
     /// Validates `rawValue` and creates a name from it.
     ///
     /// - Throws: ``TypedNotificationError`` with code
@@ -45,6 +51,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
         }
         self.rawValue = rawValue
         self.isValid = true
+        self.textHash = rawValue.hashValue
     }
 
     /// Creates a name from a literal in source code.
@@ -55,12 +62,14 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     public init(stringLiteral value: String) {
         self.rawValue = value
         self.isValid = Self.problem(with: value.utf8, maximumLength: Self.maximumLength) == nil
+        self.textHash = value.hashValue
     }
 
     /// A name whose text has already passed ``problem(with:maximumLength:)``.
     init(checked rawValue: String) {
         self.rawValue = rawValue
         self.isValid = true
+        self.textHash = rawValue.hashValue
     }
 
     /// Why this name cannot be used, or `nil` when it can: only a name made
@@ -100,10 +109,10 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     }
 
     /// Names with the same text are the same name.
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawValue == rhs.rawValue }
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.textHash == rhs.textHash && lhs.rawValue == rhs.rawValue }
 
-    /// Hashes the text.
-    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+    /// Hashes the text (its hash value, computed when the name was made).
+    public func hash(into hasher: inout Hasher) { hasher.combine(textHash) }
 
     /// The name's text.
     public var description: String { rawValue }

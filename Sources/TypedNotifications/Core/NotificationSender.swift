@@ -19,6 +19,11 @@ public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
     /// A random number chosen when the center was created.
     public let instance: UInt64
 
+    /// The hash value of all four fields, computed once: every received
+    /// notification looks its sender up for gap detection, and hashing the
+    /// label each time cost more than the rest of the lookup.
+    private let identityHash: Int
+
     /// Creates a sender identity, validating the endpoint label.
     ///
     /// - Throws: ``TypedNotificationError`` with code
@@ -38,10 +43,7 @@ public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
                 message: "endpoint label \(TypedNotificationError.quote(endpoint)) \(problem)"
             )
         }
-        self.processID = processID
-        self.userID = userID
-        self.endpoint = endpoint
-        self.instance = instance
+        self.init(checkedProcessID: processID, userID: userID, endpoint: endpoint, instance: instance)
     }
 
     /// A new identity for a center in this process.
@@ -70,7 +72,22 @@ public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
         self.userID = userID
         self.endpoint = endpoint
         self.instance = instance
+        var hasher = Hasher()
+        hasher.combine(checkedProcessID)
+        hasher.combine(userID)
+        hasher.combine(endpoint)
+        hasher.combine(instance)
+        identityHash = hasher.finalize()
     }
+
+    /// The same process, user, label and instance.
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.identityHash == rhs.identityHash && lhs.instance == rhs.instance && lhs.processID == rhs.processID
+            && lhs.userID == rhs.userID && lhs.endpoint == rhs.endpoint
+    }
+
+    /// Hashes the four fields (their hash value, computed when the identity was made).
+    public func hash(into hasher: inout Hasher) { hasher.combine(identityHash) }
 
     /// `endpoint(pid)`, for logs.
     public var description: String { "\(endpoint)(\(processID))" }
