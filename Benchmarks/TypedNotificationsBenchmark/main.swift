@@ -247,7 +247,9 @@ if sections.contains("memory") {
         let samples = output.series.residentKiB.map(String.init).joined(separator: " ")
         print("  \(padded(kind.label, 26)) RSS KiB by tenth: \(samples)  growth \(output.series.growthKiB) KiB")
         if !output.series.heapKiB.isEmpty {
-            print("  \(padded("", 26)) heap KiB by tenth: \(output.series.heapKiB.map(String.init).joined(separator: " "))")
+            print(
+                "  \(padded("", 26)) heap KiB by tenth: \(output.series.heapKiB.map(String.init).joined(separator: " "))"
+            )
         }
     }
     let senders = Child(["soak-senders", "\(notifications)"])

@@ -109,7 +109,9 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     }
 
     /// Names with the same text are the same name.
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.textHash == rhs.textHash && lhs.rawValue == rhs.rawValue }
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.textHash == rhs.textHash && lhs.rawValue == rhs.rawValue
+    }
 
     /// Hashes the text (its hash value, computed when the name was made).
     public func hash(into hasher: inout Hasher) { hasher.combine(textHash) }
