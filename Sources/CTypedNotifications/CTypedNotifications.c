@@ -113,16 +113,47 @@ int ctn_enable_credentials(int fd) {
 #endif
 }
 
+// What a received message's control data says: the sender's credentials.
+// Descriptors a hostile peer passed are closed, never kept.
+static void read_control(struct msghdr *message, ctn_credentials *credentials) {
+    memset(credentials, 0, sizeof(*credentials));
+#ifdef SCM_CREDENTIALS
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(message); header != NULL; header = CMSG_NXTHDR(message, header)) {
+        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS &&
+            header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred peer;
+            memcpy(&peer, CMSG_DATA(header), sizeof(peer));
+            credentials->present = 1;
+            credentials->pid = peer.pid;
+            credentials->uid = peer.uid;
+            credentials->gid = peer.gid;
+        } else if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+            size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t index = 0; index < count; index++) {
+                int descriptor;
+                memcpy(&descriptor, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
+                close(descriptor);
+            }
+        }
+    }
+#else
+    (void)message;
+#endif
+}
+
+// Room for the credentials, or for a few descriptors a hostile peer sends.
+typedef union {
+    struct cmsghdr align;
+#ifdef SCM_CREDENTIALS
+    char space[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
+#else
+    char space[CMSG_SPACE(4 * sizeof(int))];
+#endif
+} control_space;
+
 ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credentials *credentials, int *truncated) {
     struct iovec vector = {.iov_base = buffer, .iov_len = length};
-    union {
-        struct cmsghdr align;
-#ifdef SCM_CREDENTIALS
-        char space[CMSG_SPACE(sizeof(struct ucred))];
-#else
-        char space[CMSG_SPACE(sizeof(int))];
-#endif
-    } control;
+    control_space control;
     struct msghdr message;
     memset(&message, 0, sizeof(message));
     memset(&control, 0, sizeof(control));
@@ -136,28 +167,48 @@ ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credential
     ssize_t received = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (received < 0) return -1;
     if (message.msg_flags & MSG_TRUNC) *truncated = 1;
-#ifdef SCM_CREDENTIALS
-    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
-        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS &&
-            header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
-            struct ucred peer;
-            memcpy(&peer, CMSG_DATA(header), sizeof(peer));
-            credentials->present = 1;
-            credentials->pid = peer.pid;
-            credentials->uid = peer.uid;
-            credentials->gid = peer.gid;
-        } else if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
-            // A hostile peer may pass descriptors; never keep one.
-            size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t index = 0; index < count; index++) {
-                int descriptor;
-                memcpy(&descriptor, CMSG_DATA(header) + index * sizeof(int), sizeof(int));
-                close(descriptor);
-            }
-        }
-    }
-#endif
+    read_control(&message, credentials);
     return received;
+}
+
+int ctn_receive_datagrams_at_once(void) {
+#ifdef __linux__
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results) {
+    if (count == 0) return 0;
+#ifdef __linux__
+    if (count > CTN_RECEIVE_BATCH_MAX) count = CTN_RECEIVE_BATCH_MAX;
+    struct mmsghdr messages[CTN_RECEIVE_BATCH_MAX];
+    struct iovec vectors[CTN_RECEIVE_BATCH_MAX];
+    control_space controls[CTN_RECEIVE_BATCH_MAX];
+    memset(messages, 0, sizeof(struct mmsghdr) * count);
+    for (unsigned index = 0; index < count; index++) {
+        vectors[index].iov_base = (char *)buffer + (size_t)index * slot_length;
+        vectors[index].iov_len = slot_length;
+        messages[index].msg_hdr.msg_iov = &vectors[index];
+        messages[index].msg_hdr.msg_iovlen = 1;
+        messages[index].msg_hdr.msg_control = controls[index].space;
+        messages[index].msg_hdr.msg_controllen = sizeof(controls[index].space);
+    }
+    int received = recvmmsg(fd, messages, count, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL);
+    if (received < 0) return -1;
+    for (int index = 0; index < received; index++) {
+        results[index].length = messages[index].msg_len;
+        results[index].truncated = (messages[index].msg_hdr.msg_flags & MSG_TRUNC) ? 1 : 0;
+        read_control(&messages[index].msg_hdr, &results[index].credentials);
+    }
+    return received;
+#else
+    ssize_t received = ctn_receive_datagram(fd, buffer, slot_length, &results[0].credentials, &results[0].truncated);
+    if (received < 0) return -1;
+    results[0].length = (size_t)received;
+    return 1;
+#endif
 }
 
 // A non-blocking, close-on-exec socket; on Apple platforms also without SIGPIPE.

@@ -60,10 +60,17 @@ package final class LazyBuffer {
     ///
     /// The corresponding C function is `madvise(MADV_DONTNEED)`.
     package func shrink(after length: Int) {
+        shrink(region: 0..<count, after: length)
+    }
+
+    /// The same for a datagram held in `region` of the buffer: gives back
+    /// that region's pages above its first ``residentBytes``.
+    package func shrink(region: Range<Int>, after length: Int) {
         guard isMapped, length > Self.residentBytes, let base else { return }
         let page = Int(sysconf(CInt(_SC_PAGESIZE)))
-        let start = (Self.residentBytes + page - 1) / page * page
-        guard start < count else { return }
-        _ = madvise(base + start, count - start, MADV_DONTNEED)
+        let start = (region.lowerBound + Self.residentBytes + page - 1) / page * page
+        let end = min(region.upperBound, count) / page * page
+        guard start < end else { return }
+        _ = madvise(base + start, end - start, MADV_DONTNEED)
     }
 }

@@ -53,6 +53,27 @@ int ctn_credentials_supported(void);
 /// `*truncated` to 1 when the datagram was longer than `length`.
 ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credentials *credentials, int *truncated);
 
+/// The most datagrams `ctn_receive_datagrams` takes in one call.
+#define CTN_RECEIVE_BATCH_MAX 64
+
+/// One datagram of a batch.
+typedef struct {
+    size_t length;
+    int truncated;  // 1 when it was longer than its slot
+    ctn_credentials credentials;
+} ctn_received;
+
+/// Receives up to `count` (at most CTN_RECEIVE_BATCH_MAX) datagrams without
+/// blocking, in one system call (recvmmsg): the i-th into `buffer + i *
+/// slot_length`, described by `results[i]`. Returns how many, or -1 with
+/// errno (EAGAIN when none is waiting). Fewer than `count` means the socket
+/// was drained, where `ctn_receive_datagrams_at_once` says so; elsewhere
+/// one datagram is received per call.
+int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results);
+
+/// 1 where `ctn_receive_datagrams` receives several in one call (Linux).
+int ctn_receive_datagrams_at_once(void);
+
 /// Connects a non-blocking, close-on-exec stream socket: to `host`:`port`
 /// over TCP (with TCP_NODELAY, trying each address the name resolves to),
 /// or, when `port` is NULL, to the Unix socket path `host`. Waits at most

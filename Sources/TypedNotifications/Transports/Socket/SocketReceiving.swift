@@ -60,8 +60,8 @@ final class SocketReceiving {
     let receiver: TransportReceiver
     let spoolMonitor: DirectoryMonitor
     var decoder: EnvelopeDecoder
-    // Sized for the largest datagram, resident only as far as datagrams reach.
-    let buffer: LazyBuffer
+    // Slots sized for the largest datagram, resident only as far as datagrams reach.
+    let batch: DatagramBatch
     // When this endpoint first saw each spool file, and when it last took
     // one (see takeSpool).
     var firstSeen: [String: UInt64] = [:]
@@ -77,7 +77,7 @@ final class SocketReceiving {
         self.receiver = receiver
         self.spoolMonitor = spoolMonitor
         self.decoder = EnvelopeDecoder(maximumPayloadSize: maximumEnvelopeSize)
-        self.buffer = LazyBuffer(count: maximumEnvelopeSize + 1)
+        self.batch = DatagramBatch(slots: 8, slotLength: maximumEnvelopeSize + 1)
         self.removalWatch = RemovalWatch(watchedFiles)
     }
 }

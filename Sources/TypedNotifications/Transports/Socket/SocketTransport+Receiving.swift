@@ -47,7 +47,7 @@ extension SocketTransport {
     func takeSpool(_ bound: LoopBound<SocketReceiving>) {
         let receiving = bound.value
         let pending = takeSpool(
-            buffer: receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver,
+            datagrams: receiving.batch, decoder: &receiving.decoder, receiver: receiving.receiver,
             firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
         if pending, !receiving.recheckScheduled, receiving.spoolMonitor.pollDescriptor != nil {
             receiving.recheckScheduled = true
@@ -74,7 +74,7 @@ extension SocketTransport {
     /// posters interleaved as they posted, so 200 short-lived posters that
     /// posted one after another are delivered one after another.
     func takeSpool(
-        buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver,
+        datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, receiver: TransportReceiver,
         firstSeen: inout [String: UInt64], lastTake: inout UInt64
     ) -> Bool {
         guard case .success(let names) = SystemCalls.directoryEntries(spoolDirectory) else { return false }
@@ -129,12 +129,12 @@ extension SocketTransport {
                 lockedFiles += locks.count
             }
             if lockedFiles >= Spool.filesPerPass {
-                deliverSpoolBatch(batch, buffer: buffer, decoder: &decoder, receiver: receiver)
+                deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, receiver: receiver)
                 batch = []
                 lockedFiles = 0
             }
         }
-        if !batch.isEmpty { deliverSpoolBatch(batch, buffer: buffer, decoder: &decoder, receiver: receiver) }
+        if !batch.isEmpty { deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, receiver: receiver) }
         if lockedAny { lastTake = now }
         return busy || unsettled
     }
@@ -180,11 +180,12 @@ extension SocketTransport {
     /// merged by post time, then unlinks the files (only then: an empty spool
     /// means everything in it reached the center) and unlocks them.
     func deliverSpoolBatch(
-        _ posters: [[SpoolFileLock]], buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver
+        _ posters: [[SpoolFileLock]], datagrams: DatagramBatch, decoder: inout EnvelopeDecoder,
+        receiver: TransportReceiver
     ) {
         // Datagrams already queued were sent before these files were started:
         // they go first, so each poster's order holds.
-        receiveAll(into: buffer, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
+        receiveAll(into: datagrams, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
         // (key, poster, index): keys are post times made non-decreasing per
         // poster, so sorting merges posters without reordering any one.
         var merged: [(key: UInt64, poster: Int, index: Int, record: Spool.Record)] = []
@@ -243,54 +244,68 @@ extension SocketTransport {
 
     func receiveAll(into bound: LoopBound<SocketReceiving>, limit: Int) {
         let receiving = bound.value
-        receiveAll(into: receiving.buffer, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit)
+        receiveAll(into: receiving.batch, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit)
     }
 
+    /// Receives what is waiting, a batch per system call, until the socket
+    /// is drained or about `limit` datagrams were taken.
     func receiveAll(
-        into buffer: LazyBuffer, decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
+        into datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
     ) {
         var taken = 0
         while taken < limit {
-            taken += 1
-            let result = SystemCalls.receiveDatagram(receiveSocket, into: buffer.bytes)
-            guard case .success(let datagram) = result else { return }
-            // Once it is decoded: its pages above the first 64 KiB go back.
-            defer { buffer.shrink(after: datagram.length) }
-            guard !datagram.truncated else {
-                counters.add(to: .refusedMalformed)
-                continue
+            guard case .success(let count) = datagrams.receive(receiveSocket) else { return }
+            for index in 0..<count {
+                accept(datagrams.datagram(index), datagrams.bytes(index), decoder: &decoder, receiver: receiver)
+                // Once it is decoded: its slot's pages above the first 64 KiB go back.
+                datagrams.shrink(index)
             }
-            if let user = datagram.senderUserID {
-                let allowed =
-                    user == ownUser
-                    || (configuration.sharing == .group && datagram.senderGroupID == ownGroup)
-                guard allowed else {
-                    counters.add(to: .refusedForeignSender)
-                    continue
-                }
-            } else if SystemCalls.credentialsSupported {
-                counters.add(to: .refusedForeignSender)
-                continue
-            }
-            let message: TransportMessage
-            do {
-                message = try decoder.decode(Array(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<datagram.length])))
-            } catch {
-                counters.add(to: .refusedMalformed)
-                continue
-            }
-            // The envelope may not claim another user or process than the
-            // one the kernel says sent it.
-            if let user = datagram.senderUserID, message.sender.userID != user {
-                counters.add(to: .refusedForeignSender)
-                continue
-            }
-            if let process = datagram.senderProcessID, message.sender.processID != process {
-                counters.add(to: .refusedForeignSender)
-                continue
-            }
-            counters.add(to: .received)
-            receiver.receive(message)
+            taken += count
+            // Fewer than a batch: nothing else was waiting, and no call is
+            // needed to learn it. The loop comes back if more arrive.
+            if DatagramBatch.drainsInOneCall, count < datagrams.slots { return }
         }
+    }
+
+    /// Checks one received datagram and hands its notification over.
+    private func accept(
+        _ datagram: SystemCalls.Datagram, _ bytes: UnsafeRawBufferPointer, decoder: inout EnvelopeDecoder,
+        receiver: TransportReceiver
+    ) {
+        guard !datagram.truncated else {
+            counters.add(to: .refusedMalformed)
+            return
+        }
+        if let user = datagram.senderUserID {
+            let allowed =
+                user == ownUser
+                || (configuration.sharing == .group && datagram.senderGroupID == ownGroup)
+            guard allowed else {
+                counters.add(to: .refusedForeignSender)
+                return
+            }
+        } else if SystemCalls.credentialsSupported {
+            counters.add(to: .refusedForeignSender)
+            return
+        }
+        let message: TransportMessage
+        do {
+            message = try decoder.decode(Array(bytes))
+        } catch {
+            counters.add(to: .refusedMalformed)
+            return
+        }
+        // The envelope may not claim another user or process than the
+        // one the kernel says sent it.
+        if let user = datagram.senderUserID, message.sender.userID != user {
+            counters.add(to: .refusedForeignSender)
+            return
+        }
+        if let process = datagram.senderProcessID, message.sender.processID != process {
+            counters.add(to: .refusedForeignSender)
+            return
+        }
+        counters.add(to: .received)
+        receiver.receive(message)
     }
 }
