@@ -173,7 +173,8 @@ __attribute__((constructor)) static void choose(void) {
             software_table[slice][byte] = (previous >> 8) ^ software_table[0][previous & 0xFF];
         }
     }
-    hardware = hardware_present();
+    // __builtin_cpu_supports answers with a bit mask under GCC: any nonzero is yes.
+    hardware = hardware_present() != 0;
 #if CTC_HARDWARE
     build_shift(long_shift, LONG_BLOCK);
     build_shift(short_shift, SHORT_BLOCK);
