@@ -151,7 +151,9 @@ typedef union {
 #endif
 } control_space;
 
-ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credentials *credentials, int *truncated) {
+#ifndef __linux__
+// One datagram per call, where recvmmsg does not exist.
+static ssize_t receive_one(int fd, void *buffer, size_t length, ctn_credentials *credentials, int *truncated) {
     struct iovec vector = {.iov_base = buffer, .iov_len = length};
     control_space control;
     struct msghdr message;
@@ -170,6 +172,7 @@ ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credential
     read_control(&message, credentials);
     return received;
 }
+#endif
 
 int ctn_receive_datagrams_at_once(void) {
 #ifdef __linux__
@@ -204,7 +207,7 @@ int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned cou
     }
     return received;
 #else
-    ssize_t received = ctn_receive_datagram(fd, buffer, slot_length, &results[0].credentials, &results[0].truncated);
+    ssize_t received = receive_one(fd, buffer, slot_length, &results[0].credentials, &results[0].truncated);
     if (received < 0) return -1;
     results[0].length = (size_t)received;
     return 1;

@@ -54,17 +54,12 @@ package final class LazyBuffer {
         UnsafeMutableRawBufferPointer(start: base, count: count)
     }
 
-    /// After a datagram of `length` bytes: gives back the pages above
-    /// ``residentBytes`` that it made resident, so one large datagram does
-    /// not keep an endpoint large.
+    /// After a datagram of `length` bytes held in `region` of the buffer:
+    /// gives back the pages of that region above its first ``residentBytes``
+    /// that it made resident, so one large datagram does not keep an
+    /// endpoint large.
     ///
     /// The corresponding C function is `madvise(MADV_DONTNEED)`.
-    package func shrink(after length: Int) {
-        shrink(region: 0..<count, after: length)
-    }
-
-    /// The same for a datagram held in `region` of the buffer: gives back
-    /// that region's pages above its first ``residentBytes``.
     package func shrink(region: Range<Int>, after length: Int) {
         guard isMapped, length > Self.residentBytes, let base else { return }
         let page = Int(sysconf(CInt(_SC_PAGESIZE)))

@@ -236,27 +236,6 @@ package enum SystemCalls {
         package var senderGroupID: UInt32?
     }
 
-    /// Receives one datagram without blocking.
-    ///
-    /// The corresponding C function is `recvmsg`.
-    package static func receiveDatagram(
-        _ descriptor: borrowing FileDescriptor, into buffer: UnsafeMutableRawBufferPointer
-    ) -> Result<Datagram, Errno> {
-        var credentials = ctn_credentials()
-        var truncated: CInt = 0
-        return retrying {
-            ctn_receive_datagram(descriptor.rawValue, buffer.baseAddress, buffer.count, &credentials, &truncated)
-        }.map { length in
-            Datagram(
-                length: length,
-                truncated: truncated != 0,
-                senderProcessID: credentials.present == 1 ? Int32(credentials.pid) : nil,
-                senderUserID: credentials.present == 1 ? UInt32(credentials.uid) : nil,
-                senderGroupID: credentials.present == 1 ? UInt32(credentials.gid) : nil
-            )
-        }
-    }
-
     /// The corresponding C function is `getsockopt(SO_SNDBUF)`.
     package static func sendBufferSize(_ descriptor: borrowing FileDescriptor) -> Result<Int, Errno> {
         var size: CInt = 0

@@ -48,11 +48,6 @@ int ctn_enable_credentials(int fd);
 /// 1 where received datagrams can carry the sender's credentials.
 int ctn_credentials_supported(void);
 
-/// Receives one datagram into `buffer` without blocking (MSG_DONTWAIT) and
-/// reports the sender's credentials when the kernel attached them. Sets
-/// `*truncated` to 1 when the datagram was longer than `length`.
-ssize_t ctn_receive_datagram(int fd, void *buffer, size_t length, ctn_credentials *credentials, int *truncated);
-
 /// The most datagrams `ctn_receive_datagrams` takes in one call.
 #define CTN_RECEIVE_BATCH_MAX 64
 

@@ -13,12 +13,16 @@ struct DatagramBatchTests {
         return receiver
     }
 
-    /// A sender connected to the receiver.
-    private static func sender(_ directory: String) throws -> FileDescriptor {
+    /// Sends datagram `index` of each length, in order, from a socket
+    /// connected to the receiver.
+    private static func send(_ lengths: [Int], to directory: String) throws {
         let sender = try SystemCalls.datagramSocket().get()
         try SystemCalls.connectSocket(sender, toSocketPath: directory + "/r.sock").get()
         try SystemCalls.setBufferSize(sender, send: true, bytes: 4 << 20).get()
-        return sender
+        for (index, length) in lengths.enumerated() {
+            let bytes = datagram(index, length: length)
+            _ = try bytes.withUnsafeBytes { try SystemCalls.sendDatagram(sender, $0).get() }
+        }
     }
 
     private static func datagram(_ index: Int, length: Int) -> [UInt8] {
@@ -30,15 +34,11 @@ struct DatagramBatchTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let receiver = try Self.receiver(directory)
-        let sender = try Self.sender(directory)
         let slotLength = 100_001
         // Sizes around a page and past 64 KiB, so neighbours would show a
         // wrong offset; 9, as a socket queues at most 10 by default.
         let lengths = [1, 4_095, 4_097, 70_000, 100_001, 17, 65_536, 3, 1_000]
-        for (index, length) in lengths.enumerated() {
-            let bytes = Self.datagram(index, length: length)
-            _ = try bytes.withUnsafeBytes { try SystemCalls.sendDatagram(sender, $0).get() }
-        }
+        try Self.send(lengths, to: directory)
         let batch = DatagramBatch(slots: 8, slotLength: slotLength)
         var received: [[UInt8]] = []
         var counts: [Int] = []
@@ -74,11 +74,7 @@ struct DatagramBatchTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let receiver = try Self.receiver(directory)
-        let sender = try Self.sender(directory)
-        for (index, length) in [10, 5_000, 10].enumerated() {
-            let bytes = Self.datagram(index, length: length)
-            _ = try bytes.withUnsafeBytes { try SystemCalls.sendDatagram(sender, $0).get() }
-        }
+        try Self.send([10, 5_000, 10], to: directory)
         let batch = DatagramBatch(slots: 4, slotLength: 4_096)
         let count = try batch.receive(receiver).get()
         #expect(count == 3)
