@@ -1,9 +1,12 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.2
 import PackageDescription
 
 let package = Package(
     name: "TypedNotifications",
-    // Synchronization's Mutex and Atomic need these releases on Apple platforms.
+    // Swift 6.2 is the oldest toolchain that builds it: `weak let` (SE-0481)
+    // holds a handler's actor. Synchronization's Mutex and Atomic need these
+    // releases on Apple platforms; nothing newer is called (CI type-checks
+    // every target against them, see .ci/check-apple).
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "TypedNotifications", targets: ["TypedNotifications"]),
@@ -42,11 +45,13 @@ let package = Package(
         ),
         // Counts heap allocations for the benchmark; never linked into the library.
         .target(name: "AllocationCounter", path: "Benchmarks/AllocationCounter"),
+        // Starts the benchmark's own processes; never linked into the library.
+        .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
         .executableTarget(
             name: "TypedNotificationsBenchmark",
             dependencies: [
                 "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
-                "AllocationCounter",
+                "AllocationCounter", "CBenchmarkSupport",
             ],
             path: "Benchmarks/TypedNotificationsBenchmark"
         ),

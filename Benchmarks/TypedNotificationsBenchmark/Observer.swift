@@ -56,7 +56,7 @@ func observeWithHub<T: NotificationTransport>(_ transport: T, _ recorder: Record
 
 /// The raw datagram floor: a blocking socket, one recv per notification.
 func observeRawDatagrams(path: String, payloadBytes: Int, _ recorder: Recorder) {
-    let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    let descriptor = rawSocket(AF_UNIX, stream: false)
     guard descriptor >= 0, ctn_bind_unix(descriptor, path) == 0 else { fail("raw datagram bind: errno \(errno)") }
     defer { closeDescriptor(descriptor) }
     say("ready")
@@ -78,48 +78,60 @@ func observeRawDatagrams(path: String, payloadBytes: Int, _ recorder: Recorder) 
 /// The raw append floor: read the file to its end, then sleep in inotify
 /// until the next append.
 func observeRawAppends(path: String, payloadBytes: Int, _ recorder: Recorder) {
-    let file = open(path, O_RDONLY | O_CLOEXEC)
-    let notify = inotify_init1(Int32(IN_CLOEXEC))
-    guard file >= 0, notify >= 0, inotify_add_watch(notify, path, UInt32(IN_MODIFY)) >= 0 else {
-        fail("raw append watch: errno \(errno)")
-    }
-    defer {
-        closeDescriptor(file)
-        closeDescriptor(notify)
-    }
-    say("ready")
-    let recordSize = max(8, payloadBytes)
-    let capacity = max(64 * 1024, recordSize * 16)
-    let start = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
-    let buffer = UnsafeMutableRawBufferPointer(start: start, count: capacity)
-    let events = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
-    defer {
-        start.deallocate()
-        events.deallocate()
-    }
-    var filled = 0
-    while true {
-        let length = read(file, start + filled, capacity - filled)
-        if length > 0 {
-            filled += length
-            var offset = 0
-            while filled - offset >= recordSize {
-                let index = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                recorder.record(index)
-                if index == BenchTick.endIndex { return }
-                offset += recordSize
+    #if os(Linux)
+        observeRawAppendsWithInotify(path: path, payloadBytes: payloadBytes, recorder)
+    #else
+        fail(
+            "the raw append + inotify floor has no Darwin form: Darwin has no inotify, and notify(3), "
+                + "which the file transport uses there, is not a floor of the same kind")
+    #endif
+}
+
+#if os(Linux)
+    func observeRawAppendsWithInotify(path: String, payloadBytes: Int, _ recorder: Recorder) {
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        let notify = inotify_init1(Int32(IN_CLOEXEC))
+        guard file >= 0, notify >= 0, inotify_add_watch(notify, path, UInt32(IN_MODIFY)) >= 0 else {
+            fail("raw append watch: errno \(errno)")
+        }
+        defer {
+            closeDescriptor(file)
+            closeDescriptor(notify)
+        }
+        say("ready")
+        let recordSize = max(8, payloadBytes)
+        let capacity = max(64 * 1024, recordSize * 16)
+        let start = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        let buffer = UnsafeMutableRawBufferPointer(start: start, count: capacity)
+        let events = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+        defer {
+            start.deallocate()
+            events.deallocate()
+        }
+        var filled = 0
+        while true {
+            let length = read(file, start + filled, capacity - filled)
+            if length > 0 {
+                filled += length
+                var offset = 0
+                while filled - offset >= recordSize {
+                    let index = UInt64(littleEndian: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                    recorder.record(index)
+                    if index == BenchTick.endIndex { return }
+                    offset += recordSize
+                }
+                if offset > 0 {
+                    start.copyMemory(from: start + offset, byteCount: filled - offset)
+                    filled -= offset
+                }
+            } else if length == 0 {
+                // At the end: wait for the next modification.
+                if read(notify, events.baseAddress, events.count) < 0, errno != EINTR {
+                    fail("raw append inotify: errno \(errno)")
+                }
+            } else if errno != EINTR {
+                fail("raw append read: errno \(errno)")
             }
-            if offset > 0 {
-                start.copyMemory(from: start + offset, byteCount: filled - offset)
-                filled -= offset
-            }
-        } else if length == 0 {
-            // At the end: wait for the next modification.
-            if read(notify, events.baseAddress, events.count) < 0, errno != EINTR {
-                fail("raw append inotify: errno \(errno)")
-            }
-        } else if errno != EINTR {
-            fail("raw append read: errno \(errno)")
         }
     }
-}
+#endif

@@ -257,7 +257,7 @@ func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
     case .rawDatagram:
         // The floor: a blocking datagram per observer, no framing, no registry.
         let sockets = (0..<spec.observers).map { index in
-            let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let descriptor = rawSocket(AF_UNIX, stream: false)
             guard descriptor >= 0, ctn_connect_unix(descriptor, rawSocketPath(spec.directory, index)) == 0 else {
                 fail("raw datagram connect: errno \(errno)")
             }

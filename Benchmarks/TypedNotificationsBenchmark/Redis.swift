@@ -1,4 +1,4 @@
-import CTypedNotifications
+import CBenchmarkSupport
 import Foundation
 import NotificationPlatform
 import TypedNotifications
@@ -41,7 +41,7 @@ final class BenchRedisServer {
         // A child that dies with this process: a benchmark ended by a signal
         // or a closed pipe (`… | head`) leaves no server running.
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        let child = ctn_spawn_dying_with_parent(executable, argv, environ, -1, -1)
+        let child = cbs_spawn_dying_with_parent(executable, argv, environ, -1, -1)
         for argument in argv { free(argument) }
         guard child > 0 else { fail("could not start \(executable): errno \(errno)") }
         processID = child
@@ -68,7 +68,7 @@ final class BenchRedisServer {
     }
 
     private static func freePort() -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = rawSocket(AF_INET, stream: true)
         defer { closeDescriptor(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -96,7 +96,7 @@ final class BareRedis {
     private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
 
     init(port: Int) {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        descriptor = rawSocket(AF_INET, stream: true)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")

@@ -1,4 +1,5 @@
 import AllocationCounter
+import CBenchmarkSupport
 import CTypedNotifications
 import Dispatch
 import Foundation
@@ -16,8 +17,30 @@ import Synchronization
 
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline` (nanoseconds).
 func sleep(until deadline: UInt64) {
-    var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
-    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &time, nil) == EINTR {}
+    #if os(Linux)
+        var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &time, nil) == EINTR {}
+    #else
+        // Darwin has no absolute sleep: sleep what is left, until none is.
+        while case let current = now(), current < deadline {
+            let left = deadline - current
+            var time = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
+            _ = nanosleep(&time, nil)
+        }
+    #endif
+}
+
+/// A close-on-exec socket of `family`, a datagram or a stream one; -1 with
+/// errno on failure.
+func rawSocket(_ family: Int32, stream: Bool) -> Int32 {
+    #if os(Linux)
+        let type = Int32((stream ? SOCK_STREAM : SOCK_DGRAM).rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        return socket(family, type, 0)
+    #else
+        let descriptor = socket(family, stream ? SOCK_STREAM : SOCK_DGRAM, 0)
+        if descriptor >= 0 { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        return descriptor
+    #endif
 }
 
 #if os(Linux)
@@ -138,7 +161,7 @@ final class Child {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         // It dies with this process, and its children with it: a benchmark
         // ended by a signal or a closed pipe leaves nothing running.
-        let child = ctn_spawn_dying_with_parent(executable, argv, environ, pipeEnds[1], pipeEnds[0])
+        let child = cbs_spawn_dying_with_parent(executable, argv, environ, pipeEnds[1], pipeEnds[0])
         let spawnError = errno
         for argument in argv { free(argument) }
         close(pipeEnds[1])

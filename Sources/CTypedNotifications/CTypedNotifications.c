@@ -16,8 +16,14 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
+
+// Darwin has no MSG_CMSG_CLOEXEC: a descriptor a hostile peer passes is
+// closed as soon as the control data is read (see read_control), so it is
+// open without close-on-exec only for that moment.
+#ifdef MSG_CMSG_CLOEXEC
+#define CTN_RECEIVE_FLAGS (MSG_DONTWAIT | MSG_CMSG_CLOEXEC)
+#else
+#define CTN_RECEIVE_FLAGS MSG_DONTWAIT
 #endif
 
 size_t ctn_max_socket_path_length(void) {
@@ -117,17 +123,23 @@ int ctn_enable_credentials(int fd) {
 // Descriptors a hostile peer passed are closed, never kept.
 static void read_control(struct msghdr *message, ctn_credentials *credentials) {
     memset(credentials, 0, sizeof(*credentials));
-#ifdef SCM_CREDENTIALS
+    if (message->msg_controllen == 0) return;
     for (struct cmsghdr *header = CMSG_FIRSTHDR(message); header != NULL; header = CMSG_NXTHDR(message, header)) {
-        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_CREDENTIALS &&
-            header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+        if (header->cmsg_level != SOL_SOCKET) continue;
+#ifdef SCM_CREDENTIALS
+        if (header->cmsg_type == SCM_CREDENTIALS && header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
             struct ucred peer;
             memcpy(&peer, CMSG_DATA(header), sizeof(peer));
             credentials->present = 1;
             credentials->pid = peer.pid;
             credentials->uid = peer.uid;
             credentials->gid = peer.gid;
-        } else if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+            continue;
+        }
+#endif
+        // Every platform: descriptors a hostile peer passed are closed unread
+        // (on Darwin, SCM_RIGHTS is the one control message a datagram carries).
+        if (header->cmsg_type == SCM_RIGHTS && header->cmsg_len >= CMSG_LEN(0)) {
             size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
             for (size_t index = 0; index < count; index++) {
                 int descriptor;
@@ -136,9 +148,6 @@ static void read_control(struct msghdr *message, ctn_credentials *credentials) {
             }
         }
     }
-#else
-    (void)message;
-#endif
 }
 
 // Room for the credentials, or for a few descriptors a hostile peer sends.
@@ -166,7 +175,7 @@ static ssize_t receive_one(int fd, void *buffer, size_t length, ctn_credentials 
 
     memset(credentials, 0, sizeof(*credentials));
     *truncated = 0;
-    ssize_t received = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    ssize_t received = recvmsg(fd, &message, CTN_RECEIVE_FLAGS);
     if (received < 0) return -1;
     if (message.msg_flags & MSG_TRUNC) *truncated = 1;
     read_control(&message, credentials);
@@ -198,7 +207,7 @@ int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned cou
         messages[index].msg_hdr.msg_control = controls[index].space;
         messages[index].msg_hdr.msg_controllen = sizeof(controls[index].space);
     }
-    int received = recvmmsg(fd, messages, count, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL);
+    int received = recvmmsg(fd, messages, count, CTN_RECEIVE_FLAGS, NULL);
     if (received < 0) return -1;
     for (int index = 0; index < received; index++) {
         results[index].length = messages[index].msg_len;
@@ -377,33 +386,4 @@ uint64_t ctn_shared_load(const uint64_t *counter) {
 
 uint64_t ctn_shared_increment(uint64_t *counter) {
     return __atomic_add_fetch(counter, 1, __ATOMIC_ACQ_REL);
-}
-
-int ctn_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[], int output, int unused) {
-    pid_t parent = getpid();
-    pid_t child = fork();
-    if (child != 0) return child;
-    // In the child, between fork and exec: async-signal-safe calls only.
-    // Signals the parent blocked stay blocked across fork and exec: a
-    // server started by a process that blocks SIGTERM would ignore it.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-#ifdef __linux__
-    // SIGKILL: nothing can block or ignore it, and the benchmark's server
-    // keeps nothing worth a clean shutdown.
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(127);
-    // The parent ended before the signal was asked for: end now.
-    if (getppid() != parent) _exit(0);
-#else
-    (void)parent;
-#endif
-    if (unused >= 0) close(unused);
-    if (output < 0) output = open("/dev/null", O_WRONLY);
-    if (output >= 0 && output != 1) {
-        dup2(output, 1);
-        close(output);
-    }
-    execve(path, argv, envp);
-    _exit(127);
 }

@@ -261,7 +261,12 @@ func tornAppend(directory: String) throws -> Never {
 /// Posts under a file-size limit until a post is refused.
 func postLimited(directory: String, bytes: Int) throws {
     var limit = rlimit(rlim_cur: rlim_t(bytes), rlim_max: rlim_t(bytes))
-    guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit) == 0 else { fail("setrlimit: errno \(errno)") }
+    #if os(Linux)
+        let resource = Int32(RLIMIT_FSIZE.rawValue)
+    #else
+        let resource = RLIMIT_FSIZE
+    #endif
+    guard setrlimit(resource, &limit) == 0 else { fail("setrlimit: errno \(errno)") }
     let hub = try NotificationHub(endpoint: "limited", transport: FileSignalTransport(directory: directory))
     var index = 0
     while true {

@@ -88,15 +88,6 @@ ssize_t ctn_send_stream(int fd, const void *bytes, size_t length);
 /// Linux), so a process spawned meanwhile by another thread cannot inherit them.
 int ctn_pipe_cloexec(int descriptors[2]);
 
-/// Starts `path` with `argv` and `envp`, with no signal blocked, as a child
-/// that is sent SIGKILL when this process ends however it ends (a signal,
-/// SIGKILL, a closed pipe): Linux's PR_SET_PDEATHSIG. Its standard output
-/// is `output`, or /dev/null when `output` is negative; `unused`, unless
-/// negative, is closed in the child. For the benchmark's own processes
-/// and redis-server. Returns the child's pid, or -1 with errno. Elsewhere
-/// the child is started without the death signal.
-int ctn_spawn_dying_with_parent(const char *path, char *const argv[], char *const envp[], int output, int unused);
-
 /// Apple platforms: posts the notify(3) name `name` (notify_post). Elsewhere
 /// a no-op that returns 0: there, inotify sees the write itself.
 int ctn_signal_post(const char *name);

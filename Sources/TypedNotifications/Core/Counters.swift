@@ -15,16 +15,31 @@ package protocol CountedStatistics: Sendable {
 /// and transport counts with. Each slot is an independent relaxed atomic:
 /// bumped from any thread without a lock, and read only as one
 /// ``snapshot``, which is not one instant across slots.
-package final class Counters<Statistics: CountedStatistics>: Sendable {
+package final class Counters<Statistics: CountedStatistics>: @unchecked Sendable {
+    // Sendable: `slots` is a constant pointer to `capacity` atomics that
+    // init initializes before the object can be shared and deinit
+    // destroys after the last reference is gone; in between every access
+    // is an atomic operation on one slot, never a plain read or write.
+    // (A pointer, not an InlineArray: that needs macOS 26 and iOS 26, and
+    // the package supports macOS 15 and iOS 18.)
+
     /// The most counts a statistics value can have.
     package static var capacity: Int { 16 }
 
-    private let slots: InlineArray<16, Atomic<Int>>
+    private let slots: UnsafeMutablePointer<Atomic<Int>>
 
     /// All counts zero.
     package init() {
         precondition(Statistics.Count.allCases.allSatisfy { (0..<Self.capacity).contains($0.rawValue) })
-        slots = InlineArray { _ in Atomic<Int>(0) }
+        slots = .allocate(capacity: Self.capacity)
+        for index in 0..<Self.capacity {
+            (slots + index).initialize(to: Atomic<Int>(0))
+        }
+    }
+
+    deinit {
+        slots.deinitialize(count: Self.capacity)
+        slots.deallocate()
     }
 
     /// Adds `amount` (one if not given) to `count`.

@@ -4,6 +4,8 @@ import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 @Suite(

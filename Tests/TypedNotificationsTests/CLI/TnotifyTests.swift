@@ -4,6 +4,8 @@ import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// Runs `tnotify` with `arguments` and returns its exit status and output.

@@ -5,6 +5,8 @@ import TypedNotificationsRedis
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// A contract body played by real processes beside a poster hub in this

@@ -6,6 +6,8 @@ import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// A `redis-server` of a test's own: on a free loopback port, in a temporary
@@ -150,7 +152,7 @@ final class RedisTestServer: Sendable {
 
     /// A TCP port no one listens on now, from the kernel.
     static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = socket(AF_INET, streamSocketType, 0)
         guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
         defer { close(descriptor) }
         var address = sockaddr_in()

@@ -5,6 +5,8 @@ import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// A `tnotify-test-helper` process, started with `posix_spawn`. Its standard
@@ -50,11 +52,17 @@ final class HelperProcess: Sendable {
         guard ctn_pipe_cloexec(&output) == 0, ctn_pipe_cloexec(&errorOutput) == 0 else {
             throw POSIXError(.EMFILE)
         }
-        if killedAtLine != nil {
-            // F_SETPIPE_SZ (1031): the smallest pipe Linux allows, one page.
-            _ = fcntl(output[1], 1031, 4096)
-        }
-        var actions = posix_spawn_file_actions_t()
+        #if os(Linux)
+            if killedAtLine != nil {
+                // F_SETPIPE_SZ (1031): the smallest pipe Linux allows, one page.
+                _ = fcntl(output[1], 1031, 4096)
+            }
+        #endif
+        #if canImport(Darwin)
+            var actions: posix_spawn_file_actions_t? = nil
+        #else
+            var actions = posix_spawn_file_actions_t()
+        #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, output[1], 1)

@@ -162,3 +162,10 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
     }
     return true
 }
+
+/// `SOCK_STREAM` as `socket(2)` takes it: an enum in Glibc, a macro on Darwin.
+#if os(Linux)
+    let streamSocketType = Int32(SOCK_STREAM.rawValue)
+#else
+    let streamSocketType = SOCK_STREAM
+#endif
