@@ -173,6 +173,16 @@ package final class DirectoryMonitor {
         #endif
     }
 
+    /// Whether appends are signalled with notify(3) names (Apple platforms),
+    /// rather than seen as file changes (inotify).
+    package static var usesSignals: Bool {
+        #if canImport(Darwin)
+            true
+        #else
+            false
+        #endif
+    }
+
     /// Wakes every monitor listening for `signal` (see
     /// ``listen(forSignal:as:)``); nothing where change events need no signal.
     ///

@@ -16,13 +16,37 @@ enum FileLog {
     static func nameDirectory(_ root: String, _ name: NotificationName) -> String { root + "/logs/" + name.rawValue }
     static func lockPath(_ root: String, _ name: NotificationName) -> String { nameDirectory(root, name) + "/lock" }
 
-    /// The notify(3) name that signals appends to `name`'s log on Apple
-    /// platforms; it includes a hash of the directory, so two directories
-    /// never wake each other.
-    static func signalName(_ root: String, _ name: NotificationName) -> String {
+    /// The notify(3) name that signals appends to `name`'s log in the
+    /// directory `directory` on Apple platforms. The directory is named by
+    /// its identity (device and inode, through any link), never by its
+    /// spelling: `/var/…` and `/private/var/…`, one directory on Darwin, share
+    /// their names, and two directories never wake each other. The name keeps
+    /// notify(3)'s rules: reverse DNS in ASCII letters, digits, `.`, `-` and
+    /// `_`, outside Apple's `com.apple.` and the process-local `self.`
+    /// namespaces, and at most ``maximumSignalNameLength`` bytes.
+    static func signalName(_ directory: FileIdentity, _ name: NotificationName) -> String {
         var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in root.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
-        return "org.typednotifications." + String(hash, radix: 16) + "." + name.rawValue
+        for value in [directory.device, directory.inode] {
+            for shift in stride(from: 0, to: 64, by: 8) {
+                hash = (hash ^ ((value >> UInt64(shift)) & 0xFF)) &* 0x100_0000_01B3
+            }
+        }
+        let digits = String(hash, radix: 16)
+        return signalNamespace + String(repeating: "0", count: 16 - digits.count) + digits + "." + name.rawValue
+    }
+
+    /// Every signal name starts so.
+    static let signalNamespace = "org.typednotifications."
+
+    /// The longest signal name: the namespace, 16 hex digits, a dot and the
+    /// longest notification name (200 bytes).
+    static var maximumSignalNameLength: Int { signalNamespace.utf8.count + 17 + NotificationName.maximumLength }
+
+    /// The identity of the directory at `root`, following links as every
+    /// open of a path in it does; `nil` when it cannot be read.
+    static func directoryIdentity(_ root: String) -> FileIdentity? {
+        guard case .success(let info) = SystemCalls.status(root), info.kind == .directory else { return nil }
+        return info.identity
     }
 
     static func segmentPath(_ root: String, _ name: NotificationName, _ number: UInt64) -> String {

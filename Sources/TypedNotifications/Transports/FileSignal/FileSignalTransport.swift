@@ -62,6 +62,10 @@ public final class FileSignalTransport: KeepsLatest {
     let readersChanged = Atomic<UInt64>(0)
     // The shared directory as it was when opened: if it goes, observers are told.
     private let root: RecordedPath?
+    // The directory's identity, which names its notify(3) signals (see
+    // FileLog.signalName): read when opened and again whenever a log is
+    // started, so a directory made anew under the same path is followed.
+    private let signalDirectory: Locked<FileIdentity?>
 
     /// A directory for this user: `$XDG_RUNTIME_DIR/typed-notifications-files`,
     /// else `/tmp/typed-notifications-files-<uid>`.
@@ -107,6 +111,7 @@ public final class FileSignalTransport: KeepsLatest {
                 FileLog.cursorsDirectory(directory) + "/" + identity, sharing: configuration.sharing)
         }
         root = RecordedPath(directory)
+        signalDirectory = Locked(FileLog.directoryIdentity(directory))
         do throws(Errno) {
             loop = try EventLoop(name: "TypedNotifications.FileSignalTransport")
         } catch {
@@ -321,6 +326,8 @@ public final class FileSignalTransport: KeepsLatest {
                 } catch {
                     return (appended, error)
                 }
+                let identity = FileLog.directoryIdentity(directory)
+                signalDirectory.withLock { $0 = identity }
             }
             guard let current = appender else { break }
             let (count, failure) = current.append(envelopes.dropFirst(appended))
@@ -333,8 +340,17 @@ public final class FileSignalTransport: KeepsLatest {
         }
         if let appender { putBack(appender, named: name) }
         // Apple platforms: readers' change events do not see an append.
-        if appended > 0 { DirectoryMonitor.postSignal(FileLog.signalName(directory, name)) }
+        if appended > 0, DirectoryMonitor.usesSignals, let identity = signalDirectory.withLock({ $0 }) {
+            DirectoryMonitor.postSignal(FileLog.signalName(identity, name))
+        }
         return (appended, nil)
+    }
+
+    /// The notify(3) name that wakes readers of `name` in this directory on
+    /// Apple platforms (see `FileLog.signalName`); `nil` while the directory
+    /// cannot be read.
+    package func signalName(for name: NotificationName) -> String? {
+        signalDirectory.withLock { $0 }.map { FileLog.signalName($0, name) }
     }
 
     private func putBack(_ appender: LogAppender, named name: NotificationName) {

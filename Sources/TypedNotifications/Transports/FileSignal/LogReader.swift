@@ -170,6 +170,12 @@ final class FileReading {
     /// `nil`: the events overflowed, so any may have.
     private(set) var createdSegments: Set<NotificationName>? = []
 
+    /// The directory's identity for its signal names: only where signals
+    /// are listened for (Apple platforms), a `stat` per name watched.
+    private func signalDirectory(_ root: String) -> FileIdentity? {
+        DirectoryMonitor.usesSignals ? FileLog.directoryIdentity(root) : nil
+    }
+
     func changedNames(newlySubscribed: [NotificationName], in root: String) -> Set<NotificationName>? {
         let changed = monitor.changes()
         var created = Set(monitor.takeCreations().compactMap { watchedNames[$0] })
@@ -187,7 +193,9 @@ final class FileReading {
         for name in unwatched {
             names.insert(name)
             if let index = try? monitor.watch(FileLog.nameDirectory(root, name)) {
-                if let descriptor = monitor.listen(forSignal: FileLog.signalName(root, name), as: index) {
+                if let directory = signalDirectory(root),
+                    let descriptor = monitor.listen(forSignal: FileLog.signalName(directory, name), as: index)
+                {
                     newSignalDescriptor = descriptor
                 }
                 created.insert(name)
