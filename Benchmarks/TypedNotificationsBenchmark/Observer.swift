@@ -1,5 +1,5 @@
-import CTypedNotifications
 import Foundation
+import NotificationPlatform
 import TypedNotifications
 
 #if canImport(Glibc)
@@ -57,7 +57,9 @@ func observeWithHub<T: NotificationTransport>(_ transport: T, _ recorder: Record
 /// The raw datagram floor: a blocking socket, one recv per notification.
 func observeRawDatagrams(path: String, payloadBytes: Int, _ recorder: Recorder) {
     let descriptor = rawSocket(AF_UNIX, stream: false)
-    guard descriptor >= 0, ctn_bind_unix(descriptor, path) == 0 else { fail("raw datagram bind: errno \(errno)") }
+    guard descriptor >= 0, (try? SystemCalls.bindSocket(raw: descriptor, toSocketPath: path).get()) != nil else {
+        fail("raw datagram bind: errno \(errno)")
+    }
     defer { closeDescriptor(descriptor) }
     say("ready")
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(8, payloadBytes) + 64, alignment: 8)

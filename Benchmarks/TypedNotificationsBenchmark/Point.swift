@@ -1,4 +1,3 @@
-import CTypedNotifications
 import Dispatch
 import Foundation
 import NotificationPlatform
@@ -258,7 +257,10 @@ func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
         // The floor: a blocking datagram per observer, no framing, no registry.
         let sockets = (0..<spec.observers).map { index in
             let descriptor = rawSocket(AF_UNIX, stream: false)
-            guard descriptor >= 0, ctn_connect_unix(descriptor, rawSocketPath(spec.directory, index)) == 0 else {
+            guard descriptor >= 0,
+                (try? SystemCalls.connectSocket(raw: descriptor, toSocketPath: rawSocketPath(spec.directory, index))
+                    .get()) != nil
+            else {
                 fail("raw datagram connect: errno \(errno)")
             }
             return descriptor

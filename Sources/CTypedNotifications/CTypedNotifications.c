@@ -26,61 +26,19 @@
 #define CTN_RECEIVE_FLAGS MSG_DONTWAIT
 #endif
 
-size_t ctn_max_socket_path_length(void) {
-    struct sockaddr_un address;
-    return sizeof(address.sun_path) - 1;
-}
-
-static int make_address(struct sockaddr_un *address, const char *path, socklen_t *length) {
-    size_t path_length = strlen(path);
-    if (path_length == 0 || path_length >= sizeof(address->sun_path)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memset(address, 0, sizeof(*address));
-    address->sun_family = AF_UNIX;
-    memcpy(address->sun_path, path, path_length + 1);
-    *length = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + path_length + 1);
-    return 0;
-}
-
-int ctn_bind_unix(int fd, const char *path) {
-    struct sockaddr_un address;
-    socklen_t length;
-    if (make_address(&address, path, &length) != 0) return -1;
-    return bind(fd, (struct sockaddr *)&address, length);
-}
-
-int ctn_connect_unix(int fd, const char *path) {
-    struct sockaddr_un address;
-    socklen_t length;
-    if (make_address(&address, path, &length) != 0) return -1;
-    return connect(fd, (struct sockaddr *)&address, length);
-}
-
-int ctn_peer_path(int fd, char *buffer, size_t length) {
-    struct sockaddr_un address;
-    socklen_t address_length = sizeof(address);
-    memset(&address, 0, sizeof(address));
-    if (length == 0) {
-        errno = EINVAL;
-        return -1;
-    }
-    if (getpeername(fd, (struct sockaddr *)&address, &address_length) != 0) return -1;
-    size_t offset = offsetof(struct sockaddr_un, sun_path);
-    size_t path_length = 0;
-    if (address_length > offset && address.sun_path[0] != 0) {
-        size_t available = (size_t)address_length - offset;
-        if (available > sizeof(address.sun_path)) available = sizeof(address.sun_path);
-        path_length = strnlen(address.sun_path, available);
-    }
-    if (path_length >= length) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buffer, address.sun_path, path_length);
-    buffer[path_length] = 0;
-    return 0;
+int ctn_open_location(const char *path, int directory) {
+#ifdef O_PATH
+    // A descriptor that only names the file: it can be stat'ed and used as
+    // /proc/self/fd/N, not read. Without O_DIRECTORY, a final symbolic link
+    // is opened itself, never followed.
+    int flags = O_PATH | O_CLOEXEC | (directory ? O_DIRECTORY : O_NOFOLLOW);
+    return open(path, flags);
+#else
+    (void)path;
+    (void)directory;
+    errno = ENOTSUP;
+    return -1;
+#endif
 }
 
 int ctn_unread_sent_bytes(int fd) {
@@ -272,6 +230,21 @@ static int finish_connect(int fd, const struct sockaddr *address, socklen_t leng
         return -1;
     }
     return fd;
+}
+
+// The address of a Unix socket path that fits in sun_path; ENAMETOOLONG
+// for one that does not (Redis's socket, whose path the user gives).
+static int make_address(struct sockaddr_un *address, const char *path, socklen_t *length) {
+    size_t path_length = strlen(path);
+    if (path_length == 0 || path_length >= sizeof(address->sun_path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memset(address, 0, sizeof(*address));
+    address->sun_family = AF_UNIX;
+    memcpy(address->sun_path, path, path_length + 1);
+    *length = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + path_length + 1);
+    return 0;
 }
 
 int ctn_connect_stream(const char *host, const char *port, int timeout_ms, int *resolve_error) {

@@ -165,31 +165,6 @@ package enum SystemCalls {
         #endif
     }
 
-    /// The corresponding C function is `bind`; `ENAMETOOLONG` for a path over ``maximumSocketPathLength``.
-    package static func bindSocket(_ descriptor: borrowing FileDescriptor, toSocketPath path: String) -> Result<
-        Void, Errno
-    > {
-        retrying { ctn_bind_unix(descriptor.rawValue, path) }.map { _ in }
-    }
-
-    /// The corresponding C function is `connect`; `ENAMETOOLONG` for a path over ``maximumSocketPathLength``.
-    package static func connectSocket(_ descriptor: borrowing FileDescriptor, toSocketPath path: String) -> Result<
-        Void, Errno
-    > {
-        retrying { ctn_connect_unix(descriptor.rawValue, path) }.map { _ in }
-    }
-
-    /// The path the peer of a connected Unix socket is bound to; empty for an
-    /// unbound peer.
-    ///
-    /// The corresponding C function is `getpeername`.
-    package static func peerSocketPath(_ descriptor: borrowing FileDescriptor) -> Result<String, Errno> {
-        var buffer = [CChar](repeating: 0, count: maximumSocketPathLength + 2)
-        return retrying { ctn_peer_path(descriptor.rawValue, &buffer, buffer.count) }.map { _ in
-            String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
-    }
-
     /// Bytes a connected datagram socket sent that its receiver has not read
     /// yet: zero once the receiver took everything.
     ///
@@ -204,9 +179,6 @@ package enum SystemCalls {
         var info = stat()
         return retrying { stat(path, &info) }.map { _ in FileStatus(info) }
     }
-
-    /// The longest Unix socket path, in bytes.
-    package static var maximumSocketPathLength: Int { Int(ctn_max_socket_path_length()) }
 
     /// Sends one datagram without blocking and without raising SIGPIPE.
     ///

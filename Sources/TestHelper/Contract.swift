@@ -12,8 +12,10 @@ import TypedNotificationsRedis
 //                               posts COUNT pings, says "posted failed=N codes=…" and exits at
 //                               once: no close, no flush
 //
-// KIND is socket, file or redis; PLACE is the shared directory, or the
-// server's redis:// URL.
+// KIND is socket, socket-without-credentials (Darwin's path: no kernel
+// credentials), file, file-without-change-events (only the poll interval
+// wakes readers: a lost notify(3)) or redis; PLACE is the shared directory,
+// of any length, or the server's redis:// URL.
 
 /// What a contract role does with a hub, whatever its transport.
 protocol ContractRole {
@@ -25,12 +27,23 @@ func runContractRole(kind: String, place: String, endpoint: String, _ role: some
     switch kind {
     case "socket":
         try await role.run(NotificationHub(endpoint: endpoint, transport: SocketTransport(directory: place)))
+    case "socket-without-credentials":
+        var configuration = SocketTransportConfiguration()
+        configuration.usesKernelCredentials = false
+        try await role.run(
+            NotificationHub(
+                endpoint: endpoint, transport: SocketTransport(directory: place, configuration: configuration)))
     case "file":
         try await role.run(NotificationHub(endpoint: endpoint, transport: FileSignalTransport(directory: place)))
+    case "file-without-change-events":
+        let configuration = FileSignalConfiguration(pollInterval: .milliseconds(20), usesChangeEvents: false)
+        try await role.run(
+            NotificationHub(
+                endpoint: endpoint, transport: FileSignalTransport(directory: place, configuration: configuration)))
     case "redis":
         try await role.run(NotificationHub(endpoint: endpoint, transport: RedisStreamsTransport(url: place)))
     default:
-        fail("KIND must be socket, file or redis")
+        fail("KIND must be socket, socket-without-credentials, file, file-without-change-events or redis")
     }
 }
 

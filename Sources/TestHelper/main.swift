@@ -29,6 +29,8 @@ import TypedNotificationsRedis
 //                                                on the socket that is its stdin
 //   tnotify-test-helper send-as USER             switches to USER, then sends an
 //                                                envelope on the socket that is its stdin
+//   tnotify-test-helper connect-as USER PATH     switches to USER, then connects a datagram
+//                                                socket to PATH itself: "connected" or "refused ERRNO"
 //   tnotify-test-helper fobserve DIR COUNT [ID]  like observe, over the file transport,
 //                                                with a durable identity if given
 //   tnotify-test-helper fdurable DIR ID LAST sequence|handler
@@ -398,6 +400,15 @@ do {
         let (uid, gid) = (user.pointee.pw_uid, user.pointee.pw_gid)
         guard setgid(gid) == 0, setuid(uid) == 0 else { fail("cannot switch to \(arguments[1]): errno \(errno)") }
         try sendOnStandardInput(claimingUser: UInt32(uid))
+    case "connect-as" where arguments.count == 3:
+        guard let user = getpwnam(arguments[1]) else { fail("no user \(arguments[1])") }
+        let (uid, gid) = (user.pointee.pw_uid, user.pointee.pw_gid)
+        guard setgid(gid) == 0, setuid(uid) == 0 else { fail("cannot switch to \(arguments[1]): errno \(errno)") }
+        let socket = try SystemCalls.datagramSocket().get()
+        switch SystemCalls.connectSocket(socket, toSocketPath: arguments[2]) {
+        case .success: say("connected")
+        case .failure(let error): say("refused \(error.rawValue)")
+        }
     case "contract":
         try await runContractCommand(arguments.dropFirst())
     case "hubs" where arguments.count == 5 || arguments.count == 6:

@@ -1,6 +1,5 @@
 // The few things Swift cannot reach directly: the CMSG_* macros that carry
-// sender credentials, struct sockaddr_un's fixed-size path, and the headers
-// of epoll and eventfd. Each function
+// sender credentials, O_PATH, and the headers of epoll and eventfd. Each function
 // returns -1 and leaves errno set on failure, like the calls it wraps.
 #ifndef C_TYPED_NOTIFICATIONS_H
 #define C_TYPED_NOTIFICATIONS_H
@@ -23,19 +22,11 @@ typedef struct {
     gid_t gid;
 } ctn_credentials;
 
-/// The longest socket path, not counting the terminating NUL.
-size_t ctn_max_socket_path_length(void);
-
-/// Binds `fd` to the Unix socket path `path`. ENAMETOOLONG if it does not fit.
-int ctn_bind_unix(int fd, const char *path);
-
-/// Connects `fd` to the Unix socket path `path`. ENAMETOOLONG if it does not fit.
-int ctn_connect_unix(int fd, const char *path);
-
-/// Writes the path the peer of the connected socket `fd` is bound to into
-/// `buffer` (NUL-terminated, at most `length` bytes with the NUL); an unbound
-/// or abstract peer gives the empty string.
-int ctn_peer_path(int fd, char *buffer, size_t length);
+/// Linux: opens `path` with O_PATH (close-on-exec), a descriptor that only
+/// names the file, for /proc/self/fd/N: a directory when `directory` is 1
+/// (O_DIRECTORY), otherwise any file, a final symbolic link opened itself
+/// (O_NOFOLLOW). Elsewhere fails with ENOTSUP.
+int ctn_open_location(const char *path, int directory);
 
 /// Bytes a socket sent that its peer has not read yet, or -1 with errno.
 int ctn_unread_sent_bytes(int fd);

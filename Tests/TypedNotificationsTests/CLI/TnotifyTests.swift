@@ -38,10 +38,13 @@ struct TnotifyTests {
         #expect(await watcher.waitForExit() == 0)
     }
 
-    @Test("watch in one process, post from others: every line arrives", arguments: ["socket", "file"])
-    func watchThenPost(transport: String) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+    @Test(
+        "watch in one process, post from others: every line arrives, in a short and a 200-byte directory",
+        arguments: ["socket", "file"], [0, 200])
+    func watchThenPost(transport: String, length: Int) async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        let directory = length == 0 ? base : try makeLongDirectory(in: base, length: length)
         let watcher = try HelperProcess(
             ["watch", "com.example.reload", "--transport", transport, "--dir", directory, "--json"],
             executable: HelperProcess.tnotify
@@ -205,10 +208,12 @@ struct TnotifyTests {
         #expect(gc.output.first?.contains("deleted 0") == true)
     }
 
-    @Test("ls shows a killed watcher as dead, and gc reaps it")
-    func reapDeadWatcher() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
+    @Test(
+        "ls shows a killed watcher as dead, and gc reaps it, in a short and a 200-byte directory", arguments: [0, 200])
+    func reapDeadWatcher(length: Int) async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        let directory = length == 0 ? base : try makeLongDirectory(in: base, length: length)
         let watcher = try HelperProcess(["watch", "app.ping", "--dir", directory], executable: HelperProcess.tnotify)
         await watcher.waitForLine(startingWith: "watching")
         watcher.signal(SIGKILL)

@@ -23,18 +23,18 @@ func runProcessContract(_ kind: ContractTransport, _ body: some ProcessContractB
     switch kind {
     case .inProcess:
         Issue.record("a process contract needs a cross-process transport")
-    case .socket:
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let poster = try socketHub(directory, endpoint: "poster")
+    case .socket, .socketInLongDirectory, .socketWithoutCredentials:
+        let directory = try kind.makeDirectory()
+        defer { directory.remove() }
+        let poster = try socketHub(directory.path, endpoint: "poster", configuration: kind.socketConfiguration)
         defer { poster.close() }
-        try await body.run(kind: kind, place: directory, poster: poster)
-    case .file:
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let poster = try fileHub(directory, endpoint: "poster")
+        try await body.run(kind: kind, place: directory.path, poster: poster)
+    case .file, .fileWithoutChangeEvents:
+        let directory = try kind.makeDirectory()
+        defer { directory.remove() }
+        let poster = try fileHub(directory.path, endpoint: "poster", configuration: kind.fileConfiguration)
         defer { poster.close() }
-        try await body.run(kind: kind, place: directory, poster: poster)
+        try await body.run(kind: kind, place: directory.path, poster: poster)
     case .redis:
         let server = try await RedisTestServer()
         let poster = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: server.url()))
@@ -48,7 +48,7 @@ func runProcessContract(_ kind: ContractTransport, _ body: some ProcessContractB
 func contractHelper(_ role: String, _ kind: ContractTransport, _ place: String, _ rest: String...) throws
     -> HelperProcess
 {
-    try HelperProcess(["contract", role, kind == .file ? "file" : kind.rawValue, place] + rest)
+    try HelperProcess(["contract", role, kind.helperKind, place] + rest)
 }
 
 /// Guarantees 7, 8 and 12 where they meet: an observer process stopped

@@ -6,11 +6,21 @@ import TypedNotificationsRedis
 
 /// Every transport the center runs on. A guarantee of the README that holds
 /// for all of them is written once here and run against each, Redis against
-/// a real server; a new transport proves itself by passing.
+/// a real server; a new transport proves itself by passing. Three variants
+/// run on Linux what Apple platforms do differently.
 enum ContractTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case inProcess = "in-process"
     case socket
+    /// In a directory of 200 bytes, as long as an app group container's
+    /// (longer than `sun_path`: reached through a directory descriptor).
+    case socketInLongDirectory = "socket, 200-byte directory"
+    /// Darwin's path: no kernel credentials, a sender is what it claims,
+    /// guarded by the directory's permissions.
+    case socketWithoutCredentials = "socket, no kernel credentials"
     case file
+    /// What a coalesced or lost notify(3) leaves: no change events, only
+    /// the poll interval wakes a reader.
+    case fileWithoutChangeEvents = "file, no change events"
     case redis
 
     var testDescription: String { rawValue }
@@ -20,6 +30,60 @@ enum ContractTransport: String, CaseIterable, Sendable, CustomTestStringConverti
     static var available: [ContractTransport] {
         allCases.filter { $0 != .redis || RedisTestServer.suitesRun }
     }
+
+    /// The KIND of `tnotify-test-helper contract … KIND PLACE …`.
+    var helperKind: String {
+        switch self {
+        case .inProcess: "in-process"
+        case .socket, .socketInLongDirectory: "socket"
+        case .socketWithoutCredentials: "socket-without-credentials"
+        case .file: "file"
+        case .fileWithoutChangeEvents: "file-without-change-events"
+        case .redis: "redis"
+        }
+    }
+
+    /// A fresh directory for a run of this kind; `remove` deletes it after.
+    func makeDirectory() throws -> (path: String, remove: @Sendable () -> Void) {
+        let base = try makeTemporaryDirectory()
+        let path = self == .socketInLongDirectory ? try makeLongDirectory(in: base, length: 200) : base
+        return (path, { removeDirectory(base) })
+    }
+
+    /// The socket transport's configuration for this kind.
+    var socketConfiguration: SocketTransportConfiguration {
+        var configuration = SocketTransportConfiguration()
+        if self == .socketWithoutCredentials { configuration.usesKernelCredentials = false }
+        return configuration
+    }
+
+    /// The file transport's configuration for this kind.
+    var fileConfiguration: FileSignalConfiguration {
+        self == .fileWithoutChangeEvents ? .withoutChangeEvents : FileSignalConfiguration()
+    }
+}
+
+extension FileSignalConfiguration {
+    /// No change events: only a 20 ms poll wakes readers (what Apple
+    /// platforms are left with when a notify(3) post is coalesced or lost).
+    static var withoutChangeEvents: FileSignalConfiguration {
+        FileSignalConfiguration(pollInterval: .milliseconds(20), usesChangeEvents: false)
+    }
+}
+
+/// A directory inside `base` whose absolute path is exactly `length` bytes,
+/// created 0700: as long as an app group container's path, or longer.
+func makeLongDirectory(in base: String, length: Int) throws -> String {
+    var path = base
+    while path.utf8.count < length {
+        let room = length - path.utf8.count - 1
+        guard room > 0 else { break }
+        path += "/" + String(repeating: "g", count: min(room, 200))
+        try FileManager.default.createDirectory(
+            atPath: path, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+    }
+    #expect(path.utf8.count == length)
+    return path
 }
 
 /// A test body that runs over any transport, given a poster hub and an
@@ -41,21 +105,21 @@ func runContract(_ kind: ContractTransport, _ body: some ContractBody) async thr
             observer.close()
         }
         try await body.run(poster: poster, observer: observer)
-    case .socket:
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let poster = try socketHub(directory, endpoint: "poster")
-        let observer = try socketHub(directory, endpoint: "observer")
+    case .socket, .socketInLongDirectory, .socketWithoutCredentials:
+        let directory = try kind.makeDirectory()
+        defer { directory.remove() }
+        let poster = try socketHub(directory.path, endpoint: "poster", configuration: kind.socketConfiguration)
+        let observer = try socketHub(directory.path, endpoint: "observer", configuration: kind.socketConfiguration)
         defer {
             poster.close()
             observer.close()
         }
         try await body.run(poster: poster, observer: observer)
-    case .file:
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let poster = try fileHub(directory, endpoint: "poster")
-        let observer = try fileHub(directory, endpoint: "observer")
+    case .file, .fileWithoutChangeEvents:
+        let directory = try kind.makeDirectory()
+        defer { directory.remove() }
+        let poster = try fileHub(directory.path, endpoint: "poster", configuration: kind.fileConfiguration)
+        let observer = try fileHub(directory.path, endpoint: "observer", configuration: kind.fileConfiguration)
         defer {
             poster.close()
             observer.close()

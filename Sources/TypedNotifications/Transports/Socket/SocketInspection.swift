@@ -125,15 +125,12 @@ extension SocketTransport {
     /// user's socket), which is left alone.
     static func endpointState(_ directory: String, _ id: String) -> EndpointState {
         let path = SocketRegistry.socketPath(directory, id)
-        switch SystemCalls.linkStatus(path) {
-        case .success(let info):
-            guard info.kind == .socket else { return .unknown }
-        case .failure(.noSuchFile): return .dead
-        case .failure: return .unknown
-        }
         guard let socket = try? SystemCalls.datagramSocket().get() else { return .unknown }
-        switch SystemCalls.connectSocket(socket, toSocketPath: path) {
-        case .success: return .alive
+        // The very file checked, never through a link: a link planted
+        // there is `unknown` and left alone, not probed.
+        switch SystemCalls.connectSocket(socket, toSocketFile: path, accepting: { _ in true }) {
+        case .success(.some): return .alive
+        case .success(nil): return .unknown
         case .failure(.connectionRefused), .failure(.noSuchFile): return .dead
         case .failure: return .unknown
         }

@@ -27,6 +27,18 @@ enum SocketRegistry {
             }
     }
 
+    /// Throws ``TypedNotificationError/Code/pathTooLong``, naming the path and
+    /// the limit, for a socket path longer than `limit` bytes: this system's
+    /// ``SystemCalls/maximumSocketPathLength``, or another's in tests.
+    static func checkSocketPath(_ path: String, limit: Int) throws(TypedNotificationError) {
+        guard path.utf8.count > limit else { return }
+        throw TypedNotificationError(
+            code: .pathTooLong,
+            message:
+                "the socket path \(path) is \(path.utf8.count) bytes; sockets here reach at most \(limit). Choose a shorter directory"
+        )
+    }
+
     static func socketsDirectory(_ directory: String) -> String { directory + "/sockets" }
     static func namesDirectory(_ directory: String) -> String { directory + "/names" }
     /// The registry's generation (see ``SharedCounter``): bumped by every

@@ -78,39 +78,34 @@ final class SocketPeer: @unchecked Sendable {
 
     /// Connects a socket to the endpoint at `path`, refusing anything but a
     /// socket in the directory: the path must be a socket (not a link to one)
-    /// of an allowed owner, and after connecting, the peer must be bound to
-    /// that very file (same device and inode), so a link planted between the
-    /// check and the connect is caught too.
+    /// of an allowed owner, and the connection must reach that very file, so
+    /// a link or another socket swapped in between the check and the connect
+    /// is refused too (see ``SystemCalls/connectSocket(_:toSocketFile:accepting:)``:
+    /// on Linux the connect goes through a descriptor of the checked file; on
+    /// Darwin the peer's file is compared, device and inode, after it). Any
+    /// length of directory the system allows.
     static func connect(
         _ id: String, path: String, spoolDirectory: String, poster: String, sharing: DirectorySharing, spoolLimit: Int
     ) -> Connection {
-        let before: FileStatus
-        switch SystemCalls.linkStatus(path) {
-        case .success(let info): before = info
-        case .failure(.noSuchFile): return .dead
-        case .failure: return .unreachable
-        }
-        guard before.kind == .socket, sharing == .group || before.owner == SystemProcess.userID else {
-            return .refused
-        }
         let socket: FileDescriptor
         do throws(Errno) {
             socket = try SystemCalls.datagramSocket().get()
         } catch {
             return .unreachable
         }
-        switch SystemCalls.connectSocket(socket, toSocketPath: path) {
-        case .success:
+        let ownUser = SystemProcess.userID
+        switch SystemCalls.connectSocket(
+            socket, toSocketFile: path, accepting: { sharing == .group || $0.owner == ownUser })
+        {
+        case .success(.some):
             break
+        case .success(nil):
+            return .refused
         case .failure(.connectionRefused), .failure(.noSuchFile):
             return .dead
         case .failure:
             return .unreachable
         }
-        guard case .success(let peerPath) = SystemCalls.peerSocketPath(socket), !peerPath.isEmpty,
-            case .success(let bound) = SystemCalls.status(peerPath),
-            bound.identity == before.identity
-        else { return .refused }
         _ = SystemCalls.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
         let spool = SpoolWriter(directory: spoolDirectory, poster: poster, sharing: sharing, limit: spoolLimit)
         return .connected(SocketPeer(id: id, descriptor: socket, spool: spool))

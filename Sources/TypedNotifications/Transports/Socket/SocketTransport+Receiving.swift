@@ -276,7 +276,13 @@ extension SocketTransport {
             counters.add(to: .refusedMalformed)
             return
         }
-        if let user = datagram.senderUserID {
+        let kernelSays = configuration.usesKernelCredentials
+        if kernelSays {
+            // No credentials where the kernel always attaches them: refused.
+            guard let user = datagram.senderUserID else {
+                counters.add(to: .refusedForeignSender)
+                return
+            }
             let allowed =
                 user == ownUser
                 || (configuration.sharing == .group && datagram.senderGroupID == ownGroup)
@@ -284,9 +290,6 @@ extension SocketTransport {
                 counters.add(to: .refusedForeignSender)
                 return
             }
-        } else if SystemCalls.credentialsSupported {
-            counters.add(to: .refusedForeignSender)
-            return
         }
         let message: TransportMessage
         do {
@@ -295,13 +298,16 @@ extension SocketTransport {
             counters.add(to: .refusedMalformed)
             return
         }
-        // The envelope may not claim another user or process than the
-        // one the kernel says sent it.
-        if let user = datagram.senderUserID, message.sender.userID != user {
-            counters.add(to: .refusedForeignSender)
-            return
-        }
-        if let process = datagram.senderProcessID, message.sender.processID != process {
+        if kernelSays {
+            // The envelope may not claim another user or process than the
+            // one the kernel says sent it.
+            if message.sender.userID != datagram.senderUserID || message.sender.processID != datagram.senderProcessID {
+                counters.add(to: .refusedForeignSender)
+                return
+            }
+        } else if configuration.sharing == .ownerOnly && message.sender.userID != ownUser {
+            // Darwin's path: only this user can reach an owner-only socket
+            // (0600 in a 0700 directory), so a claim of another user is a forgery.
             counters.add(to: .refusedForeignSender)
             return
         }

@@ -92,8 +92,13 @@ public final class SocketTransport: NotificationTransport {
     /// - Throws: ``TypedNotificationError`` with code
     ///   ``TypedNotificationError/Code/insecureDirectory`` for a directory that is
     ///   a symbolic link, belongs to someone else or is open to others;
-    ///   ``TypedNotificationError/Code/pathTooLong`` when the socket path would
-    ///   not fit in `sun_path` (the message names the path and the limit).
+    ///   ``TypedNotificationError/Code/pathTooLong`` when the socket path is
+    ///   longer than sockets reach here (the message names the path and the
+    ///   limit). On Linux that is any directory the file system takes (a
+    ///   longer path than `sun_path`'s is reached through a descriptor of its
+    ///   directory); on Apple platforms a socket path of 252 bytes (an address
+    ///   of `SOCK_MAXADDRLEN`), so a directory of up to 222 bytes, which holds
+    ///   an app group container's.
     public init(
         directory: String = SocketTransport.defaultDirectory,
         configuration: SocketTransportConfiguration = SocketTransportConfiguration()
@@ -104,14 +109,7 @@ public final class SocketTransport: NotificationTransport {
         identifier = SocketRegistry.makeIdentifier()
         socketPath = SocketRegistry.socketPath(directory, identifier)
         spoolDirectory = Spool.directory(directory, endpoint: identifier)
-        let limit = SystemCalls.maximumSocketPathLength
-        guard socketPath.utf8.count <= limit else {
-            throw TypedNotificationError(
-                code: .pathTooLong,
-                message:
-                    "the socket path \(socketPath) is \(socketPath.utf8.count) bytes; sockets allow at most \(limit). Choose a shorter directory"
-            )
-        }
+        try SocketRegistry.checkSocketPath(socketPath, limit: SystemCalls.maximumSocketPathLength)
         try SharedDirectory.prepare(directory, sharing: configuration.sharing)
         try SharedDirectory.prepare(SocketRegistry.socketsDirectory(directory), sharing: configuration.sharing)
         try SharedDirectory.prepare(SocketRegistry.namesDirectory(directory), sharing: configuration.sharing)
@@ -137,7 +135,7 @@ public final class SocketTransport: NotificationTransport {
             _ = SystemCalls.removeFile(socketPath)
             _ = SystemCalls.removeDirectory(spoolDirectory)
         }
-        if case .failure(let error) = SystemCalls.enableCredentials(socket) {
+        if configuration.usesKernelCredentials, case .failure(let error) = SystemCalls.enableCredentials(socket) {
             undo()
             throw SharedDirectory.failure(error, "could not ask for sender credentials on \(socketPath)")
         }

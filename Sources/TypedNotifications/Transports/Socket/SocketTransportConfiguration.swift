@@ -25,6 +25,13 @@ public struct SocketTransportConfiguration: Sendable {
     public var fullSocketWait: Duration
     /// Whether a post also reaches observers of this same transport. Default `true`.
     public var deliversToSelf: Bool
+    /// Whether received datagrams are checked against the sender the kernel
+    /// names (`SCM_CREDENTIALS`, Linux). Where the system cannot say (Darwin:
+    /// xnu attaches no credentials to a datagram), `false`, and a sender is
+    /// what its envelope claims, guarded by the directory's permissions (see
+    /// the *Security model*). Tests turn it off on Linux to run Darwin's path;
+    /// not public: no application should give up the kernel's word.
+    package var usesKernelCredentials = SystemCalls.credentialsSupported
 
     /// Creates a configuration.
     public init(

@@ -367,12 +367,15 @@ struct SocketSpoolTests {
         third.close()
     }
 
-    @Test("a symbolic link planted at sockets/ID.sock is never connected to")
-    func plantedSocketLinkRefused() async throws {
+    @Test(
+        "a symbolic link planted at sockets/ID.sock is never connected to, in a short and a 200-byte directory",
+        arguments: [0, 200])
+    func plantedSocketLinkRefused(length: Int) async throws {
         let base = try makeTemporaryDirectory()
         defer { removeDirectory(base) }
-        let directory = base + "/shared"
-        let elsewhere = base + "/elsewhere"
+        let parent = length == 0 ? base : try makeLongDirectory(in: base, length: length - "/shared".utf8.count)
+        let directory = parent + "/shared"
+        let elsewhere = parent + "/elsewhere"
         // The socket the link points to: a real observer in another directory.
         let outside = try SocketTransport(directory: elsewhere)
         let target = try NotificationHub(endpoint: "outside", transport: outside)

@@ -239,13 +239,81 @@ struct SocketTransportProcessTests {
     }
 }
 
+/// Darwin's path, run on Linux: no kernel credentials on a datagram (xnu
+/// attaches none), so a sender is what its envelope claims, and the
+/// directory's permissions decide who can claim anything at all.
+@Suite("Socket transport without kernel credentials (Darwin's path)", .timeLimit(.minutes(5)))
+struct SocketWithoutCredentialsTests {
+    private func transport(_ directory: String) throws -> SocketTransport {
+        var configuration = SocketTransportConfiguration()
+        configuration.usesKernelCredentials = false
+        return try SocketTransport(directory: directory, configuration: configuration)
+    }
+
+    @Test(
+        "another user cannot reach an owner-only socket at all: the directory refuses the connect",
+        .enabled(if: getuid() == 0, "needs root, to start the connecting helper as the user nobody")
+    )
+    func otherUserCannotConnect() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let transport = try transport(directory)
+        let hub = try NotificationHub(endpoint: "victim", transport: transport)
+        _ = try hub.deliveries(of: HelperPing.self)
+        let helper = try HelperProcess(["connect-as", "nobody", transport.socketPath])
+        #expect(await helper.waitForExit() == 0, "\(helper.errors.values)")
+        #expect(helper.lines.values == ["refused \(EACCES)"])
+        hub.close()
+    }
+
+    @Test("in an owner-only directory, an envelope claiming another user is a forgery: dropped and counted")
+    func forgedUserRefused() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let transport = try transport(directory)
+        let hub = try NotificationHub(endpoint: "victim", transport: transport)
+        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let socket = try SystemCalls.datagramSocket().get()
+        try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
+        let helper = try HelperProcess(["send-forged"], standardInput: socket.rawValue)
+        #expect(await helper.waitForExit() == 0)
+        try hub.post(HelperPing(poster: 0, index: 2))
+        var iterator = deliveries.makeAsyncIterator()
+        #expect(await iterator.next()?.notification == HelperPing(poster: 0, index: 2))
+        #expect(transport.statistics.refusedForeignSender == 1)
+        hub.close()
+    }
+
+    @Test("the process id is the sender's claim: checked by nobody, as the security model says")
+    func processIDIsAClaim() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let transport = try transport(directory)
+        let hub = try NotificationHub(endpoint: "victim", transport: transport)
+        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let socket = try SystemCalls.datagramSocket().get()
+        try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
+        let helper = try HelperProcess(["send-forged-pid"], standardInput: socket.rawValue)
+        #expect(await helper.waitForExit() == 0)
+        var iterator = deliveries.makeAsyncIterator()
+        let delivery = try #require(await iterator.next())
+        #expect(delivery.delivery.sender.processID == 1)
+        #expect(delivery.delivery.sender.endpoint == "launchd")
+        #expect(transport.statistics.refusedForeignSender == 0)
+        hub.close()
+    }
+}
+
 @Suite("Socket transport limits and security", .timeLimit(.minutes(5)))
 struct SocketTransportSecurityTests {
-    @Test("a socket path longer than sun_path is a typed error naming the path and the limit")
+    @Test("a socket path longer than sockets reach is a typed error naming the path and the limit")
     func pathTooLong() throws {
         let base = try makeTemporaryDirectory()
         defer { removeDirectory(base) }
-        let deep = base + "/" + String(repeating: "d", count: 90)
+        // Past what the system reaches at all (PATH_MAX on Linux): longer
+        // than sun_path is not enough any more (see UnixSocketAddressTests).
+        let components = SystemCalls.maximumSocketPathLength / 200 + 1
+        let deep = base + String(repeating: "/" + String(repeating: "d", count: 199), count: components)
         do {
             _ = try SocketTransport(directory: deep)
             Issue.record("expected pathTooLong")

@@ -1,0 +1,180 @@
+import CTypedNotifications
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#else
+    #error("TypedNotifications does not support this platform yet.")
+#endif
+
+/// Binding and connecting Unix-domain sockets at paths of any length the
+/// system allows, and connecting to exactly the socket file that was checked.
+extension SystemCalls {
+    /// Whether `/proc/self/fd/N` names this process's open descriptors
+    /// (Linux with /proc mounted): then a socket path of any length is
+    /// reached through a descriptor of its directory, and a checked socket
+    /// file through a descriptor of the file itself.
+    package static let descriptorPathsAvailable: Bool = {
+        #if os(Linux)
+            var info = stat()
+            return stat("/proc/self/fd", &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+        #else
+            return false
+        #endif
+    }()
+
+    /// The longest socket path `bind` and `connect` reach here, in bytes:
+    /// on Linux with /proc any path the file system takes (`PATH_MAX`, 4,095
+    /// bytes); on Darwin 252 (an address of `SOCK_MAXADDRLEN`, see
+    /// ``UnixSocketAddress``); 107 elsewhere.
+    package static var maximumSocketPathLength: Int {
+        descriptorPathsAvailable ? 4095 : UnixSocketAddress.Layout.current.maximumPathLength
+    }
+
+    /// Calls `body` with a path to `path` that fits in a socket address: the
+    /// path itself when it fits, else (Linux) `/proc/self/fd/N/NAME` for a
+    /// descriptor N of its directory, open for the call only.
+    static func withAddressable<T>(_ path: String, _ body: (UnixSocketAddress) -> Result<T, Errno>) -> Result<T, Errno>
+    {
+        if let address = try? UnixSocketAddress(path: path) { return body(address) }
+        guard path.utf8.count > UnixSocketAddress.Layout.current.maximumPathLength else {
+            return .failure(.invalidArgument)
+        }
+        guard descriptorPathsAvailable, let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else {
+            return .failure(.nameTooLong)
+        }
+        let directory = slash == path.utf8.startIndex ? "/" : String(path[..<slash])
+        let name = String(path[path.index(after: slash)...])
+        return retrying { ctn_open_location(directory, 1) }.flatMap { raw in
+            let opened = FileDescriptor(adopting: raw)
+            do throws(Errno) {
+                let address = try UnixSocketAddress(path: "/proc/self/fd/\(opened.rawValue)/" + name)
+                return body(address)
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// Binds a socket to `path`, creating the socket file there, at any
+    /// length ``maximumSocketPathLength`` allows; ``Errno/nameTooLong`` beyond.
+    ///
+    /// The corresponding C function is `bind`.
+    package static func bindSocket(_ descriptor: borrowing FileDescriptor, toSocketPath path: String) -> Result<
+        Void, Errno
+    > {
+        bindSocket(raw: descriptor.rawValue, toSocketPath: path)
+    }
+
+    /// ``bindSocket(_:toSocketPath:)`` for a descriptor this layer does not own.
+    ///
+    /// The corresponding C function is `bind`.
+    package static func bindSocket(raw descriptor: CInt, toSocketPath path: String) -> Result<Void, Errno> {
+        withAddressable(path) { address in
+            address.bytes.withUnsafeBytes { raw in
+                retrying {
+                    bind(descriptor, raw.baseAddress?.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+                }.map { _ in }
+            }
+        }
+    }
+
+    /// Connects a socket to the socket file at `path` (following links, as
+    /// `connect` does), at any length ``maximumSocketPathLength`` allows.
+    ///
+    /// The corresponding C function is `connect`.
+    package static func connectSocket(_ descriptor: borrowing FileDescriptor, toSocketPath path: String) -> Result<
+        Void, Errno
+    > {
+        connectSocket(raw: descriptor.rawValue, toSocketPath: path)
+    }
+
+    /// ``connectSocket(_:toSocketPath:)`` for a descriptor this layer does not own.
+    ///
+    /// The corresponding C function is `connect`.
+    package static func connectSocket(raw descriptor: CInt, toSocketPath path: String) -> Result<Void, Errno> {
+        withAddressable(path) { address in connectAddress(raw: descriptor, to: address) }
+    }
+
+    static func connectAddress(raw descriptor: CInt, to address: UnixSocketAddress) -> Result<Void, Errno> {
+        address.bytes.withUnsafeBytes { raw in
+            retrying {
+                connect(descriptor, raw.baseAddress?.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+            }.map { _ in }
+        }
+    }
+
+    /// Connects a socket to the socket file at `path` only if it is not a
+    /// symbolic link and `accept` approves of its status, and makes sure the
+    /// connection reaches that very file: a link or another socket swapped
+    /// in between the check and the connect is refused, not connected to.
+    /// Returns the status accepted, or `nil` for a refusal.
+    ///
+    /// On Linux the file is opened without following it (`O_PATH |
+    /// O_NOFOLLOW`), checked with `fstat`, and connected to through
+    /// `/proc/self/fd/N`, which names that open file and nothing else: there
+    /// is nothing to swap. Elsewhere it is checked with `lstat`, connected to
+    /// by path, and after `connect` the file the peer is bound to
+    /// (`getpeername`, then `stat`) must be the same device and inode.
+    ///
+    /// `throughDescriptor` chooses the way; tests pass `false` to run
+    /// Darwin's on Linux (in a directory short enough for `sun_path`).
+    ///
+    /// The corresponding C functions are `open`, `fstat` and `connect`
+    /// (Linux), or `lstat`, `connect`, `getpeername` and `stat`.
+    package static func connectSocket(
+        _ descriptor: borrowing FileDescriptor, toSocketFile path: String,
+        throughDescriptor: Bool = descriptorPathsAvailable, accepting accept: (FileStatus) -> Bool
+    ) -> Result<FileStatus?, Errno> {
+        let socket = descriptor.rawValue
+        if throughDescriptor {
+            return retrying { ctn_open_location(path, 0) }.flatMap { raw in
+                let pinned = FileDescriptor(adopting: raw)
+                return fileStatus(pinned).flatMap { checked in
+                    guard checked.kind == .socket, accept(checked) else { return .success(nil) }
+                    do throws(Errno) {
+                        let address = try UnixSocketAddress(path: "/proc/self/fd/\(pinned.rawValue)")
+                        return connectAddress(raw: socket, to: address).map { checked }
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            }
+        }
+        return linkStatus(path).flatMap { checked in
+            guard checked.kind == .socket, accept(checked) else { return .success(nil) }
+            return connectSocket(raw: socket, toSocketPath: path).flatMap {
+                switch peerSocketPath(socket) {
+                case .success(let peer?):
+                    guard case .success(let bound) = status(peer), bound.identity == checked.identity else {
+                        return .success(nil)
+                    }
+                    return .success(checked)
+                case .success(nil):
+                    return .success(nil)
+                case .failure(let error):
+                    return .failure(error)
+                }
+            }
+        }
+    }
+
+    /// The path the peer of a connected Unix socket is bound to, as that
+    /// peer spelled it; `nil` for an unbound or abstract peer, or an address
+    /// longer than any this system makes.
+    ///
+    /// The corresponding C function is `getpeername`.
+    static func peerSocketPath(_ descriptor: CInt) -> Result<String?, Errno> {
+        // SOCK_MAXADDRLEN (255) is the longest address either system returns.
+        var buffer = [UInt8](repeating: 0, count: 256)
+        var length = socklen_t(buffer.count)
+        return buffer.withUnsafeMutableBytes { raw in
+            retrying {
+                getpeername(descriptor, raw.baseAddress?.assumingMemoryBound(to: sockaddr.self), &length)
+            }
+        }.map { _ in UnixSocketAddress.path(in: buffer, length: Int(length)) }
+    }
+}
