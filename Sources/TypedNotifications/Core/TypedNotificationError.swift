@@ -66,8 +66,9 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         /// An envelope breaks the format in another way: a reserved byte set,
         /// sequence number 0, or bytes after the record.
         public static let malformedEnvelope = Code(.malformedEnvelope)
-        /// A path is longer than the system allows (for a socket, `sun_path`);
-        /// the message names the path and the limit.
+        /// A path is longer than the system allows (for a socket on Apple
+        /// platforms, 252 bytes: an address of `SOCK_MAXADDRLEN`); the message
+        /// names the path and the limit.
         public static let pathTooLong = Code(.pathTooLong)
         /// A shared directory is a symbolic link, belongs to another user, or is
         /// writable by users it should not be; nothing was created in it.

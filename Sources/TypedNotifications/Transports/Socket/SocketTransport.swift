@@ -40,9 +40,16 @@ import NotificationPlatform
 ///   a socket file and perhaps a spool; the next post to it, and every new
 ///   transport for the sockets of the directory, finds it gone and removes them.
 /// - **Safe by default:** the directory is 0700 and sockets 0600; symbolic links
-///   and foreign files are refused, in the registry and in `sockets/`; on Linux
-///   every datagram's sender is checked with `SCM_CREDENTIALS` (user and
-///   process id) and messages that claim another sender are dropped and counted.
+///   and foreign files are refused, in the registry and in `sockets/`, and a
+///   poster reaches the very socket file it checked; on Linux every datagram's
+///   sender is checked with `SCM_CREDENTIALS` (user and process id) and
+///   messages that claim another sender are dropped and counted. On Apple
+///   platforms, which attach no credentials to a datagram, a sender is what it
+///   claims, guarded by the directory's permissions (an owner-only directory
+///   refuses a claim of another user).
+/// - **Any directory length:** on Linux any path the file system takes; on
+///   Apple platforms a directory of up to 222 bytes, which holds an app group
+///   container's (see ``init(directory:configuration:)``).
 ///
 /// Delivery is live: a process that is not running when a notification is
 /// posted does not get it. Use the file-plus-signal transport for durability.
