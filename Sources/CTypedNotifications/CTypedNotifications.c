@@ -26,14 +26,14 @@
 #define CTN_RECEIVE_FLAGS MSG_DONTWAIT
 #endif
 
-int ctn_open_location(const char *path, int directory) {
+int ctn_open_location(int at, const char *path, int directory) {
 #ifdef O_PATH
     // A descriptor that only names the file: it can be stat'ed and used as
-    // /proc/self/fd/N, not read. Without O_DIRECTORY, a final symbolic link
-    // is opened itself, never followed.
-    int flags = O_PATH | O_CLOEXEC | (directory ? O_DIRECTORY : O_NOFOLLOW);
-    return open(path, flags);
+    // /proc/self/fd/N, not read. A final symbolic link is never followed.
+    int flags = O_PATH | O_CLOEXEC | O_NOFOLLOW | (directory ? O_DIRECTORY : 0);
+    return openat(at < 0 ? AT_FDCWD : at, path, flags);
 #else
+    (void)at;
     (void)path;
     (void)directory;
     errno = ENOTSUP;

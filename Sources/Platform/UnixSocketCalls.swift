@@ -31,12 +31,16 @@ extension SystemCalls {
     /// bytes); on Darwin 252 (an address of `SOCK_MAXADDRLEN`, see
     /// ``UnixSocketAddress``); 107 elsewhere.
     package static var maximumSocketPathLength: Int {
-        descriptorPathsAvailable ? 4095 : UnixSocketAddress.Layout.current.maximumPathLength
+        descriptorPathsAvailable ? maximumPathLength : UnixSocketAddress.Layout.current.maximumPathLength
     }
+
+    /// The longest path a file can have here, in bytes (`PATH_MAX` without
+    /// its NUL): 4,095 on Linux, 1,023 on Apple platforms.
+    package static var maximumPathLength: Int { Int(PATH_MAX) - 1 }
 
     /// Calls `body` with a path to `path` that fits in a socket address: the
     /// path itself when it fits, else (Linux) `/proc/self/fd/N/NAME` for a
-    /// descriptor N of its directory, open for the call only.
+    /// descriptor N of its directory (not a symbolic link), open for the call only.
     static func withAddressable<T>(_ path: String, _ body: (UnixSocketAddress) -> Result<T, Errno>) -> Result<T, Errno>
     {
         if let address = try? UnixSocketAddress(path: path) { return body(address) }
@@ -48,7 +52,7 @@ extension SystemCalls {
         }
         let directory = slash == path.utf8.startIndex ? "/" : String(path[..<slash])
         let name = String(path[path.index(after: slash)...])
-        return retrying { ctn_open_location(directory, 1) }.flatMap { raw in
+        return retrying { ctn_open_location(-1, directory, 1) }.flatMap { raw in
             let opened = FileDescriptor(adopting: raw)
             do throws(Errno) {
                 let address = try UnixSocketAddress(path: "/proc/self/fd/\(opened.rawValue)/" + name)
@@ -107,31 +111,44 @@ extension SystemCalls {
         }
     }
 
-    /// Connects a socket to the socket file at `path` only if it is not a
-    /// symbolic link and `accept` approves of its status, and makes sure the
-    /// connection reaches that very file: a link or another socket swapped
-    /// in between the check and the connect is refused, not connected to.
+    /// Connects a socket to the socket file at `path` only if neither it nor
+    /// the directory it is in is a symbolic link and `accept` approves of
+    /// its status, and makes sure the connection reaches that very file.
     /// Returns the status accepted, or `nil` for a refusal.
     ///
-    /// On Linux the file is opened without following it (`O_PATH |
-    /// O_NOFOLLOW`), checked with `fstat`, and connected to through
-    /// `/proc/self/fd/N`, which names that open file and nothing else: there
-    /// is nothing to swap. Elsewhere it is checked with `lstat`, connected to
-    /// by path, and after `connect` the file the peer is bound to
-    /// (`getpeername`, then `stat`) must be the same device and inode.
+    /// On Linux the directory and then the file are opened without
+    /// following a link (`O_PATH | O_NOFOLLOW`, the file relative to the
+    /// directory's descriptor), the file is checked with `fstat`, and the
+    /// connect goes through `/proc/self/fd/N`, which names that open file and
+    /// nothing else: a link or another socket swapped in after the check is
+    /// never reached. Elsewhere (Darwin: no `O_PATH`, no `/proc`) the
+    /// directory and the file are checked with `lstat`, the file is connected
+    /// to by path, and after `connect` the file the peer is bound to
+    /// (`getpeername`, then `stat`) must be the same device and inode: a link
+    /// to a socket bound anywhere else is refused. What that cannot refuse is
+    /// a process that may write the directory racing a socket it bound itself
+    /// in and back out; it gains nothing it could not have by observing.
     ///
     /// `throughDescriptor` chooses the way; tests pass `false` to run
     /// Darwin's on Linux (in a directory short enough for `sun_path`).
     ///
-    /// The corresponding C functions are `open`, `fstat` and `connect`
-    /// (Linux), or `lstat`, `connect`, `getpeername` and `stat`.
+    /// The corresponding C functions are `open`, `openat`, `fstat` and
+    /// `connect` (Linux), or `lstat`, `connect`, `getpeername` and `stat`.
     package static func connectSocket(
         _ descriptor: borrowing FileDescriptor, toSocketFile path: String,
         throughDescriptor: Bool = descriptorPathsAvailable, accepting accept: (FileStatus) -> Bool
     ) -> Result<FileStatus?, Errno> {
         let socket = descriptor.rawValue
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return .failure(.invalidArgument) }
+        let directory = slash == path.utf8.startIndex ? "/" : String(path[..<slash])
+        let name = String(path[path.index(after: slash)...])
         if throughDescriptor {
-            return retrying { ctn_open_location(path, 0) }.flatMap { raw in
+            let inDirectory = retrying { ctn_open_location(-1, directory, 1) }.flatMap { rawDirectory in
+                let pinnedDirectory = FileDescriptor(adopting: rawDirectory)
+                return retrying { ctn_open_location(pinnedDirectory.rawValue, name, 0) }
+            }
+            return refusingLinks(inDirectory).flatMap { opened in
+                guard let raw = opened else { return .success(nil) }
                 let pinned = FileDescriptor(adopting: raw)
                 return fileStatus(pinned).flatMap { checked in
                     guard checked.kind == .socket, accept(checked) else { return .success(nil) }
@@ -144,21 +161,34 @@ extension SystemCalls {
                 }
             }
         }
-        return linkStatus(path).flatMap { checked in
-            guard checked.kind == .socket, accept(checked) else { return .success(nil) }
-            return connectSocket(raw: socket, toSocketPath: path).flatMap {
-                switch peerSocketPath(socket) {
-                case .success(let peer?):
-                    guard case .success(let bound) = status(peer), bound.identity == checked.identity else {
+        return linkStatus(directory).flatMap { directoryStatus in
+            guard directoryStatus.kind == .directory else { return .success(nil) }
+            return linkStatus(path).flatMap { checked in
+                guard checked.kind == .socket, accept(checked) else { return .success(nil) }
+                return connectSocket(raw: socket, toSocketPath: path).flatMap {
+                    switch peerSocketPath(socket) {
+                    case .success(let peer?):
+                        guard case .success(let bound) = status(peer), bound.identity == checked.identity else {
+                            return .success(nil)
+                        }
+                        return .success(checked)
+                    case .success(nil):
                         return .success(nil)
+                    case .failure(let error):
+                        return .failure(error)
                     }
-                    return .success(checked)
-                case .success(nil):
-                    return .success(nil)
-                case .failure(let error):
-                    return .failure(error)
                 }
             }
+        }
+    }
+
+    /// A descriptor, or `nil` (refused) where a directory on the way was a
+    /// symbolic link or not a directory at all; other failures as they are.
+    private static func refusingLinks(_ opened: Result<CInt, Errno>) -> Result<CInt?, Errno> {
+        switch opened {
+        case .success(let raw): .success(raw)
+        case .failure(.tooManySymbolicLinks), .failure(.notADirectory): .success(nil)
+        case .failure(let error): .failure(error)
         }
     }
 

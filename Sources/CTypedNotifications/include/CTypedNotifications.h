@@ -22,11 +22,12 @@ typedef struct {
     gid_t gid;
 } ctn_credentials;
 
-/// Linux: opens `path` with O_PATH (close-on-exec), a descriptor that only
-/// names the file, for /proc/self/fd/N: a directory when `directory` is 1
-/// (O_DIRECTORY), otherwise any file, a final symbolic link opened itself
-/// (O_NOFOLLOW). Elsewhere fails with ENOTSUP.
-int ctn_open_location(const char *path, int directory);
+/// Linux: opens `path` (relative to the directory descriptor `at`, or to the
+/// working directory when `at` is negative) with O_PATH, a close-on-exec
+/// descriptor that only names the file, for /proc/self/fd/N: a directory
+/// when `directory` is 1 (O_DIRECTORY). A final symbolic link is never
+/// followed (O_NOFOLLOW). Elsewhere fails with ENOTSUP.
+int ctn_open_location(int at, const char *path, int directory);
 
 /// Bytes a socket sent that its peer has not read yet, or -1 with errno.
 int ctn_unread_sent_bytes(int fd);

@@ -144,22 +144,46 @@ struct UnixSocketAddressTests {
                 #expect(recv(pair.intruder.rawValue, &byte, 1, dontWait) == -1)
             }
         }
+
+        @Test("a directory that is a symbolic link (sockets/ swapped for one) is refused either way")
+        func directoryLinkRefused() throws {
+            for throughDescriptor in [true, false] {
+                let base = try makeTemporaryDirectory()
+                defer { removeDirectory(base) }
+                let elsewhere = base + "/elsewhere"
+                try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: false)
+                let pair = try twoBoundSockets(in: elsewhere)
+                #expect(symlink(elsewhere, base + "/sockets") == 0)
+                let sender = try SystemCalls.datagramSocket().get()
+                let reached = SystemCalls.connectSocket(
+                    sender, toSocketFile: base + "/sockets/endpoint.sock", throughDescriptor: throughDescriptor
+                ) { _ in true }
+                #expect(try reached.get() == nil, "through a descriptor: \(throughDescriptor)")
+                var byte: UInt8 = 0
+                #expect(recv(pair.checked.rawValue, &byte, 1, dontWait) == -1)
+            }
+        }
     #endif
 
-    @Test("a directory past what sockets reach is pathTooLong naming the limit: Darwin's 252 bytes, tested here")
+    @Test("a directory past what sockets reach is pathTooLong naming the limit: Darwin's, tested here")
     func darwinLimitNamed() throws {
-        let limit = UnixSocketAddress.Layout.darwin.maximumPathLength
-        // "/sockets/" + 16 hex digits + ".sock": 30 bytes after the directory.
-        let fits = "/" + String(repeating: "c", count: limit - 31)
-        try SocketRegistry.checkSocketPath(fits + "/sockets/0123456789abcdef.sock", limit: limit)
+        // Darwin: sockets reach 252 bytes (SOCK_MAXADDRLEN), files 1,023 (PATH_MAX).
+        let socketLimit = UnixSocketAddress.Layout.darwin.maximumPathLength
+        let limit = SocketRegistry.maximumDirectoryLength(socketLimit: socketLimit, pathLimit: 1023)
+        #expect(limit == 222)
+        let fits = "/" + String(repeating: "c", count: limit - 1)
+        try SocketRegistry.checkDirectory(fits, socketLimit: socketLimit, pathLimit: 1023)
+        // Its socket path is the longest an address of SOCK_MAXADDRLEN holds.
+        #expect(
+            try UnixSocketAddress(path: fits + "/sockets/0123456789abcdef.sock", layout: .darwin).bytes.count == 255)
         let longer = fits + "c"
         do {
-            try SocketRegistry.checkSocketPath(longer + "/sockets/0123456789abcdef.sock", limit: limit)
+            try SocketRegistry.checkDirectory(longer, socketLimit: socketLimit, pathLimit: 1023)
             Issue.record("expected pathTooLong")
         } catch {
             #expect(error.code == .pathTooLong)
             #expect(error.message.contains(longer))
-            #expect(error.message.contains("252"))
+            #expect(error.message.contains("at most 222"))
         }
     }
 }

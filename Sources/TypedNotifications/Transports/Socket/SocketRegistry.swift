@@ -27,15 +27,37 @@ enum SocketRegistry {
             }
     }
 
-    /// Throws ``TypedNotificationError/Code/pathTooLong``, naming the path and
-    /// the limit, for a socket path longer than `limit` bytes: this system's
-    /// ``SystemCalls/maximumSocketPathLength``, or another's in tests.
-    static func checkSocketPath(_ path: String, limit: Int) throws(TypedNotificationError) {
-        guard path.utf8.count > limit else { return }
+    /// Bytes a socket path adds to the directory: `/sockets/`, 16 hex digits, `.sock`.
+    static let socketSuffix = 30
+    /// Bytes the longest path below the directory adds: a registry entry for
+    /// the longest name, `/names/` + 200 bytes + `/` + 16 hex digits. (A
+    /// spool file adds at most 60.)
+    static let longestSuffix = 7 + NotificationName.maximumLength + 1 + 16
+
+    /// The longest directory the socket transport takes, in bytes, where
+    /// sockets reach `socketLimit`-byte paths and files `pathLimit`-byte ones:
+    /// 3,871 bytes on Linux, 222 on Apple platforms (whose sockets reach 252).
+    static func maximumDirectoryLength(
+        socketLimit: Int = SystemCalls.maximumSocketPathLength, pathLimit: Int = SystemCalls.maximumPathLength
+    ) -> Int {
+        min(socketLimit - socketSuffix, pathLimit - longestSuffix)
+    }
+
+    /// Throws ``TypedNotificationError/Code/pathTooLong``, naming the
+    /// directory and the limit, for a directory longer than
+    /// ``maximumDirectoryLength(socketLimit:pathLimit:)``: this system's, or
+    /// another's in tests. Checked before anything is created, so every
+    /// path the transport makes later fits.
+    static func checkDirectory(
+        _ directory: String, socketLimit: Int = SystemCalls.maximumSocketPathLength,
+        pathLimit: Int = SystemCalls.maximumPathLength
+    ) throws(TypedNotificationError) {
+        let limit = maximumDirectoryLength(socketLimit: socketLimit, pathLimit: pathLimit)
+        guard directory.utf8.count > limit else { return }
         throw TypedNotificationError(
             code: .pathTooLong,
             message:
-                "the socket path \(path) is \(path.utf8.count) bytes; sockets here reach at most \(limit). Choose a shorter directory"
+                "the directory \(directory) is \(directory.utf8.count) bytes; the socket transport takes at most \(limit) here (its sockets reach \(socketLimit)-byte paths, and a registry entry adds up to \(longestSuffix) bytes). Choose a shorter directory"
         )
     }
 

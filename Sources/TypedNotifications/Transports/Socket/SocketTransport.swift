@@ -99,13 +99,14 @@ public final class SocketTransport: NotificationTransport {
     /// - Throws: ``TypedNotificationError`` with code
     ///   ``TypedNotificationError/Code/insecureDirectory`` for a directory that is
     ///   a symbolic link, belongs to someone else or is open to others;
-    ///   ``TypedNotificationError/Code/pathTooLong`` when the socket path is
-    ///   longer than sockets reach here (the message names the path and the
-    ///   limit). On Linux that is any directory the file system takes (a
-    ///   longer path than `sun_path`'s is reached through a descriptor of its
-    ///   directory); on Apple platforms a socket path of 252 bytes (an address
-    ///   of `SOCK_MAXADDRLEN`), so a directory of up to 222 bytes, which holds
-    ///   an app group container's.
+    ///   ``TypedNotificationError/Code/pathTooLong`` for a directory longer
+    ///   than the transport takes here (the message names the directory and
+    ///   the limit), before anything is created. On Linux that is 3,871 bytes,
+    ///   so that every path it makes below fits in `PATH_MAX` (a socket path
+    ///   longer than `sun_path`'s is reached through a descriptor of its
+    ///   directory); on Apple platforms 222 bytes, for a socket path of 252
+    ///   (an address of `SOCK_MAXADDRLEN`), which holds an app group
+    ///   container's.
     public init(
         directory: String = SocketTransport.defaultDirectory,
         configuration: SocketTransportConfiguration = SocketTransportConfiguration()
@@ -116,7 +117,7 @@ public final class SocketTransport: NotificationTransport {
         identifier = SocketRegistry.makeIdentifier()
         socketPath = SocketRegistry.socketPath(directory, identifier)
         spoolDirectory = Spool.directory(directory, endpoint: identifier)
-        try SocketRegistry.checkSocketPath(socketPath, limit: SystemCalls.maximumSocketPathLength)
+        try SocketRegistry.checkDirectory(directory)
         try SharedDirectory.prepare(directory, sharing: configuration.sharing)
         try SharedDirectory.prepare(SocketRegistry.socketsDirectory(directory), sharing: configuration.sharing)
         try SharedDirectory.prepare(SocketRegistry.namesDirectory(directory), sharing: configuration.sharing)

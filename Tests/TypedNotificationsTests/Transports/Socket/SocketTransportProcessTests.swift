@@ -228,15 +228,16 @@ struct SocketTransportProcessTests {
         hub.close()
     }
 
-    /// Starts the helper with a socket connected to `transport`'s as its
-    /// standard input; returns whether it reported sending.
-    private func sendFromHelper(_ arguments: [String], to transport: SocketTransport) async throws -> Bool {
-        let socket = try SystemCalls.datagramSocket().get()
-        try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
-        let helper = try HelperProcess(arguments, standardInput: socket.rawValue)
-        let status = await helper.waitForExit()
-        return status == 0 && helper.lines.values.contains("sent")
-    }
+}
+
+/// Starts the helper with a socket connected to `transport`'s as its
+/// standard input; returns whether it reported sending.
+private func sendFromHelper(_ arguments: [String], to transport: SocketTransport) async throws -> Bool {
+    let socket = try SystemCalls.datagramSocket().get()
+    try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
+    let helper = try HelperProcess(arguments, standardInput: socket.rawValue)
+    let status = await helper.waitForExit()
+    return status == 0 && helper.lines.values.contains("sent")
 }
 
 /// Darwin's path, run on Linux: no kernel credentials on a datagram (xnu
@@ -268,39 +269,35 @@ struct SocketWithoutCredentialsTests {
 
     @Test("in an owner-only directory, an envelope claiming another user is a forgery: dropped and counted")
     func forgedUserRefused() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let transport = try transport(directory)
-        let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: HelperPing.self)
-        let socket = try SystemCalls.datagramSocket().get()
-        try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
-        let helper = try HelperProcess(["send-forged"], standardInput: socket.rawValue)
-        #expect(await helper.waitForExit() == 0)
-        try hub.post(HelperPing(poster: 0, index: 2))
-        var iterator = deliveries.makeAsyncIterator()
-        #expect(await iterator.next()?.notification == HelperPing(poster: 0, index: 2))
-        #expect(transport.statistics.refusedForeignSender == 1)
-        hub.close()
+        let (first, statistics) = try await firstDelivery(after: ["send-forged"])
+        #expect(first?.notification == HelperPing(poster: 0, index: 2))
+        #expect(statistics.refusedForeignSender == 1)
     }
 
     @Test("the process id is the sender's claim: checked by nobody, as the security model says")
     func processIDIsAClaim() async throws {
+        let (first, statistics) = try await firstDelivery(after: ["send-forged-pid"])
+        #expect(first?.delivery.sender.processID == 1)
+        #expect(first?.delivery.sender.endpoint == "launchd")
+        #expect(statistics.refusedForeignSender == 0)
+    }
+
+    /// What a hub without kernel credentials delivers first once the helper
+    /// (run with `arguments`) sent its envelope and the hub posted its own
+    /// ping (poster 0, index 2); and the transport's statistics then.
+    private func firstDelivery(after arguments: [String]) async throws -> (
+        DeliveredNotification<HelperPing>?, SocketTransportStatistics
+    ) {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let transport = try transport(directory)
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
+        defer { hub.close() }
         let deliveries = try hub.deliveries(of: HelperPing.self)
-        let socket = try SystemCalls.datagramSocket().get()
-        try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
-        let helper = try HelperProcess(["send-forged-pid"], standardInput: socket.rawValue)
-        #expect(await helper.waitForExit() == 0)
+        #expect(try await sendFromHelper(arguments, to: transport))
+        try hub.post(HelperPing(poster: 0, index: 2))
         var iterator = deliveries.makeAsyncIterator()
-        let delivery = try #require(await iterator.next())
-        #expect(delivery.delivery.sender.processID == 1)
-        #expect(delivery.delivery.sender.endpoint == "launchd")
-        #expect(transport.statistics.refusedForeignSender == 0)
-        hub.close()
+        return (await iterator.next(), transport.statistics)
     }
 }
 
@@ -310,20 +307,49 @@ struct SocketTransportSecurityTests {
     func pathTooLong() throws {
         let base = try makeTemporaryDirectory()
         defer { removeDirectory(base) }
-        // Past what the system reaches at all (PATH_MAX on Linux): longer
-        // than sun_path is not enough any more (see UnixSocketAddressTests).
-        let components = SystemCalls.maximumSocketPathLength / 200 + 1
-        let deep = base + String(repeating: "/" + String(repeating: "d", count: 199), count: components)
+        // One byte past the longest directory whose every path (a registry
+        // entry for a 200-byte name, the deepest) fits in PATH_MAX; longer
+        // than sun_path is not too long any more (see UnixSocketAddressTests).
+        let limit = SocketRegistry.maximumDirectoryLength()
+        let longest = try makeLongDirectory(in: base, length: limit)
+        let deep = longest + "d"
         do {
             _ = try SocketTransport(directory: deep)
             Issue.record("expected pathTooLong")
         } catch {
             #expect(error.code == .pathTooLong)
             #expect(error.message.contains(deep))
-            #expect(error.message.contains("\(SystemCalls.maximumSocketPathLength)"))
+            #expect(error.message.contains("at most \(limit)"))
         }
         // Nothing was created for the refused transport.
         #expect(!fileExists(deep))
+    }
+
+    @Test("the longest directory it takes holds every path it makes: the longest name, a stopped observer's spool")
+    func longestDirectory() async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        let directory = try makeLongDirectory(in: base, length: SocketRegistry.maximumDirectoryLength())
+        // The deepest path: a registry entry for a 200-byte name.
+        let longName = try NotificationName(validating: String(repeating: "n", count: NotificationName.maximumLength))
+        let hub = try socketHub(directory, endpoint: "longest")
+        defer { hub.close() }
+        let named = try hub.deliveries(of: String.self, named: longName)
+        try hub.post("deepest", as: longName)
+        var iterator = named.makeAsyncIterator()
+        #expect(await iterator.next()?.notification == "deepest")
+        // A stopped observer process: what a poster sends past its socket's
+        // queue goes to the spool, a deeper path than the socket's.
+        let observer = try HelperProcess(["contract", "observe", "socket", directory, "300"])
+        await observer.waitForLine(startingWith: "ready")
+        observer.signal(SIGSTOP)
+        waitUntilStopped(observer.pid)
+        for index in 0..<300 { try hub.post(HelperPing(poster: 1, index: index)) }
+        #expect(hub.transport.statistics.spooled > 0)
+        observer.signal(SIGCONT)
+        let done = parseDone(await observer.waitForLine(startingWith: "done"))
+        #expect(done["count"] == "300" && done["inorder"] == "true" && done["missed"] == "0", "\(done)")
+        #expect(await observer.waitForExit() == 0)
     }
 
     @Test("directories are 0700, sockets and registry entries 0600; closing removes them")
