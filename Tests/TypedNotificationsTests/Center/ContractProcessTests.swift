@@ -61,7 +61,7 @@ private struct StoppedObserverExitedPoster: ProcessContractBody {
         let observer = try contractHelper("observe", kind, place, "20000")
         await observer.waitForLine(startingWith: "ready")
         observer.signal(SIGSTOP)
-        waitUntilStopped(observer.pid)
+        await waitUntilStopped(observer.pid)
         let exiting = try contractHelper("post", kind, place, "20000", "9")
         let posted = parseDone(await exiting.waitForLine(startingWith: "posted"))
         #expect(await exiting.waitForExit() == 0)

@@ -90,7 +90,7 @@ struct SubscriptionTests {
                 tokens.withLock { $0.append(token) }
             }
         }
-        #expect(waitUntil { hub.subscriptionWaiters(of: Ping.name) == 1 })
+        #expect(await waitUntil { hub.subscriptionWaiters(of: Ping.name) == 1 })
         transport.gate.signal()
         held.wait()
         second.wait()

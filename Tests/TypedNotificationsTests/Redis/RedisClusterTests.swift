@@ -143,7 +143,7 @@ struct RedisClusterTests {
             }
         }
         // The reshard starts once posting is under way and runs beside it.
-        #expect(waitUntil { posted.withLock { $0[0] } >= 200 })
+        #expect(await waitUntil { posted.withLock { $0[0] } >= 200 })
         try await cluster.reshard(slots: 64, from: 0, to: 1)
         stop.set()
         posting.wait()
@@ -168,7 +168,7 @@ struct RedisClusterTests {
         // stream now: all but each name's last, which its loop still holds
         // (handled once the loop asks for the next).
         let handled = totals.reduce(0, +) - names.count
-        #expect(waitUntil { durable.transport.statistics.acknowledged == handled })
+        #expect(await waitUntil { durable.transport.statistics.acknowledged == handled })
         for name in names {
             #expect(try cluster.nodes[1].pendingCount("tn:{\(name.rawValue)}", group: "svc") == 1, "\(name)")
         }
@@ -233,7 +233,7 @@ struct RedisClusterTests {
         try post(50)
         #expect(poster.transport.statistics.redirections - asked == 1)
         try await receive(upTo: 200, from: 150)
-        #expect(waitUntil { durable.transport.statistics.acknowledged == 199 })
+        #expect(await waitUntil { durable.transport.statistics.acknowledged == 199 })
         #expect(try cluster.nodes[1].pendingCount(key, group: "svc") == 1)
         #expect(try cluster.nodes[1].command("XLEN", key) == .integer(200))
     }
@@ -285,7 +285,7 @@ struct RedisClusterTests {
         for index in 50..<100 { try await receive(index, on: &living) }
 
         try await cluster.nodes[0].start()
-        try cluster.waitUntilSettled()
+        try await cluster.waitUntilSettled()
         // Posts fail fast within the backoff (at most 2 s); one after it succeeds.
         var attempts = 1
         while !succeeds({ () throws(TypedNotificationError) in

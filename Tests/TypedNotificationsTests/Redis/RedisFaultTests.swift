@@ -99,7 +99,7 @@ struct RedisFaultTests {
                 // Killed once everything so far was handled and acknowledged:
                 // none of it may come again.
                 await seen.wait(forCount: 200)
-                #expect(waitUntil { observer.transport.statistics.acknowledged >= 200 })
+                #expect(await waitUntil { observer.transport.statistics.acknowledged >= 200 })
                 acknowledgedBeforeKill = Set(0..<200)
                 await server.kill()
                 try await server.start()
@@ -144,12 +144,12 @@ struct RedisFaultTests {
         let sequence = try observer.deliveries(of: Ping.self)
         for index in 0..<20 { try poster.post(Ping(index: index)) }
         // All 20 read and queued for the loop, which takes them together.
-        #expect(waitUntil { observer.transport.statistics.delivered >= 20 })
+        #expect(await waitUntil { observer.transport.statistics.delivered >= 20 })
         for await delivered in sequence {
             #expect(delivered.notification.index == 0)
             break
         }
-        #expect(waitUntil { observer.transport.statistics.acknowledged >= 1 })
+        #expect(await waitUntil { observer.transport.statistics.acknowledged >= 1 })
         // Observed again (the name was unsubscribed when the loop left): the
         // group hands this identity what it read and never acknowledged.
         let seen = Collector<(index: Int, redelivery: Bool)>()
@@ -161,7 +161,7 @@ struct RedisFaultTests {
         #expect(seen.values.map(\.index) == Array(1..<20))
         #expect(seen.values.allSatisfy { $0.redelivery })
         #expect(observer.transport.statistics.acknowledged >= 1)
-        #expect(waitUntil { observer.transport.statistics.acknowledged == 20 })
+        #expect(await waitUntil { observer.transport.statistics.acknowledged == 20 })
     }
 
     /// Whether a reader of `server` waits in a blocking read.
@@ -196,8 +196,8 @@ struct RedisFaultTests {
             // What the previous round posted, handled and acknowledged;
             // then this one's read waits.
             #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
-            #expect(waitUntil { durable.transport.statistics.acknowledged == min(round, 1) })
-            #expect(waitUntil { readerBlocked(server) })
+            #expect(await waitUntil { durable.transport.statistics.acknowledged == min(round, 1) })
+            #expect(await waitUntil { readerBlocked(server) })
             // The last observer leaves, so the name is unsubscribed, and at
             // once a post: no read of this run may take it.
             token.cancel()
@@ -252,7 +252,7 @@ struct RedisFaultTests {
             // the loop then reads again before it gets to the close.
             durable.close()
             try poster.post(Ping(index: round))
-            #expect(waitUntil { Self.readers(of: server).isEmpty })
+            #expect(await waitUntil { Self.readers(of: server).isEmpty })
         }
         let (last, token) = try run()
         defer {
@@ -304,7 +304,7 @@ struct RedisFaultTests {
         defer {
             for token in tokens { token.cancel() }
         }
-        #expect(waitUntil { Self.readers(of: server).filter { $0.contains("flags=b") }.count == 4 })
+        #expect(await waitUntil { Self.readers(of: server).filter { $0.contains("flags=b") }.count == 4 })
         server.signal(SIGSTOP)
         defer { server.signal(SIGCONT) }
         let clock = ContinuousClock()
@@ -343,19 +343,19 @@ struct RedisFaultTests {
         defer { poster.close() }
         for index in 0..<10 { try poster.post(Ping(index: index)) }
         #expect(await seen.wait(forCount: 9, upTo: .seconds(30)))
-        #expect(waitUntil { durable.transport.statistics.acknowledged == 9 })
+        #expect(await waitUntil { durable.transport.statistics.acknowledged == 9 })
         #expect(try server.command("ACL", "SETUSER", "app", "-xack") == .simpleString("OK"))
         release.signal()
         // Refused: the server logs it.
         #expect(
-            waitUntil {
+            await waitUntil {
                 guard case .array(let log?) = try? server.command("ACL", "LOG") else { return false }
                 return !log.isEmpty
             })
         #expect(durable.transport.statistics.acknowledged == 9)
         #expect(try server.command("ACL", "SETUSER", "app", "+xack") == .simpleString("OK"))
         // Kept, and sent again.
-        #expect(waitUntil { durable.transport.statistics.acknowledged == 10 })
+        #expect(await waitUntil { durable.transport.statistics.acknowledged == 10 })
         #expect(try server.pendingCount("tn:{\(Ping.name.rawValue)}", group: "svc") == 0)
     }
 
@@ -472,12 +472,12 @@ struct RedisFaultTests {
         if stoppedWhileWaiting {
             // Its read waits at the server: the first post is handed to it
             // (into its socket) before retention trims the rest.
-            #expect(waitUntil { Self.readerBlocked(server) })
+            #expect(await waitUntil { Self.readerBlocked(server) })
         }
         // Otherwise stopped at once, most likely before its first read: it
         // has heard nothing of either poster when their posts are trimmed.
         observer.signal(SIGSTOP)
-        waitUntilStopped(observer.pid)
+        await waitUntilStopped(observer.pid)
         let first = try redisHub(server, endpoint: "first", configuration: .init(maximumLength: 100))
         defer { first.close() }
         let second = try redisHub(server, endpoint: "second", configuration: .init(maximumLength: 100))
@@ -517,7 +517,7 @@ struct RedisFaultTests {
         let token = try first.addObserver(Ping.self) { ping, _ in seen.append(ping.index) }
         try poster.post(Ping(index: 0))
         #expect(await seen.wait(forCount: 1, upTo: .seconds(30)))
-        #expect(waitUntil { first.transport.statistics.acknowledged == 1 })
+        #expect(await waitUntil { first.transport.statistics.acknowledged == 1 })
         token.cancel()
         first.close()
         // Away while 300 more are posted and grow older than the age limit;

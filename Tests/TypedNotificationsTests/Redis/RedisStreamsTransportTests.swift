@@ -273,7 +273,7 @@ struct RedisStreamsTransportTests {
                 // Each kill finds the reader connected again after the
                 // previous one; the posts right after a kill are made while
                 // it is not.
-                #expect(waitUntil { observer.transport.statistics.reconnects >= kills })
+                #expect(await waitUntil { observer.transport.statistics.reconnects >= kills })
                 _ = try server.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
                 kills += 1
             }

@@ -46,12 +46,12 @@ final class RedisTestCluster: Sendable {
             ["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" } + [
                 "--cluster-replicas", "0", "--cluster-yes",
             ])
-        try waitUntilSettled()
+        try await waitUntilSettled()
     }
 
     /// Returns once every node says the cluster is ok (`CLUSTER INFO`).
-    func waitUntilSettled() throws {
-        let settled = waitUntil {
+    func waitUntilSettled() async throws {
+        let settled = await waitUntil {
             nodes.allSatisfy { node in
                 guard case .bulkString(let info?) = try? node.command("CLUSTER", "INFO") else { return false }
                 return String(decoding: info, as: UTF8.self).contains("cluster_state:ok")

@@ -163,6 +163,29 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
     return true
 }
 
+/// ``waitUntil(_:)`` for async tests: looks again every half millisecond
+/// with the task suspended, never holding one of the cooperative pool's
+/// threads (two on a 2-core machine), which every other test's tasks need.
+/// The deadline (30 s) is a safety net.
+func waitUntil(_ condition: () -> Bool) async -> Bool {
+    let deadline = SystemClock.monotonicNanoseconds() + 30_000_000_000
+    while !condition() {
+        guard SystemClock.monotonicNanoseconds() < deadline else { return false }
+        try? await Task.sleep(for: .microseconds(500))
+    }
+    return true
+}
+
+/// Runs the blocking `body` on a thread of its own and returns what it
+/// returns: a test that waits in a system call must not hold one of the
+/// cooperative pool's threads while it does.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.start()
+    }
+}
+
 /// `SOCK_STREAM` as `socket(2)` takes it: an enum in Glibc, a macro on Darwin.
 #if os(Linux)
     let streamSocketType = Int32(SOCK_STREAM.rawValue)

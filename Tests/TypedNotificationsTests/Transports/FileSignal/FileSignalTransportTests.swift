@@ -157,7 +157,7 @@ struct FileSignalProcessTests {
         // The cursor commits what was handled; wait until it covers all 100.
         let end = "1 \(logBytes(directory, HelperPing.name)) "
         let cursor = directory + "/cursors/widget/" + HelperPing.name.rawValue
-        try waitUntil("the cursor covers all 100", changesIn: directory + "/cursors/widget") {
+        try await waitUntil("the cursor covers all 100", changesIn: directory + "/cursors/widget") {
             (try? String(contentsOfFile: cursor, encoding: .utf8))?.hasPrefix(end) == true
         }
         first.signal(SIGKILL)

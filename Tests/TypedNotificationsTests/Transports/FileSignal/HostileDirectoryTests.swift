@@ -116,7 +116,7 @@ struct HostileDirectoryTests {
         try writeFile(cursorPath(directory, "r"), "1 0\n")
         let watcher = try fileHub(directory, endpoint: "watcher", identity: "r")
         let deliveries = try watcher.deliveries(of: Ping.self)
-        try waitUntil("the reader looked at the segment", changesIn: directory + "/cursors/r") {
+        try await waitUntil("the reader looked at the segment", changesIn: directory + "/cursors/r") {
             watcher.transport.statistics.refusedFiles >= 1
         }
         #expect(watcher.transport.statistics.delivered == 0)

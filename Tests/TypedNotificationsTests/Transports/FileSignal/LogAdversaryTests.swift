@@ -508,7 +508,7 @@ struct LogAdversaryTests {
         let bytes = try #require(FileManager.default.contents(atPath: path))
         // `open(path, "wb")`: the file is empty, and the watcher looks at it so.
         #expect(truncate(path, 0) == 0)
-        #expect(waitUntil { observer.transport.statistics.shrunkSegments >= 1 })
+        #expect(await waitUntil { observer.transport.statistics.shrunkSegments >= 1 })
         try bytes.write(to: URL(fileURLWithPath: path))
         let second = try HelperProcess(["fpost", directory, "2", "2"])
         #expect(await second.waitForExit() == 0)
@@ -544,7 +544,7 @@ struct LogAdversaryTests {
         let handle = try #require(FileHandle(forWritingAtPath: path))
         try handle.truncate(atOffset: 0)
         try handle.write(contentsOf: Data(bytes[..<records[1].end]))
-        #expect(waitUntil { observer.transport.statistics.shrunkSegments >= 1 })
+        #expect(await waitUntil { observer.transport.statistics.shrunkSegments >= 1 })
         try handle.write(contentsOf: Data(bytes[records[1].end...]))
         try handle.close()
         let second = try HelperProcess(["fpost", directory, "1", "2"])
@@ -607,7 +607,7 @@ struct LogAdversaryTests {
         let records = FileLog.records(
             in: try #require(FileManager.default.contents(atPath: newestPath).map(Array.init)), decoder: &decoder)
         #expect(truncate(newestPath, off_t(records[records.count - 2].start)) == 0)
-        #expect(waitUntil { late.transport.statistics.shrunkSegments >= 1 })
+        #expect(await waitUntil { late.transport.statistics.shrunkSegments >= 1 })
         let later = try HelperProcess(["fpost", directory, "1", "5"])
         #expect(await later.waitForExit() == 0)
         #expect(await lateSeen.wait(forCount: 1, upTo: .seconds(20)))

@@ -21,7 +21,7 @@ struct SocketSendOwnershipTests {
         let observer = try HelperProcess(["observe", directory, "100"])
         await observer.waitForLine(startingWith: "ready")
         observer.signal(SIGSTOP)
-        waitUntilStopped(observer.pid)
+        await waitUntilStopped(observer.pid)
         defer { observer.signal(SIGKILL) }
 
         let transport = try SocketTransport(
@@ -35,7 +35,7 @@ struct SocketSendOwnershipTests {
             returned.set()
         }
         // The poster now waits for the full socket, holding the routing.
-        #expect(waitUntil { transport.statistics.fullSocketWaits > 0 })
+        #expect(await waitUntil { transport.statistics.fullSocketWaits > 0 })
         let sender = try NotificationSender.current(endpoint: "direct")
         let envelope = try PendingEnvelope(
             name: HelperPing.name, sender: sender, maximumPayloadSize: 1024, payloadSizeHint: nil

@@ -16,6 +16,11 @@ func waitUntilStopped(_ pid: pid_t) {
     _ = waitid(P_PID, id_t(pid), &info, WSTOPPED | WNOWAIT)
 }
 
+/// ``waitUntilStopped(_:)`` off the cooperative pool, for async tests.
+func waitUntilStopped(_ pid: pid_t) async {
+    _ = try? await offThePool { waitUntilStopped(pid) }
+}
+
 /// Whether `pid` is stopped now (state `T` in `/proc/PID/stat`).
 func isStopped(_ pid: pid_t) -> Bool {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
@@ -45,6 +50,19 @@ func waitUntilSpoolsAreRead(_ directory: String, timeout: Duration = .seconds(60
         _ = SystemCalls.waitUntilReadable(descriptor, milliseconds: 1_000)
         _ = monitor.changes()
     }
+}
+
+/// ``waitUntilSpoolsAreRead(_:timeout:)`` off the cooperative pool, for async tests.
+func waitUntilSpoolsAreRead(_ directory: String, timeout: Duration = .seconds(60)) async throws {
+    try await offThePool { try waitUntilSpoolsAreRead(directory, timeout: timeout) }
+}
+
+/// ``waitUntil(_:changesIn:timeout:_:)`` off the cooperative pool, for async tests.
+func waitUntil(
+    _ what: String, changesIn directory: String, timeout: Duration = .seconds(60),
+    _ condition: @escaping @Sendable () -> Bool
+) async throws {
+    try await offThePool { try waitUntil(what, changesIn: directory, timeout: timeout, condition) }
 }
 
 /// Returns once `condition` holds, looking again whenever something in
@@ -83,7 +101,7 @@ struct SocketSpoolTests {
         )
         await watcher.waitForLine(startingWith: "watching")
         watcher.signal(SIGSTOP)
-        waitUntilStopped(watcher.pid)
+        await waitUntilStopped(watcher.pid)
         let count = 200
         var slowest: Duration = .zero
         for index in 1...count {
@@ -121,7 +139,7 @@ struct SocketSpoolTests {
         let observer = try HelperProcess(["observe-total", directory, "20001"])
         await observer.waitForLine(startingWith: "ready")
         observer.signal(SIGSTOP)
-        waitUntilStopped(observer.pid)
+        await waitUntilStopped(observer.pid)
         // 64 KiB of spool: about 600 of the 20,000 fit.
         let poster = try HelperProcess(["post-exit", directory, "20000", "9", "65536"])
         let line = await poster.waitForLine(startingWith: "posted")
@@ -132,7 +150,7 @@ struct SocketSpoolTests {
         #expect(line.contains("endpoints=observer(\(observer.pid)) ["), "\(line)")
         observer.signal(SIGCONT)
         // A loss rides on the next delivery: once the spool is read, post one more.
-        try waitUntilSpoolsAreRead(directory)
+        try await waitUntilSpoolsAreRead(directory)
         let late = try socketHub(directory, endpoint: "late")
         try late.post(HelperPing(poster: 10, index: 0))
         let done = parseDone(await observer.waitForLine(startingWith: "done"))
@@ -157,7 +175,7 @@ struct SocketSpoolTests {
         let hub = try NotificationHub(endpoint: "poster", transport: transport)
         defer { hub.close() }
         victim.signal(SIGSTOP)
-        waitUntilStopped(victim.pid)
+        await waitUntilStopped(victim.pid)
         for index in 0..<300 { try hub.post(HelperPing(poster: 1, index: index)) }
         #expect(transport.statistics.spooled > 0)
         victim.signal(SIGKILL)
@@ -181,7 +199,7 @@ struct SocketSpoolTests {
         let hub = try NotificationHub(endpoint: "poster", transport: transport)
         defer { hub.close() }
         victim.signal(SIGSTOP)
-        waitUntilStopped(victim.pid)
+        await waitUntilStopped(victim.pid)
         for index in 0..<100 { try hub.post(HelperPing(poster: 1, index: index)) }
         #expect(transport.statistics.spooled > 0)
         victim.signal(SIGKILL)
@@ -205,7 +223,7 @@ struct SocketSpoolTests {
         let observer = try HelperProcess(["observe", directory, "10000"])
         await observer.waitForLine(startingWith: "ready")
         observer.signal(SIGSTOP)
-        waitUntilStopped(observer.pid)
+        await waitUntilStopped(observer.pid)
         let transport = try SocketTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "poster", transport: transport)
         await withThrowingTaskGroup(of: Void.self) { group in
@@ -244,7 +262,7 @@ struct SocketSpoolTests {
             try await tnotify(["post", "s.full", "--dir", directory, "--text", "first", "--wait", "30s"]).status == 0)
         _ = await watcher.waitForLine(startingWith: "20", containing: " first")
         watcher.signal(SIGSTOP)
-        waitUntilStopped(watcher.pid)
+        await waitUntilStopped(watcher.pid)
         // A stopped watcher: the post is taken (socket or spool) and succeeds...
         #expect(try await tnotify(["post", "s.full", "--dir", directory, "--text", "second"]).status == 0)
         // ...but one that waits for it to be read says, after the time given, who has not.
@@ -268,7 +286,7 @@ struct SocketSpoolTests {
         // On resume, everything that was taken arrives, and the next delivery
         // counts the one that was not.
         watcher.signal(SIGCONT)
-        try waitUntilSpoolsAreRead(directory)
+        try await waitUntilSpoolsAreRead(directory)
         #expect(
             try await tnotify(["post", "s.full", "--dir", directory, "--text", "fifth", "--wait", "60s"]).status == 0)
         _ = await watcher.waitForLine(startingWith: "20", containing: " fifth")

@@ -343,7 +343,7 @@ struct SocketTransportSecurityTests {
         let observer = try HelperProcess(["contract", "observe", "socket", directory, "300"])
         await observer.waitForLine(startingWith: "ready")
         observer.signal(SIGSTOP)
-        waitUntilStopped(observer.pid)
+        await waitUntilStopped(observer.pid)
         for index in 0..<300 { try hub.post(HelperPing(poster: 1, index: index)) }
         #expect(hub.transport.statistics.spooled > 0)
         observer.signal(SIGCONT)
