@@ -94,7 +94,7 @@ struct OutboundTests {
                     }
                 })
         }
-        #expect(waitUntil { hub.postsInLine == count }, "every post should be waiting in line")
+        #expect(waitOnThisThread { hub.postsInLine == count }, "every post should be waiting in line")
         transport.gate.signal()
         for event in done { event.wait() }
         return (hub, outcomes.withLock { $0 })

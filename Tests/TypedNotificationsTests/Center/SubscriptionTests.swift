@@ -131,7 +131,7 @@ struct SubscriptionTests {
                 secondSucceeded.store(true, ordering: .releasing)
             }
         }
-        #expect(waitUntil { hub.subscriptionWaiters(of: Ping.name) == 1 })
+        #expect(waitOnThisThread { hub.subscriptionWaiters(of: Ping.name) == 1 })
         transport.gate.signal()
         held.wait()
         second.wait()
@@ -159,7 +159,7 @@ struct SubscriptionTests {
         let held = startThread { register() }
         transport.atGate.wait()
         let second = startThread { register() }
-        #expect(waitUntil { hub.subscriptionWaiters(of: Ping.name) == 1 })
+        #expect(waitOnThisThread { hub.subscriptionWaiters(of: Ping.name) == 1 })
         hub.close()
         second.wait()
         let afterClose = codes.withLock { $0 }

@@ -153,8 +153,10 @@ func startThread(_ body: @escaping @Sendable () -> Void) -> OneShotEvent {
     return done
 }
 
-/// Waits, with a generous safety net, until `condition` holds.
-func waitUntil(_ condition: () -> Bool) -> Bool {
+/// Waits on this thread, with a generous safety net, until `condition`
+/// holds: for synchronous tests and threads of their own (an async test
+/// uses ``waitUntil(_:)``, which frees its thread while it waits).
+func waitOnThisThread(_ condition: () -> Bool) -> Bool {
     let deadline = SystemClock.monotonicNanoseconds() + 30_000_000_000
     while !condition() {
         guard SystemClock.monotonicNanoseconds() < deadline else { return false }
@@ -163,7 +165,7 @@ func waitUntil(_ condition: () -> Bool) -> Bool {
     return true
 }
 
-/// ``waitUntil(_:)`` for async tests: looks again every half millisecond
+/// Waits until `condition` holds, looking again every half millisecond
 /// with the task suspended, never holding one of the cooperative pool's
 /// threads (two on a 2-core machine), which every other test's tasks need.
 /// The deadline (30 s) is a safety net.

@@ -28,7 +28,7 @@ struct GroupCommitTests {
         }
         // One of them leads and waits for the lock; the others wait in line.
         let done = (-1..<count).map { index in startThread { post(index) } }
-        let queued = waitUntil { hub.postsInLine == count }
+        let queued = waitOnThisThread { hub.postsInLine == count }
         #expect(queued, "every post should wait in line behind the held lock")
         SystemCalls.unlockFile(lock)
         for event in done { event.wait() }
