@@ -34,8 +34,9 @@ struct SocketSendOwnershipTests {
             for index in 0..<20 { _ = try? hub.post(HelperPing(poster: 1, index: index)) }
             returned.set()
         }
-        // The poster now waits for the full socket, holding the routing.
-        #expect(await waitUntil { transport.statistics.fullSocketWaits > 0 })
+        // The poster now waits for the full socket, holding the routing:
+        // the second send is tried from a thread of its own the moment that
+        // shows, not after a hop back to a (busy) cooperative pool.
         let sender = try NotificationSender.current(endpoint: "direct")
         let envelope = try PendingEnvelope(
             name: HelperPing.name, sender: sender, maximumPayloadSize: 1024, payloadSizeHint: nil
@@ -46,15 +47,19 @@ struct SocketSendOwnershipTests {
             payload: .encoded(
                 envelope.finish(sequence: 1, timestamp: .init(wallClockNanoseconds: 0, monotonicNanoseconds: 0)))
         )
-        var refusal: TypedNotificationError?
-        if !returned.isSet {
-            do throws(TypedNotificationError) {
-                try transport.send(message)
-            } catch {
-                refusal = error
+        let (waited, refusal, stillPosting) = try await offThePool {
+            let waited = waitOnThisThread { transport.statistics.fullSocketWaits > 0 }
+            var refusal: TypedNotificationError?
+            if !returned.isSet {
+                do throws(TypedNotificationError) {
+                    try transport.send(message)
+                } catch {
+                    refusal = error
+                }
             }
+            return (waited, refusal, !returned.isSet)
         }
-        let stillPosting = !returned.isSet
+        #expect(waited)
         poster.wait()
         if stillPosting {
             #expect(refusal?.code == .transportFailure)
