@@ -65,7 +65,7 @@ extension NotificationHub {
             outcome = .failed(error)
         }
         var sent = 1
-        if case .failed(let error) = outcome, error.code != .undelivered { sent = 0 }
+        if case .failed(let error) = outcome, !error.code.meansSent { sent = 0 }
         // Every post of the batches that follow has a waiter of its own.
         var noneOfOurs: OutboundOutcome?
         drain(outbound.withLock { $0.finished(sent: sent) }, own: &noneOfOurs)

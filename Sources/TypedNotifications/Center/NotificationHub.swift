@@ -140,8 +140,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             case .busy:
                 try waitInLine(consume payload, named: name)
             }
-        } catch  where error.code == .undelivered {
-            // Sent, though not to everyone.
+        } catch  where error.code.meansSent {
+            // Sent, though not to everyone, or not confirmed by replicas.
             counters.add(to: .posted)
             throw error
         }
@@ -203,7 +203,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
             case .sent:
                 sent += 1
             case .failed(let error):
-                if error.code == .undelivered { sent += 1 }
+                if error.code.meansSent { sent += 1 }
                 firstFailure = firstFailure ?? error
             case .lead:
                 break

@@ -31,6 +31,7 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
             case undelivered
             case unreachable
             case authenticationFailed
+            case notReplicated
         }
 
         private let base: Base
@@ -92,6 +93,16 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         /// A server refused the credentials a transport gave it (a wrong
         /// password or user, or a user without the needed permissions).
         public static let authenticationFailed = Code(.authenticationFailed)
+        /// A post was stored by the server but fewer of its replicas than the
+        /// transport was told to wait for confirmed it in time (Redis `WAIT`):
+        /// it may be lost if that server fails over now. Like
+        /// ``undelivered``, the notification was sent, and it is not sent again.
+        public static let notReplicated = Code(.notReplicated)
+
+        /// Whether a post that failed with this code was sent all the same
+        /// (``undelivered``, ``notReplicated``): it keeps its sequence number
+        /// and is never sent again.
+        package var meansSent: Bool { base == .undelivered || base == .notReplicated }
 
         /// The code's name, for example `invalidName`.
         public var description: String { base.rawValue }

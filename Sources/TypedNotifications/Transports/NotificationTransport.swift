@@ -104,9 +104,11 @@ public struct TransportBatchResult: Sendable {
     /// How many of the batch's messages, from the first, were sent. Those
     /// after them were not sent at all.
     public var sent: Int
-    /// Sent messages that reached some receivers but not others, by their
-    /// index in the batch, with the ``TypedNotificationError/Code/undelivered``
-    /// error ``NotificationTransport/send(_:)`` would have thrown for them.
+    /// Sent messages that did not fully succeed, by their index in the
+    /// batch, with the error ``NotificationTransport/send(_:)`` would have
+    /// thrown for them: ``TypedNotificationError/Code/undelivered`` (reached
+    /// some receivers but not others) or ``TypedNotificationError/Code/notReplicated``
+    /// (stored, not confirmed by enough replicas). They are not sent again.
     public var undelivered: [(index: Int, error: TypedNotificationError)]
     /// Why the message at index ``sent`` was not sent, when ``sent`` is less
     /// than the batch's count.
