@@ -1,3 +1,4 @@
+import NotificationPlatform
 import Synchronization
 import TypedNotifications
 
@@ -84,18 +85,31 @@ struct Redirection: Hashable, Sendable {
 ///
 /// Starts standalone; ``learn(slotsOf:)`` reads a cluster's slot map
 /// (`CLUSTER SLOTS`), and every `MOVED` reply updates it, so a cluster
-/// whose slots move (a reshard, a failover) is followed without a restart.
+/// whose slots move (a reshard) is followed without a restart. A node that
+/// died sends no `MOVED`: whoever cannot reach a slot's node asks the
+/// cluster again (``refresh(now:)``), the seed first, then every
+/// node, master or replica, a slot map named, so a replica the cluster
+/// promoted is found even when the seed is the node that died.
 final class ClusterRouter: Sendable {
     /// The server the URL named: every key's node until a slot map says otherwise.
     let seed: RedisConnectionOptions
     private let clustered = Atomic<Bool>(false)
     private let table = Locked(SlotTable())
 
+    /// The least time between two refreshes of the slot map: readers of
+    /// many names on one dead node ask once, not once each.
+    static let refreshInterval: UInt64 = 100_000_000
+
     private struct SlotTable {
         var nodes: [RedisNodeAddress] = []
         // Per slot, an index into `nodes`; `unknown` for the seed.
         var owners = [UInt16](repeating: unknown, count: HashSlot.count)
         static let unknown = UInt16.max
+        /// Every node a slot map named, replicas included: where to ask for
+        /// the map when the seed does not answer. At most 1,000.
+        var known: [RedisNodeAddress] = []
+        /// When the map was last asked for, on the monotonic clock; 0: never.
+        var refreshedAt: UInt64 = 0
 
         /// The index of `node` in `nodes`, added if new; `unknown` (the seed)
         /// past 1,000 nodes, a cluster's practical limit, so a confused server
@@ -162,40 +176,85 @@ final class ClusterRouter: Sendable {
         guard case .array(let ranges?) = try connection.call("CLUSTER", "SLOTS") else { return false }
         let asked = connection.options.host
         var owned: [(ClosedRange<Int>, RedisNodeAddress)] = []
+        var named: [RedisNodeAddress] = []
+        /// The address in a node entry of `CLUSTER SLOTS`: `[host, port, …]`.
+        func address(_ entry: RESPValue) -> RedisNodeAddress? {
+            guard case .array(let node?) = entry, node.count >= 2, case .bulkString(let host?) = node[0],
+                case .integer(let port) = node[1], (1...65535).contains(port)
+            else { return nil }
+            let text = String(decoding: host, as: UTF8.self)
+            return RedisNodeAddress(host: text.isEmpty || text == "?" ? asked : text, port: Int(port))
+        }
         for case .array(let range?) in ranges where range.count >= 3 {
             guard case .integer(let first) = range[0], case .integer(let last) = range[1], first <= last,
-                first >= 0, last < HashSlot.count, case .array(let master?) = range[2], master.count >= 2,
-                case .bulkString(let host?) = master[0], case .integer(let port) = master[1],
-                (1...65535).contains(port)
+                first >= 0, last < HashSlot.count, let master = address(range[2])
             else { continue }
-            let text = String(decoding: host, as: UTF8.self)
-            owned.append(
-                (
-                    Int(first)...Int(last),
-                    RedisNodeAddress(host: text.isEmpty || text == "?" ? asked : text, port: Int(port))
-                ))
+            owned.append((Int(first)...Int(last), master))
+            named.append(master)
+            named += range.dropFirst(3).compactMap(address)
         }
         guard !owned.isEmpty else { return false }
         table.withLock { table in
             table.owners = [UInt16](repeating: SlotTable.unknown, count: HashSlot.count)
             for (range, node) in owned {
                 let index = table.index(of: node)
-                for slot in range { table.owners[slot] = index }
+                for slot in range {
+                    table.owners[slot] = index
+                }
+            }
+            for node in named where !table.known.contains(node) && table.known.count < 1_000 {
+                table.known.append(node)
             }
         }
         clustered.store(true, ordering: .releasing)
         return true
     }
+
+    /// Asks the cluster for its slot map again, after a slot's node could
+    /// not be reached: the seed first, then every node a slot map named,
+    /// until one answers. A node that died sends no `MOVED`, so this is how
+    /// a replica the cluster promoted is found. Does nothing outside a
+    /// cluster, or within ``refreshInterval`` of the last time it asked;
+    /// returns whether a node answered with a map. Each node is given the
+    /// connect and command timeouts; no lock is held meanwhile.
+    @discardableResult
+    func refresh(now: UInt64) -> Bool {
+        guard isCluster else { return false }
+        let candidates = table.withLock { table -> [RedisNodeAddress]? in
+            guard table.refreshedAt == 0 || now &- table.refreshedAt >= Self.refreshInterval else { return nil }
+            table.refreshedAt = now
+            return table.known
+        }
+        guard let candidates else { return false }
+        var tried: [RedisConnectionOptions] = [seed]
+        tried += candidates.map(options(for:)).filter { $0 != seed }
+        for node in tried {
+            guard let connection = try? RedisConnection.connect(node, clientName: "tn-router") else { continue }
+            // The connection closes when it goes out of scope.
+            if (try? learn(slotsOf: connection)) == true { return true }
+        }
+        return false
+    }
+
+    /// How many nodes the router knows of, replicas included.
+    var knownNodeCount: Int { table.withLock { $0.known.count } }
+
 }
 
 /// A command and the key that decides which node runs it.
 struct RoutedCommand: Sendable {
     var key: [UInt8]
     var arguments: [[UInt8]]
+    /// A keyless command that must run on the same connection right after
+    /// this one, wherever a redirection sends it (`WAIT`, which waits for
+    /// the writes of its own connection): sent again with it, and its reply
+    /// kept only from where the command ran.
+    var trailer: [[UInt8]]?
 
-    init(key: [UInt8], _ arguments: [[UInt8]]) {
+    init(key: [UInt8], _ arguments: [[UInt8]], trailer: [[UInt8]]? = nil) {
         self.key = key
         self.arguments = arguments
+        self.trailer = trailer
     }
 
     init(key: String, _ arguments: String...) {
@@ -209,6 +268,9 @@ struct RoutedReplies {
     /// The replies of the commands, in order, from the first; shorter than
     /// the commands when a connection failed.
     var replies: [RESPValue] = []
+    /// The reply of each of those commands' trailer, if it has one (see
+    /// ``RoutedCommand/trailer``), from the node that ran the command.
+    var trailers: [RESPValue?] = []
     /// Why the command at index `replies.count` has no reply: its node was
     /// unreachable, or its connection broke.
     var failure: TypedNotificationError?
@@ -217,11 +279,26 @@ struct RoutedReplies {
     var mayHaveRun = false
     /// Redirections followed on the way.
     var redirections = 0
+    /// Whether the commands waited for a slot's node to come back (a
+    /// failover), whatever became of them.
+    var waitedForFailover = false
 }
 
 extension ClusterRouter {
     /// How many redirections one command follows before its last one is its reply.
     static let maximumRedirections = 5
+
+    /// Microseconds between attempts to reach a slot's node while commands
+    /// wait for a failover: 50 ms, doubling to 500 ms.
+    static let shortestFailoverPause = 50_000
+    static let longestFailoverPause = 500_000
+
+    /// Error replies that say a command did not run because the cluster
+    /// cannot serve its slot now (down, electing, loading, or migrating
+    /// under it): one that waits for a failover sends it again.
+    static func isRefusedForNow(_ text: String) -> Bool {
+        ["CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "LOADING"].contains { text.hasPrefix($0) }
+    }
 
     /// Runs each command on the node of its key, pipelining consecutive
     /// commands for one node in one write, and follows `MOVED` (learning
@@ -231,18 +308,45 @@ extension ClusterRouter {
     /// Commands for one key keep their order: a slot moves its keys away
     /// once, so those redirected are the last ones sent for that key, and
     /// are sent again in order. Stops at the first connection that cannot
-    /// be made or breaks.
+    /// be made or breaks; in a cluster, the slot map is asked for again
+    /// then (``refresh(now:)``), so the next call finds a promoted replica.
+    ///
+    /// With a `failoverDeadline` (monotonic nanoseconds), a connection that
+    /// cannot be made in a cluster is tried again, the slot map asked for
+    /// each time, until the deadline: the commands wait for an election to
+    /// give the slot a master. Only before anything was written: commands
+    /// on a connection that broke after they were written may have run,
+    /// and are never sent twice.
     func run(
         _ commands: [RoutedCommand],
         connection: (RedisConnectionOptions) throws(TypedNotificationError) -> RedisConnection,
-        release: (RedisConnection) -> Void
+        release: (RedisConnection) -> Void,
+        failoverDeadline: UInt64? = nil
     ) -> RoutedReplies {
         var result = RoutedReplies()
         var answers = [RESPValue?](repeating: nil, count: commands.count)
+        var trailers = [RESPValue?](repeating: nil, count: commands.count)
         // Indices still to run, each with the node an `ASK` sent it to.
         var pending: [(index: Int, asked: RedisNodeAddress?)] = commands.indices.map { ($0, nil) }
-        round: for round in 0...Self.maximumRedirections {
+        // Microseconds between attempts while waiting for a failover.
+        var failoverPause = Self.shortestFailoverPause / 2
+        /// Whether to wait once more for a slot's master after a pause: only
+        /// in a cluster, while there is time.
+        func waitForFailover() -> Bool {
+            let now = SystemClock.monotonicNanoseconds()
+            guard isCluster, let failoverDeadline, now < failoverDeadline else { return false }
+            result.waitedForFailover = true
+            failoverPause = min(failoverPause * 2, Self.longestFailoverPause)
+            let left = (failoverDeadline - now) / 1_000
+            SystemProcess.pause(microseconds: UInt32(min(UInt64(failoverPause), left) + 1))
+            return true
+        }
+        var round = 0
+        round: while true {
             var redirected: [(index: Int, asked: RedisNodeAddress?)] = []
+            // Commands a node refused without running them while the
+            // cluster is down or electing: to go again after a pause.
+            var refusals: [Int: RESPValue] = [:]
             var start = 0
             while start < pending.count {
                 let asked = pending[start].asked
@@ -258,14 +362,25 @@ extension ClusterRouter {
                 for entry in pending[start..<end] {
                     if asked != nil { pipelined.append([Array("ASKING".utf8)]) }
                     pipelined.append(commands[entry.index].arguments)
+                    if let trailer = commands[entry.index].trailer { pipelined.append(trailer) }
                 }
                 let replies: [RESPValue]
                 do throws(TypedNotificationError) {
-                    let open = try connection(target)
+                    let open: RedisConnection
+                    do throws(TypedNotificationError) {
+                        open = try connection(target)
+                    } catch {
+                        // Nothing of this group was written: it may wait
+                        // for the slot's new master and go again.
+                        refresh(now: SystemClock.monotonicNanoseconds())
+                        if error.code == .unreachable, waitForFailover() { continue }
+                        throw error
+                    }
                     do throws(TypedNotificationError) {
                         replies = try open.pipeline(pipelined)
                     } catch {
                         result.mayHaveRun = true
+                        refresh(now: SystemClock.monotonicNanoseconds())
                         throw error
                     }
                     release(open)
@@ -273,26 +388,57 @@ extension ClusterRouter {
                     result.failure = error
                     break round
                 }
-                let own = asked == nil ? replies : stride(from: 1, to: replies.count, by: 2).map { replies[$0] }
-                for (entry, reply) in zip(pending[start..<end], own) {
-                    if round < Self.maximumRedirections, case .error(let text) = reply,
+                // Each command's own reply and its trailer's, past `ASKING`'s.
+                var cursor = 0
+                var own: [(reply: RESPValue, trailer: RESPValue?)] = []
+                for entry in pending[start..<end] {
+                    if asked != nil { cursor += 1 }
+                    guard cursor < replies.count else { break }
+                    let reply = replies[cursor]
+                    cursor += 1
+                    var trailer: RESPValue?
+                    if commands[entry.index].trailer != nil, cursor < replies.count {
+                        trailer = replies[cursor]
+                        cursor += 1
+                    }
+                    own.append((reply, trailer))
+                }
+                for (entry, (reply, trailer)) in zip(pending[start..<end], own) {
+                    if case .error(let text) = reply, round < Self.maximumRedirections,
                         let redirection = Redirection(text, fallbackHost: target.host)
                     {
                         learn(redirection)
                         redirected.append((entry.index, redirection.isPermanent ? nil : redirection.node))
+                        result.redirections += 1
+                    } else if case .error(let text) = reply, failoverDeadline != nil, isCluster,
+                        Self.isRefusedForNow(text)
+                    {
+                        redirected.append((entry.index, nil))
+                        refusals[entry.index] = reply
                     } else {
                         answers[entry.index] = reply
+                        trailers[entry.index] = trailer
                     }
                 }
                 start = end
             }
             guard !redirected.isEmpty else { break }
-            result.redirections += redirected.count
+            if !refusals.isEmpty {
+                refresh(now: SystemClock.monotonicNanoseconds())
+                guard waitForFailover() else {
+                    // Out of time: the refusals are the replies.
+                    for (index, refusal) in refusals { answers[index] = refusal }
+                    break
+                }
+            } else {
+                round += 1
+            }
             pending = redirected
         }
-        for answer in answers {
+        for (answer, trailer) in zip(answers, trailers) {
             guard let answer else { break }
             result.replies.append(answer)
+            result.trailers.append(trailer)
         }
         if result.failure == nil && result.replies.count < commands.count {
             result.failure = TypedNotificationError(

@@ -32,6 +32,9 @@ package final class RedisConnection: @unchecked Sendable {
     package private(set) var isBroken = false
     /// The server's ID of this connection, when asked for at connect.
     package private(set) var clientID: Int?
+    /// When the connection was last put back idle in a pool, on the
+    /// monotonic clock.
+    package var idleSince: UInt64 = 0
     private let limits = RESPLimits()
     // Whether a wait for a reply is one receive that blocks (Linux), not a
     // `poll` and then a receive: a system call fewer per command.
@@ -195,6 +198,19 @@ package final class RedisConnection: @unchecked Sendable {
     /// Shuts the socket down, so whoever waits on it wakes; the owner still closes it.
     package func shutDown() {
         SystemCalls.shutdownStream(socket)
+    }
+
+    /// Whether an idle connection is still open: a receive that does not
+    /// wait finds nothing. A server that died or timed the connection out
+    /// closed it, and a command written to it now would fail with "may or
+    /// may not have run" though it never could have.
+    package func isOpenWhileIdle() -> Bool {
+        guard !isBroken, consumed == input.count else { return false }
+        do throws(TypedNotificationError) {
+            return try fill() == 0
+        } catch {
+            return false
+        }
     }
 
     /// The next complete reply already read, if any.

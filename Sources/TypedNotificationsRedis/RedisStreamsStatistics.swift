@@ -6,6 +6,11 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     public var posted: Int
     /// Posts refused or not acknowledged (server unreachable, error reply).
     public var failedPosts: Int
+    /// Posts stored by the master that fewer replicas than
+    /// ``RedisStreamsConfiguration/acknowledgement`` asks for confirmed in
+    /// time; counted in ``posted`` too, and failed with
+    /// ``TypedNotifications/TypedNotificationError/Code/notReplicated``.
+    public var unconfirmedPosts: Int
     /// Entries read and passed to the center.
     public var delivered: Int
     /// Entries that are no valid envelope of their stream's name, skipped
@@ -15,6 +20,10 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     public var acknowledged: Int
     /// Connections made again after one broke.
     public var reconnects: Int
+    /// Tries to connect a reader again that failed (its node unreachable,
+    /// down, or not yet replaced by a promoted replica); see
+    /// ``RedisStreamsTransport/readerErrors``.
+    public var failedReconnects: Int
     /// Redis Cluster redirections (`MOVED`, `ASK`) followed: commands sent
     /// again to the node that owns, or is importing, their name's slot.
     public var redirections: Int
@@ -22,13 +31,21 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     /// or ``RedisStreamsConfiguration/maximumAge``) after a reader's position
     /// before it read them, each reported as missed.
     public var trimmedUnread: Int
+    /// Entries a stream lost going backwards, as its readers saw it: its
+    /// count of entries ever added went down between two reads (a failover
+    /// to a replica that did not have them yet, or the stream deleted and
+    /// made again). Not reported as missed: which of them a reader had read
+    /// cannot be known; posts that must survive a failover wait for their
+    /// replicas (``RedisStreamsConfiguration/acknowledgement``).
+    public var rewoundEntries: Int
 }
 
 extension RedisStreamsStatistics: CountedStatistics {
     /// Each count, a slot of the live ``Counters``.
     package enum Count: Int, CaseIterable, Sendable {
-        case posted, failedPosts, delivered, corruptEntriesSkipped, acknowledged, reconnects, redirections,
-            trimmedUnread
+        case posted, failedPosts, unconfirmedPosts, delivered, corruptEntriesSkipped, acknowledged, reconnects,
+            failedReconnects,
+            redirections, trimmedUnread, rewoundEntries
     }
 
     /// A snapshot of `count(c)` for every count `c`.
@@ -36,11 +53,14 @@ extension RedisStreamsStatistics: CountedStatistics {
         self.init(
             posted: count(.posted),
             failedPosts: count(.failedPosts),
+            unconfirmedPosts: count(.unconfirmedPosts),
             delivered: count(.delivered),
             corruptEntriesSkipped: count(.corruptEntriesSkipped),
             acknowledged: count(.acknowledged),
             reconnects: count(.reconnects),
+            failedReconnects: count(.failedReconnects),
             redirections: count(.redirections),
-            trimmedUnread: count(.trimmedUnread))
+            trimmedUnread: count(.trimmedUnread),
+            rewoundEntries: count(.rewoundEntries))
     }
 }

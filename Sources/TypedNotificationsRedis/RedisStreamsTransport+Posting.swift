@@ -13,7 +13,8 @@ extension RedisStreamsTransport {
     ///   been stored then: the message says), or
     ///   ``TypedNotifications/TypedNotificationError/Code/transportFailure`` for an error reply.
     public func send(_ message: TransportMessage) throws(TypedNotificationError) {
-        if let failure = send(batch: [message]).failure { throw failure }
+        let result = send(batch: [message])
+        if let failure = result.failure ?? result.undelivered.first?.error { throw failure }
     }
 
     /// Adds the envelopes to their streams in one pipelined write and waits
@@ -30,6 +31,11 @@ extension RedisStreamsTransport {
         commands.reserveCapacity(messages.count + 1)
         let now = SystemClock.monotonicNanoseconds()
         var trims: [NotificationName] = []
+        // `WAIT`, right after each post on its connection, when replicas must confirm.
+        var confirmation: [[UInt8]]?
+        if case .replicas(let count, let timeout) = configuration.acknowledgement {
+            confirmation = ["WAIT", String(count), String(timeout.clampedMilliseconds)].map { Array($0.utf8) }
+        }
         for message in messages {
             guard case .encoded(let encoded) = message.payload else {
                 result.failure = TypedNotificationError(
@@ -42,7 +48,7 @@ extension RedisStreamsTransport {
                 command += [Array("MAXLEN".utf8), [UInt8(ascii: "~")], Array(String(maximumLength).utf8)]
             }
             command += [[UInt8(ascii: "*")], [UInt8(ascii: "e")], Array(encoded.envelope)]
-            commands.append(RoutedCommand(key: key, command))
+            commands.append(RoutedCommand(key: key, command, trailer: confirmation))
             if configuration.maximumAge != nil, !trims.contains(message.name) { trims.append(message.name) }
         }
         let posts = commands.count
@@ -61,14 +67,19 @@ extension RedisStreamsTransport {
             }
         }
         guard posts > 0 else { return result }
-        let routed = run(commands)
-        for reply in routed.replies.prefix(posts) {
+        let wait = configuration.failoverWait
+        let routed = run(commands, failoverDeadline: wait > .zero ? now &+ wait.clampedNanoseconds : nil)
+        let waited = routed.waitedForFailover ? " after waiting \(wait) for a failover (failoverWait)" : ""
+        for (reply, confirmed) in zip(routed.replies.prefix(posts), routed.trailers) {
             if case .error(let text) = reply {
+                let unavailable = ClusterRouter.isRefusedForNow(text)
                 result.failure = TypedNotificationError(
-                    code: text.hasPrefix("NOPERM") ? .authenticationFailed : .transportFailure,
-                    message: "Redis refused a post: \(text)")
+                    code: text.hasPrefix("NOPERM")
+                        ? .authenticationFailed : unavailable ? .unreachable : .transportFailure,
+                    message: "Redis refused a post: \(text)\(unavailable ? waited : "")")
                 break
             }
+            if let problem = unconfirmed(confirmed) { result.undelivered.append((result.sent, problem)) }
             result.sent += 1
         }
         if result.failure == nil, result.sent < posts, let failure = routed.failure {
@@ -80,17 +91,47 @@ extension RedisStreamsTransport {
                     message:
                         "\(failure.message); \(unsure) post\(unsure == 1 ? "" : "s") may or may not have been stored",
                     cause: failure)
-                : failure
+                : waited.isEmpty
+                    ? failure
+                    : TypedNotificationError(
+                        code: failure.code, message: "\(failure.message)\(waited): no master took over its slot",
+                        cause: failure)
         }
         counters.add(result.sent, to: .posted)
         counters.add(posts - result.sent, to: .failedPosts)
+        if !result.undelivered.isEmpty { counters.add(result.undelivered.count, to: .unconfirmedPosts) }
         return result
+    }
+
+    /// Why a stored post does not count as confirmed, given its `WAIT`
+    /// reply; `nil` when it does (or no confirmation was asked for).
+    private func unconfirmed(_ reply: RESPValue?) -> TypedNotificationError? {
+        guard case .replicas(let count, let timeout) = configuration.acknowledgement else { return nil }
+        let stored = "the post was stored by the master but"
+        let after = "it may be lost if the master fails over; it is not sent again"
+        switch reply {
+        case .integer(let confirmed) where confirmed >= Int64(count):
+            return nil
+        case .integer(let confirmed):
+            return TypedNotificationError(
+                code: .notReplicated,
+                message:
+                    "\(stored) \(confirmed) of the \(count) replicas asked for confirmed it within \(timeout); \(after)"
+            )
+        case .error(let text):
+            return TypedNotificationError(
+                code: .notReplicated, message: "\(stored) Redis refused to wait for its replicas (\(text)); \(after)")
+        default:
+            return TypedNotificationError(
+                code: .notReplicated, message: "\(stored) no replica confirmation came back; \(after)")
+        }
     }
 
     /// Runs commands on the nodes of their keys (the one server, unless it
     /// is a cluster) on pooled connections, following redirections.
-    func run(_ commands: [RoutedCommand]) -> RoutedReplies {
-        let routed = router.run(commands, connection: takeConnection(to:), release: putBack(_:))
+    func run(_ commands: [RoutedCommand], failoverDeadline: UInt64? = nil) -> RoutedReplies {
+        let routed = router.run(
+            commands, connection: takeConnection(to:), release: putBack(_:), failoverDeadline: failoverDeadline)
         if routed.redirections > 0 { counters.add(routed.redirections, to: .redirections) }
         return routed
     }
@@ -120,7 +161,9 @@ extension RedisStreamsTransport {
             }
             return nil
         }
-        if let taken { return taken }
+        // One idle a while is checked first (one receive that does not
+        // wait): its server may have died or closed it meanwhile.
+        if let taken, now &- taken.idleSince < Self.idleCheckNanoseconds || taken.isOpenWhileIdle() { return taken }
         do throws(TypedNotificationError) {
             let connection = try RedisConnection.connect(node, clientName: "tn-poster")
             state.withLock { $0.connectBackoff[node] = nil }
@@ -132,8 +175,15 @@ extension RedisStreamsTransport {
         }
     }
 
+    /// How long a pooled connection may have been idle before it is checked
+    /// for a close by its server before it is used (1 ms): posts in a burst
+    /// pay nothing, and a post after a pause learns of a dead node without
+    /// writing to it.
+    static var idleCheckNanoseconds: UInt64 { 1_000_000 }
+
     func putBack(_ connection: RedisConnection) {
         guard !connection.isBroken else { return }
+        connection.idleSince = SystemClock.monotonicNanoseconds()
         state.withLock { state in
             guard state.lifecycle.isOpen, state.idle[connection.options, default: []].count < 4 else { return }
             state.idle[connection.options, default: []].append(connection)

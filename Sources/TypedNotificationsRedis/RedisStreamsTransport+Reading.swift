@@ -55,6 +55,9 @@ extension RedisStreamsTransport {
             return [Array("ASKING".utf8)]
         case .streamInfo:
             return [Array("XINFO".utf8), Array("STREAM".utf8), reader.key]
+        case .lastKept(let id):
+            return [Array("XREVRANGE".utf8), reader.key, Array(id.description.utf8), [UInt8(ascii: "-")]]
+                + [Array("COUNT".utf8), [UInt8(ascii: "1")]]
         case .raiseCounter(let position, let entriesRead):
             return ["XGROUP", "SETID"].map { Array($0.utf8) } + [reader.key]
                 + [group, position.description, "ENTRIESREAD", String(entriesRead)].map { Array($0.utf8) }
@@ -152,6 +155,7 @@ extension RedisStreamsTransport {
     /// them first, then the group's counter raised past it, then the entries.
     func deliver(_ batch: StreamReaderStateMachine.Batch, of reader: StreamReader) {
         guard let receiver = reader.receiver else { return }
+        if batch.rewound > 0 { counters.add(batch.rewound, to: .rewoundEntries) }
         if batch.missed > 0 {
             counters.add(batch.missed, to: .trimmedUnread)
             receiver.missed(MissedNotifications(count: batch.missed, name: reader.name))
@@ -214,8 +218,18 @@ extension RedisStreamsTransport {
                 guard reader.adopt(connection) else { return }
                 reader.connection = connection
                 counters.add(to: .reconnects)
+                state.withLock { _ = $0.readerErrors.removeValue(forKey: reader.name) }
                 startReading(reader, receiver: receiver)
             } catch {
+                // Said, not kept silent: a statistic and the reader's error
+                // until it reads again. In a cluster, the slot map is asked
+                // for again: a node that died sends no `MOVED`, and its
+                // slots go to a replica the cluster promotes.
+                counters.add(to: .failedReconnects)
+                state.withLock { state in
+                    if state.readers[reader.name] === reader { state.readerErrors[reader.name] = error }
+                }
+                router.refresh(now: SystemClock.monotonicNanoseconds())
                 reconnect(reader)
             }
         }

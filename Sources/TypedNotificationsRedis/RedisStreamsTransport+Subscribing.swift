@@ -22,8 +22,19 @@ extension RedisStreamsTransport {
         } else {
             (start, accounted) = try startingPoint(of: key)
         }
-        let connection = try RedisConnection.connect(
-            router.options(forKey: key.utf8), clientName: "tn-reader", identifying: identity != nil)
+        let connection: RedisConnection
+        do throws(TypedNotificationError) {
+            connection = try RedisConnection.connect(
+                router.options(forKey: key.utf8), clientName: "tn-reader", identifying: identity != nil)
+        } catch {
+            // A node that died since the slot map was read: once more, on
+            // the node the cluster names now.
+            guard error.code == .unreachable, router.refresh(now: SystemClock.monotonicNanoseconds()) else {
+                throw error
+            }
+            connection = try RedisConnection.connect(
+                router.options(forKey: key.utf8), clientName: "tn-reader", identifying: identity != nil)
+        }
         let reader = StreamReader(
             name: name, key: Array(key.utf8), connection: connection,
             machine: StreamReaderStateMachine(
@@ -50,7 +61,10 @@ extension RedisStreamsTransport {
     /// most the connect and command timeouts): an entry posted after that
     /// is left for the identity's next subscription, as a first delivery.
     public func unsubscribe(from name: NotificationName) {
-        let reader = state.withLock { $0.readers.removeValue(forKey: name) }
+        let reader = state.withLock { state in
+            state.readerErrors[name] = nil
+            return state.readers.removeValue(forKey: name)
+        }
         guard let reader else { return }
         endReads(of: reader)
         loop.execute { reader.cancel() }

@@ -19,11 +19,13 @@ import Synchronization
 ///   never delivered.
 /// - Posts: a post returns once Redis acknowledged its `XADD`. Posts that
 ///   queue up behind one in progress go out pipelined, in one write. While
-///   the server is unreachable, a post fails at once with
+///   a standalone server is unreachable, a post fails at once with
 ///   ``TypedNotifications/TypedNotificationError/Code/unreachable``: nothing is buffered, the
 ///   caller decides. After a failed connection attempt, further posts fail
 ///   without trying for a backoff (50 ms, doubling to 2 s); the first post
-///   after it tries again.
+///   after it tries again. In a cluster, a post whose slot has no reachable
+///   master waits up to ``RedisStreamsConfiguration/failoverWait`` for one
+///   (see below).
 /// - Registration is immediate: `subscribe` records the stream's last ID
 ///   before it returns, and the reader reads every entry after it.
 /// - A plain observer reads with `XREAD` from there; a durable `identity`
@@ -71,6 +73,15 @@ import Synchronization
 ///   ends (at most ``RedisStreamsConfiguration/blockTimeout``); once the
 ///   slot is moved, the server redirects it. Redirections are counted in
 ///   ``RedisStreamsStatistics/redirections``.
+/// - Failover: a master that dies sends no `MOVED`. Whoever cannot reach a
+///   slot's node asks the cluster for its slot map again, the URL's node
+///   first, then every node, master or replica, a slot map named, so the
+///   replica the cluster promotes is found even when the URL names the node
+///   that died. Readers keep trying, with backoff to 2 s, and resume where
+///   they stood (a plain reader after its last entry ID, a durable identity
+///   through its group); while they cannot, ``readerErrors`` says why and
+///   ``RedisStreamsStatistics/failedReconnects`` counts the tries. A post
+///   waits for the election up to ``RedisStreamsConfiguration/failoverWait``.
 public final class RedisStreamsTransport: KeepsLatest {
     /// The server and how to log in.
     public let options: RedisConnectionOptions
@@ -131,12 +142,14 @@ public final class RedisStreamsTransport: KeepsLatest {
                 message: "key prefix \(TypedNotificationError.quote(configuration.keyPrefix)) \(problem)")
         }
         guard (configuration.maximumLength ?? 1) >= 1, (1...100_000).contains(configuration.readBatchSize),
-            configuration.blockTimeout >= .milliseconds(10), (configuration.maximumAge ?? .seconds(1)) >= .seconds(1)
+            configuration.blockTimeout >= .milliseconds(10), (configuration.maximumAge ?? .seconds(1)) >= .seconds(1),
+            configuration.failoverWait >= .zero, configuration.acknowledgement.isValid
         else {
             throw TypedNotificationError(
                 code: .invalidConfiguration,
                 message: "Redis streams configuration out of range: maximumLength ≥ 1, readBatchSize 1-100000, "
-                    + "blockTimeout ≥ 10 ms, maximumAge ≥ 1 s")
+                    + "blockTimeout ≥ 10 ms, maximumAge ≥ 1 s, failoverWait ≥ 0, "
+                    + "acknowledgement replicas 1-1000 within at least 1 ms")
         }
         self.options = options
         self.identity = identity
@@ -165,6 +178,16 @@ public final class RedisStreamsTransport: KeepsLatest {
 
     /// Counters since the transport was created.
     public var statistics: RedisStreamsStatistics { counters.snapshot }
+
+    /// The names whose reader cannot reach Redis now, each with the last
+    /// error: the reader keeps trying (with backoff, to 2 s between tries;
+    /// in a cluster, asking every node it knows for the slot's master) and
+    /// reads from where it stood once it reaches it, when its entry here is
+    /// removed. Empty while every reader reads. Each failed try is counted
+    /// in ``RedisStreamsStatistics/failedReconnects``.
+    public var readerErrors: [NotificationName: TypedNotificationError] {
+        state.withLock { $0.readerErrors }
+    }
 
     /// Redis streams carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
@@ -300,4 +323,7 @@ struct RedisTransportState {
     var readers: [NotificationName: StreamReader] = [:]
     var connectBackoff: [RedisConnectionOptions: ConnectBackoff] = [:]
     var nextTrim: [NotificationName: UInt64] = [:]
+    /// Per subscribed name whose reader cannot reach its node now, the last
+    /// error; removed once it reads again.
+    var readerErrors: [NotificationName: TypedNotificationError] = [:]
 }

@@ -28,6 +28,12 @@ struct StreamReaderStateMachine {
         /// `XGROUP SETID … ENTRIESREAD`: the group's counter raised past the
         /// entries counted as trimmed, so a later run is not told again.
         case raiseCounter(position: StreamEntryID, entriesRead: Int)
+        /// `XREVRANGE key <id> - COUNT 1`: the newest entry at or before the
+        /// reader's last one, asked once after each new connection. When it
+        /// is older than the last one read while older entries remain, the
+        /// stream lost entries it had (a failover to a replica that lacked
+        /// them), though new posts since may hide it from the counters.
+        case lastKept(atOrBefore: StreamEntryID)
         /// The read: `XREAD` after an ID, `XREADGROUP` of pending entries
         /// after an ID, or `XREADGROUP` of new ones (`>`).
         case read(Position)
@@ -38,6 +44,7 @@ struct StreamReaderStateMachine {
         case asking
         case streamInfo
         case raiseCounter
+        case lastKept
         case read
     }
 
@@ -60,6 +67,12 @@ struct StreamReaderStateMachine {
         /// Entries trimmed after the reader's position before it read them:
         /// reported as missed before the entries.
         var missed = 0
+        /// Entries the stream lost since the reader's last read without a
+        /// trim: its counter of entries ever added went down (a failover to
+        /// a replica that did not have them, or the stream deleted and made
+        /// again). Counted, never reported as missed: which of them this
+        /// reader had read cannot be known.
+        var rewound = 0
         /// Raise the group's counter to this, and wait for Redis to take it,
         /// before the entries are handed out (see ``counterRaised()``).
         var raiseCounter: Command?
@@ -69,7 +82,7 @@ struct StreamReaderStateMachine {
         var isRedelivery = false
 
         static func == (left: Batch, right: Batch) -> Bool {
-            left.missed == right.missed && left.raiseCounter == right.raiseCounter
+            left.missed == right.missed && left.rewound == right.rewound && left.raiseCounter == right.raiseCounter
                 && left.isRedelivery == right.isRedelivery && left.entries.map(\.0) == right.entries.map(\.0)
         }
     }
@@ -84,9 +97,34 @@ struct StreamReaderStateMachine {
     /// for a durable identity. Trimming that removed more than this removed
     /// entries the reader never read. `nil` until known.
     private(set) var accounted: Int?
-    /// How many entries the stream had lost to trimming (entries-added minus
-    /// length) just before the read now waiting; `nil` when not known.
-    private var removedBeforeRead: Int?
+    /// The stream's counters just before the read now waiting; `nil` when
+    /// not known.
+    private var snapshotBeforeRead: StreamSnapshot?
+    /// The most entries the stream was ever seen to have had added: a later
+    /// snapshot with fewer means the stream went backwards.
+    private(set) var highestAdded: Int?
+    /// The group position and count last recorded in Redis with
+    /// `XGROUP SETID … ENTRIESREAD`, so the group's counter survives a
+    /// failover (replicas do not keep what `XREADGROUP` counts).
+    private(set) var recorded: (position: StreamEntryID, entriesRead: Int)?
+    /// A `>` read was in flight when the connection was lost: Redis may
+    /// have handed it entries this reader never saw, so the group's
+    /// position is not known to be ``groupPosition`` until the pending
+    /// entries were read again.
+    private(set) var positionUncertain = false
+    /// The next read asks whether the reader's last entry is still there:
+    /// set by every new connection.
+    private var checksKept = false
+    /// The answer to that, for the read now waiting: the last entry the
+    /// reader read, and the newest the stream still has at or before it
+    /// (`nil`: none).
+    private var keptBeforeRead: (last: StreamEntryID, kept: StreamEntryID?)?
+    /// The count (``accounted``) just after each of the newest entries read,
+    /// the oldest first: what the count was where a stream that went back
+    /// now ends. At most ``recentCountLimit``.
+    private var recentCounts: [(id: StreamEntryID, accounted: Int)] = []
+    /// How many entries' counts are kept: more than a replica lags its master by.
+    static let recentCountLimit = 4_096
     /// The newest entry the group handed this reader with `>`: the group's position.
     private(set) var groupPosition: StreamEntryID?
     /// The group's entries-read in Redis is below ``accounted`` (trimmed
@@ -127,14 +165,23 @@ struct StreamReaderStateMachine {
         if case .pendingAfter = position {
         } else {
             add(.streamInfo, .streamInfo)
+            if checksKept, lastRead != .zero { add(.lastKept(atOrBefore: lastRead), .lastKept) }
         }
-        if let raise = dueCounterRaise() {
+        if let raise = dueCounterRaise() ?? dueCounterRecord() {
             add(raise, .raiseCounter)
             groupCounterBehind = false
+            if case .raiseCounter(let position, let entriesRead) = raise { recorded = (position, entriesRead) }
         }
         add(.read(position), .read)
         awaitingReply = true
         return commands
+    }
+
+    /// The last entry this reader read: where a plain reader stands, the
+    /// newest a durable one was handed.
+    private var lastRead: StreamEntryID {
+        if case .after(let id) = position { return id }
+        return lastDelivered
     }
 
     /// The counter raise due now, if any.
@@ -143,9 +190,23 @@ struct StreamReaderStateMachine {
         return .raiseCounter(position: groupPosition, entriesRead: accounted)
     }
 
+    /// The group's position and count to record in Redis with the next read
+    /// of new entries, when they changed since last recorded: each read
+    /// keeps the count that replicas would otherwise lose up to date, one
+    /// command more in the read's pipeline. Only where the group's position
+    /// is known to be ``groupPosition``: this reader is the group's only
+    /// consumer and read every reply since its last `>` read.
+    private func dueCounterRecord() -> Command? {
+        guard isDurable, !positionUncertain, case .new = position, let groupPosition, let accounted,
+            recorded?.position != groupPosition || recorded?.entriesRead != accounted
+        else { return nil }
+        return .raiseCounter(position: groupPosition, entriesRead: accounted)
+    }
+
     /// Redis took the raise of the batch that asked for it.
     mutating func counterRaised() {
         groupCounterBehind = false
+        if let groupPosition, let accounted { recorded = (groupPosition, accounted) }
     }
 
     // MARK: Replies
@@ -156,8 +217,15 @@ struct StreamReaderStateMachine {
         switch expected.isEmpty ? .read : expected.removeFirst() {
         case .asking, .raiseCounter:
             return .none
+        case .lastKept:
+            checksKept = false
+            // `XREVRANGE` answers with entries alone, not per stream.
+            if case .array = reply {
+                keptBeforeRead = (lastRead, Self.entries(in: .array([.array([.bulkString([]), reply])])).first?.0)
+            }
+            return .none
         case .streamInfo:
-            removedBeforeRead = StreamSnapshot(reply)?.removed
+            snapshotBeforeRead = StreamSnapshot(reply)
             return .none
         case .read:
             break
@@ -192,10 +260,21 @@ struct StreamReaderStateMachine {
         var batch = Batch()
         batch.entries = Self.entries(in: reply)
         if case .pendingAfter = position {
+            // Pending entries past the group's known position were handed to
+            // a read whose reply was lost: the group counted them.
+            if positionUncertain, let known = groupPosition, let counted = accounted {
+                let beyond = batch.entries.filter { $0.0 > known }
+                accounted = counted + beyond.count
+                groupPosition = beyond.last?.0 ?? known
+            }
             // Every pending entry was delivered again: now the new ones.
-            if batch.entries.isEmpty { position = .new }
+            if batch.entries.isEmpty {
+                position = .new
+                positionUncertain = false
+            }
         } else {
-            batch.missed = countTrimmed(before: batch.entries.count)
+            (batch.missed, batch.rewound) = countTrimmed(before: batch.entries.count)
+            if let counted = accounted { remember(batch.entries.map(\.0), endingAt: counted) }
             if case .new = position, let last = batch.entries.last?.0 { groupPosition = last }
             batch.raiseCounter = dueCounterRaise()
         }
@@ -211,23 +290,62 @@ struct StreamReaderStateMachine {
         return batch
     }
 
-    /// The entries trimmed after the reader's position before it read them,
-    /// with the count moved past them and the `read` entries of this reply
-    /// (which start at the first entry left).
-    private mutating func countTrimmed(before read: Int) -> Int {
-        let removed = removedBeforeRead
-        removedBeforeRead = nil
-        guard let removed else {
-            // No counters with this read (an error reply to XINFO): count on.
-            if let accounted { self.accounted = accounted + read }
-            return 0
+    /// Keeps the count just after each of `ids`, read in order, the last
+    /// one's being `count`: the newest ``recentCountLimit`` of them.
+    private mutating func remember(_ ids: [StreamEntryID], endingAt count: Int) {
+        guard !ids.isEmpty else { return }
+        let kept = ids.suffix(Self.recentCountLimit)
+        let first = count - kept.count + 1
+        recentCounts += kept.enumerated().map { (id: $0.element, accounted: first + $0.offset) }
+        if recentCounts.count > Self.recentCountLimit * 2 {
+            recentCounts.removeFirst(recentCounts.count - Self.recentCountLimit)
         }
+    }
+
+    /// The entries trimmed after the reader's position before it read them,
+    /// and those the stream lost going backwards, with the count moved past
+    /// them and the `read` entries of this reply (which start at the first
+    /// entry left).
+    private mutating func countTrimmed(before read: Int) -> (trimmed: Int, rewound: Int) {
+        let snapshot = snapshotBeforeRead
+        snapshotBeforeRead = nil
+        guard let snapshot else {
+            // No counters with this read (an error reply to XINFO): count on.
+            keptBeforeRead = nil
+            if let accounted { self.accounted = accounted + read }
+            return (0, 0)
+        }
+        var rewound = 0
+        if let (last, kept) = keptBeforeRead, let kept, kept < last, let counted = accounted {
+            // The reader's last entry is gone while older ones remain: the
+            // stream went back to `kept`. Where it ends now, the count was
+            // what it was just after `kept`, if that is recent enough to be
+            // known; else at most what the stream counts now.
+            let countAtKept = recentCounts.last { $0.id == kept }?.accounted ?? min(counted, snapshot.added)
+            if countAtKept < counted {
+                rewound = counted - countAtKept
+                accounted = countAtKept
+                if isDurable { groupCounterBehind = true }
+            }
+        } else if let highestAdded, snapshot.added < highestAdded {
+            // The stream went backwards. What it holds now is a prefix of
+            // what it held (a replica lags its master), so where the reader
+            // stands it has at most every entry it has: count from there.
+            rewound = highestAdded - snapshot.added
+            if let counted = accounted, counted > snapshot.added {
+                accounted = snapshot.added
+                if isDurable { groupCounterBehind = true }
+            }
+        }
+        keptBeforeRead = nil
+        highestAdded = rewound > 0 ? snapshot.added : max(highestAdded ?? 0, snapshot.added)
+        let removed = snapshot.removed
         let counted = accounted ?? removed
         let trimmed = removed - counted
         accounted = max(counted, removed) + read
-        guard trimmed > 0 else { return 0 }
+        guard trimmed > 0 else { return (0, rewound) }
         if isDurable { groupCounterBehind = true }
-        return trimmed
+        return (trimmed, rewound)
     }
 
     /// The `(id, fields)` of each entry of a read reply; fields are `nil` for
@@ -259,8 +377,15 @@ struct StreamReaderStateMachine {
     /// unanswered too long): the replies it owed will not come. A durable
     /// reader reads again what it was handed and has not acknowledged.
     mutating func connectionLost() {
+        if awaitingReply, case .new = position, expected.contains(.read) { positionUncertain = true }
+        // The first read on the next connection records the group's count
+        // again (the node may be a promoted replica that lacks it) and asks
+        // whether the reader's last entry is still there.
+        recorded = nil
+        checksKept = true
         expected.removeAll()
-        removedBeforeRead = nil
+        snapshotBeforeRead = nil
+        keptBeforeRead = nil
         awaitingReply = false
         if case .new = position { position = .pendingAfter(lastDelivered) }
     }

@@ -259,7 +259,12 @@ struct RedisClusterTests {
         var killedPlain = try observer.deliveries(of: ReshardPing.self, named: onKilled).makeAsyncIterator()
         var killedKept = try durable.deliveries(of: ReshardPing.self, named: onKilled).makeAsyncIterator()
         var living = try observer.deliveries(of: ReshardPing.self, named: onLiving).makeAsyncIterator()
-        let poster = try clusterHub(cluster, node: 1, endpoint: "poster")
+        // Without replicas no one takes over: posts fail at once, not after
+        // waiting for an election.
+        let poster = try NotificationHub(
+            endpoint: "poster",
+            transport: RedisStreamsTransport(
+                url: cluster.url(node: 1), configuration: RedisStreamsConfiguration(failoverWait: .zero)))
         defer { poster.close() }
         func receive(_ index: Int, on iterator: inout DeliverySequence<ReshardPing>.AsyncIterator) async throws {
             let delivered = try #require(await iterator.next())

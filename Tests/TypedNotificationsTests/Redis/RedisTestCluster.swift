@@ -5,11 +5,14 @@ import TypedNotifications
 @testable import TypedNotificationsRedis
 
 /// A Redis Cluster of a test's own: three `redis-server --cluster-enabled
-/// yes` masters, each a ``RedisTestServer`` (free loopback ports, a
-/// temporary directory, append-only persistence), joined with `redis-cli
-/// --cluster create … --cluster-yes`; stopped when the test lets go of it.
+/// yes` masters, and with `replicas: 1` a replica of each, every node a
+/// ``RedisTestServer`` (free loopback ports, a temporary directory,
+/// append-only persistence), joined with `redis-cli --cluster create …
+/// --cluster-yes`; stopped when the test lets go of it.
 final class RedisTestCluster: Sendable {
     let nodes: [RedisTestServer]
+    /// The nodes not killed by ``kill(node:)``.
+    private let living: Locked<Set<Int>>
 
     /// Where `redis-cli` is, if installed.
     static let cli: String? = [
@@ -27,37 +30,96 @@ final class RedisTestCluster: Sendable {
     static let skipReason: Comment =
         "redis-server or redis-cli is not installed (apt-get install redis-server redis-tools); TYPED_NOTIFICATIONS_REQUIRE_REDIS=1 makes this a failure"
 
-    /// Starts three masters, makes them one cluster with the 16,384 slots
-    /// split in three (node 0 owns 0-5460), and returns once every node
-    /// says the cluster is ok. `arguments` go to every node.
-    init(arguments: [String] = []) async throws {
+    /// Starts three masters (and `replicas` replicas of each), makes them
+    /// one cluster with the 16,384 slots split in three, and returns once
+    /// every node says the cluster is ok and every replica is in sync.
+    /// `nodeTimeout` is `cluster-node-timeout` in milliseconds: how long a
+    /// master must be silent before it is failed over. `arguments` go to
+    /// every node.
+    init(replicas: Int = 0, nodeTimeout: Int = 5000, arguments: [String] = []) async throws {
         var nodes: [RedisTestServer] = []
-        for _ in 0..<3 {
+        for _ in 0..<(3 * (1 + replicas)) {
             nodes.append(
                 try await RedisTestServer(
                     arguments: [
                         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
-                        "5000",
+                        "\(nodeTimeout)",
                     ] + arguments,
                     clusterBus: true))
         }
         self.nodes = nodes
+        living = Locked(Set(nodes.indices))
         try await Self.runCLI(
             ["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" } + [
-                "--cluster-replicas", "0", "--cluster-yes",
+                "--cluster-replicas", "\(replicas)", "--cluster-yes",
             ])
         try await waitUntilSettled()
     }
 
-    /// Returns once every node says the cluster is ok (`CLUSTER INFO`).
+    /// The nodes not killed.
+    var livingNodes: [Int] { living.withLock { $0 }.sorted() }
+
+    /// Returns once every living node says the cluster is ok (`CLUSTER
+    /// INFO`), agrees on who owns every slot, and every living replica's
+    /// link to its master is up.
     func waitUntilSettled() async throws {
         let settled = await waitUntil {
-            nodes.allSatisfy { node in
-                guard case .bulkString(let info?) = try? node.command("CLUSTER", "INFO") else { return false }
-                return String(decoding: info, as: UTF8.self).contains("cluster_state:ok")
+            let living = livingNodes
+            var maps: Set<[Int]> = []
+            for index in living {
+                guard case .bulkString(let info?) = try? nodes[index].command("CLUSTER", "INFO"),
+                    String(decoding: info, as: UTF8.self).contains("cluster_state:ok"),
+                    case .bulkString(let replication?) = try? nodes[index].command("INFO", "replication")
+                else { return false }
+                let text = String(decoding: replication, as: UTF8.self)
+                if text.contains("role:slave") && !text.contains("master_link_status:up") { return false }
+                guard let owners = try? owners(asSeenBy: index) else { return false }
+                maps.insert(owners)
             }
+            return maps.count == 1
         }
         guard settled else { throw RedisTestFailure("the cluster did not reach cluster_state:ok") }
+    }
+
+    /// Each range's first and last slot and its master's port, as node
+    /// `index` sees them, in slot order.
+    private func owners(asSeenBy index: Int) throws -> [Int] {
+        guard case .array(let ranges?) = try nodes[index].command("CLUSTER", "SLOTS") else {
+            throw RedisTestFailure("CLUSTER SLOTS")
+        }
+        return ranges.compactMap { range -> [Int]? in
+            guard case .array(let range?) = range, case .integer(let first) = range[0],
+                case .integer(let last) = range[1], case .array(let master?) = range[2],
+                case .integer(let port) = master[1]
+            else { return nil }
+            return [Int(first), Int(last), Int(port)]
+        }.sorted { $0[0] < $1[0] }.flatMap { $0 }
+    }
+
+    /// Kills node `index` with SIGKILL and waits for it to be gone.
+    func kill(node index: Int) async {
+        await nodes[index].kill()
+        living.withLock { _ = $0.remove(index) }
+    }
+
+    /// Restarts node `index` from its append-only file, on its ports.
+    func restart(node index: Int) async throws {
+        try await nodes[index].start()
+        living.withLock { _ = $0.insert(index) }
+    }
+
+    /// The replica of master `index`, as the master says (`CLUSTER REPLICAS`).
+    func replica(of index: Int) throws -> Int? {
+        guard case .array(let lines?) = try nodes[index].command("CLUSTER", "REPLICAS", try id(of: index)) else {
+            throw RedisTestFailure("CLUSTER REPLICAS")
+        }
+        for case .bulkString(let line?) in lines {
+            let words = String(decoding: line, as: UTF8.self).split(separator: " ")
+            guard words.count > 1 else { continue }
+            let port = words[1].split(separator: ":").last.flatMap { Int($0.split(separator: "@")[0]) }
+            if let replica = nodes.firstIndex(where: { $0.port == port }) { return replica }
+        }
+        return nil
     }
 
     /// The URL of node `index`.
@@ -73,22 +135,21 @@ final class RedisTestCluster: Sendable {
 
     /// The server's slot of `key` (`CLUSTER KEYSLOT`).
     func slot(of key: String) throws -> Int {
-        guard case .integer(let slot) = try nodes[0].command("CLUSTER", "KEYSLOT", key) else {
+        guard let asked = livingNodes.first,
+            case .integer(let slot) = try nodes[asked].command("CLUSTER", "KEYSLOT", key)
+        else {
             throw RedisTestFailure("CLUSTER KEYSLOT \(key)")
         }
         return Int(slot)
     }
 
-    /// Which node owns `slot`, as node 0's `CLUSTER SLOTS` says.
+    /// Which node owns `slot`, as the first living node's `CLUSTER SLOTS` says.
     func owner(ofSlot slot: Int) throws -> Int? {
-        guard case .array(let ranges?) = try nodes[0].command("CLUSTER", "SLOTS") else {
-            throw RedisTestFailure("CLUSTER SLOTS")
-        }
-        for case .array(let range?) in ranges {
-            guard case .integer(let first) = range[0], case .integer(let last) = range[1],
-                first...last ~= Int64(slot), case .array(let master?) = range[2], case .integer(let port) = master[1]
-            else { continue }
-            return nodes.firstIndex { $0.port == Int(port) }
+        guard let asked = livingNodes.first else { return nil }
+        let owners = try owners(asSeenBy: asked)
+        for position in stride(from: 0, to: owners.count, by: 3)
+        where owners[position]...owners[position + 1] ~= slot {
+            return nodes.firstIndex { $0.port == owners[position + 2] }
         }
         return nil
     }

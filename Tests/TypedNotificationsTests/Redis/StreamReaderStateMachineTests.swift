@@ -150,7 +150,62 @@ struct StreamReaderStateMachineTests {
         let empty = try #require(Self.batch(machine.received(Self.read([]), host: "h")))
         #expect(empty.entries.isEmpty)
         #expect(machine.position == .new)
+        // Entry 4 came from the lost read: the group counted it. The first
+        // read on the new connection asks whether entry 4 is still there
+        // and records the group's position and count (the node may be a
+        // promoted replica, which does not keep what XREADGROUP counts).
+        #expect(
+            machine.nextRead() == [
+                .streamInfo, .lastKept(atOrBefore: Self.id(4)), .raiseCounter(position: Self.id(4), entriesRead: 4),
+                .read(.new),
+            ])
+    }
+
+    @Test("a durable reader records its group's position and count with each read that follows new entries, once")
+    func countRecordedWithReads() throws {
+        var machine = Machine(position: .new, accounted: 10, isDurable: true)
         #expect(machine.nextRead() == [.streamInfo, .read(.new)])
+        _ = Self.round(&machine, [Self.info(added: 12, length: 12), Self.read([Self.id(11), Self.id(12)])])
+        #expect(
+            machine.nextRead() == [
+                .streamInfo, .raiseCounter(position: Self.id(12), entriesRead: 12), .read(.new),
+            ])
+        // A read that timed out with nothing: nothing new to record.
+        _ = Self.round(&machine, [Self.info(added: 12, length: 12), .simpleString("OK"), .array(nil)])
+        #expect(machine.nextRead() == [.streamInfo, .read(.new)])
+    }
+
+    @Test(
+        "a plain reader whose last entry is gone after a reconnect while older ones remain: the stream went back, the count is what it was there, and a later trim is counted exactly"
+    )
+    func streamWentBack() throws {
+        var machine = Machine(position: .after(.zero), accounted: 0, isDurable: false)
+        _ = machine.nextRead()
+        _ = Self.round(&machine, [Self.info(added: 30, length: 30), Self.read((1...30).map { Self.id($0) })])
+        #expect(machine.accounted == 30)
+        machine.connectionLost()
+        // The new master has entries 1...20, and 10 new ones (31...40) posted
+        // since: its counter says 30, as before, but entry 30 is gone.
+        #expect(
+            machine.nextRead() == [.streamInfo, .lastKept(atOrBefore: Self.id(30)), .read(.after(Self.id(30)))])
+        let batch = try #require(
+            Self.batch(
+                Self.round(
+                    &machine,
+                    [
+                        Self.info(added: 30, length: 30),
+                        .array([.array([.bulkString(Array(Self.id(20).description.utf8)), .array([])])]),
+                        Self.read((31...40).map { Self.id($0) }),
+                    ])))
+        #expect(batch.rewound == 10 && batch.missed == 0)
+        #expect(machine.accounted == 30)
+        // Ten more (41...50), then a trim to the newest five: the five it had
+        // not read are counted as 5, not hidden by the 10 the stream lost.
+        _ = machine.nextRead()
+        let trimmed = try #require(
+            Self.batch(
+                Self.round(&machine, [Self.info(added: 40, length: 5), Self.read((46...50).map { Self.id($0) })])))
+        #expect(trimmed.missed == 5)
     }
 
     @Test("a group made again keeps the reader's own count when it counted further, not Redis's")
