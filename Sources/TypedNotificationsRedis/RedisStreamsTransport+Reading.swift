@@ -156,9 +156,9 @@ extension RedisStreamsTransport {
     func deliver(_ batch: StreamReaderStateMachine.Batch, of reader: StreamReader) {
         guard let receiver = reader.receiver else { return }
         if batch.rewound > 0 { counters.add(batch.rewound, to: .rewoundEntries) }
-        if batch.missed > 0 {
+        if batch.missed > 0 || !batch.missedIsExact {
             counters.add(batch.missed, to: .trimmedUnread)
-            receiver.missed(MissedNotifications(count: batch.missed, name: reader.name))
+            receiver.missed(MissedNotifications(count: batch.missed, name: reader.name, isExact: batch.missedIsExact))
         }
         if let raise = batch.raiseCounter { raiseGroupCounter(raise, of: reader) }
         for (id, fields) in batch.entries {

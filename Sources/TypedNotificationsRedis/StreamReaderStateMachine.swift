@@ -67,11 +67,15 @@ struct StreamReaderStateMachine {
         /// Entries trimmed after the reader's position before it read them:
         /// reported as missed before the entries.
         var missed = 0
-        /// Entries the stream lost since the reader's last read without a
-        /// trim: its counter of entries ever added went down (a failover to
-        /// a replica that did not have them, or the stream deleted and made
-        /// again). Counted, never reported as missed: which of them this
-        /// reader had read cannot be known.
+        /// Whether ``missed`` is the whole count; `false` where the reader
+        /// knows it may have lost entries it cannot count (see
+        /// `countTrimmed(before:)`): at least ``missed``.
+        var missedIsExact = true
+        /// Entries the stream lost going back, as far as the reader knew of
+        /// them (a failover to a replica that did not have them yet, or the
+        /// stream deleted and made again). Counted, not reported as missed:
+        /// those the reader had read it has; those it had not are reported
+        /// as an inexact count (see ``missedIsExact``).
         var rewound = 0
         /// Raise the group's counter to this, and wait for Redis to take it,
         /// before the entries are handed out (see ``counterRaised()``).
@@ -82,7 +86,8 @@ struct StreamReaderStateMachine {
         var isRedelivery = false
 
         static func == (left: Batch, right: Batch) -> Bool {
-            left.missed == right.missed && left.rewound == right.rewound && left.raiseCounter == right.raiseCounter
+            left.missed == right.missed && left.missedIsExact == right.missedIsExact && left.rewound == right.rewound
+                && left.raiseCounter == right.raiseCounter
                 && left.isRedelivery == right.isRedelivery && left.entries.map(\.0) == right.entries.map(\.0)
         }
     }
@@ -273,7 +278,7 @@ struct StreamReaderStateMachine {
                 positionUncertain = false
             }
         } else {
-            (batch.missed, batch.rewound) = countTrimmed(before: batch.entries.count)
+            (batch.missed, batch.rewound, batch.missedIsExact) = countTrimmed(before: batch.entries.count)
             if let counted = accounted { remember(batch.entries.map(\.0), endingAt: counted) }
             if case .new = position, let last = batch.entries.last?.0 { groupPosition = last }
             batch.raiseCounter = dueCounterRaise()
@@ -306,27 +311,39 @@ struct StreamReaderStateMachine {
     /// and those the stream lost going backwards, with the count moved past
     /// them and the `read` entries of this reply (which start at the first
     /// entry left).
-    private mutating func countTrimmed(before read: Int) -> (trimmed: Int, rewound: Int) {
+    ///
+    /// The count is exact but where it cannot be: a durable group whose
+    /// count Redis does not know (`entries-read` null) on a stream that lost
+    /// entries; a stream that went back further than the counts kept here;
+    /// and a stream that went back while the reader knew of entries it had
+    /// not read yet, some of which may be among those lost. Then the trim
+    /// is reported as at least what is known, possibly 0.
+    private mutating func countTrimmed(before read: Int) -> (trimmed: Int, rewound: Int, exact: Bool) {
         let snapshot = snapshotBeforeRead
         snapshotBeforeRead = nil
         guard let snapshot else {
             // No counters with this read (an error reply to XINFO): count on.
             keptBeforeRead = nil
             if let accounted { self.accounted = accounted + read }
-            return (0, 0)
+            return (0, 0, true)
         }
         var rewound = 0
+        var exact = true
+        // Entries the reader knew the stream had and had not read.
+        let unread = max(0, (highestAdded ?? 0) - (accounted ?? highestAdded ?? 0))
         if let (last, kept) = keptBeforeRead, let kept, kept < last, let counted = accounted {
             // The reader's last entry is gone while older ones remain: the
             // stream went back to `kept`. Where it ends now, the count was
             // what it was just after `kept`, if that is recent enough to be
             // known; else at most what the stream counts now.
-            let countAtKept = recentCounts.last { $0.id == kept }?.accounted ?? min(counted, snapshot.added)
+            let known = recentCounts.last { $0.id == kept }?.accounted
+            let countAtKept = known ?? min(counted, snapshot.added)
             if countAtKept < counted {
-                rewound = counted - countAtKept
+                rewound = max(counted, highestAdded ?? 0) - countAtKept
                 accounted = countAtKept
                 if isDurable { groupCounterBehind = true }
             }
+            exact = known != nil && unread == 0
         } else if let highestAdded, snapshot.added < highestAdded {
             // The stream went backwards. What it holds now is a prefix of
             // what it held (a replica lags its master), so where the reader
@@ -336,16 +353,18 @@ struct StreamReaderStateMachine {
                 accounted = snapshot.added
                 if isDurable { groupCounterBehind = true }
             }
+            exact = unread == 0
         }
         keptBeforeRead = nil
         highestAdded = rewound > 0 ? snapshot.added : max(highestAdded ?? 0, snapshot.added)
         let removed = snapshot.removed
+        if accounted == nil && isDurable && removed > 0 { exact = false }
         let counted = accounted ?? removed
         let trimmed = removed - counted
         accounted = max(counted, removed) + read
-        guard trimmed > 0 else { return (0, rewound) }
+        guard trimmed > 0 else { return (0, rewound, exact) }
         if isDurable { groupCounterBehind = true }
-        return (trimmed, rewound)
+        return (trimmed, rewound, exact)
     }
 
     /// The `(id, fields)` of each entry of a read reply; fields are `nil` for

@@ -26,7 +26,10 @@ func textLine(_ name: NotificationName, _ delivered: DeliveredNotification<RawNo
     let delivery = delivered.delivery
     var line =
         "\(isoTime(delivery.timestamp)) \(name) from \(delivery.sender.endpoint)(\(delivery.sender.processID)) #\(delivery.sequence)"
-    if delivery.missed > 0 { line += " missed=\(delivery.missed)" }
+    if delivery.missed > 0 || !delivery.missedIsExact {
+        // `N+`: at least N, how many more cannot be known.
+        line += " missed=\(delivery.missed)\(delivery.missedIsExact ? "" : "+")"
+    }
     if delivery.isRedelivery { line += " redelivery" }
     return line + " " + readablePayload(delivered.notification.bytes)
 }
@@ -45,6 +48,7 @@ func jsonLine(_ name: NotificationName, _ delivered: DeliveredNotification<RawNo
         "sequence": delivery.sequence,
         "missed": delivery.missed,
     ]
+    if !delivery.missedIsExact { object["missedExact"] = false }
     if delivery.isRedelivery { object["redelivery"] = true }
     let bytes = Data(delivered.notification.bytes)
     if !bytes.isEmpty, let json = try? JSONSerialization.jsonObject(with: bytes, options: [.fragmentsAllowed]) {

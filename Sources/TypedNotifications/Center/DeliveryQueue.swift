@@ -38,9 +38,9 @@ final class DeliveryQueue: Sendable {
     }
 
     /// Adds misses that no message carries (a poster's drop record) to the
-    /// next entry's missed count.
-    func noteMissed(_ count: Int) {
-        machine.withLock { $0.noteMissed(count) }
+    /// next entry's missed count; not `isExact`: at least `count`.
+    func noteMissed(_ count: Int, isExact: Bool) {
+        machine.withLock { $0.noteMissed(count, isExact: isExact) }
     }
 
     /// Whether a handler loop's slice of messages is waiting (see

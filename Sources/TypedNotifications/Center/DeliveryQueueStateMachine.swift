@@ -2,6 +2,9 @@
 struct DeliveryEntry<Element> {
     var element: Element
     var missedBefore: Int
+    /// Whether ``missedBefore`` is the whole count: `false` when a transport
+    /// reported a loss it could not count (then at least that many).
+    var missedIsExact = true
 }
 
 extension DeliveryEntry: Sendable where Element: Sendable {}
@@ -20,6 +23,7 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     private var isFinished = false
     // Misses not yet attached to an entry: they ride on the next accepted one.
     private var missedCarry = 0
+    private var carryIsExact = true
     private let limit: Int?
     private let keepsNewest: Bool
 
@@ -63,8 +67,10 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
 
     mutating func enqueue(_ element: Element, missedBefore: Int) -> EnqueueAction {
         guard !isFinished else { return .discarded }
-        var entry = Entry(element: element, missedBefore: missedBefore.addingSaturating(missedCarry))
+        var entry = Entry(
+            element: element, missedBefore: missedBefore.addingSaturating(missedCarry), missedIsExact: carryIsExact)
         missedCarry = 0
+        carryIsExact = true
         if let waiter {
             // A waiter exists only while the buffer is empty.
             self.waiter = nil
@@ -79,21 +85,28 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
             let lost = oldest.missedBefore.addingSaturating(1)
             if buffer.isEmpty {
                 entry.missedBefore = entry.missedBefore.addingSaturating(lost)
+                entry.missedIsExact = entry.missedIsExact && oldest.missedIsExact
             } else {
-                buffer.updateFirst { $0.missedBefore = $0.missedBefore.addingSaturating(lost) }
+                buffer.updateFirst {
+                    $0.missedBefore = $0.missedBefore.addingSaturating(lost)
+                    $0.missedIsExact = $0.missedIsExact && oldest.missedIsExact
+                }
             }
             buffer.append(entry)
             return .dropped(oldest.element)
         }
         missedCarry = entry.missedBefore.addingSaturating(1)
+        carryIsExact = entry.missedIsExact
         return .dropped(element)
     }
 
     /// Records misses that happened before any element arrived (a payload this
     /// observer could not decode, say): the next accepted element carries them.
-    mutating func noteMissed(_ count: Int) {
+    /// Not `isExact`: a loss that could not be counted, at least `count`.
+    mutating func noteMissed(_ count: Int, isExact: Bool = true) {
         guard !isFinished else { return }
         missedCarry = missedCarry.addingSaturating(count)
+        carryIsExact = carryIsExact && isExact
     }
 
     enum TakeAction {

@@ -396,9 +396,9 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     private func noteMissed(_ report: MissedNotifications) {
         let tracksGaps = tracksSequenceGaps
         let found = table.withLock { $0.missed(report, tracksGaps: tracksGaps) }
-        guard let found, found.missed > 0 else { return }
+        guard let found, found.missed > 0 || !report.isExact else { return }
         counters.addSaturating(found.missed, to: .sequenceGaps)
-        for observer in found.observers { observer.noteMissed(found.missed) }
+        for observer in found.observers { observer.noteMissed(found.missed, isExact: report.isExact) }
     }
 
     private func receive(_ message: TransportMessage) {

@@ -6,8 +6,9 @@ protocol ObservationSink: AnyObject, Sendable {
     /// Filters, decodes and queues one message. Never runs user code, never blocks.
     func offer(_ message: TransportMessage, gap: Int)
     /// Adds `count` notifications that will never arrive to the next
-    /// delivery's missed count. Never runs user code, never blocks.
-    func noteMissed(_ count: Int)
+    /// delivery's missed count; not `isExact`: a loss that could not be
+    /// counted, at least `count`. Never runs user code, never blocks.
+    func noteMissed(_ count: Int, isExact: Bool)
     /// Whether a slice of notifications waits in its buffer. Never blocks.
     var isBackedUp: Bool { get }
     /// How many more notifications its buffer takes before it drops one;
@@ -172,8 +173,8 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
         }
     }
 
-    func noteMissed(_ count: Int) {
-        queue.noteMissed(count)
+    func noteMissed(_ count: Int, isExact: Bool) {
+        queue.noteMissed(count, isExact: isExact)
     }
 }
 
@@ -183,6 +184,7 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
 /// Shared by async sequences and handler loops; holds only the running count.
 struct DeliveryDecoder<N: DarwinPayload>: Sendable {
     private var missed = 0
+    private var missedIsExact = true
 
     /// The entry as a delivery, or `nil` (counted as undecodable and as missed)
     /// when its payload is not an `N`.
@@ -194,8 +196,11 @@ struct DeliveryDecoder<N: DarwinPayload>: Sendable {
         -> DeliveredNotification<N>?
     {
         missed = missed.addingSaturating(entry.missedBefore)
+        missedIsExact = missedIsExact && entry.missedIsExact
         let message = entry.element
-        guard let delivered = DeliveredNotification<N>(decoding: message, missed: missed) else {
+        guard
+            let delivered = DeliveredNotification<N>(decoding: message, missed: missed, missedIsExact: missedIsExact)
+        else {
             metrics.add(to: .undecodable)
             missed = missed.addingSaturating(1)
             // Counted as missed: as handled as it will ever be.
@@ -203,6 +208,7 @@ struct DeliveryDecoder<N: DarwinPayload>: Sendable {
             return nil
         }
         missed = 0
+        missedIsExact = true
         return delivered
     }
 }
@@ -276,7 +282,7 @@ struct ObservationCursor<N: DarwinPayload> {
 extension DeliveredNotification {
     /// `message` as a `Notification` with its metadata, or `nil` when its
     /// payload does not decode as one.
-    package init?(decoding message: TransportMessage, missed: Int) {
+    package init?(decoding message: TransportMessage, missed: Int, missedIsExact: Bool = true) {
         guard let value = Notification.decoded(from: message.payload) else { return nil }
         self.init(
             notification: value,
@@ -285,7 +291,8 @@ extension DeliveredNotification {
                 sequence: message.sequence,
                 timestamp: message.timestamp,
                 missed: missed,
-                isRedelivery: message.isRedelivery
+                isRedelivery: message.isRedelivery,
+                missedIsExact: missedIsExact
             )
         )
     }

@@ -39,8 +39,15 @@ public struct NotificationDelivery: Hashable, Sendable {
     public var timestamp: NotificationTimestamp
     /// How many notifications this observer did not receive just before this
     /// one: those its full buffer dropped plus, across processes, any gap in the
-    /// sender's sequence numbers. Zero when nothing was missed.
+    /// sender's sequence numbers. Zero when nothing was missed. At least this
+    /// many when ``missedIsExact`` is `false`.
     public var missed: Int
+    /// Whether ``missed`` is the exact count. `false` only where a transport
+    /// knows notifications may have been lost but cannot count them (a
+    /// Redis consumer group whose count the server lost, see *Across
+    /// hosts*): then ``missed`` is what is known for sure, possibly 0.
+    /// `tnotify watch` prints it as `missed=N+`.
+    public var missedIsExact: Bool
     /// Whether this observer's durable identity may have handled this
     /// notification before: its process stopped (a crash, `kill -9`) after the
     /// notification was handed over and before it was known to be handled, so
@@ -54,13 +61,15 @@ public struct NotificationDelivery: Hashable, Sendable {
         sequence: UInt64,
         timestamp: NotificationTimestamp,
         missed: Int,
-        isRedelivery: Bool = false
+        isRedelivery: Bool = false,
+        missedIsExact: Bool = true
     ) {
         self.sender = sender
         self.sequence = sequence
         self.timestamp = timestamp
         self.missed = missed
         self.isRedelivery = isRedelivery
+        self.missedIsExact = missedIsExact
     }
 }
 

@@ -301,14 +301,23 @@ public struct MissedNotifications: Sendable, Hashable {
     /// ``sender``, it lets the center count each loss once: a later
     /// notification of that sender does not report the same gap again.
     public var lastSequence: UInt64?
+    /// Whether ``count`` is the exact number lost; `false` when some may have
+    /// been lost that could not be counted: at least ``count`` (possibly 0).
+    /// The next delivery's ``NotificationDelivery/missedIsExact`` says so.
+    public var isExact: Bool
 
     /// Creates a report of `count` lost notifications of `name`, from
-    /// `sender` up to `lastSequence` when those are known.
-    public init(count: Int, name: NotificationName, sender: NotificationSender? = nil, lastSequence: UInt64? = nil) {
+    /// `sender` up to `lastSequence` when those are known; not `isExact`:
+    /// at least `count`.
+    public init(
+        count: Int, name: NotificationName, sender: NotificationSender? = nil, lastSequence: UInt64? = nil,
+        isExact: Bool = true
+    ) {
         self.count = count
         self.name = name
         self.sender = sender
         self.lastSequence = lastSequence
+        self.isExact = isExact
     }
 }
 
@@ -406,7 +415,7 @@ public struct TransportReceiver: Sendable {
     /// report names the sender and its last lost sequence number, a later
     /// notification of that sender does not count the same gap again.
     public func missed(_ report: MissedNotifications) {
-        guard report.count > 0 else { return }
+        guard report.count > 0 || !report.isExact else { return }
         missedBody(report)
     }
 }

@@ -69,6 +69,26 @@ struct DeliveryQueueStateMachineTests {
         #expect(drain(&machine).map(\.1) == [5])
     }
 
+    @Test("a loss that could not be counted makes the next delivery's count a lower bound, through drops, once")
+    func inexactMissed() {
+        var machine = Machine(policy: .bufferingNewest(2))
+        machine.noteMissed(0, isExact: false)
+        _ = machine.enqueue(1, missedBefore: 0)
+        _ = machine.enqueue(2, missedBefore: 0)
+        // 1 is dropped: its head's inexact count moves to 2, with the drop.
+        _ = machine.enqueue(3, missedBefore: 0)
+        var batch: [Machine.Entry] = []
+        _ = machine.take(into: &batch, waiter: nil)
+        #expect(batch.map(\.element) == [2, 3])
+        #expect(batch.map(\.missedBefore) == [1, 0])
+        #expect(batch.map(\.missedIsExact) == [false, true])
+        // Only once: the next element's count is exact again.
+        _ = machine.enqueue(4, missedBefore: 0)
+        batch = []
+        _ = machine.take(into: &batch, waiter: nil)
+        #expect(batch.map(\.missedIsExact) == [true])
+    }
+
     @Test("a waiter is resumed directly with the next element")
     func waiterResumed() {
         var machine = Machine(policy: .unbounded)

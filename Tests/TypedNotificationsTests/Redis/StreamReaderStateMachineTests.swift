@@ -161,6 +161,35 @@ struct StreamReaderStateMachineTests {
             ])
     }
 
+    @Test(
+        "where no exact count exists the trim is reported as a lower bound: a group whose count Redis lost, a stream that went back under an unread backlog"
+    )
+    func inexactCounts() throws {
+        // A durable group whose entries-read Redis reports as null, on a
+        // stream that lost entries: how many after the group, unknown.
+        var durable = Machine(position: .new, accounted: nil, isDurable: true)
+        _ = durable.nextRead()
+        let unknown = try #require(
+            Self.batch(Self.round(&durable, [Self.info(added: 20, length: 5), Self.read([Self.id(16)])])))
+        #expect(unknown.missed == 0 && !unknown.missedIsExact)
+        // With nothing lost from the stream, nothing can have been missed.
+        var whole = Machine(position: .new, accounted: nil, isDurable: true)
+        _ = whole.nextRead()
+        let exact = try #require(
+            Self.batch(Self.round(&whole, [Self.info(added: 20, length: 20), Self.read([Self.id(1)])])))
+        #expect(exact.missed == 0 && exact.missedIsExact)
+
+        // A plain reader that read 10 of 30 (a backlog), then the stream went
+        // back to 12 entries: some of the 20 it had not read may be gone.
+        var plain = Machine(position: .after(.zero), accounted: 0, isDurable: false)
+        _ = plain.nextRead()
+        _ = Self.round(&plain, [Self.info(added: 30, length: 30), Self.read((1...10).map { Self.id($0) })])
+        _ = plain.nextRead()
+        let behind = try #require(
+            Self.batch(Self.round(&plain, [Self.info(added: 12, length: 12), Self.read([Self.id(11), Self.id(12)])])))
+        #expect(behind.rewound == 18 && !behind.missedIsExact)
+    }
+
     @Test("a durable reader records its group's position and count with each read that follows new entries, once")
     func countRecordedWithReads() throws {
         var machine = Machine(position: .new, accounted: 10, isDurable: true)
