@@ -122,6 +122,14 @@ enum AnyHub: Sendable {
     }
 
     /// Why a durable cursor could not be used, for the file transport.
+    /// The names whose reader cannot reach its server now, with why (Redis only).
+    var readerErrors: [NotificationName: TypedNotificationError] {
+        switch self {
+        case .socket, .file: [:]
+        case .redis(let hub): hub.transport.readerErrors
+        }
+    }
+
     func cursorProblem(for name: NotificationName) -> String? {
         switch self {
         case .socket, .redis: nil

@@ -44,6 +44,24 @@ struct TnotifyRedisTests {
     }
 
     @Test(
+        "watch says on stderr when its server cannot be reached and when it reads again, and misses nothing posted after"
+    )
+    func watchSaysWhenUnreachable() async throws {
+        let server = try await RedisTestServer()
+        let redis = ["--transport", "redis", "--url", server.url()]
+        let watcher = try HelperProcess(["watch", "app.outage"] + redis, executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        await server.kill()
+        #expect(await waitUntil { watcher.errors.values.contains { $0.contains("cannot read app.outage now") } })
+        try await server.start()
+        #expect(await waitUntil { watcher.errors.values.contains { $0.contains("reading app.outage again") } })
+        #expect(try await tnotify(["post", "app.outage", "--text", "back"] + redis).status == 0)
+        await watcher.waitForLine(startingWith: "", containing: " back")
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+    }
+
+    @Test(
         "watch --cursor resumes a durable identity: what was posted while it was stopped arrives once, nothing it printed comes again; ls shows how far behind it is"
     )
     func cursor() async throws {
