@@ -216,7 +216,8 @@ final class ClusterRouter: Sendable {
     /// a replica the cluster promoted is found. Does nothing outside a
     /// cluster, or within ``refreshInterval`` of the last time it asked;
     /// returns whether a node answered with a map. Each node is given the
-    /// connect and command timeouts; no lock is held meanwhile.
+    /// connect and command timeouts, at most 1 s each; no lock is held
+    /// meanwhile.
     @discardableResult
     func refresh(now: UInt64) -> Bool {
         guard isCluster else { return false }
@@ -228,7 +229,11 @@ final class ClusterRouter: Sendable {
         guard let candidates else { return false }
         var tried: [RedisConnectionOptions] = [seed]
         tried += candidates.map(options(for:)).filter { $0 != seed }
-        for node in tried {
+        for var node in tried {
+            // A live node answers in microseconds; one that takes
+            // connections but does not answer (a stopped process) costs 1 s.
+            node.connectTimeout = min(node.connectTimeout, .seconds(1))
+            node.commandTimeout = min(node.commandTimeout, .seconds(1))
             guard let connection = try? RedisConnection.connect(node, clientName: "tn-router") else { continue }
             // The connection closes when it goes out of scope.
             if (try? learn(slotsOf: connection)) == true { return true }

@@ -20,9 +20,10 @@ public struct RedisStreamsConfiguration: Sendable, Hashable {
     /// read goes unanswered this long plus the command timeout treats its
     /// connection as broken and reconnects, so a dead server is noticed.
     public var blockTimeout: Duration
-    /// How long a post in a Redis Cluster waits for its name's slot to have
-    /// a master again when its node cannot be reached or the cluster says it
-    /// is down (a master died and its replicas are electing one): the post
+    /// How long a post (or a subscribe) in a Redis Cluster waits for its
+    /// name's slot to have a master again when its node cannot be reached or
+    /// the cluster says it is down (a master died and its replicas are
+    /// electing one): the post
     /// asks the cluster for its slot map again and again, and goes to the
     /// promoted replica once there is one. Past this it fails with
     /// ``TypedNotifications/TypedNotificationError/Code/unreachable``, saying

@@ -68,7 +68,7 @@ extension RedisStreamsTransport {
         }
         guard posts > 0 else { return result }
         let wait = configuration.failoverWait
-        let routed = run(commands, failoverDeadline: wait > .zero ? now &+ wait.clampedNanoseconds : nil)
+        let routed = run(commands, failoverDeadline: failoverDeadline())
         let waited = routed.waitedForFailover ? " after waiting \(wait) for a failover (failoverWait)" : ""
         for (reply, confirmed) in zip(routed.replies.prefix(posts), routed.trailers) {
             if case .error(let text) = reply {

@@ -15,8 +15,8 @@ extension RedisStreamsTransport {
             guard let self, let reader else { return }
             readReplies(of: reader)
         }
-        if case .failure = registered {
-            reconnect(reader)
+        if case .failure(let error) = registered {
+            reconnect(reader, because: "could not watch its connection: \(error)")
             return
         }
         requestEntries(of: reader)
@@ -39,7 +39,7 @@ extension RedisStreamsTransport {
         do throws(TypedNotificationError) {
             try connection.flush()
         } catch {
-            reconnect(reader)
+            reconnect(reader, because: error.message)
             return
         }
         reader.requestedAt = SystemClock.monotonicNanoseconds()
@@ -105,8 +105,13 @@ extension RedisStreamsTransport {
         }
         guard let readers else { return }
         let now = SystemClock.monotonicNanoseconds()
-        for reader in readers where reader.machine.awaitingReply && now &- reader.requestedAt > patience {
-            reconnect(reader)
+        let stuck = readers.filter { $0.machine.awaitingReply && now &- $0.requestedAt > patience }
+        // A node that stopped answering may have been failed over: ask the
+        // cluster before connecting again (at most once a refresh interval).
+        if !stuck.isEmpty { router.refresh(now: now) }
+        for reader in stuck {
+            let node = reader.connection?.options.redactedDescription ?? "Redis"
+            reconnect(reader, because: "\(node) did not answer a read within \(patience / 1_000_000) ms")
         }
         loop.schedule(after: max(10_000_000, patience / 4)) { [weak self] in self?.watchReaders() }
     }
@@ -118,7 +123,7 @@ extension RedisStreamsTransport {
         do throws(TypedNotificationError) {
             replies = try connection.readAvailable()
         } catch {
-            reconnect(reader)
+            reconnect(reader, because: error.message)
             return
         }
         for reply in replies {
@@ -129,7 +134,7 @@ extension RedisStreamsTransport {
                 reader.backoff.reset()
                 deliver(batch, of: reader)
             case .reconnect:
-                reconnect(reader)
+                reconnect(reader, because: "\(connection.options.redactedDescription) could not serve a read now")
                 return
             case .redirect(let redirection):
                 router.learn(redirection)
@@ -189,11 +194,19 @@ extension RedisStreamsTransport {
     }
 
     /// Drops the reader's connection and makes a new one after a backoff
-    /// (at once after a redirection), on the loop.
-    func reconnect(_ reader: StreamReader, redirected: Bool = false) {
+    /// (at once after a redirection), on the loop. With a reason (the
+    /// connection failed, not a redirection), the reader's entry in
+    /// ``readerErrors`` says so at once, until it reads again.
+    func reconnect(_ reader: StreamReader, redirected: Bool = false, because reason: String? = nil) {
         // Reads again what this process was handed but has not acknowledged.
         reader.dropConnection()
         guard !reader.isCancelled else { return }
+        if let reason {
+            let error = TypedNotificationError(code: .unreachable, message: "reading again: \(reason)")
+            state.withLock { state in
+                if state.readers[reader.name] === reader { state.readerErrors[reader.name] = error }
+            }
+        }
         // The first redirection in a row is followed at once; more of them
         // back off (two nodes that send a name to each other).
         let backoff = reader.backoff.nextDelay()
@@ -211,7 +224,10 @@ extension RedisStreamsTransport {
                         reader.machine.groupReady(entriesRead: counted)
                     }
                 }
-                let node = reader.machine.askedNode.map(router.options(for:)) ?? router.options(forKey: reader.key)
+                var node = reader.machine.askedNode.map(router.options(for:)) ?? router.options(forKey: reader.key)
+                // The loop serves every reader: a node that takes connections
+                // but does not answer (a stopped process) holds it at most 1 s.
+                node.commandTimeout = min(node.commandTimeout, .seconds(1))
                 let connection = try RedisConnection.connect(
                     node, clientName: "tn-reader", identifying: identity != nil)
                 // Not read from when the reader is being stopped.

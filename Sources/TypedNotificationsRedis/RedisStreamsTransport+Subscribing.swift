@@ -11,30 +11,23 @@ extension RedisStreamsTransport {
     /// hands it to the event loop. Every entry added after this returns is read.
     ///
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
-    ///   cannot be reached; nothing is subscribed then.
+    ///   cannot be reached (in a cluster, after waiting up to
+    ///   ``RedisStreamsConfiguration/failoverWait`` for a failover); nothing
+    ///   is subscribed then.
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
         let key = key(for: name)
+        // In a cluster whose slot lost its master, wait for the election as
+        // a post does: a watcher started during a failover starts after it.
+        let deadline = failoverDeadline()
         let start: StreamEntryID
         let accounted: Int?
         if let identity {
             start = .zero
-            accounted = try createGroup(identity, key: key)
+            accounted = try createGroup(identity, key: key, failoverDeadline: deadline)
         } else {
-            (start, accounted) = try startingPoint(of: key)
+            (start, accounted) = try startingPoint(of: key, failoverDeadline: deadline)
         }
-        let connection: RedisConnection
-        do throws(TypedNotificationError) {
-            connection = try RedisConnection.connect(
-                router.options(forKey: key.utf8), clientName: "tn-reader", identifying: identity != nil)
-        } catch {
-            // A node that died since the slot map was read: once more, on
-            // the node the cluster names now.
-            guard error.code == .unreachable, router.refresh(now: SystemClock.monotonicNanoseconds()) else {
-                throw error
-            }
-            connection = try RedisConnection.connect(
-                router.options(forKey: key.utf8), clientName: "tn-reader", identifying: identity != nil)
-        }
+        let connection = try connectReader(toKey: key, failoverDeadline: deadline)
         let reader = StreamReader(
             name: name, key: Array(key.utf8), connection: connection,
             machine: StreamReaderStateMachine(
@@ -52,6 +45,35 @@ extension RedisStreamsTransport {
             replaced?.cancel()
             self?.startReading(reader, receiver: receiver)
         }
+    }
+
+    /// Connects a reader to the node of `key`; in a cluster, asks for the
+    /// slot map again and tries again (pausing 50 ms, doubling to 500 ms)
+    /// while that node cannot be reached, until `failoverDeadline`.
+    func connectReader(
+        toKey key: String, failoverDeadline: UInt64?
+    ) throws(TypedNotificationError) -> RedisConnection {
+        var pause: UInt32 = 50_000
+        while true {
+            do throws(TypedNotificationError) {
+                return try RedisConnection.connect(
+                    router.options(forKey: key.utf8), clientName: "tn-reader", identifying: identity != nil)
+            } catch {
+                let now = SystemClock.monotonicNanoseconds()
+                router.refresh(now: now)
+                guard error.code == .unreachable, router.isCluster, let failoverDeadline, now < failoverDeadline
+                else { throw error }
+                SystemProcess.pause(microseconds: pause)
+                pause = min(pause * 2, 500_000)
+            }
+        }
+    }
+
+    /// The deadline of a wait for a failover starting now, by
+    /// ``RedisStreamsConfiguration/failoverWait``; `nil` for none.
+    func failoverDeadline() -> UInt64? {
+        let wait = configuration.failoverWait
+        return wait > .zero ? SystemClock.monotonicNanoseconds() &+ wait.clampedNanoseconds : nil
     }
 
     /// Stops reading `name`. A durable identity's entries read but not yet
@@ -120,10 +142,12 @@ extension RedisStreamsTransport {
     /// stream: the ID reading starts after, and how many entries were ever
     /// added up to it (`nil` from a server before Redis 7). Entries trimmed
     /// up to there are not missed: nobody was reading them.
-    func startingPoint(of key: String) throws(TypedNotificationError) -> (StreamEntryID, Int?) {
+    func startingPoint(
+        of key: String, failoverDeadline: UInt64? = nil
+    ) throws(TypedNotificationError) -> (StreamEntryID, Int?) {
         var newest: Int?
         if case .newest(let count) = firstRead.kind { newest = count }
-        let (snapshot, ids) = try snapshot(of: key, newest: newest)
+        let (snapshot, ids) = try snapshot(of: key, newest: newest, failoverDeadline: failoverDeadline)
         switch firstRead.kind {
         case .beginning:
             return (.zero, snapshot?.removed)
@@ -137,11 +161,11 @@ extension RedisStreamsTransport {
     /// `XINFO STREAM` of `key` and, with `newest`, the IDs of its newest
     /// entries (newest first), read together in one pipeline.
     func snapshot(
-        of key: String, newest: Int?
+        of key: String, newest: Int?, failoverDeadline: UInt64? = nil
     ) throws(TypedNotificationError) -> (StreamSnapshot?, [StreamEntryID]) {
         var commands = [RoutedCommand(key: key, "XINFO", "STREAM", key)]
         if let newest { commands.append(RoutedCommand(key: key, "XREVRANGE", key, "+", "-", "COUNT", String(newest))) }
-        let routed = run(commands)
+        let routed = run(commands, failoverDeadline: failoverDeadline)
         if let failure = routed.failure { throw failure }
         guard newest != nil else { return (StreamSnapshot(routed.replies[0]), []) }
         switch routed.replies[1] {
@@ -164,7 +188,8 @@ extension RedisStreamsTransport {
     /// to its position. A new group's counter starts where reading starts,
     /// from the same snapshot, so entries trimmed before it are not missed.
     func createGroup(
-        _ group: String, key: String, resumingAfter last: (id: StreamEntryID, entriesRead: Int?)? = nil
+        _ group: String, key: String, resumingAfter last: (id: StreamEntryID, entriesRead: Int?)? = nil,
+        failoverDeadline: UInt64? = nil
     ) throws(TypedNotificationError) -> Int? {
         // A group made again (deleted while this reader read, by XGROUP
         // DESTROY or a server that lost it) starts after what this reader
@@ -179,7 +204,7 @@ extension RedisStreamsTransport {
         }
         var create = RoutedCommand(key: key, "XGROUP", "CREATE", key, group, start.description, "MKSTREAM")
         if let accounted { create.arguments += [Array("ENTRIESREAD".utf8), Array(String(accounted).utf8)] }
-        let routed = run([create, RoutedCommand(key: key, "XINFO", "GROUPS", key)])
+        let routed = run([create, RoutedCommand(key: key, "XINFO", "GROUPS", key)], failoverDeadline: failoverDeadline)
         if let failure = routed.failure { throw failure }
         if case .error(let text) = routed.replies[0], !text.hasPrefix("BUSYGROUP") {
             throw Self.failure(text, doing: "create the consumer group \(group) on \(key)")

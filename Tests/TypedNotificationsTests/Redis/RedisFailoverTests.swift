@@ -88,6 +88,11 @@ struct RedisFailoverTests {
         }
 
         await cluster.kill(node: master)
+        // A watcher started during the election waits for it, as a post does.
+        let late = try await offThePool {
+            try Watcher(failoverHub(cluster, node: other, endpoint: "late"), name: killedName)
+        }
+        defer { late.close() }
         // Posts go on at once: those to the dead master's slot (and, while
         // the cluster says it is down, to every slot) wait for the election.
         let outcome = try await offThePool { () -> (acknowledged: [Int], failures: [TypedNotificationError]) in
@@ -128,11 +133,57 @@ struct RedisFailoverTests {
             #expect(watcher.hub.transport.readerErrors.isEmpty)
         }
         #expect(durable.firstDeliveries == durable.firstDeliveries.sorted())
+        #expect(await waitUntil { late.everything.isSuperset(of: acknowledged.filter { $0 >= 50 }) })
+        #expect(late.firstDeliveries == late.firstDeliveries.sorted())
         // Both readers on the dead node lost it, tried again and said so.
         #expect(throughDead.hub.transport.statistics.failedReconnects > 0)
         #expect(plain.hub.transport.statistics.failedReconnects > 0)
         #expect(await waitUntil { living.firstDeliveries.count == 150 })
         #expect(living.firstDeliveries == Array(0..<150))
+    }
+
+    @Test(
+        "a master that hangs (SIGSTOP) instead of dying: readers say so once a read goes unanswered, and resume on the promoted replica"
+    )
+    func masterHangs() async throws {
+        let cluster = try await RedisTestCluster(replicas: 1, nodeTimeout: 1000)
+        let name: NotificationName = "failover.hung"
+        let master = try #require(try cluster.owner(ofSlot: try cluster.slot(of: "tn:{failover.hung}")))
+        let replica = try #require(try cluster.replica(of: master))
+        let other = try #require(cluster.livingNodes.first { $0 != master && $0 != replica })
+        // A short block, so an unanswered read is noticed in 0.5 s plus the
+        // command timeout (5 s).
+        let quick = RedisStreamsConfiguration(blockTimeout: .milliseconds(500))
+        let watcher = try Watcher(failoverHub(cluster, node: other, endpoint: "w", configuration: quick), name: name)
+        defer { watcher.close() }
+        let poster = try failoverHub(cluster, node: other, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 0), as: name)
+        #expect(await waitUntil { watcher.firstDeliveries == [0] })
+
+        cluster.nodes[master].signal(SIGSTOP)
+        defer { cluster.nodes[master].signal(SIGCONT) }
+        #expect(await waitUntil { watcher.hub.transport.readerErrors[name] != nil })
+        #expect(await waitUntil { (try? cluster.owner(ofSlot: try cluster.slot(of: "tn:{failover.hung}"))) == replica })
+        // The poster's idle connection to the hung node looks open: the
+        // first post on it goes unanswered and says it may have been stored.
+        let failures = try await offThePool { () -> [TypedNotificationError] in
+            var failures: [TypedNotificationError] = []
+            while failures.count < 3 {
+                do throws(TypedNotificationError) {
+                    try poster.post(Ping(index: 1), as: name)
+                    break
+                } catch {
+                    failures.append(error)
+                }
+            }
+            return failures
+        }
+        #expect(failures.count <= 1 && failures.allSatisfy { $0.message.contains("may or may not") }, "\(failures)")
+        #expect(await waitUntil { watcher.firstDeliveries.last == 1 })
+        #expect(Set(watcher.firstDeliveries) == [0, 1])
+        #expect(await waitUntil { watcher.hub.transport.readerErrors.isEmpty })
+        #expect(watcher.got.values.allSatisfy { $0.missed == 0 })
     }
 
     @Test(
