@@ -16,6 +16,11 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     /// Entries that are no valid envelope of their stream's name, skipped
     /// (and, for a durable identity, acknowledged so they are not read again).
     public var corruptEntriesSkipped: Int
+    /// Entries whose payload was over the center's
+    /// ``TypedNotifications/NotificationHubConfiguration/maximumPayloadSize``:
+    /// refused (never decoded), acknowledged, and reported to the center as
+    /// undecodable and missed.
+    public var refusedOversized: Int
     /// Entries a durable identity acknowledged (`XACK`) once handled.
     public var acknowledged: Int
     /// Connections made again after one broke.
@@ -45,7 +50,7 @@ extension RedisStreamsStatistics: CountedStatistics {
     package enum Count: Int, CaseIterable, Sendable {
         case posted, failedPosts, unconfirmedPosts, delivered, corruptEntriesSkipped, acknowledged, reconnects,
             failedReconnects,
-            redirections, trimmedUnread, rewoundEntries
+            redirections, trimmedUnread, rewoundEntries, refusedOversized
     }
 
     /// A snapshot of `count(c)` for every count `c`.
@@ -56,6 +61,7 @@ extension RedisStreamsStatistics: CountedStatistics {
             unconfirmedPosts: count(.unconfirmedPosts),
             delivered: count(.delivered),
             corruptEntriesSkipped: count(.corruptEntriesSkipped),
+            refusedOversized: count(.refusedOversized),
             acknowledged: count(.acknowledged),
             reconnects: count(.reconnects),
             failedReconnects: count(.failedReconnects),

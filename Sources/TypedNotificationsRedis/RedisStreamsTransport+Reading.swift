@@ -168,7 +168,13 @@ extension RedisStreamsTransport {
         if let raise = batch.raiseCounter { raiseGroupCounter(raise, of: reader) }
         for (id, fields) in batch.entries {
             guard var message = decode(fields, of: reader) else {
-                counters.add(to: .corruptEntriesSkipped)
+                if let report = oversized(fields, of: reader) {
+                    // Over the center's limit: refused, and said whose it was.
+                    counters.add(to: .refusedOversized)
+                    receiver.refused(report)
+                } else {
+                    counters.add(to: .corruptEntriesSkipped)
+                }
                 acknowledgements?.acknowledge(id, key: reader.key)
                 continue
             }
@@ -191,6 +197,15 @@ extension RedisStreamsTransport {
         else { return nil }
         guard let message = try? reader.decoder.decode(value), message.name == reader.name else { return nil }
         return message
+    }
+
+    /// What an entry whose envelope is over the center's payload limit says
+    /// of itself, if it is one of the reader's name.
+    func oversized(_ fields: [RESPValue]?, of reader: StreamReader) -> MissedNotifications? {
+        guard let fields, fields.count == 2, case .bulkString(let value?) = fields[1] else { return nil }
+        let report = value.withUnsafeBytes { reader.decoder.oversized($0) }
+        guard let report, report.name == reader.name else { return nil }
+        return report
     }
 
     /// Drops the reader's connection and makes a new one after a backoff

@@ -39,7 +39,11 @@ final class StreamReader: Sendable {
     }
     var receiver: TransportReceiver? {
         get { onLoop.value.receiver }
-        set { onLoop.value.receiver = newValue }
+        set {
+            onLoop.value.receiver = newValue
+            // Refuses what the center would.
+            if let newValue { onLoop.value.decoder = EnvelopeDecoder(maximumPayloadSize: newValue.maximumPayloadSize) }
+        }
     }
     var decoder: EnvelopeDecoder {
         get { onLoop.value.decoder }

@@ -85,8 +85,10 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         try transport.open(
             as: sender,
             receiver: TransportReceiver(
+                maximumPayloadSize: configuration.maximumPayloadSize,
                 receive: { [weak self] message in self?.receive(message) },
                 missed: { [weak self] report in self?.noteMissed(report) },
+                refused: { [weak self] report in self?.noteRefused(report) },
                 failed: { [weak self] error in self?.fail(error) },
                 backedUp: { [weak self] name in self?.isBackedUp(name) ?? false },
                 room: { [weak self] name in
@@ -399,6 +401,11 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         guard let found, found.missed > 0 || !report.isExact else { return }
         counters.addSaturating(found.missed, to: .sequenceGaps)
         for observer in found.observers { observer.noteMissed(found.missed, isExact: report.isExact) }
+    }
+
+    private func noteRefused(_ report: MissedNotifications) {
+        counters.addSaturating(report.count, to: .undecodable)
+        noteMissed(report)
     }
 
     private func receive(_ message: TransportMessage) {

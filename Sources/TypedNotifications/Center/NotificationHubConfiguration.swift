@@ -10,6 +10,15 @@ public struct NotificationHubConfiguration: Sendable {
     /// transport; a larger post throws
     /// ``TypedNotificationError/Code/payloadTooLarge`` before anything is sent.
     /// Default 64 KiB; at most ``payloadSizeHardLimit``.
+    ///
+    /// It bounds what the hub receives too, whatever another process's hub
+    /// allows: a larger notification is refused by the transport, counted
+    /// in ``NotificationMetrics/undecodable`` and reported once in the next
+    /// delivery's ``NotificationDelivery/missed``. The socket transport
+    /// refuses it before reading it (its receive buffers are sized for this
+    /// limit, so a 4 MB datagram costs no memory), and the file transport
+    /// before decoding it; a Redis server sends the entry whole, so it is
+    /// read, then refused undecoded.
     public var maximumPayloadSize: Int
 
     /// Creates a configuration.

@@ -42,7 +42,11 @@ struct ObserverTableStateMachine<Observer, Waiter> {
         }
 
         mutating func missed(_ report: MissedNotifications, tracksGaps: Bool) -> (observers: [Observer], missed: Int) {
-            guard tracksGaps, let sender = report.sender, let last = report.lastSequence else {
+            guard tracksGaps, let sender = report.sender else { return (observers, report.count) }
+            guard let last = report.lastSequence else {
+                // The sender's next ones, numbers unknown: its next
+                // notification must not count them again.
+                sequences.advance(by: report.count, from: sender)
                 return (observers, report.count)
             }
             return (observers, sequences.skip(through: last, from: sender, reported: report.count))

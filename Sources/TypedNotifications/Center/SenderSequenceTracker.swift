@@ -48,6 +48,17 @@ struct SenderSequenceTracker {
         return Int(clamping: sequence - last)
     }
 
+    /// Records that `sender`'s next `count` notifications were lost, their
+    /// numbers unknown: the last one heard moves `count` on, if the sender
+    /// is remembered (else its next number starts a run, reporting nothing).
+    mutating func advance(by count: Int, from sender: NotificationSender) {
+        if let last = newer[sender] {
+            newer[sender] = last.addingReportingOverflow(UInt64(max(0, count))).partialValue
+        } else if let last = older[sender] {
+            older[sender] = last.addingReportingOverflow(UInt64(max(0, count))).partialValue
+        }
+    }
+
     /// Makes `sequence` the last one heard from `sender`; returns the one
     /// before it, if the sender was remembered.
     private mutating func remember(_ sequence: UInt64, from sender: NotificationSender) -> UInt64? {

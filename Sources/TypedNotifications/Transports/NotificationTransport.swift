@@ -322,56 +322,41 @@ public struct MissedNotifications: Sendable, Hashable {
 }
 
 /// Where a transport hands the messages it receives: the owning center.
+///
+/// The center makes it and passes it to ``NotificationTransport/open(as:receiver:)``.
 public struct TransportReceiver: Sendable {
     private let body: @Sendable (TransportMessage) -> Void
     private let missedBody: @Sendable (MissedNotifications) -> Void
+    private let refusedBody: @Sendable (MissedNotifications) -> Void
     private let failedBody: @Sendable (TypedNotificationError) -> Void
     private let backedUpBody: @Sendable (NotificationName) -> Bool
     private let roomBody: @Sendable (NotificationName) -> Int?
 
-    /// Wraps the function that takes received messages; reports of missed
-    /// notifications are ignored.
-    public init(_ body: @escaping @Sendable (TransportMessage) -> Void) {
-        self.body = body
-        self.missedBody = { _ in }
-        self.failedBody = { _ in }
-        self.backedUpBody = { _ in false }
-        self.roomBody = { _ in nil }
-    }
+    /// The largest payload the center takes, in bytes: its
+    /// ``NotificationHubConfiguration/maximumPayloadSize``. A transport
+    /// refuses a larger one before it reads or copies it, when it can tell
+    /// its size first (a datagram's slot, a record's header), and reports it
+    /// with ``refused(_:)``; it decodes what it receives with this limit.
+    public let maximumPayloadSize: Int
 
-    /// Wraps the function that takes received messages and the one that
-    /// takes reports of notifications that were posted to this receiver but
-    /// will never arrive.
-    ///
-    /// `failed` takes the reason when the transport can receive no more (its
-    /// shared directory was removed, say); the center then ends every
-    /// observation. `backedUp` tells whether an observer of a name has a
-    /// slice of notifications waiting (see ``isBackedUp(_:)``).
-    public init(
-        receive: @escaping @Sendable (TransportMessage) -> Void,
-        missed: @escaping @Sendable (MissedNotifications) -> Void,
-        failed: @escaping @Sendable (TypedNotificationError) -> Void = { _ in },
-        backedUp: @escaping @Sendable (NotificationName) -> Bool = { _ in false }
-    ) {
-        self.body = receive
-        self.missedBody = missed
-        self.failedBody = failed
-        self.backedUpBody = backedUp
-        self.roomBody = { _ in nil }
-    }
-
-    /// Like ``init(receive:missed:failed:backedUp:)``, and `room` tells how
-    /// many more notifications of a name every observer can buffer (see
-    /// ``room(for:)``).
+    /// Wraps the center's functions: `receive` takes received messages,
+    /// `missed` reports of notifications that will never arrive, `refused`
+    /// those that arrived and were refused, `failed` the reason the
+    /// transport can receive no more, `backedUp` and `room` how full a
+    /// name's observers are.
     package init(
+        maximumPayloadSize: Int = NotificationEnvelope.payloadSizeHardLimit,
         receive: @escaping @Sendable (TransportMessage) -> Void,
-        missed: @escaping @Sendable (MissedNotifications) -> Void,
-        failed: @escaping @Sendable (TypedNotificationError) -> Void,
-        backedUp: @escaping @Sendable (NotificationName) -> Bool,
-        room: @escaping @Sendable (NotificationName) -> Int?
+        missed: @escaping @Sendable (MissedNotifications) -> Void = { _ in },
+        refused: @escaping @Sendable (MissedNotifications) -> Void = { _ in },
+        failed: @escaping @Sendable (TypedNotificationError) -> Void = { _ in },
+        backedUp: @escaping @Sendable (NotificationName) -> Bool = { _ in false },
+        room: @escaping @Sendable (NotificationName) -> Int? = { _ in nil }
     ) {
+        self.maximumPayloadSize = maximumPayloadSize
         self.body = receive
         self.missedBody = missed
+        self.refusedBody = refused
         self.failedBody = failed
         self.backedUpBody = backedUp
         self.roomBody = room
@@ -417,5 +402,18 @@ public struct TransportReceiver: Sendable {
     public func missed(_ report: MissedNotifications) {
         guard report.count > 0 || !report.isExact else { return }
         missedBody(report)
+    }
+
+    /// Tells the center that notifications arrived and were refused unread:
+    /// a payload over ``maximumPayloadSize``. The center counts them in
+    /// ``NotificationMetrics/undecodable`` and reports them in the next
+    /// delivery's ``NotificationDelivery/missed``, once. With a
+    /// ``MissedNotifications/sender`` and no ``MissedNotifications/lastSequence``
+    /// (a datagram cut short before its sequence number), they are taken to
+    /// be that sender's next ones, so its next notification does not count
+    /// them again.
+    public func refused(_ report: MissedNotifications) {
+        guard report.count > 0 else { return }
+        refusedBody(report)
     }
 }

@@ -77,6 +77,10 @@ public struct FileSignalStatistics: Hashable, Sendable {
     public var delivered: Int
     /// Corrupt stretches skipped while reading; each is reported, never delivered.
     public var corruptRecordsSkipped: Int
+    /// Records whose payload was over the center's
+    /// ``NotificationHubConfiguration/maximumPayloadSize``: never decoded,
+    /// reported to the center as undecodable and missed.
+    public var refusedOversized: Int
     /// Old segments deleted by the retention policy.
     public var deletedSegments: Int
     /// Durable cursors that could not be used: not a regular file of this
@@ -110,7 +114,7 @@ extension FileSignalStatistics: CountedStatistics {
     /// Each count, a slot of the live ``Counters``.
     package enum Count: Int, CaseIterable, Sendable {
         case appended, appendWrites, failedAppends, repairedTails, delivered, corruptRecordsSkipped, deletedSegments,
-            invalidCursors, shrunkSegments, vanishedSegments, refusedFiles
+            invalidCursors, shrunkSegments, vanishedSegments, refusedFiles, refusedOversized
     }
 
     /// A snapshot of `count(c)` for every count `c`.
@@ -122,6 +126,7 @@ extension FileSignalStatistics: CountedStatistics {
             repairedTails: count(.repairedTails),
             delivered: count(.delivered),
             corruptRecordsSkipped: count(.corruptRecordsSkipped),
+            refusedOversized: count(.refusedOversized),
             deletedSegments: count(.deletedSegments),
             invalidCursors: count(.invalidCursors),
             shrunkSegments: count(.shrunkSegments),

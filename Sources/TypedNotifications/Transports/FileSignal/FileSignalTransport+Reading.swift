@@ -80,7 +80,9 @@ extension FileSignalTransport {
         // Held names are looked at again by the recheck, not by a pass
         // queued at once (which would spin while their observers catch up).
         let batches = (
-            records: read.map { ($0.name, $0.records, $0.reader.missedAfterRecords) },
+            records: read.map {
+                ($0.name, $0.records, (missed: $0.reader.missedAfterRecords, refused: $0.reader.refusedAfterRecords))
+            },
             hasMore: read.filter { $0.reader.hasMore }.map(\.name)
         )
         checking.markDue(batches.hasMore)
@@ -89,9 +91,9 @@ extension FileSignalTransport {
             return
         }
         saveDueCursors()
-        for (name, records, missedAfter) in batches.records {
+        for (name, records, after) in batches.records {
             if !records.isEmpty { deliver(records, of: name, to: checking.receiver) }
-            checking.receiver.missed(MissedNotifications(count: missedAfter, name: name))
+            checking.receiver.report(missed: after.missed, refused: after.refused, of: name)
         }
         // Behind the handler jobs these records just queued on this thread.
         if !batches.hasMore.isEmpty { requestPass() }
@@ -115,7 +117,7 @@ extension FileSignalTransport {
     private func deliver(_ records: [LogRecord], of name: NotificationName, to receiver: TransportReceiver) {
         guard identity != nil else {
             for record in records {
-                receiver.missed(MissedNotifications(count: record.missedBefore, name: name))
+                receiver.report(missed: record.missedBefore, refused: record.refusedBefore, of: name)
                 counters.add(to: .delivered)
                 receiver.receive(record.message)
             }
@@ -143,7 +145,7 @@ extension FileSignalTransport {
             message.receipt = DeliveryReceipt.unlessDropped { [weak self] in
                 self?.handled(token, of: name, generation: generation)
             }
-            receiver.missed(MissedNotifications(count: record.missedBefore, name: name))
+            receiver.report(missed: record.missedBefore, refused: record.refusedBefore, of: name)
             counters.add(to: .delivered)
             receiver.receive(message)
         }
@@ -228,6 +230,17 @@ struct LogRecord {
     var end: LogPosition
     /// Notifications the log lost just before this one (retention, corruption).
     var missedBefore = 0
+    /// Of ``missedBefore``, those refused as over the center's payload limit.
+    var refusedBefore = 0
+}
+
+extension TransportReceiver {
+    /// Reports `missed` notifications of `name`, `refused` of them as over
+    /// the center's payload limit.
+    func report(missed lost: Int, refused: Int, of name: NotificationName) {
+        self.refused(MissedNotifications(count: refused, name: name))
+        self.missed(MissedNotifications(count: lost - refused, name: name))
+    }
 }
 
 /// What a ``FileSignalTransport`` changes after creation, under one lock.

@@ -159,9 +159,14 @@ extension LogCursorStateMachine {
                 if skippedStretch { arrive(at: index) }
                 nextIndex = index &+ 1
                 guard var message = Self.decode(envelope, in: fresh, with: &decoder) else {
-                    // Checksummed, yet not an envelope this reader can take
-                    // (forged, or over its payload limit): lost, and said so.
-                    result.corruptRecordsSkipped += 1
+                    if Self.isOversized(envelope, in: fresh, for: &decoder) {
+                        // Over the center's payload limit: refused, and said so.
+                        result.oversizedRecords += 1
+                        refused += 1
+                    } else {
+                        // Checksummed, yet not an envelope this reader can take: lost, and said so.
+                        result.corruptRecordsSkipped += 1
+                    }
                     missed += 1
                     return
                 }
@@ -169,8 +174,9 @@ extension LogCursorStateMachine {
                 if let redeliverThrough, position <= redeliverThrough { message.isRedelivery = true }
                 sequences[message.sender] = message.sequence
                 newestWallClock = max(newestWallClock ?? .min, message.timestamp.wallClockNanoseconds)
-                records.append(LogRecord(message: message, end: position, missedBefore: missed))
+                records.append(LogRecord(message: message, end: position, missedBefore: missed, refusedBefore: refused))
                 missed = 0
+                refused = 0
                 if let left = recordsLeft {
                     recordsLeft = left - 1
                     if left == 1 { full = end }
@@ -359,6 +365,20 @@ extension LogCursorStateMachine {
             }
         }
         return unmarked && !anyRecord
+    }
+
+    /// Whether a record's envelope is whole and valid but for a payload
+    /// over `decoder`'s limit.
+    static func isOversized(_ envelope: LogScanner.Envelope, in bytes: [UInt8], for decoder: inout EnvelopeDecoder)
+        -> Bool
+    {
+        switch envelope {
+        case .inWindow(let range, _):
+            guard range.upperBound <= bytes.count else { return false }
+            return bytes.withUnsafeBytes { decoder.oversized(UnsafeRawBufferPointer(rebasing: $0[range])) } != nil
+        case .assembled(let assembled):
+            return assembled.withUnsafeBytes { decoder.oversized($0) } != nil
+        }
     }
 
     /// The message in a record's envelope, or `nil` when it is not one whole

@@ -83,7 +83,11 @@ struct LogCursorStateMachine {
         /// Notifications that will never be read, after the last record in
         /// ``records`` (those before a record are in its ``LogRecord/missedBefore``).
         var missedAfterRecords = 0
+        /// Of ``missedAfterRecords``, those refused as over the center's payload limit.
+        var refusedAfterRecords = 0
         var corruptRecordsSkipped = 0
+        /// Records refused as over the center's payload limit.
+        var oversizedRecords = 0
         var shrunkSegments = 0
         var vanishedSegments = 0
         var refusedFiles = 0
@@ -152,8 +156,10 @@ struct LogCursorStateMachine {
     // A stretch was skipped and the next record will tell whether it held
     // notifications (a gap in the indexes) or only a torn tail.
     var skippedStretch = false
-    // Notifications lost before the next record read.
+    // Notifications lost before the next record read, and of those, the
+    // ones refused as over the center's payload limit.
     var missed = 0
+    var refused = 0
 
     var step = Step.idle
     var result = PassResult()
@@ -222,7 +228,9 @@ struct LogCursorStateMachine {
         // Known exactly already (a mark's index, a record that would not
         // decode): reported now, not held for a record that may be long in coming.
         result.missedAfterRecords = missed
+        result.refusedAfterRecords = refused
         missed = 0
+        refused = 0
         defer { result = PassResult() }
         return result
     }

@@ -10,6 +10,8 @@ final class LogReader {
     private(set) var hasMore = false
     /// Notifications the last pass found lost after the last record it read.
     private(set) var missedAfterRecords = 0
+    /// Of ``missedAfterRecords``, those refused as over the center's payload limit.
+    private(set) var refusedAfterRecords = 0
     private let sharing: DirectorySharing
     private var machine: LogCursorStateMachine
     // The segment being read.
@@ -59,6 +61,8 @@ final class LogReader {
                 let result = machine.takeResult()
                 hasMore = result.hasMore
                 missedAfterRecords = result.missedAfterRecords
+                refusedAfterRecords = result.refusedAfterRecords
+                if result.oversizedRecords > 0 { counters.add(result.oversizedRecords, to: .refusedOversized) }
                 if result.corruptRecordsSkipped > 0 {
                     counters.add(result.corruptRecordsSkipped, to: .corruptRecordsSkipped)
                 }
@@ -127,7 +131,9 @@ final class LogReader {
 /// ``LoopBound``.
 final class FileReading {
     let receiver: TransportReceiver
-    var decoder = EnvelopeDecoder()
+    // Refuses what the center would: a record over its limit is skipped
+    // and reported as refused.
+    var decoder: EnvelopeDecoder
     var removalWatch: RemovalWatch
     // The logs' change events (inotify), which log each watch is for, the
     // logs not watched yet (their directory could not be watched: read on
@@ -143,6 +149,7 @@ final class FileReading {
 
     init(receiver: TransportReceiver, root: RecordedPath?, monitor: DirectoryMonitor) {
         self.receiver = receiver
+        self.decoder = EnvelopeDecoder(maximumPayloadSize: receiver.maximumPayloadSize)
         self.removalWatch = RemovalWatch([root].compactMap { $0 })
         self.monitor = monitor
     }

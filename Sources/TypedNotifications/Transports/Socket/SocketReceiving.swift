@@ -15,7 +15,6 @@ final class SpoolFileLock {
         self.owner = owner
     }
 
-    /// The whole file, or as much of it as could be read.
     /// The file's records, read a megabyte at a time, up to the first that
     /// is not valid (then `malformed`): what follows it is never read.
     func readRecords(decoder: inout EnvelopeDecoder) -> (records: [Spool.Record], malformed: Bool) {
@@ -28,7 +27,7 @@ final class SpoolFileLock {
         var offset = 0
         var startingFile = true
         while true {
-            let count = min(chunk, info.size - offset)
+            let count = max(0, min(chunk, info.size - offset))
             var got = 0
             if count > 0 {
                 let old = pending.count
@@ -46,6 +45,15 @@ final class SpoolFileLock {
             records += parsed.records
             if parsed.malformed { return (records, true) }
             if isWhole { return (records, false) }
+            if let skipped = Spool.oversized(pending, at: parsed.next, decoder: &decoder) {
+                // Over the receiver's limit and not all read yet: its
+                // header says whose it is; the rest is never read.
+                records.append(.oversized(skipped.report))
+                offset += parsed.next + skipped.length - pending.count
+                pending = []
+                startingFile = false
+                continue
+            }
             if parsed.next > 0 {
                 pending.removeSubrange(..<parsed.next)
                 startingFile = false
@@ -76,8 +84,14 @@ final class SocketReceiving {
     ) {
         self.receiver = receiver
         self.spoolMonitor = spoolMonitor
-        self.decoder = EnvelopeDecoder(maximumPayloadSize: maximumEnvelopeSize)
-        self.batch = DatagramBatch(slots: 8, slotLength: maximumEnvelopeSize + 1)
+        self.decoder = EnvelopeDecoder(maximumPayloadSize: receiver.maximumPayloadSize)
+        // A slot holds the largest envelope the center takes, and a byte
+        // more: a longer datagram is cut there by the kernel, never copied
+        // whole, and refused from its header (see `accept`).
+        let largestTaken = NotificationEnvelope.size(
+            nameLength: NotificationName.maximumLength, endpointLength: NotificationSender.maximumEndpointLength,
+            payloadLength: max(0, receiver.maximumPayloadSize))
+        self.batch = DatagramBatch(slots: 8, slotLength: min(maximumEnvelopeSize, largestTaken) + 1)
         self.removalWatch = RemovalWatch(watchedFiles)
     }
 }

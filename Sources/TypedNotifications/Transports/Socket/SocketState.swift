@@ -139,7 +139,7 @@ extension SocketTransportStatistics: CountedStatistics {
     package enum Count: Int, CaseIterable, Sendable {
         case sent, spooled, fullSocketWaits, dropped, received, receivedFromSpool, refusedEndpoints,
             refusedForeignSender, refusedMalformed, reapedEndpoints, ignoredRegistryFiles, failedSends, lastSendError,
-            registryScans
+            registryScans, refusedOversized
     }
 
     /// A snapshot of `count(c)` for every count `c`.
@@ -154,6 +154,7 @@ extension SocketTransportStatistics: CountedStatistics {
             refusedEndpoints: count(.refusedEndpoints),
             refusedForeignSender: count(.refusedForeignSender),
             refusedMalformed: count(.refusedMalformed),
+            refusedOversized: count(.refusedOversized),
             reapedEndpoints: count(.reapedEndpoints),
             ignoredRegistryFiles: count(.ignoredRegistryFiles),
             failedSends: count(.failedSends),

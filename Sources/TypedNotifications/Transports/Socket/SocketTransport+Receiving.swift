@@ -199,11 +199,11 @@ extension SocketTransport {
                 if malformed { counters.add(to: .refusedMalformed) }
                 for record in records {
                     // The file's owner is who wrote it; a record may not claim another user.
-                    guard record.message.sender.userID == file.owner else {
+                    guard record.sender?.userID == file.owner else {
                         counters.add(to: .refusedForeignSender)
                         continue
                     }
-                    key = max(key, record.message.timestamp.monotonicNanoseconds)
+                    key = max(key, record.monotonicNanoseconds ?? key)
                     merged.append((key, posterIndex, merged.count, record))
                 }
             }
@@ -217,6 +217,9 @@ extension SocketTransport {
                 receiver.receive(message)
             case .dropped:
                 if let report = entry.record.report { receiver.missed(report) }
+            case .oversized(let report):
+                counters.add(to: .refusedOversized)
+                receiver.refused(report)
             }
         }
         for files in posters {
@@ -272,10 +275,6 @@ extension SocketTransport {
         _ datagram: SystemCalls.Datagram, _ bytes: UnsafeRawBufferPointer, decoder: inout EnvelopeDecoder,
         receiver: TransportReceiver
     ) {
-        guard !datagram.truncated else {
-            counters.add(to: .refusedMalformed)
-            return
-        }
         let kernelSays = configuration.usesKernelCredentials
         if kernelSays {
             // No credentials where the kernel always attaches them: refused.
@@ -291,6 +290,21 @@ extension SocketTransport {
                 return
             }
         }
+        // Over the center's limit: cut short by the slot (or whole, and over
+        // it all the same), refused from its header, said whose it was.
+        if let report = decoder.oversized(bytes) {
+            guard let sender = report.sender, !isForged(sender, datagram) else {
+                counters.add(to: .refusedForeignSender)
+                return
+            }
+            counters.add(to: .refusedOversized)
+            receiver.refused(report)
+            return
+        }
+        guard !datagram.truncated else {
+            counters.add(to: .refusedMalformed)
+            return
+        }
         let message: TransportMessage
         do {
             message = try decoder.decode(Array(bytes))
@@ -298,20 +312,23 @@ extension SocketTransport {
             counters.add(to: .refusedMalformed)
             return
         }
-        if kernelSays {
-            // The envelope may not claim another user or process than the
-            // one the kernel says sent it.
-            if message.sender.userID != datagram.senderUserID || message.sender.processID != datagram.senderProcessID {
-                counters.add(to: .refusedForeignSender)
-                return
-            }
-        } else if configuration.sharing == .ownerOnly && message.sender.userID != ownUser {
-            // Darwin's path: only this user can reach an owner-only socket
-            // (0600 in a 0700 directory), so a claim of another user is a forgery.
+        guard !isForged(message.sender, datagram) else {
             counters.add(to: .refusedForeignSender)
             return
         }
         counters.add(to: .received)
         receiver.receive(message)
+    }
+
+    /// Whether an envelope's sender claims another user or process than
+    /// the one that sent the datagram.
+    private func isForged(_ sender: NotificationSender, _ datagram: SystemCalls.Datagram) -> Bool {
+        if configuration.usesKernelCredentials {
+            // The kernel says who sent it.
+            return sender.userID != datagram.senderUserID || sender.processID != datagram.senderProcessID
+        }
+        // Darwin's path: only this user can reach an owner-only socket
+        // (0600 in a 0700 directory), so a claim of another user is a forgery.
+        return configuration.sharing == .ownerOnly && sender.userID != ownUser
     }
 }

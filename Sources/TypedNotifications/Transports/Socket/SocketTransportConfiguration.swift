@@ -85,6 +85,10 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     public var refusedForeignSender: Int
     /// Datagrams refused because they were not a valid envelope.
     public var refusedMalformed: Int
+    /// Notifications refused unread because their payload was over the
+    /// center's ``NotificationHubConfiguration/maximumPayloadSize``; the
+    /// center counts them as undecodable and reports them as missed.
+    public var refusedOversized: Int
     /// Registry entries of dead endpoints this transport removed.
     public var reapedEndpoints: Int
     /// Files in the registry that were not valid entries (wrong name, a

@@ -104,11 +104,22 @@ enum Spool {
         /// `count` notifications dropped, the last of which `marker` (a
         /// message without payload) stands for.
         case dropped(count: Int, marker: TransportMessage)
+        /// An envelope whose payload is over the receiver's limit: refused unread.
+        case oversized(MissedNotifications)
 
-        /// The envelope, or the drop record's marker.
-        var message: TransportMessage {
+        /// Who the record says wrote it.
+        var sender: NotificationSender? {
             switch self {
-            case .envelope(let message), .dropped(_, let message): message
+            case .envelope(let message), .dropped(_, let message): message.sender
+            case .oversized(let report): report.sender
+            }
+        }
+
+        /// When it was posted, if the record says.
+        var monotonicNanoseconds: UInt64? {
+            switch self {
+            case .envelope(let message), .dropped(_, let message): message.timestamp.monotonicNanoseconds
+            case .oversized: nil
             }
         }
 
@@ -117,6 +128,22 @@ enum Spool {
             guard case .dropped(let count, let marker) = self else { return nil }
             return MissedNotifications(
                 count: count, name: marker.name, sender: marker.sender, lastSequence: marker.sequence)
+        }
+    }
+
+    /// The envelope record that starts at `offset` in `bytes`, when its
+    /// payload is over `decoder`'s limit and its header, name and endpoint
+    /// are there: what it says of itself, and its length with its kind byte.
+    static func oversized(_ bytes: [UInt8], at offset: Int, decoder: inout EnvelopeDecoder) -> (
+        report: MissedNotifications, length: Int
+    )? {
+        guard offset < bytes.count, bytes[offset] == envelopeKind else { return nil }
+        return bytes.withUnsafeBytes { raw in
+            let record = UnsafeRawBufferPointer(rebasing: raw[(offset + 1)...])
+            guard let report = decoder.oversized(record),
+                let length = try? NotificationEnvelope.recordLength(in: record)
+            else { return nil }
+            return (report, 1 + length)
         }
     }
 
@@ -158,6 +185,18 @@ enum Spool {
                 } catch {}
             }
             if kind == envelopeKind {
+                let refused = bytes.withUnsafeBytes { raw -> (MissedNotifications, Int)? in
+                    let record = UnsafeRawBufferPointer(rebasing: raw[(offset + 1)...])
+                    guard let report = decoder.oversized(record), report.lastSequence != nil,
+                        let length = try? NotificationEnvelope.recordLength(in: record)
+                    else { return nil }
+                    return (report, length)
+                }
+                if let (report, length) = refused {
+                    records.append(.oversized(report))
+                    offset += 1 + length
+                    continue
+                }
                 guard let (message, end) = try? decoder.decode(bytes, at: offset + 1) else {
                     return (records, offset, true)
                 }

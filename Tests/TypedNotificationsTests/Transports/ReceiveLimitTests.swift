@@ -1,0 +1,164 @@
+import Foundation
+import Testing
+
+@testable import TypedNotifications
+@testable import TypedNotificationsRedis
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Another process's resident set in bytes (Linux: `/proc/PID/statm`); `nil` elsewhere.
+private func residentBytes(of pid: pid_t) -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/statm", encoding: .utf8) else { return nil }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+private let limitedName: NotificationName = "test.limit.big"
+/// Over a 64 KiB limit, under the 4 MiB a datagram can carry here.
+private let oversizedPayload = [UInt8](repeating: 0x5A, count: 4_000_000)
+
+/// A hub that may post 4 MB payloads, while its observers keep the default 64 KiB.
+private func largePoster(_ directory: String) throws -> NotificationHub<SocketTransport> {
+    try socketHub(
+        directory, endpoint: "large",
+        hubConfiguration: NotificationHubConfiguration(maximumPayloadSize: 4 * 1024 * 1024))
+}
+
+@Suite("A transport refuses what its center would, before it reads it", .serialized, .timeLimit(.minutes(5)))
+struct ReceiveLimitTests {
+    @Test("4 MB datagrams to a hub with a 64 KiB limit: refused unread, undecodable, missed once each")
+    func socketRefusesOversizedDatagrams() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try socketHub(directory, endpoint: "small")
+        defer { observer.close() }
+        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let poster = try largePoster(directory)
+        defer { poster.close() }
+
+        try poster.post([1], as: limitedName)
+        for _ in 0..<3 { try poster.post(oversizedPayload, as: limitedName) }
+        try poster.post([2], as: limitedName)
+
+        var seen: [(bytes: [UInt8], missed: Int, exact: Bool)] = []
+        for await delivered in deliveries {
+            seen.append((delivered.notification, delivered.delivery.missed, delivered.delivery.missedIsExact))
+            if seen.count == 2 { break }
+        }
+        #expect(seen.map(\.bytes) == [[1], [2]])
+        // Each refused one counted once: as undecodable, and in the next
+        // delivery's `missed`, not again as a gap in the poster's numbers.
+        #expect(seen.map(\.missed) == [0, 3])
+        #expect(seen.map(\.exact) == [true, true])
+        #expect(observer.metrics.undecodable == 3)
+        #expect(observer.transport.statistics.refusedOversized == 3)
+        #expect(observer.transport.statistics.refusedMalformed == 0)
+    }
+
+    @Test("a watcher sent 4 MB notifications, by socket and by spool, stays small and says it missed each")
+    func watcherStaysSmall() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try HelperProcess(
+            ["watch", limitedName.rawValue, "--transport", "socket", "--dir", directory, "--json"],
+            executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        // Room in the spool for every 4 MB post the stopped watcher's socket cannot take.
+        let poster = try socketHub(
+            directory, endpoint: "large", configuration: SocketTransportConfiguration(spoolLimitPerEndpoint: 1 << 28),
+            hubConfiguration: NotificationHubConfiguration(maximumPayloadSize: 4 * 1024 * 1024))
+        defer { poster.close() }
+        try poster.post(Array("first".utf8), as: limitedName)
+        _ = await watcher.waitForLine(startingWith: "{")
+        let before = residentBytes(of: watcher.pid)
+
+        // Running: each lands in its socket. Stopped: the socket fills and
+        // the rest goes to the spool, read when it runs again.
+        let rounds = 12
+        for round in 0..<(2 * rounds) {
+            if round == rounds {
+                watcher.signal(SIGSTOP)
+                await waitUntilStopped(watcher.pid)
+            }
+            try poster.post(Array("small \(round)".utf8), as: limitedName)
+            try poster.post(oversizedPayload, as: limitedName)
+        }
+        try poster.post(Array("last".utf8), as: limitedName)
+        #expect(poster.transport.statistics.spooled > 0, "nothing was spooled: the spool path went untested")
+        watcher.signal(SIGCONT)
+        await watcher.lines.wait(forCount: 2 + 2 * rounds + 1)
+        let lines = Array(watcher.lines.values.dropFirst(2))
+        let texts = lines.map { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["payloadText"] as? String
+        }
+        #expect(texts == (0..<(2 * rounds)).map { "small \($0)" } + ["last"])
+        let missed = lines.map { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["missed"] as? Int
+        }
+        #expect(missed == [0] + Array(repeating: 1, count: 2 * rounds), "\(lines)")
+        if let before, let after = residentBytes(of: watcher.pid) {
+            print("watcher resident \(before) → \(after) bytes")
+            // About 0.4 MB here; with slots of 4 MiB, as before the center's
+            // limit reached the transport, 4.9 MB.
+            #expect(after - before < 2 * 1024 * 1024, "resident \(before) → \(after) bytes")
+        }
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+    }
+
+    /// Posts small, oversized, small through `poster` and checks that
+    /// `observer` refused the oversized one, counted once, as undecodable
+    /// and as missed.
+    private func expectRefusedOnce<T: NotificationTransport>(
+        observer: NotificationHub<T>, poster: NotificationHub<some NotificationTransport>
+    ) async throws {
+        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        try poster.post([1], as: limitedName)
+        try poster.post([UInt8](repeating: 7, count: 200_000), as: limitedName)
+        try poster.post([2], as: limitedName)
+        var seen: [([UInt8], Int)] = []
+        for await delivered in deliveries {
+            seen.append((delivered.notification, delivered.delivery.missed))
+            if seen.count == 2 { break }
+        }
+        #expect(seen.map(\.0) == [[1], [2]])
+        #expect(seen.map(\.1) == [0, 1])
+        #expect(observer.metrics.undecodable == 1)
+    }
+
+    @Test("a file log record over the observer's limit is refused: undecodable, missed once, not corrupt")
+    func fileRefusesOversizedRecords() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try fileHub(directory, endpoint: "small")
+        defer { observer.close() }
+        let poster = try NotificationHub(
+            endpoint: "large", transport: FileSignalTransport(directory: directory),
+            configuration: NotificationHubConfiguration(maximumPayloadSize: 1 << 20))
+        defer { poster.close() }
+        try await expectRefusedOnce(observer: observer, poster: poster)
+        #expect(observer.transport.statistics.refusedOversized == 1)
+        #expect(observer.transport.statistics.corruptRecordsSkipped == 0)
+    }
+
+    @Test(
+        "a Redis entry over the observer's limit is refused: undecodable, missed once, not corrupt",
+        .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
+    func redisRefusesOversizedEntries() async throws {
+        let server = try await RedisTestServer()
+        let observer = try redisHub(server, endpoint: "small")
+        defer { observer.close() }
+        let poster = try NotificationHub(
+            endpoint: "large", transport: RedisStreamsTransport(url: server.url()),
+            configuration: NotificationHubConfiguration(maximumPayloadSize: 1 << 20))
+        defer { poster.close() }
+        try await expectRefusedOnce(observer: observer, poster: poster)
+        #expect(observer.transport.statistics.refusedOversized == 1)
+        #expect(observer.transport.statistics.corruptEntriesSkipped == 0)
+    }
+}
