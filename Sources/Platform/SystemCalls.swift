@@ -52,6 +52,14 @@ package enum SystemCalls {
         retrying { unlink(path) }.map { _ in }
     }
 
+    /// Makes `newPath` another name of the file at `existing`, failing with
+    /// `EEXIST` when `newPath` exists, whatever it is.
+    ///
+    /// The corresponding C function is `link`.
+    package static func hardLink(_ existing: String, to newPath: String) -> Result<Void, Errno> {
+        retrying { link(existing, newPath) }.map { _ in }
+    }
+
     /// The corresponding C function is `rmdir`.
     package static func removeDirectory(_ path: String) -> Result<Void, Errno> {
         retrying { rmdir(path) }.map { _ in }

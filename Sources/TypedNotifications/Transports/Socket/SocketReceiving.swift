@@ -77,11 +77,14 @@ final class SocketReceiving {
     // A look at a busy or unsettled spool file is scheduled.
     var recheckScheduled = false
     var removalWatch: RemovalWatch
+    /// The registration file every entry of this endpoint links to.
+    let registration: FileDescriptor
 
     init(
         receiver: TransportReceiver, spoolMonitor: DirectoryMonitor, maximumEnvelopeSize: Int,
-        watchedFiles: [RecordedPath]
+        watchedFiles: [RecordedPath], registration: consuming FileDescriptor
     ) {
+        self.registration = registration
         self.receiver = receiver
         self.spoolMonitor = spoolMonitor
         self.decoder = EnvelopeDecoder(maximumPayloadSize: receiver.maximumPayloadSize)

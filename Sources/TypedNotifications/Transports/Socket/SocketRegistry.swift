@@ -4,11 +4,14 @@ import NotificationPlatform
 ///
 ///     DIR/                     0700
 ///     DIR/sockets/ID.sock      each transport's bound socket, 0600
-///     DIR/names/NAME/ID        one empty-ish file per endpoint observing NAME, 0600
+///     DIR/names/NAME/ID        one entry per endpoint observing NAME, 0600
+///     DIR/spool/ID/.registration  what every entry of the endpoint is a hard link to
 ///
-/// An ID is 16 lowercase hex digits, random per transport. An entry file holds
+/// An ID is 16 lowercase hex digits, random per transport. An entry holds
 /// `pid uid endpoint`, for people and tools; the transport itself needs only
-/// its name.
+/// its name. Every entry of an endpoint is a hard link to its one
+/// registration file, whose link count therefore says, for one `fstat`,
+/// whether any entry was removed behind its back (`rm -rf DIR/names/NAME`).
 enum SocketRegistry {
     /// The largest envelope a datagram is asked to carry (4 MiB); the system's
     /// send buffer may allow less.
@@ -74,17 +77,18 @@ enum SocketRegistry {
         directory + "/names/" + name.rawValue + "/" + id
     }
 
-    /// Creates this endpoint's entry for `name`. Names are validated, so the
-    /// path cannot leave the directory; O_NOFOLLOW and O_EXCL refuse a planted link.
-    static func register(
-        _ id: String,
-        for name: NotificationName,
-        in directory: String,
-        sender: NotificationSender,
-        sharing: DirectorySharing
-    ) throws(TypedNotificationError) {
-        try SharedDirectory.prepare(nameDirectory(directory, name), sharing: sharing)
-        let path = entryPath(directory, name, id)
+    /// This endpoint's registration file, in its own spool directory (whose
+    /// reader skips names that start with a dot).
+    static func registrationPath(_ directory: String, _ id: String) -> String {
+        Spool.directory(directory, endpoint: id) + "/.registration"
+    }
+
+    /// Creates this endpoint's registration file, which every entry is a
+    /// hard link to, and returns it open (to count its links and know it).
+    static func makeRegistration(
+        _ id: String, in directory: String, sender: NotificationSender, sharing: DirectorySharing
+    ) throws(TypedNotificationError) -> FileDescriptor {
+        let path = registrationPath(directory, id)
         let file: FileDescriptor
         do throws(Errno) {
             file = try SystemCalls.openFile(
@@ -92,12 +96,37 @@ enum SocketRegistry {
             )
             .get()
         } catch {
-            throw SharedDirectory.failure(error, "could not register for \(name) at \(path)")
+            throw SharedDirectory.failure(error, "could not create \(path)")
         }
         let line = "\(sender.processID) \(sender.userID) \(sender.endpoint)\n"
         if case .failure(let error) = SystemCalls.writeAll(file, Array(line.utf8)) {
             _ = SystemCalls.removeFile(path)
             throw SharedDirectory.failure(error, "could not write \(path)")
+        }
+        return file
+    }
+
+    /// Creates this endpoint's entry for `name`: a hard link to its
+    /// registration file (`registration`, whose identity is `identity`).
+    /// Names are validated, so the path cannot leave the directory; `link`
+    /// never follows or replaces what is there. An entry already there that
+    /// is the same file is this endpoint's (made by a repair): kept.
+    static func register(
+        _ id: String,
+        for name: NotificationName,
+        in directory: String,
+        registration identity: FileIdentity,
+        sharing: DirectorySharing
+    ) throws(TypedNotificationError) {
+        try SharedDirectory.prepare(nameDirectory(directory, name), sharing: sharing)
+        let path = entryPath(directory, name, id)
+        switch SystemCalls.hardLink(registrationPath(directory, id), to: path) {
+        case .success: return
+        case .failure(.fileExists):
+            if case .success(let info) = SystemCalls.linkStatus(path), info.identity == identity { return }
+            throw SharedDirectory.failure(.fileExists, "could not register for \(name) at \(path)")
+        case .failure(let error):
+            throw SharedDirectory.failure(error, "could not register for \(name) at \(path)")
         }
     }
 

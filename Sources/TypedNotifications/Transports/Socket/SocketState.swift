@@ -6,11 +6,18 @@ import Synchronization
 /// endpoints and routes the send in progress last published (for statistics,
 /// ``SocketTransport/flush(timeout:)`` and error messages).
 struct SocketState {
-    /// Open, it holds the sender `open` was given.
-    var lifecycle = TransportLifecycle<NotificationSender>(kind: "socket")
+    /// Open, it holds the sender `open` was given and the identity of the
+    /// registration file every entry links to.
+    var lifecycle = TransportLifecycle<SocketOpening>(kind: "socket")
     var subscribed: Set<NotificationName> = []
     var peers: [String: SocketPeer] = [:]
     var routes: [NotificationName: [String]] = [:]
+}
+
+/// What a socket transport keeps while it is open.
+struct SocketOpening: Sendable {
+    let sender: NotificationSender
+    let registration: FileIdentity
 }
 
 /// The registry cache and the endpoints a transport sends to: touched only
@@ -139,7 +146,7 @@ extension SocketTransportStatistics: CountedStatistics {
     package enum Count: Int, CaseIterable, Sendable {
         case sent, spooled, fullSocketWaits, dropped, received, receivedFromSpool, refusedEndpoints,
             refusedForeignSender, refusedMalformed, reapedEndpoints, ignoredRegistryFiles, failedSends, lastSendError,
-            registryScans, refusedOversized
+            registryScans, refusedOversized, repairedEntries
     }
 
     /// A snapshot of `count(c)` for every count `c`.
@@ -155,6 +162,7 @@ extension SocketTransportStatistics: CountedStatistics {
             refusedForeignSender: count(.refusedForeignSender),
             refusedMalformed: count(.refusedMalformed),
             refusedOversized: count(.refusedOversized),
+            repairedEntries: count(.repairedEntries),
             reapedEndpoints: count(.reapedEndpoints),
             ignoredRegistryFiles: count(.ignoredRegistryFiles),
             failedSends: count(.failedSends),

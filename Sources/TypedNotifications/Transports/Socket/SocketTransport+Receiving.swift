@@ -25,7 +25,8 @@ extension SocketTransport {
         }
     }
 
-    /// Once a second: is the directory, or this endpoint's socket, gone?
+    /// Once a second: is the directory, or this endpoint's socket, gone? Was
+    /// one of its registry entries removed?
     func scheduleRemovalLook(_ bound: LoopBound<SocketReceiving>) {
         loop.schedule(after: 1_000_000_000) { [weak self] in
             guard let self, isOpen else { return }
@@ -34,8 +35,74 @@ extension SocketTransport {
                 receiving.receiver.fail(removal)
                 return
             }
+            do throws(TypedNotificationError) {
+                try checkRegistrations(receiving)
+            } catch {
+                receiving.receiver.fail(error)
+                return
+            }
             scheduleRemovalLook(bound)
         }
+    }
+
+    /// Makes again the registry entries someone removed (`rm -rf
+    /// DIR/names/NAME`), which would leave this endpoint observing a name
+    /// nobody posts to it any more.
+    ///
+    /// Costs one `fstat` however many names are observed: every entry is a
+    /// hard link to the registration file, so fewer links than names (and
+    /// the file's own) means one went. Only then is each name's entry
+    /// looked at.
+    ///
+    /// - Throws: when an entry cannot be made again, or the registration
+    ///   file and every entry are gone (nothing left to link to).
+    func checkRegistrations(_ receiving: SocketReceiving) throws(TypedNotificationError) {
+        let (expected, opening) = state.withLock { state in
+            (state.subscribed.count, try? state.lifecycle.opened(for: "registration"))
+        }
+        guard let opening, case .success(let info) = SystemCalls.fileStatus(receiving.registration),
+            info.links < expected + 1
+        else { return }
+        let names = state.withLock { $0.subscribed }
+        let ours = opening.registration
+        func isOurs(_ path: String) -> Bool {
+            if case .success(let found) = SystemCalls.linkStatus(path), found.identity == ours { return true }
+            return false
+        }
+        let registration = SocketRegistry.registrationPath(directory, identifier)
+        var missing: [NotificationName] = []
+        var present: String?
+        for name in names {
+            let entry = SocketRegistry.entryPath(directory, name, identifier)
+            if isOurs(entry) {
+                present = present ?? entry
+            } else {
+                missing.append(name)
+            }
+        }
+        if !isOurs(registration) {
+            // Its own name went too: linked back from an entry still there.
+            guard let present, case .success = SystemCalls.hardLink(present, to: registration) else {
+                throw TypedNotificationError(
+                    code: .transportFailure,
+                    message:
+                        "this endpoint's registration (\(registration)) and its entries were removed while in use; nothing more can be received. Create the transport again"
+                )
+            }
+        }
+        guard !missing.isEmpty else { return }
+        try SharedDirectory.prepare(SocketRegistry.namesDirectory(directory), sharing: configuration.sharing)
+        for name in missing {
+            try SocketRegistry.register(
+                identifier, for: name, in: directory, registration: ours, sharing: configuration.sharing)
+            // Unsubscribed meanwhile (it forgets the name before it
+            // unlinks): the entry just made is not wanted.
+            if !state.withLock({ $0.subscribed.contains(name) }) {
+                _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+            }
+        }
+        counters.add(missing.count, to: .repairedEntries)
+        registryGeneration?.increment()
     }
 
     /// Reads the spool's change events, then takes what the spool holds.

@@ -39,6 +39,17 @@ import NotificationPlatform
 /// - **Dead endpoints are reaped:** a process that died leaves a registry entry,
 ///   a socket file and perhaps a spool; the next post to it, and every new
 ///   transport for the sockets of the directory, finds it gone and removes them.
+/// - **A removed registration is made again:** an entry of a live endpoint
+///   that someone removed (`rm -rf DIR/names/NAME`) is found and made again
+///   within about a second, so posts reach it again
+///   (``SocketTransportStatistics/repairedEntries``). Every entry of an
+///   endpoint is a hard link to one registration file, so the look is one
+///   `fstat` whether it observes one name or 10,000. An entry that cannot be
+///   made again fails the transport, and its center ends every observation
+///   with the error.
+/// - **A payload over the center's limit costs nothing:** receive buffers
+///   are sized for ``NotificationHubConfiguration/maximumPayloadSize``; a
+///   longer datagram is cut there by the kernel and refused from its header.
 /// - **Safe by default:** the directory is 0700 and sockets 0600; symbolic links
 ///   and foreign files are refused, in the registry and in `sockets/`, and a
 ///   poster reaches the very socket file it checked; on Linux every datagram's
@@ -203,8 +214,20 @@ public final class SocketTransport: NotificationTransport {
         } catch {
             throw SharedDirectory.failure(error, "could not watch the spool \(spoolDirectory)")
         }
-        try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
-            try state.lifecycle.open(sender)
+        let registration = try SocketRegistry.makeRegistration(
+            identifier, in: directory, sender: sender, sharing: configuration.sharing)
+        do throws(TypedNotificationError) {
+            guard case .success(let info) = SystemCalls.fileStatus(registration) else {
+                throw TypedNotificationError(
+                    code: .transportFailure, message: "could not inspect its registration file")
+            }
+            let opening = SocketOpening(sender: sender, registration: info.identity)
+            try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
+                try state.lifecycle.open(opening)
+            }
+        } catch {
+            _ = SystemCalls.removeFile(SocketRegistry.registrationPath(directory, identifier))
+            throw error
         }
         // Before open returns, so that a transport that is up has reaped the
         // endpoints that were dead when it started, and never reaps later
@@ -218,7 +241,7 @@ public final class SocketTransport: NotificationTransport {
         let receiving = LoopBound(
             SocketReceiving(
                 receiver: receiver, spoolMonitor: spoolMonitor, maximumEnvelopeSize: maximumEnvelopeSize,
-                watchedFiles: watchedFiles), on: loop)
+                watchedFiles: watchedFiles, registration: registration), on: loop)
         do throws(Errno) {
             try loop.register(receiveSocket.rawValue) { [unowned self] in
                 // As many as a handler loop delivers in one slice: a handler on
@@ -248,13 +271,16 @@ public final class SocketTransport: NotificationTransport {
 
     /// Registers this endpoint for `name`: from now on posts of it reach this transport.
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
-        let sender = try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
+        let opening = try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
             try state.lifecycle.opened(for: "subscribe")
         }
-        // The entry is written with no lock held; the center serializes
-        // subscribing and unsubscribing a name.
+        // The entry is made with no lock held; the center serializes
+        // subscribing and unsubscribing a name. Linked before the name is
+        // recorded (and, unsubscribing, unlinked after it is forgotten), so
+        // the registration file never has fewer links than recorded names
+        // unless someone removed an entry (see `checkRegistrations`).
         try SocketRegistry.register(
-            identifier, for: name, in: directory, sender: sender, sharing: configuration.sharing)
+            identifier, for: name, in: directory, registration: opening.registration, sharing: configuration.sharing)
         // After the entry exists: a poster that sees the new generation
         // finds the entry's creation among the change events it then reads.
         registryGeneration?.increment()

@@ -89,6 +89,10 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     /// center's ``NotificationHubConfiguration/maximumPayloadSize``; the
     /// center counts them as undecodable and reports them as missed.
     public var refusedOversized: Int
+    /// This endpoint's registry entries that someone removed (`rm -rf
+    /// DIR/names/NAME`, say) and it made again, within a second, so posts
+    /// reach it again.
+    public var repairedEntries: Int
     /// Registry entries of dead endpoints this transport removed.
     public var reapedEndpoints: Int
     /// Files in the registry that were not valid entries (wrong name, a

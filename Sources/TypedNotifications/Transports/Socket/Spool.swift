@@ -420,7 +420,8 @@ final class SpoolWriter: @unchecked Sendable {
     static func bytesSpooled(in directory: String) -> Int {
         guard case .success(let names) = SystemCalls.directoryEntries(directory) else { return 0 }
         var total = 0
-        for name in names {
+        // Dot files are not spool files (the endpoint's registration file).
+        for name in names where !name.hasPrefix(".") {
             if case .success(let info) = SystemCalls.linkStatus(directory + "/" + name),
                 info.kind == .regular
             {

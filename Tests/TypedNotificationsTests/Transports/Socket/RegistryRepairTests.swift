@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Runs `rm -rf path` as a person would, in a process of its own.
+private func removeWithRM(_ path: String) async throws {
+    let remover = try HelperProcess(["-rf", path], executable: "/bin/rm")
+    #expect(await remover.waitForExit() == 0)
+}
+
+@Suite("A socket observer whose registry entry is removed under it", .serialized, .timeLimit(.minutes(5)))
+struct RegistryRepairTests {
+    /// Posts `index` and on every 50 ms until `observed` has it, from
+    /// `poster` or, without one, from a new `tnotify post` process each time;
+    /// returns how long it took from the first post.
+    private func postUntilSeen(
+        _ name: NotificationName, in directory: String, by poster: NotificationHub<SocketTransport>?,
+        observed: Collector<String>, text: String
+    ) async throws -> Duration {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while clock.now - start < .seconds(20) {
+            if let poster {
+                try poster.post(text, as: name)
+            } else {
+                let result = try await tnotify([
+                    "post", name.rawValue, "--transport", "socket", "--dir", directory, "--text", text,
+                ])
+                #expect(result.status == 0)
+            }
+            if await observed.wait(forCount: observed.values.count + 1, upTo: .milliseconds(50)),
+                observed.values.contains(text)
+            {
+                return clock.now - start
+            }
+            if observed.values.contains(text) { return clock.now - start }
+        }
+        Issue.record("\(text) never reached the observer")
+        return clock.now - start
+    }
+
+    @Test("rm -rf DIR/names/NAME under a live observer: a long-lived poster and new processes reach it again")
+    func removedNameDirectory() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let name: NotificationName = "test.repair.name"
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let observed = Collector<String>()
+        let token = try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+        defer { token.cancel() }
+        let poster = try socketHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        _ = try await postUntilSeen(name, in: directory, by: poster, observed: observed, text: "before")
+
+        try await removeWithRM(directory + "/names/" + name.rawValue)
+        // New processes find no entry until the observer's next look (once a second) makes it again.
+        let fromProcess = try await postUntilSeen(name, in: directory, by: nil, observed: observed, text: "new process")
+        // And a poster that lived through it sees the directory come back.
+        _ = try await postUntilSeen(name, in: directory, by: poster, observed: observed, text: "long-lived")
+        print("after rm -rf: a new process reached the observer again in \(fromProcess)")
+        #expect(observer.transport.statistics.repairedEntries == 1)
+        #expect(fromProcess < .seconds(10))
+    }
+
+    @Test("one entry of 10,000 removed, and the registration file too: both made again, and later removals found")
+    func oneOfManyNames() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let names = try (0..<10_000).map { try NotificationName(validating: "test.many.n\($0)") }
+        let observed = Collector<String>()
+        var tokens: [ObservationToken] = []
+        for name in names {
+            tokens.append(try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) })
+        }
+        defer { for token in tokens { token.cancel() } }
+        let victim = names[4_321]
+        let identifier = endpointIdentifier(observer.transport)
+        let entry = SocketRegistry.entryPath(directory, victim, identifier)
+        #expect(unlink(entry) == 0)
+        #expect(unlink(SocketRegistry.registrationPath(directory, identifier)) == 0)
+        let poster = try socketHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        _ = try await postUntilSeen(victim, in: directory, by: poster, observed: observed, text: "victim")
+        #expect(observer.transport.statistics.repairedEntries == 1)
+        #expect(access(SocketRegistry.registrationPath(directory, identifier), F_OK) == 0)
+        // A second removal is found as well.
+        #expect(unlink(SocketRegistry.entryPath(directory, names[7], identifier)) == 0)
+        _ = try await postUntilSeen(names[7], in: directory, by: poster, observed: observed, text: "seventh")
+        #expect(observer.transport.statistics.repairedEntries == 2)
+    }
+
+    @Test("an unsubscribed name is not registered again by a repair")
+    func unsubscribedStaysGone() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let kept: NotificationName = "test.repair.kept"
+        let dropped: NotificationName = "test.repair.dropped"
+        let observed = Collector<String>()
+        let keptToken = try observer.addObserver(String.self, named: kept) { text, _ in observed.append(text) }
+        defer { keptToken.cancel() }
+        let droppedToken = try observer.addObserver(String.self, named: dropped) { _, _ in }
+        let identifier = endpointIdentifier(observer.transport)
+        try await removeWithRM(directory + "/names/" + kept.rawValue)
+        droppedToken.cancel()
+        let poster = try socketHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        _ = try await postUntilSeen(kept, in: directory, by: poster, observed: observed, text: "kept")
+        #expect(access(SocketRegistry.entryPath(directory, dropped, identifier), F_OK) != 0)
+    }
+}
