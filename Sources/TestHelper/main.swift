@@ -59,6 +59,11 @@ import TypedNotificationsRedis
 //                                                open and close meanwhile
 //   tnotify-test-helper contract …               the contract suite's roles, over any transport:
 //                                                see Contract.swift
+//   tnotify-test-helper reaper                   kills the processes listed on its stdin once
+//                                                it ends: see Reaper.swift
+//   tnotify-test-helper spawn-and-hold           starts a "hold" copy of itself, says
+//                                                "grandchild PID", and waits to be killed
+//   tnotify-test-helper hold                     waits to be killed
 
 /// The notification the helper posts and observes.
 struct HelperPing: TypedNotification, Codable {
@@ -411,6 +416,12 @@ do {
         }
     case "contract":
         try await runContractCommand(arguments.dropFirst())
+    case "reaper" where arguments.count == 1:
+        runReaper()
+    case "spawn-and-hold" where arguments.count == 1:
+        spawnGrandchildAndHold()
+    case "hold" where arguments.count == 1:
+        holdForever()
     case "hubs" where arguments.count == 5 || arguments.count == 6:
         guard let hubs = Int(arguments[3]), let total = Int(arguments[4]) else {
             fail("HUBS and TOTAL must be numbers")
@@ -422,7 +433,7 @@ do {
         fail(
             "usage: observe | observe-total | post | post-exit | send-forged | send-forged-pid | send-as"
                 + " | fobserve | fobserve-total | fobserve-names | fobserve-events | fdurable | fpost | ftorn"
-                + " | fpost-limited | hubs | contract (arguments: see the comment at the top of Sources/TestHelper/main.swift)"
+                + " | fpost-limited | hubs | contract | reaper | spawn-and-hold | hold (arguments: see the comment at the top of Sources/TestHelper/main.swift)"
         )
     }
 } catch {

@@ -12,6 +12,9 @@ import TypedNotifications
 /// A `tnotify-test-helper` process, started with `posix_spawn`. Its standard
 /// output and error are read line by line on threads of their own, so a test
 /// can await what it says; its exit is collected with `waitpid`.
+///
+/// It runs in a process group of its own, listed on a ``Lifeline``: if the
+/// test process ends before it, it is killed with everything it started.
 final class HelperProcess: Sendable {
     /// Lines the helper printed on standard output.
     let lines = Collector<String>()
@@ -45,7 +48,7 @@ final class HelperProcess: Sendable {
     /// is scheduled.
     init(
         _ arguments: [String], executable: String = HelperProcess.executable, standardInput: CInt? = nil,
-        killedAtLine: Int? = nil
+        killedAtLine: Int? = nil, lifeline: Lifeline? = Lifeline.shared
     ) throws {
         var output: [CInt] = [-1, -1]
         var errorOutput: [CInt] = [-1, -1]
@@ -67,14 +70,32 @@ final class HelperProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, output[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errorOutput[1], 2)
-        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
+        if let standardInput {
+            posix_spawn_file_actions_adddup2(&actions, standardInput, 0)
+        } else {
+            // Never the terminal: a process outside the terminal's
+            // foreground group that read it would be stopped.
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        #if canImport(Darwin)
+            var attributes: posix_spawnattr_t? = nil
+        #else
+            var attributes = posix_spawnattr_t()
+        #endif
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // A group of its own, so the lifeline ends what it starts too; and
+        // signals as a shell would leave them, not as this thread has them
+        // (the test runner's threads block some, and the lifeline ignores SIGPIPE).
+        resetSignals(&attributes, flags: POSIX_SPAWN_SETPGROUP)
+        posix_spawnattr_setpgroup(&attributes, 0)
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         let environment = ProcessInfo.processInfo.environment.map { strdup("\($0)=\($1)") } + [nil]
         defer { for pointer in environment { free(pointer) } }
         var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, nil, argv, environment)
+        let status = posix_spawn(&child, executable, &actions, &attributes, argv, environment)
         close(output[1])
         close(errorOutput[1])
         guard status == 0 else {
@@ -83,12 +104,14 @@ final class HelperProcess: Sendable {
             throw POSIXError(POSIXErrorCode(rawValue: status) ?? .EIO)
         }
         pid = child
+        lifeline?.watch(child)
         Self.readLines(from: output[0], into: lines, then: outputEnded, killing: killedAtLine.map { (child, $0) })
         Self.readLines(from: errorOutput[0], into: errors, then: errorsEnded)
         let (pid, exitStatus, exited) = (child, self.exitStatus, self.exited)
         Thread.detachNewThread {
             var status: CInt = 0
             while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            lifeline?.forget(pid)
             exitStatus.withLock { $0 = status }
             exited.fire()
         }
@@ -159,7 +182,10 @@ final class HelperProcess: Sendable {
     }
 
     deinit {
-        if !exited.hasFired { kill(pid, SIGKILL) }
+        if !exited.hasFired {
+            kill(-pid, SIGKILL)
+            kill(pid, SIGKILL)
+        }
     }
 }
 
