@@ -12,10 +12,10 @@
     /// An inotify instance and who listens to which of its watches: the
     /// process's shared one (``shared()``), or a monitor's own.
     final class ChangeQueue: Sendable {
-        private static let current = SystemLocked<ChangeQueue?>(nil)
+        private static let current = Locked<ChangeQueue?>(nil)
 
         let descriptor: FileDescriptor
-        let state = SystemLocked(ChangeQueueState())
+        let state = Locked(ChangeQueueState())
 
         private init(_ descriptor: consuming FileDescriptor) {
             self.descriptor = descriptor

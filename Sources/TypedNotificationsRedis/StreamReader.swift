@@ -72,7 +72,7 @@ final class StreamReader: Sendable {
     }
 
     /// See ``ServerSide``.
-    let server = Mutex(ServerSide())
+    let server = Locked(ServerSide())
 
     /// Records the reader's new connection, unless it is being stopped:
     /// then returns `false` and the connection must not be read from.

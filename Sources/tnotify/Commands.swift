@@ -202,7 +202,7 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
 /// The signal handler only writes to a pipe; a thread of its own reads it
 /// and acts, so no signal is lost or acted on unsafely.
 final class SignalStop: Sendable {
-    private let state = Mutex<(fired: Bool, action: (@Sendable () -> Void)?)>((false, nil))
+    private let state = Locked<(fired: Bool, action: (@Sendable () -> Void)?)>((false, nil))
 
     /// Whether a signal arrived.
     var fired: Bool { state.withLock { $0.fired } }

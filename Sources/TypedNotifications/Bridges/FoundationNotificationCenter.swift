@@ -273,7 +273,7 @@ enum FoundationBridge {
         var sweepAt = 64
     }
 
-    private static let identities = Mutex(Identities())
+    private static let identities = Locked(Identities())
 
     /// The identity of `center`, made on first use. An entry is trusted only
     /// while its center is alive: a new center at a released one's address
@@ -298,7 +298,7 @@ enum FoundationBridge {
     }
 
     // Per-sender, per-name sequence numbers of posts through the bridge.
-    private static let sequences = Mutex<[SequenceKey: UInt64]>([:])
+    private static let sequences = Locked<[SequenceKey: UInt64]>([:])
 
     static func nextSequence(of sender: NotificationSender, for name: NotificationName) -> UInt64 {
         sequences.withLock { sequences in

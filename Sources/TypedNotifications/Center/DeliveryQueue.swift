@@ -1,3 +1,5 @@
+import NotificationPlatform
+
 /// One observer's buffer: posters enqueue messages from any thread; a single
 /// consumer takes them in order, in batches, and suspends when there are none.
 ///

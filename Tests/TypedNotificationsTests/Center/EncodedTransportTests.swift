@@ -1,3 +1,4 @@
+import NotificationPlatform
 import Testing
 @_spi(TransportAuthoring) import TypedNotifications
 

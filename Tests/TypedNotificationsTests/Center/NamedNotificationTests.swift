@@ -1,4 +1,5 @@
 import Foundation
+import NotificationPlatform
 import Synchronization
 import Testing
 import TypedNotifications
@@ -7,7 +8,7 @@ import TypedNotifications
 /// against the protocol: names chosen at run time, no payload, no downcast.
 final class NameManager<Center: TypedNotificationCenter>: Sendable {
     let center: Center
-    private let tokens = Mutex<[NotificationName: ObservationToken]>([:])
+    private let tokens = Locked<[NotificationName: ObservationToken]>([:])
 
     init(_ center: Center) {
         self.center = center

@@ -1,3 +1,4 @@
+import NotificationPlatform
 import Testing
 import TypedNotifications
 

@@ -1,4 +1,5 @@
 import Foundation
+import NotificationPlatform
 import Testing
 import TypedNotifications
 

@@ -1,3 +1,4 @@
+import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
 

@@ -1,5 +1,6 @@
 import CTypedNotifications
 import Foundation
+import NotificationPlatform
 import Testing
 import TypedNotifications
 

@@ -1,3 +1,5 @@
+import NotificationPlatform
+
 /// Hands notifications between centers in one process, with no encoding.
 ///
 /// Centers whose transports share an ``InProcessBus`` see each other's posts;

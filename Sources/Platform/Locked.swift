@@ -1,9 +1,11 @@
-import NotificationPlatform
-
-/// A value guarded by a mutex.
+/// A value guarded by a mutex: the one lock every module of the package uses.
 ///
-/// Keep the closure short and never call out from it: decide under the lock,
-/// act after it.
+/// A pthread mutex (``SystemMutex``), not `Synchronization.Mutex`, because
+/// ThreadSanitizer sees a pthread mutex and not that one's futex (it
+/// reports the accesses the futex orders as races).
+///
+/// Keep the closure short and never call out from it: make no system call
+/// and call no user code under the lock. Decide under it, act after it.
 package final class Locked<Value> {
     private let mutex = SystemMutex()
     private var value: Value
