@@ -54,19 +54,22 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         public static let closed = Code(.closed)
         /// The transport failed to send or subscribe.
         public static let transportFailure = Code(.transportFailure)
+        // The envelope's codes: only `EnvelopeDecoder` (transport authoring)
+        // throws them; a center counts such bytes and never throws them.
+
         /// An envelope ended before its header or its stated length.
-        public static let truncatedEnvelope = Code(.truncatedEnvelope)
+        @_spi(TransportAuthoring) public static let truncatedEnvelope = Code(.truncatedEnvelope)
         /// Bytes that should be an envelope do not start with its magic number.
-        public static let badMagic = Code(.badMagic)
+        @_spi(TransportAuthoring) public static let badMagic = Code(.badMagic)
         /// An envelope has a format version this decoder does not read.
-        public static let unsupportedVersion = Code(.unsupportedVersion)
+        @_spi(TransportAuthoring) public static let unsupportedVersion = Code(.unsupportedVersion)
         /// A length field of an envelope is outside its limits or disagrees with the others.
-        public static let lengthOutOfBounds = Code(.lengthOutOfBounds)
+        @_spi(TransportAuthoring) public static let lengthOutOfBounds = Code(.lengthOutOfBounds)
         /// An envelope's CRC-32C does not match its bytes.
-        public static let checksumMismatch = Code(.checksumMismatch)
+        @_spi(TransportAuthoring) public static let checksumMismatch = Code(.checksumMismatch)
         /// An envelope breaks the format in another way: a reserved byte set,
         /// sequence number 0, or bytes after the record.
-        public static let malformedEnvelope = Code(.malformedEnvelope)
+        @_spi(TransportAuthoring) public static let malformedEnvelope = Code(.malformedEnvelope)
         /// A path is longer than the system allows (for a socket on Apple
         /// platforms, 252 bytes: an address of `SOCK_MAXADDRLEN`); the message
         /// names the path and the limit.
