@@ -395,17 +395,20 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         return observers.compactMap(\.room).min()
     }
 
-    private func noteMissed(_ report: MissedNotifications) {
+    /// Adds `report` to the next delivery of its name's observers; counted
+    /// in ``NotificationMetrics/sequenceGaps`` unless it is no gap (`isGap`
+    /// false: notifications that arrived and were refused).
+    private func noteMissed(_ report: MissedNotifications, isGap: Bool = true) {
         let tracksGaps = tracksSequenceGaps
         let found = table.withLock { $0.missed(report, tracksGaps: tracksGaps) }
         guard let found, found.missed > 0 || !report.isExact else { return }
-        counters.addSaturating(found.missed, to: .sequenceGaps)
+        if isGap { counters.addSaturating(found.missed, to: .sequenceGaps) }
         for observer in found.observers { observer.noteMissed(found.missed, isExact: report.isExact) }
     }
 
     private func noteRefused(_ report: MissedNotifications) {
         counters.addSaturating(report.count, to: .undecodable)
-        noteMissed(report)
+        noteMissed(report, isGap: false)
     }
 
     private func receive(_ message: TransportMessage) {

@@ -1,7 +1,8 @@
 import Foundation
+import NotificationPlatform
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 @testable import TypedNotificationsRedis
 
 #if canImport(Glibc)
@@ -58,6 +59,8 @@ struct ReceiveLimitTests {
         #expect(observer.metrics.undecodable == 3)
         #expect(observer.transport.statistics.refusedOversized == 3)
         #expect(observer.transport.statistics.refusedMalformed == 0)
+        // Refused notifications are no gap in the poster's numbers.
+        #expect(observer.metrics.sequenceGaps == 0)
     }
 
     @Test("a watcher sent 4 MB notifications, by socket and by spool, stays small and says it missed each")
@@ -160,5 +163,80 @@ struct ReceiveLimitTests {
         try await expectRefusedOnce(observer: observer, poster: poster)
         #expect(observer.transport.statistics.refusedOversized == 1)
         #expect(observer.transport.statistics.corruptEntriesSkipped == 0)
+    }
+
+    @Test("a durable file identity that refused the log's last record does not report it again after a restart")
+    func durableFileRefusalReportedOnce() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try NotificationHub(
+            endpoint: "large", transport: FileSignalTransport(directory: directory),
+            configuration: NotificationHubConfiguration(maximumPayloadSize: 1 << 20))
+        defer { poster.close() }
+        let first = try fileHub(directory, endpoint: "small", identity: "durable")
+        let got = Collector<([UInt8], Int)>()
+        let token = try first.addObserver([UInt8].self, named: limitedName) { bytes, delivery in
+            got.append((bytes, delivery.missed))
+        }
+        try poster.post([1], as: limitedName)
+        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await waitUntil { first.transport.committedPosition(of: limitedName) != nil })
+        let handled = try #require(first.transport.committedPosition(of: limitedName))
+        // The log's last record: refused, reported, and passed over once
+        // the one before it is handled.
+        try poster.post([UInt8](repeating: 7, count: 200_000), as: limitedName)
+        #expect(
+            await waitUntil { (first.transport.committedPosition(of: limitedName) ?? handled) > handled },
+            "the cursor never moved past the refused record")
+        #expect(first.metrics.undecodable == 1)
+        token.cancel()
+        first.close()
+
+        let second = try fileHub(directory, endpoint: "small", identity: "durable")
+        defer { second.close() }
+        let deliveries = try second.deliveries(of: [UInt8].self, named: limitedName)
+        try poster.post([2], as: limitedName)
+        for await delivered in deliveries {
+            #expect(delivered.notification == [2])
+            #expect(delivered.delivery.missed == 0)
+            break
+        }
+        #expect(second.metrics.undecodable == 0)
+    }
+
+    @Test("a short datagram whose header claims a large payload is malformed, and nothing is missed")
+    func forgedLengthIsMalformed() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try socketHub(directory, endpoint: "small")
+        defer { observer.close() }
+        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        // A valid header and name, a payload length of 1,000,000, and
+        // nothing after the endpoint: 32 + name + endpoint bytes.
+        let sender = try forgedSender(instance: 9)
+        let real = try forgedMessage(
+            [UInt8](repeating: 1, count: 70_000), named: limitedName, from: sender, sequence: 1)
+        guard case .encoded(let encoded) = real.payload else { throw POSIXError(.EINVAL) }
+        var forged = Array(
+            encoded.envelope.prefix(NotificationEnvelope.headerSize + limitedName.rawValue.utf8.count + 6))
+        forged.withUnsafeMutableBytes {
+            $0.storeBytes(of: UInt32(1_000_000).littleEndian, toByteOffset: 8, as: UInt32.self)
+        }
+        let socket = try SystemCalls.datagramSocket().get()
+        try SystemCalls.connectSocket(socket, toSocketPath: observer.transport.socketPath).get()
+        for _ in 0..<3 {
+            _ = try forged.withUnsafeBytes { try SystemCalls.sendDatagram(socket, $0).get() }
+        }
+        let poster = try socketHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post([3], as: limitedName)
+        for await delivered in deliveries {
+            #expect(delivered.notification == [3])
+            #expect(delivered.delivery.missed == 0)
+            break
+        }
+        #expect(observer.transport.statistics.refusedMalformed == 3)
+        #expect(observer.transport.statistics.refusedOversized == 0)
+        #expect(observer.metrics.undecodable == 0)
     }
 }

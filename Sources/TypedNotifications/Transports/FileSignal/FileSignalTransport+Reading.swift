@@ -81,7 +81,13 @@ extension FileSignalTransport {
         // queued at once (which would spin while their observers catch up).
         let batches = (
             records: read.map {
-                ($0.name, $0.records, (missed: $0.reader.missedAfterRecords, refused: $0.reader.refusedAfterRecords))
+                (
+                    $0.name, $0.records,
+                    (
+                        missed: $0.reader.missedAfterRecords, refused: $0.reader.refusedAfterRecords,
+                        skippedThrough: $0.reader.skippedThrough
+                    )
+                )
             },
             hasMore: read.filter { $0.reader.hasMore }.map(\.name)
         )
@@ -94,10 +100,27 @@ extension FileSignalTransport {
         for (name, records, after) in batches.records {
             if !records.isEmpty { deliver(records, of: name, to: checking.receiver) }
             checking.receiver.report(missed: after.missed, refused: after.refused, of: name)
+            if let skipped = after.skippedThrough { passOver(through: skipped, of: name) }
         }
         // Behind the handler jobs these records just queued on this thread.
         if !batches.hasMore.isEmpty { requestPass() }
         if !held.isEmpty { scheduleRecheck() }
+    }
+
+    /// Lets a durable cursor move past records that were skipped and
+    /// reported (refused or corrupt) after the last one handed over, once
+    /// the records before them are handled: so a restart does not report
+    /// them again. Nothing for a plain observer.
+    private func passOver(through position: LogPosition, of name: NotificationName) {
+        guard identity != nil else { return }
+        let handedOver = commits.withLock { table -> (generation: UInt64, token: UInt64)? in
+            guard let generation = table.slots[name]?.generation,
+                let token = table.slots[name]?.machine.handOver(endingAt: position)
+            else { return nil }
+            return (generation, token)
+        }
+        guard let handedOver else { return }
+        handled(handedOver.token, of: name, generation: handedOver.generation)
     }
 
     /// Looks again in 1 ms at names held back for their observers; a

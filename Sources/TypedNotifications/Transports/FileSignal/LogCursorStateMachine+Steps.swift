@@ -168,6 +168,7 @@ extension LogCursorStateMachine {
                         result.corruptRecordsSkipped += 1
                     }
                     missed += 1
+                    result.skippedThrough = LogPosition(segment: segment, offset: end, index: index &+ 1, log: log)
                     return
                 }
                 let position = LogPosition(segment: segment, offset: end, index: index &+ 1, log: log)
@@ -175,6 +176,7 @@ extension LogCursorStateMachine {
                 sequences[message.sender] = message.sequence
                 newestWallClock = max(newestWallClock ?? .min, message.timestamp.wallClockNanoseconds)
                 records.append(LogRecord(message: message, end: position, missedBefore: missed, refusedBefore: refused))
+                result.skippedThrough = nil
                 missed = 0
                 refused = 0
                 if let left = recordsLeft {

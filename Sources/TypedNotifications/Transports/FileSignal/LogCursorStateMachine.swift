@@ -88,6 +88,11 @@ struct LogCursorStateMachine {
         var corruptRecordsSkipped = 0
         /// Records refused as over the center's payload limit.
         var oversizedRecords = 0
+        /// The end of the last record skipped (refused or corrupt) after the
+        /// last one in ``records``: a durable cursor may move past it once
+        /// the records before it are handled, so a restart does not report
+        /// it again.
+        var skippedThrough: LogPosition?
         var shrunkSegments = 0
         var vanishedSegments = 0
         var refusedFiles = 0

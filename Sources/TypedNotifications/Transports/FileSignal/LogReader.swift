@@ -12,6 +12,8 @@ final class LogReader {
     private(set) var missedAfterRecords = 0
     /// Of ``missedAfterRecords``, those refused as over the center's payload limit.
     private(set) var refusedAfterRecords = 0
+    /// The end of the last record skipped after the last one read, if any.
+    private(set) var skippedThrough: LogPosition?
     private let sharing: DirectorySharing
     private var machine: LogCursorStateMachine
     // The segment being read.
@@ -62,6 +64,7 @@ final class LogReader {
                 hasMore = result.hasMore
                 missedAfterRecords = result.missedAfterRecords
                 refusedAfterRecords = result.refusedAfterRecords
+                skippedThrough = result.skippedThrough
                 if result.oversizedRecords > 0 { counters.add(result.oversizedRecords, to: .refusedOversized) }
                 if result.corruptRecordsSkipped > 0 {
                     counters.add(result.corruptRecordsSkipped, to: .corruptRecordsSkipped)
