@@ -42,6 +42,7 @@ package struct Errno: RawRepresentable, Error, Hashable, CustomStringConvertible
     package static let timedOut = Errno(rawValue: ETIMEDOUT)
     package static let brokenPipe = Errno(rawValue: EPIPE)
     package static let tooManyDescriptors = Errno(rawValue: EMFILE)
+    package static let tooManyLinks = Errno(rawValue: EMLINK)
 
     /// The C library's text for the error, and its number.
     package var description: String {

@@ -1,4 +1,5 @@
 import CTypedNotifications
+import Synchronization
 
 #if canImport(Darwin)
     import Darwin
@@ -18,12 +19,22 @@ import CTypedNotifications
 /// Only for files that no other user can write: a mapping whose file is cut
 /// short under it faults (`SIGBUS`) on the next read, so a file others may
 /// truncate must not be mapped.
+///
+/// A file removed or replaced under the mapping (`rm -rf` of its directory)
+/// no longer reaches the other processes: ``noteIfReplaced()``, called now
+/// and then, finds it, and from then on ``value`` is `nil` (read what the
+/// counter stood for) and ``increment()`` also bumps the file now at the path.
 package final class SharedCounter: @unchecked Sendable {
     // Sendable: the mapping's address and length never change while this
     // object lives, and the counter in it is only read and written with the
     // atomic C functions, which other processes use on the same memory too.
     private let base: UnsafeMutableRawPointer
     private static let length = 4096
+    private let path: String
+    private let permissions: FilePermissions
+    private let owner: UInt32
+    private let identity: FileIdentity
+    private let replaced = Atomic<Bool>(false)
 
     /// Opens or creates the counter's file at `path` and maps it. Refuses
     /// anything but a regular file of `owner` with exactly `permissions`
@@ -45,6 +56,10 @@ package final class SharedCounter: @unchecked Sendable {
         let mapped = mmap(nil, Self.length, PROT_READ | PROT_WRITE, MAP_SHARED, file.rawValue, 0)
         guard let mapped, mapped != MAP_FAILED else { throw Errno.current }
         base = mapped
+        self.path = path
+        self.permissions = permissions
+        self.owner = owner
+        identity = info.identity
     }
 
     deinit {
@@ -52,13 +67,32 @@ package final class SharedCounter: @unchecked Sendable {
         munmap(base, Self.length)
     }
 
-    /// The counter now, as the last process to bump it left it.
-    package var value: UInt64 {
-        ctn_shared_load(base.assumingMemoryBound(to: UInt64.self))
+    /// The counter now, as the last process to bump it left it; `nil` once
+    /// its file was found replaced: it says nothing of the others any more.
+    package var value: UInt64? {
+        guard !replaced.load(ordering: .relaxed) else { return nil }
+        return ctn_shared_load(base.assumingMemoryBound(to: UInt64.self))
     }
 
-    /// Adds one, for every process that maps the file.
+    /// Adds one, for every process that maps the file; once it was found
+    /// replaced, also for those that map the file now at its path.
     package func increment() {
         _ = ctn_shared_increment(base.assumingMemoryBound(to: UInt64.self))
+        if replaced.load(ordering: .relaxed),
+            let current = try? SharedCounter(
+                path: path, permissions: permissions, owner: owner)
+        {
+            current.increment()
+        }
+    }
+
+    /// Looks whether the file at the path is still the one mapped (one
+    /// `lstat`); if not, marks this counter replaced for good. Returns whether it is.
+    @discardableResult
+    package func noteIfReplaced() -> Bool {
+        guard !replaced.load(ordering: .relaxed) else { return true }
+        if case .success(let info) = SystemCalls.linkStatus(path), info.identity == identity { return false }
+        replaced.store(true, ordering: .relaxed)
+        return true
     }
 }

@@ -78,7 +78,12 @@ final class SocketReceiving {
     var recheckScheduled = false
     var removalWatch: RemovalWatch
     /// The registration file every entry of this endpoint links to.
-    let registration: FileDescriptor
+    var registration: FileDescriptor
+    /// Looks in a row whose repair failed (an `rm -rf` still running, say).
+    var failedRepairs = 0
+    /// The registration file's links beyond its linked entries at the last
+    /// look: its own name, and any someone else made (a `cp -al` backup).
+    var linksBeyondEntries = 1
 
     init(
         receiver: TransportReceiver, spoolMonitor: DirectoryMonitor, maximumEnvelopeSize: Int,

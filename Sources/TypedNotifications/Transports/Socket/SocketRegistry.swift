@@ -106,27 +106,76 @@ enum SocketRegistry {
         return file
     }
 
+    /// How an entry was made.
+    enum Registered {
+        /// A hard link to the registration file.
+        case linked
+        /// A file of its own: the registration file has as many links as
+        /// the file system allows.
+        case unlinked
+    }
+
     /// Creates this endpoint's entry for `name`: a hard link to its
     /// registration file (`registration`, whose identity is `identity`).
     /// Names are validated, so the path cannot leave the directory; `link`
     /// never follows or replaces what is there. An entry already there that
-    /// is the same file is this endpoint's (made by a repair): kept.
+    /// is the same file is kept; a regular file of this user (a copy, or a
+    /// file of its own) is replaced by the link in one `rename`; anything
+    /// else is refused.
+    @discardableResult
     static func register(
         _ id: String,
         for name: NotificationName,
         in directory: String,
         registration identity: FileIdentity,
+        sender: NotificationSender,
         sharing: DirectorySharing
-    ) throws(TypedNotificationError) {
+    ) throws(TypedNotificationError) -> Registered {
         try SharedDirectory.prepare(nameDirectory(directory, name), sharing: sharing)
         let path = entryPath(directory, name, id)
-        switch SystemCalls.hardLink(registrationPath(directory, id), to: path) {
-        case .success: return
+        let source = registrationPath(directory, id)
+        switch SystemCalls.hardLink(source, to: path) {
+        case .success: return .linked
+        case .failure(.tooManyLinks):
+            try writeEntry(path, sender: sender, sharing: sharing)
+            return .unlinked
         case .failure(.fileExists):
-            if case .success(let info) = SystemCalls.linkStatus(path), info.identity == identity { return }
-            throw SharedDirectory.failure(.fileExists, "could not register for \(name) at \(path)")
+            guard case .success(let info) = SystemCalls.linkStatus(path) else {
+                throw SharedDirectory.failure(.fileExists, "could not register for \(name) at \(path)")
+            }
+            if info.identity == identity { return .linked }
+            guard info.kind == .regular, info.owner == SystemProcess.userID else {
+                throw SharedDirectory.failure(.fileExists, "could not register for \(name) at \(path)")
+            }
+            let staged = path + ".new"
+            _ = SystemCalls.removeFile(staged)
+            let replaced = SystemCalls.hardLink(source, to: staged).flatMap { SystemCalls.renameFile(staged, to: path) }
+            if case .failure(let error) = replaced {
+                _ = SystemCalls.removeFile(staged)
+                throw SharedDirectory.failure(error, "could not register for \(name) at \(path)")
+            }
+            return .linked
         case .failure(let error):
             throw SharedDirectory.failure(error, "could not register for \(name) at \(path)")
+        }
+    }
+
+    /// An entry that is a file of its own, holding `pid uid endpoint`.
+    private static func writeEntry(_ path: String, sender: NotificationSender, sharing: DirectorySharing)
+        throws(TypedNotificationError)
+    {
+        let file: FileDescriptor
+        do throws(Errno) {
+            file = try SystemCalls.openFile(
+                path, .writeOnly, options: [.create, .exclusive, .noFollow], permissions: sharing.fileMode
+            ).get()
+        } catch {
+            throw SharedDirectory.failure(error, "could not register at \(path)")
+        }
+        let line = "\(sender.processID) \(sender.userID) \(sender.endpoint)\n"
+        if case .failure(let error) = SystemCalls.writeAll(file, Array(line.utf8)) {
+            _ = SystemCalls.removeFile(path)
+            throw SharedDirectory.failure(error, "could not write \(path)")
         }
     }
 

@@ -6,18 +6,17 @@ import Synchronization
 /// endpoints and routes the send in progress last published (for statistics,
 /// ``SocketTransport/flush(timeout:)`` and error messages).
 struct SocketState {
-    /// Open, it holds the sender `open` was given and the identity of the
-    /// registration file every entry links to.
-    var lifecycle = TransportLifecycle<SocketOpening>(kind: "socket")
+    /// Open, it holds the sender `open` was given.
+    var lifecycle = TransportLifecycle<NotificationSender>(kind: "socket")
+    /// The registration file every entry links to (see ``SocketRegistry``),
+    /// from `open` on; made anew if someone removes it with every entry.
+    var registration: FileIdentity?
+    /// Names whose entry is a file of its own, not a link: the file system
+    /// allowed the registration file no more links (65,000 on ext4).
+    var unlinkedEntries: Set<NotificationName> = []
     var subscribed: Set<NotificationName> = []
     var peers: [String: SocketPeer] = [:]
     var routes: [NotificationName: [String]] = [:]
-}
-
-/// What a socket transport keeps while it is open.
-struct SocketOpening: Sendable {
-    let sender: NotificationSender
-    let registration: FileIdentity
 }
 
 /// The registry cache and the endpoints a transport sends to: touched only

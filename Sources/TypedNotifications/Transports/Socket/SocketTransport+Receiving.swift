@@ -35,6 +35,9 @@ extension SocketTransport {
                 receiving.receiver.fail(removal)
                 return
             }
+            // A registry removed whole takes its generation file with it:
+            // from then on posts here read the registry's change events.
+            registryGeneration?.noteIfReplaced()
             do throws(TypedNotificationError) {
                 try checkRegistrations(receiving)
             } catch {
@@ -50,58 +53,103 @@ extension SocketTransport {
     /// nobody posts to it any more.
     ///
     /// Costs one `fstat` however many names are observed: every entry is a
-    /// hard link to the registration file, so fewer links than names (and
-    /// the file's own) means one went. Only then is each name's entry
-    /// looked at.
+    /// hard link to the registration file, so fewer links than linked names
+    /// plus its own, or a change in how many links it has beyond its
+    /// entries since the last look (someone made another, a `cp -al`
+    /// backup, then removed an entry), says something changed. Only then is
+    /// each name's entry looked at.
     ///
-    /// - Throws: when an entry cannot be made again, or the registration
-    ///   file and every entry are gone (nothing left to link to).
+    /// A repair that fails is tried again at the next look (an `rm -rf` may
+    /// still be running); after ``Self/repairAttempts`` failures in a row
+    /// the error is thrown.
     func checkRegistrations(_ receiving: SocketReceiving) throws(TypedNotificationError) {
-        let (expected, opening) = state.withLock { state in
-            (state.subscribed.count, try? state.lifecycle.opened(for: "registration"))
+        let (linked, sender, ours) = state.withLock { state in
+            (
+                state.subscribed.count - state.unlinkedEntries.count,
+                try? state.lifecycle.opened(for: "registration"), state.registration
+            )
         }
-        guard let opening, case .success(let info) = SystemCalls.fileStatus(receiving.registration),
-            info.links < expected + 1
-        else { return }
-        let names = state.withLock { $0.subscribed }
-        let ours = opening.registration
-        func isOurs(_ path: String) -> Bool {
-            if case .success(let found) = SystemCalls.linkStatus(path), found.identity == ours { return true }
-            return false
+        guard let sender, let ours, case .success(let info) = SystemCalls.fileStatus(receiving.registration),
+            info.links < linked + 1 || info.links - linked != receiving.linksBeyondEntries
+        else {
+            receiving.failedRepairs = 0
+            return
         }
-        let registration = SocketRegistry.registrationPath(directory, identifier)
+        do throws(TypedNotificationError) {
+            try repairRegistrations(receiving, sender: sender, registration: ours)
+            receiving.failedRepairs = 0
+            // Every entry is there now: what is beyond them is the new normal.
+            let linkedNow = state.withLock { $0.subscribed.count - $0.unlinkedEntries.count }
+            if case .success(let now) = SystemCalls.fileStatus(receiving.registration) {
+                receiving.linksBeyondEntries = max(1, now.links - linkedNow)
+            }
+        } catch {
+            receiving.failedRepairs += 1
+            if receiving.failedRepairs >= Self.repairAttempts { throw error }
+        }
+    }
+
+    /// Looks in a row a repair may fail before the transport gives up.
+    static var repairAttempts: Int { 5 }
+
+    private func repairRegistrations(
+        _ receiving: SocketReceiving, sender: NotificationSender, registration: FileIdentity
+    )
+        throws(TypedNotificationError)
+    {
+        let (names, unlinked) = state.withLock { ($0.subscribed, $0.unlinkedEntries) }
+        var ours = registration
+        func entry(_ name: NotificationName) -> String { SocketRegistry.entryPath(directory, name, identifier) }
+        func status(_ path: String) -> FileStatus? {
+            if case .success(let found) = SystemCalls.linkStatus(path) { return found }
+            return nil
+        }
         var missing: [NotificationName] = []
         var present: String?
         for name in names {
-            let entry = SocketRegistry.entryPath(directory, name, identifier)
-            if isOurs(entry) {
-                present = present ?? entry
+            let found = status(entry(name))
+            if unlinked.contains(name) ? found?.kind == .regular : found?.identity == ours {
+                if !unlinked.contains(name) { present = present ?? entry(name) }
             } else {
                 missing.append(name)
             }
         }
-        if !isOurs(registration) {
-            // Its own name went too: linked back from an entry still there.
-            guard let present, case .success = SystemCalls.hardLink(present, to: registration) else {
-                throw TypedNotificationError(
-                    code: .transportFailure,
-                    message:
-                        "this endpoint's registration (\(registration)) and its entries were removed while in use; nothing more can be received. Create the transport again"
-                )
+        let path = SocketRegistry.registrationPath(directory, identifier)
+        if status(path)?.identity != ours {
+            if let present, case .success = SystemCalls.hardLink(present, to: path) {
+                // Its own name went too: linked back from an entry still there.
+            } else {
+                // Gone with every entry: a new one, which every entry links to.
+                _ = SystemCalls.removeFile(path)
+                let file = try SocketRegistry.makeRegistration(
+                    identifier, in: directory, sender: sender, sharing: configuration.sharing)
+                guard case .success(let made) = SystemCalls.fileStatus(file) else {
+                    throw TypedNotificationError(code: .transportFailure, message: "could not inspect \(path)")
+                }
+                ours = made.identity
+                receiving.registration = file
+                state.withLock { $0.registration = made.identity }
+                missing = Array(names)
             }
         }
         guard !missing.isEmpty else { return }
         try SharedDirectory.prepare(SocketRegistry.namesDirectory(directory), sharing: configuration.sharing)
+        var repaired = 0
         for name in missing {
-            try SocketRegistry.register(
-                identifier, for: name, in: directory, registration: ours, sharing: configuration.sharing)
-            // Unsubscribed meanwhile (it forgets the name before it
-            // unlinks): the entry just made is not wanted.
-            if !state.withLock({ $0.subscribed.contains(name) }) {
-                _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+            let made = try SocketRegistry.register(
+                identifier, for: name, in: directory, registration: ours, sender: sender,
+                sharing: configuration.sharing)
+            repaired += 1
+            // Unsubscribed meanwhile (it forgets the name before it unlinks):
+            // the entry just made is not wanted.
+            let wanted = state.withLock { state in
+                guard state.subscribed.contains(name) else { return false }
+                if made == .unlinked { state.unlinkedEntries.insert(name) } else { state.unlinkedEntries.remove(name) }
+                return true
             }
+            if !wanted { _ = SystemCalls.removeFile(entry(name)) }
         }
-        counters.add(missing.count, to: .repairedEntries)
+        counters.add(repaired, to: .repairedEntries)
         registryGeneration?.increment()
     }
 
@@ -357,9 +405,11 @@ extension SocketTransport {
                 return
             }
         }
-        // Over the center's limit: cut short by the slot (or whole, and over
-        // it all the same), refused from its header, said whose it was.
-        if let report = decoder.oversized(bytes) {
+        // Over the center's limit: cut short by the slot (or whole, checksum
+        // and all, and over it all the same), refused from its header, said
+        // whose it was. A short datagram whose header only claims a large
+        // payload is malformed, and nothing was missed.
+        if let report = decoder.oversized(bytes), datagram.truncated || report.lastSequence != nil {
             guard let sender = report.sender, !isForged(sender, datagram) else {
                 counters.add(to: .refusedForeignSender)
                 return

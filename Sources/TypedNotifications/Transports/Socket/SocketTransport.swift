@@ -40,13 +40,18 @@ import NotificationPlatform
 ///   a socket file and perhaps a spool; the next post to it, and every new
 ///   transport for the sockets of the directory, finds it gone and removes them.
 /// - **A removed registration is made again:** an entry of a live endpoint
-///   that someone removed (`rm -rf DIR/names/NAME`) is found and made again
-///   within about a second, so posts reach it again
-///   (``SocketTransportStatistics/repairedEntries``). Every entry of an
+///   that someone removed (`rm -rf DIR/names/NAME`, or `DIR/names` whole) is
+///   found and made again within about a second, so posts reach it again
+///   (``SocketTransportStatistics/repairedEntries``); an entry replaced by
+///   another file of this user is made a link again. Every entry of an
 ///   endpoint is a hard link to one registration file, so the look is one
-///   `fstat` whether it observes one name or 10,000. An entry that cannot be
-///   made again fails the transport, and its center ends every observation
-///   with the error.
+///   `fstat` whether it observes one name or 10,000; the names are looked
+///   at only when its link count says something changed. Not seen: a
+///   removal offset, within the same second, by a new link someone else
+///   made to that file; and entries beyond the links a file system allows
+///   (65,000 on ext4), which are files of their own. An entry that cannot
+///   be made again at five looks in a row fails the transport, and its
+///   center ends every observation with the error.
 /// - **A payload over the center's limit costs nothing:** receive buffers
 ///   are sized for ``NotificationHubConfiguration/maximumPayloadSize``; a
 ///   longer datagram is cut there by the kernel and refused from its header.
@@ -221,9 +226,9 @@ public final class SocketTransport: NotificationTransport {
                 throw TypedNotificationError(
                     code: .transportFailure, message: "could not inspect its registration file")
             }
-            let opening = SocketOpening(sender: sender, registration: info.identity)
             try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
-                try state.lifecycle.open(opening)
+                try state.lifecycle.open(sender)
+                state.registration = info.identity
             }
         } catch {
             _ = SystemCalls.removeFile(SocketRegistry.registrationPath(directory, identifier))
@@ -271,22 +276,28 @@ public final class SocketTransport: NotificationTransport {
 
     /// Registers this endpoint for `name`: from now on posts of it reach this transport.
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
-        let opening = try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
-            try state.lifecycle.opened(for: "subscribe")
+        let (sender, registration) = try state.withLock {
+            (state: inout SocketState) throws(TypedNotificationError) in
+            (try state.lifecycle.opened(for: "subscribe"), state.registration)
         }
         // The entry is made with no lock held; the center serializes
         // subscribing and unsubscribing a name. Linked before the name is
         // recorded (and, unsubscribing, unlinked after it is forgotten), so
         // the registration file never has fewer links than recorded names
         // unless someone removed an entry (see `checkRegistrations`).
-        try SocketRegistry.register(
-            identifier, for: name, in: directory, registration: opening.registration, sharing: configuration.sharing)
+        guard let registration else {
+            throw TypedNotificationError(code: .closed, message: "subscribe on a socket transport that is not open")
+        }
+        let made = try SocketRegistry.register(
+            identifier, for: name, in: directory, registration: registration, sender: sender,
+            sharing: configuration.sharing)
         // After the entry exists: a poster that sees the new generation
         // finds the entry's creation among the change events it then reads.
         registryGeneration?.increment()
         let registered = state.withLock { state in
             guard state.lifecycle.isOpen else { return false }
             state.subscribed.insert(name)
+            if made == .unlinked { state.unlinkedEntries.insert(name) }
             return true
         }
         guard registered else {
@@ -298,7 +309,11 @@ public final class SocketTransport: NotificationTransport {
 
     /// Removes this endpoint's registration for `name`.
     public func unsubscribe(from name: NotificationName) {
-        guard state.withLock({ $0.subscribed.remove(name) != nil }) else { return }
+        let removed = state.withLock { state in
+            state.unlinkedEntries.remove(name)
+            return state.subscribed.remove(name) != nil
+        }
+        guard removed else { return }
         _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
         registryGeneration?.increment()
     }

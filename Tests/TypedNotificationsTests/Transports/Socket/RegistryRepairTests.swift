@@ -9,10 +9,12 @@ import Testing
     import Darwin
 #endif
 
-/// Runs `rm -rf path` as a person would, in a process of its own.
-private func removeWithRM(_ path: String) async throws {
+/// Runs `rm -rf path` as a person would, in a process of its own. Unless
+/// it `mustSucceed`, it may fail: a repair may make entries again while it runs.
+private func removeWithRM(_ path: String, mustSucceed: Bool = true) async throws {
     let remover = try HelperProcess(["-rf", path], executable: "/bin/rm")
-    #expect(await remover.waitForExit() == 0)
+    let status = await remover.waitForExit()
+    if mustSucceed { #expect(status == 0) }
 }
 
 @Suite("A socket observer whose registry entry is removed under it", .serialized, .timeLimit(.minutes(5)))
@@ -118,5 +120,104 @@ struct RegistryRepairTests {
         defer { poster.close() }
         _ = try await postUntilSeen(kept, in: directory, by: poster, observed: observed, text: "kept")
         #expect(access(SocketRegistry.entryPath(directory, dropped, identifier), F_OK) != 0)
+    }
+
+    @Test("rm -rf DIR/names: a poster that started before the repair reaches the observer once it is made again")
+    func wholeRegistryRemoved() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let name: NotificationName = "test.repair.whole"
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let observed = Collector<String>()
+        let token = try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+        defer { token.cancel() }
+        try await removeWithRM(directory + "/names")
+        // Started with the registry gone: it maps a new generation file,
+        // which the observer's repair must bump.
+        let poster = try socketHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        _ = try await postUntilSeen(name, in: directory, by: poster, observed: observed, text: "after")
+        #expect(observer.failure == nil)
+    }
+
+    @Test("the only entry and the registration file removed: a new registration file, and posts arrive again")
+    func registrationRemovedWithEveryEntry() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let name: NotificationName = "test.repair.only"
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let observed = Collector<String>()
+        let token = try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+        defer { token.cancel() }
+        let identifier = endpointIdentifier(observer.transport)
+        try await removeWithRM(directory + "/names/" + name.rawValue)
+        #expect(unlink(SocketRegistry.registrationPath(directory, identifier)) == 0)
+        _ = try await postUntilSeen(name, in: directory, by: nil, observed: observed, text: "again")
+        #expect(observer.failure == nil)
+        #expect(access(SocketRegistry.registrationPath(directory, identifier), F_OK) == 0)
+    }
+
+    @Test("more links to the registration file (a cp -al backup) do not hide a removal; a copied entry is replaced")
+    func extraLinksAndCopies() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let first: NotificationName = "test.repair.first"
+        let second: NotificationName = "test.repair.second"
+        let observed = Collector<String>()
+        let tokens = try [first, second].map { name in
+            try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+        }
+        defer { for token in tokens { token.cancel() } }
+        let identifier = endpointIdentifier(observer.transport)
+        // A backup of the registry made of hard links (`cp -al`): two more
+        // links to the registration file, and then one entry removed.
+        let backup = directory + "/backup"
+        let copier = try HelperProcess(["-al", directory + "/names", backup], executable: "/bin/cp")
+        #expect(await copier.waitForExit() == 0)
+        try await removeWithRM(directory + "/names/" + second.rawValue)
+        _ = try await postUntilSeen(second, in: directory, by: nil, observed: observed, text: "second")
+
+        // An entry replaced by a copy of itself (cp, rm, cp back): made a link again.
+        let entry = SocketRegistry.entryPath(directory, first, identifier)
+        let copy = try Data(contentsOf: URL(fileURLWithPath: entry))
+        #expect(unlink(entry) == 0)
+        try copy.write(to: URL(fileURLWithPath: entry))
+        chmod(entry, 0o600)
+        let registration = try #require(
+            try? FileManager.default.attributesOfItem(atPath: SocketRegistry.registrationPath(directory, identifier))[
+                .systemFileNumber] as? Int)
+        #expect(
+            await waitUntil {
+                (try? FileManager.default.attributesOfItem(atPath: entry)[.systemFileNumber] as? Int) == registration
+            })
+        #expect(observer.failure == nil)
+        _ = try await postUntilSeen(first, in: directory, by: nil, observed: observed, text: "first")
+    }
+
+    @Test("an rm -rf of the registry over and over while 3,000 names are observed never ends the observer")
+    func repeatedRemoval() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let names = try (0..<3_000).map { try NotificationName(validating: "test.churn.n\($0)") }
+        let observed = Collector<String>()
+        var tokens: [ObservationToken] = []
+        for name in names {
+            tokens.append(try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) })
+        }
+        defer { for token in tokens { token.cancel() } }
+        let before = observer.transport.statistics.repairedEntries
+        for _ in 0..<12 {
+            try await removeWithRM(directory + "/names", mustSucceed: false)
+            #expect(observer.failure == nil)
+        }
+        _ = try await postUntilSeen(names[1_234], in: directory, by: nil, observed: observed, text: "survived")
+        #expect(observer.failure == nil)
+        #expect(observer.transport.statistics.repairedEntries > before)
     }
 }
