@@ -88,22 +88,7 @@ enum SocketRegistry {
     static func makeRegistration(
         _ id: String, in directory: String, sender: NotificationSender, sharing: DirectorySharing
     ) throws(TypedNotificationError) -> FileDescriptor {
-        let path = registrationPath(directory, id)
-        let file: FileDescriptor
-        do throws(Errno) {
-            file = try SystemCalls.openFile(
-                path, .writeOnly, options: [.create, .exclusive, .noFollow], permissions: sharing.fileMode
-            )
-            .get()
-        } catch {
-            throw SharedDirectory.failure(error, "could not create \(path)")
-        }
-        let line = "\(sender.processID) \(sender.userID) \(sender.endpoint)\n"
-        if case .failure(let error) = SystemCalls.writeAll(file, Array(line.utf8)) {
-            _ = SystemCalls.removeFile(path)
-            throw SharedDirectory.failure(error, "could not write \(path)")
-        }
-        return file
+        try createFile(registrationPath(directory, id), sender: sender, sharing: sharing)
     }
 
     /// How an entry was made.
@@ -137,7 +122,7 @@ enum SocketRegistry {
         switch SystemCalls.hardLink(source, to: path) {
         case .success: return .linked
         case .failure(.tooManyLinks):
-            try writeEntry(path, sender: sender, sharing: sharing)
+            try createFile(path, sender: sender, sharing: sharing)
             return .unlinked
         case .failure(.fileExists):
             guard case .success(let info) = SystemCalls.linkStatus(path) else {
@@ -160,9 +145,11 @@ enum SocketRegistry {
         }
     }
 
-    /// An entry that is a file of its own, holding `pid uid endpoint`.
-    private static func writeEntry(_ path: String, sender: NotificationSender, sharing: DirectorySharing)
-        throws(TypedNotificationError)
+    /// Creates a file at `path` (never over one, never through a link)
+    /// holding `pid uid endpoint`, for people and tools, and returns it open.
+    @discardableResult
+    private static func createFile(_ path: String, sender: NotificationSender, sharing: DirectorySharing)
+        throws(TypedNotificationError) -> FileDescriptor
     {
         let file: FileDescriptor
         do throws(Errno) {
@@ -170,13 +157,14 @@ enum SocketRegistry {
                 path, .writeOnly, options: [.create, .exclusive, .noFollow], permissions: sharing.fileMode
             ).get()
         } catch {
-            throw SharedDirectory.failure(error, "could not register at \(path)")
+            throw SharedDirectory.failure(error, "could not create \(path)")
         }
         let line = "\(sender.processID) \(sender.userID) \(sender.endpoint)\n"
         if case .failure(let error) = SystemCalls.writeAll(file, Array(line.utf8)) {
             _ = SystemCalls.removeFile(path)
             throw SharedDirectory.failure(error, "could not write \(path)")
         }
+        return file
     }
 
     enum Entry {
