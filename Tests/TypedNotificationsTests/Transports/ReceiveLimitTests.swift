@@ -178,9 +178,12 @@ struct ReceiveLimitTests {
         let token = try first.addObserver([UInt8].self, named: limitedName) { bytes, delivery in
             got.append((bytes, delivery.missed))
         }
+        #expect(await waitUntil { first.transport.committedPosition(of: limitedName) != nil })
+        let start = try #require(first.transport.committedPosition(of: limitedName))
         try poster.post([1], as: limitedName)
         #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
-        #expect(await waitUntil { first.transport.committedPosition(of: limitedName) != nil })
+        // Handled and committed: the cursor is past the first record.
+        #expect(await waitUntil { (first.transport.committedPosition(of: limitedName) ?? start) > start })
         let handled = try #require(first.transport.committedPosition(of: limitedName))
         // The log's last record: refused, reported, and passed over once
         // the one before it is handled.

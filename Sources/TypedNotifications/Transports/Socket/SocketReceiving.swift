@@ -15,11 +15,16 @@ final class SpoolFileLock {
         self.owner = owner
     }
 
-    /// The file's records, read a megabyte at a time, up to the first that
-    /// is not valid (then `malformed`): what follows it is never read.
+    /// The file's records, read a chunk at a time (the largest record the
+    /// decoder takes, at least 64 KiB and at most 1 MiB), up to the first
+    /// that is not valid (then `malformed`): what follows it is never read.
+    /// A record over the decoder's limit costs one chunk, never its size.
     func readRecords(decoder: inout EnvelopeDecoder) -> (records: [Spool.Record], malformed: Bool) {
         guard case .success(let info) = SystemCalls.fileStatus(descriptor), info.size > 0 else { return ([], false) }
-        let chunk = 1024 * 1024
+        let largest = NotificationEnvelope.size(
+            nameLength: NotificationName.maximumLength, endpointLength: NotificationSender.maximumEndpointLength,
+            payloadLength: max(0, min(decoder.maximumPayloadSize, NotificationEnvelope.payloadSizeHardLimit)))
+        let chunk = min(1024 * 1024, max(64 * 1024, largest + 1))
         var records: [Spool.Record] = []
         // Bytes read and not parsed yet (a record that goes on into the next
         // chunk), and the file offset after them.
