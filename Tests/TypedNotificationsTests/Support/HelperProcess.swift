@@ -110,10 +110,20 @@ final class HelperProcess: Sendable {
         Self.readLines(from: errorOutput[0], into: errors, then: errorsEnded)
         let (pid, exitStatus, exited) = (child, self.exitStatus, self.exited)
         Thread.detachNewThread {
+            // Waits for the exit without reaping: until it is reaped, the
+            // process id cannot be given to another process, so `deinit`
+            // may signal it (and its group) safely until then.
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
             var status: CInt = 0
-            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            // Reaped under the lock `deinit` signals under: the exception to
+            // "no system call under a lock", so that no signal ever reaches
+            // another process that got this id. Both calls return at once.
+            exitStatus.withLock { value in
+                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                value = status
+            }
             lifeline?.forget(pid)
-            exitStatus.withLock { $0 = status }
             exited.fire()
         }
     }
@@ -183,7 +193,10 @@ final class HelperProcess: Sendable {
     }
 
     deinit {
-        if !exited.hasFired {
+        let pid = pid
+        exitStatus.withLock { status in
+            // Not reaped yet (see init): the id is still this process's.
+            guard status == nil else { return }
             kill(-pid, SIGKILL)
             kill(pid, SIGKILL)
         }
