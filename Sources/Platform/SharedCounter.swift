@@ -27,7 +27,9 @@ import Synchronization
 package final class SharedCounter: @unchecked Sendable {
     // Sendable: the mapping's address and length never change while this
     // object lives, and the counter in it is only read and written with the
-    // atomic C functions, which other processes use on the same memory too.
+    // atomic C functions, which other processes use on the same memory too;
+    // every other field is a `let`, and `replaced` is an atomic that only
+    // ever goes from false to true.
     private let base: UnsafeMutableRawPointer
     private static let length = 4096
     private let path: String

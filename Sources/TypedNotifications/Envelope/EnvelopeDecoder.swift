@@ -27,6 +27,14 @@
         return message
     }
 
+    /// The size of the largest envelope this decoder takes: the longest
+    /// name and endpoint, and a payload of ``maximumPayloadSize``.
+    var largestEnvelope: Int {
+        NotificationEnvelope.size(
+            nameLength: NotificationName.maximumLength, endpointLength: NotificationSender.maximumEndpointLength,
+            payloadLength: max(0, min(maximumPayloadSize, NotificationEnvelope.payloadSizeHardLimit)))
+    }
+
     /// What the envelope that `bytes` starts says of itself, when its
     /// payload is over ``maximumPayloadSize``: its name and sender, read from
     /// the header alone, and its sequence number when the whole record is

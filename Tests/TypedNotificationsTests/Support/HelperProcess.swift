@@ -62,41 +62,24 @@ final class HelperProcess: Sendable {
                 _ = fcntl(output[1], 1031, 4096)
             }
         #endif
-        #if canImport(Darwin)
-            var actions: posix_spawn_file_actions_t? = nil
-        #else
-            var actions = posix_spawn_file_actions_t()
-        #endif
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errorOutput[1], 2)
-        if let standardInput {
-            posix_spawn_file_actions_adddup2(&actions, standardInput, 0)
-        } else {
-            // Never the terminal: a process outside the terminal's
-            // foreground group that read it would be stopped.
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        }
-        #if canImport(Darwin)
-            var attributes: posix_spawnattr_t? = nil
-        #else
-            var attributes = posix_spawnattr_t()
-        #endif
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // A group of its own, so the lifeline ends what it starts too; and
-        // signals as a shell would leave them, not as this thread has them
-        // (the test runner's threads block some, and the lifeline ignores SIGPIPE).
-        resetSignals(&attributes, flags: POSIX_SPAWN_SETPGROUP)
-        posix_spawnattr_setpgroup(&attributes, 0)
-
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         let environment = ProcessInfo.processInfo.environment.map { strdup("\($0)=\($1)") } + [nil]
         defer { for pointer in environment { free(pointer) } }
         var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, &attributes, argv, environment)
+        // A group of its own, so the lifeline ends what it starts too.
+        let status = withSpawnSettings { actions, attributes in
+            posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+            posix_spawn_file_actions_adddup2(&actions, errorOutput[1], 2)
+            if let standardInput {
+                posix_spawn_file_actions_adddup2(&actions, standardInput, 0)
+            } else {
+                // Never the terminal: a process outside the terminal's
+                // foreground group that read it would be stopped.
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            }
+            return posix_spawn(&child, executable, &actions, &attributes, argv, environment)
+        }
         close(output[1])
         close(errorOutput[1])
         guard status == 0 else {

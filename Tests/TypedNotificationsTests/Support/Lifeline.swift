@@ -29,29 +29,18 @@ final class Lifeline: Sendable {
         guard ctn_pipe_cloexec(&ends) == 0 else { throw POSIXError(.EMFILE) }
         // A write after the reaper died fails with EPIPE instead of killing the tests.
         signal(SIGPIPE, SIG_IGN)
-        #if canImport(Darwin)
-            var actions: posix_spawn_file_actions_t? = nil
-            var attributes: posix_spawnattr_t? = nil
-        #else
-            var actions = posix_spawn_file_actions_t()
-            var attributes = posix_spawnattr_t()
-        #endif
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, ends[0], 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // A group of its own: a signal to the test run's group (a killed
-        // `swift test`) must not end the reaper with it.
-        resetSignals(&attributes, flags: POSIX_SPAWN_SETPGROUP)
-        posix_spawnattr_setpgroup(&attributes, 0)
         let executable = HelperProcess.executable
         let words: [String] = [executable, "reaper"]
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, &attributes, argv, environ)
+        // In a group of its own: a signal to the test run's group (a killed
+        // `swift test`) must not end the reaper with it.
+        let status = withSpawnSettings { actions, attributes in
+            posix_spawn_file_actions_adddup2(&actions, ends[0], 0)
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            return posix_spawn(&child, executable, &actions, &attributes, argv, environ)
+        }
         close(ends[0])
         guard status == 0 else {
             close(ends[1])
@@ -84,15 +73,33 @@ final class Lifeline: Sendable {
 }
 
 #if canImport(Darwin)
+    typealias SpawnActions = posix_spawn_file_actions_t?
     typealias SpawnAttributes = posix_spawnattr_t?
 #else
+    typealias SpawnActions = posix_spawn_file_actions_t
     typealias SpawnAttributes = posix_spawnattr_t
 #endif
 
-/// Sets `flags` and has the process start with no signal blocked and the
-/// usual ones at their default action, whatever the spawning thread has.
-func resetSignals(_ attributes: inout SpawnAttributes, flags: Int32) {
-    posix_spawnattr_setflags(&attributes, Int16(flags | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+/// Runs `body` with file actions and attributes for a process that starts
+/// in a process group of its own, with no signal blocked and the usual ones
+/// at their default action: as a shell would start it, not as this thread
+/// has them (the test runner's threads block some, and the lifeline
+/// ignores SIGPIPE). Destroys them after.
+func withSpawnSettings<T>(_ body: (inout SpawnActions, inout SpawnAttributes) throws -> T) rethrows -> T {
+    #if canImport(Darwin)
+        var actions: SpawnActions = nil
+        var attributes: SpawnAttributes = nil
+    #else
+        var actions = SpawnActions()
+        var attributes = SpawnAttributes()
+    #endif
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    posix_spawnattr_setflags(
+        &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    posix_spawnattr_setpgroup(&attributes, 0)
     var none = sigset_t()
     sigemptyset(&none)
     posix_spawnattr_setsigmask(&attributes, &none)
@@ -100,4 +107,5 @@ func resetSignals(_ attributes: inout SpawnAttributes, flags: Int32) {
     sigemptyset(&defaults)
     for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2] { sigaddset(&defaults, signal) }
     posix_spawnattr_setsigdefault(&attributes, &defaults)
+    return try body(&actions, &attributes)
 }

@@ -21,10 +21,7 @@ final class SpoolFileLock {
     /// A record over the decoder's limit costs one chunk, never its size.
     func readRecords(decoder: inout EnvelopeDecoder) -> (records: [Spool.Record], malformed: Bool) {
         guard case .success(let info) = SystemCalls.fileStatus(descriptor), info.size > 0 else { return ([], false) }
-        let largest = NotificationEnvelope.size(
-            nameLength: NotificationName.maximumLength, endpointLength: NotificationSender.maximumEndpointLength,
-            payloadLength: max(0, min(decoder.maximumPayloadSize, NotificationEnvelope.payloadSizeHardLimit)))
-        let chunk = min(1024 * 1024, max(64 * 1024, largest + 1))
+        let chunk = min(1024 * 1024, max(64 * 1024, decoder.largestEnvelope + 1))
         var records: [Spool.Record] = []
         // Bytes read and not parsed yet (a record that goes on into the next
         // chunk), and the file offset after them.
@@ -101,10 +98,7 @@ final class SocketReceiving {
         // A slot holds the largest envelope the center takes, and a byte
         // more: a longer datagram is cut there by the kernel, never copied
         // whole, and refused from its header (see `accept`).
-        let largestTaken = NotificationEnvelope.size(
-            nameLength: NotificationName.maximumLength, endpointLength: NotificationSender.maximumEndpointLength,
-            payloadLength: max(0, receiver.maximumPayloadSize))
-        self.batch = DatagramBatch(slots: 8, slotLength: min(maximumEnvelopeSize, largestTaken) + 1)
+        self.batch = DatagramBatch(slots: 8, slotLength: min(maximumEnvelopeSize, decoder.largestEnvelope) + 1)
         self.removalWatch = RemovalWatch(watchedFiles)
     }
 }

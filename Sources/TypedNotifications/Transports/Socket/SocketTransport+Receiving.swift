@@ -53,11 +53,10 @@ extension SocketTransport {
     /// nobody posts to it any more.
     ///
     /// Costs one `fstat` however many names are observed: every entry is a
-    /// hard link to the registration file, so fewer links than linked names
-    /// plus its own, or a change in how many links it has beyond its
-    /// entries since the last look (someone made another, a `cp -al`
-    /// backup, then removed an entry), says something changed. Only then is
-    /// each name's entry looked at.
+    /// hard link to the registration file, so a change in how many links it
+    /// has beyond the linked entries (at least its own name; more once
+    /// someone made others, a `cp -al` backup) says an entry went, or
+    /// something else changed. Only then is each name's entry looked at.
     ///
     /// A repair that fails is tried again at the next look (an `rm -rf` may
     /// still be running); after ``Self/repairAttempts`` failures in a row
@@ -70,7 +69,7 @@ extension SocketTransport {
             )
         }
         guard let sender, let ours, case .success(let info) = SystemCalls.fileStatus(receiving.registration),
-            info.links < linked + 1 || info.links - linked != receiving.linksBeyondEntries
+            info.links - linked != receiving.linksBeyondEntries
         else {
             receiving.failedRepairs = 0
             return
@@ -405,28 +404,15 @@ extension SocketTransport {
                 return
             }
         }
-        // Over the center's limit: cut short by the slot (or whole, checksum
-        // and all, and over it all the same), refused from its header, said
-        // whose it was. A short datagram whose header only claims a large
-        // payload is malformed, and nothing was missed.
-        if let report = decoder.oversized(bytes), datagram.truncated || report.lastSequence != nil {
-            guard let sender = report.sender, !isForged(sender, datagram) else {
-                counters.add(to: .refusedForeignSender)
-                return
-            }
-            counters.add(to: .refusedOversized)
-            receiver.refused(report)
-            return
-        }
         guard !datagram.truncated else {
-            counters.add(to: .refusedMalformed)
+            refuseOversized(bytes, datagram, decoder: &decoder, receiver: receiver)
             return
         }
         let message: TransportMessage
         do {
             message = try decoder.decode(Array(bytes))
         } catch {
-            counters.add(to: .refusedMalformed)
+            refuseOversized(bytes, datagram, decoder: &decoder, receiver: receiver, requiringWhole: true)
             return
         }
         guard !isForged(message.sender, datagram) else {
@@ -435,6 +421,27 @@ extension SocketTransport {
         }
         counters.add(to: .received)
         receiver.receive(message)
+    }
+
+    /// A datagram that was cut by its slot, or would not decode: refused
+    /// from its header, and said whose it was, when it is an envelope over
+    /// the center's limit (for one not cut, `requiringWhole`: with every
+    /// byte and a valid checksum; a short datagram whose header only claims
+    /// a large payload is malformed, and nothing was missed).
+    private func refuseOversized(
+        _ bytes: UnsafeRawBufferPointer, _ datagram: SystemCalls.Datagram, decoder: inout EnvelopeDecoder,
+        receiver: TransportReceiver, requiringWhole: Bool = false
+    ) {
+        guard let report = decoder.oversized(bytes), !requiringWhole || report.lastSequence != nil else {
+            counters.add(to: .refusedMalformed)
+            return
+        }
+        guard let sender = report.sender, !isForged(sender, datagram) else {
+            counters.add(to: .refusedForeignSender)
+            return
+        }
+        counters.add(to: .refusedOversized)
+        receiver.refused(report)
     }
 
     /// Whether an envelope's sender claims another user or process than

@@ -185,23 +185,18 @@ enum Spool {
                 } catch {}
             }
             if kind == envelopeKind {
-                let refused = bytes.withUnsafeBytes { raw -> (MissedNotifications, Int)? in
-                    let record = UnsafeRawBufferPointer(rebasing: raw[(offset + 1)...])
-                    guard let report = decoder.oversized(record), report.lastSequence != nil,
-                        let length = try? NotificationEnvelope.recordLength(in: record)
-                    else { return nil }
-                    return (report, length)
-                }
-                if let (report, length) = refused {
-                    records.append(.oversized(report))
-                    offset += 1 + length
+                if let (message, end) = try? decoder.decode(bytes, at: offset + 1) {
+                    records.append(.envelope(message))
+                    offset = end
                     continue
                 }
-                guard let (message, end) = try? decoder.decode(bytes, at: offset + 1) else {
-                    return (records, offset, true)
-                }
-                records.append(.envelope(message))
-                offset = end
+                // Whole, checksum and all, but over the receiver's limit:
+                // refused, and reading goes on after it.
+                guard let refused = oversized(bytes, at: offset, decoder: &decoder),
+                    refused.report.lastSequence != nil
+                else { return (records, offset, true) }
+                records.append(.oversized(refused.report))
+                offset += refused.length
             } else if kind == dropKind {
                 // kind, count (8), CRC (4), payload-less envelope
                 guard offset + 13 <= bytes.count else { return (records, offset, true) }

@@ -17,6 +17,18 @@ private func removeWithRM(_ path: String, mustSucceed: Bool = true) async throws
     if mustSucceed { #expect(status == 0) }
 }
 
+/// Observes `count` names `prefix0`, `prefix1`, … on `hub`, each text into one collector.
+private func observeMany(_ count: Int, named prefix: String, on hub: NotificationHub<SocketTransport>) throws -> (
+    names: [NotificationName], observed: Collector<String>, tokens: [ObservationToken]
+) {
+    let names = try (0..<count).map { try NotificationName(validating: prefix + "\($0)") }
+    let observed = Collector<String>()
+    let tokens = try names.map { name in
+        try hub.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+    }
+    return (names, observed, tokens)
+}
+
 @Suite("A socket observer whose registry entry is removed under it", .serialized, .timeLimit(.minutes(5)))
 struct RegistryRepairTests {
     /// Posts `index` and on every 50 ms until `observed` has it, from
@@ -78,12 +90,7 @@ struct RegistryRepairTests {
         defer { removeDirectory(directory) }
         let observer = try socketHub(directory, endpoint: "observer")
         defer { observer.close() }
-        let names = try (0..<10_000).map { try NotificationName(validating: "test.many.n\($0)") }
-        let observed = Collector<String>()
-        var tokens: [ObservationToken] = []
-        for name in names {
-            tokens.append(try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) })
-        }
+        let (names, observed, tokens) = try observeMany(10_000, named: "test.many.n", on: observer)
         defer { for token in tokens { token.cancel() } }
         let victim = names[4_321]
         let identifier = endpointIdentifier(observer.transport)
@@ -204,12 +211,7 @@ struct RegistryRepairTests {
         defer { removeDirectory(directory) }
         let observer = try socketHub(directory, endpoint: "observer")
         defer { observer.close() }
-        let names = try (0..<3_000).map { try NotificationName(validating: "test.churn.n\($0)") }
-        let observed = Collector<String>()
-        var tokens: [ObservationToken] = []
-        for name in names {
-            tokens.append(try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) })
-        }
+        let (names, observed, tokens) = try observeMany(3_000, named: "test.churn.n", on: observer)
         defer { for token in tokens { token.cancel() } }
         let before = observer.transport.statistics.repairedEntries
         for _ in 0..<12 {
