@@ -123,19 +123,25 @@ final class HelperProcess: Sendable {
                 ended.fire()
             }
             var pending: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
+            var buffer = [UInt8](repeating: 0, count: 65_536)
             var linesRead = 0
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
                 guard count > 0 else { break }
+                // Only the bytes just read can hold a newline not seen yet:
+                // a long line costs its length once, not once a read.
+                var searchFrom = pending.count
                 pending += buffer[..<count]
-                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    lines.append(String(decoding: pending[..<newline], as: UTF8.self))
-                    pending.removeSubrange(...newline)
+                var lineStart = 0
+                while let newline = pending[searchFrom...].firstIndex(of: UInt8(ascii: "\n")) {
+                    lines.append(String(decoding: pending[lineStart..<newline], as: UTF8.self))
+                    lineStart = newline + 1
+                    searchFrom = lineStart
                     linesRead += 1
                     if let killing, linesRead == killing.line { kill(killing.process, SIGKILL) }
                 }
+                pending.removeSubrange(..<lineStart)
             }
             if !pending.isEmpty { lines.append(String(decoding: pending, as: UTF8.self)) }
         }

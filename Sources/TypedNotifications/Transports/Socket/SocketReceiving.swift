@@ -32,14 +32,15 @@ final class SpoolFileLock {
             let count = max(0, min(chunk, info.size - offset))
             var got = 0
             if count > 0 {
-                let old = pending.count
-                pending += repeatElement(0, count: count)
-                let read = pending.withUnsafeMutableBytes { raw in
-                    SystemCalls.readBytes(
-                        descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[old...]), at: offset)
+                let fresh = [UInt8](unsafeUninitializedCapacity: count) { bytes, initialized in
+                    if case .success(let read) = SystemCalls.readBytes(
+                        descriptor, into: UnsafeMutableRawBufferPointer(bytes), at: offset)
+                    {
+                        got = read
+                    }
+                    initialized = got
                 }
-                if case .success(let read) = read { got = read }
-                pending.removeSubrange((old + got)...)
+                pending += fresh
                 offset += got
             }
             let isWhole = got == 0 || offset >= info.size
