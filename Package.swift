@@ -32,15 +32,22 @@ let package = Package(
             dependencies: ["TypedNotifications", "NotificationPlatform"],
             path: "Sources/TypedNotificationsRedis"
         ),
+        // The one list of transports that tnotify, the test helper, the
+        // tests and the benchmark read: a new transport is one entry here.
+        .target(
+            name: "TransportCatalog",
+            dependencies: ["TypedNotifications", "TypedNotificationsRedis"],
+            path: "Sources/TransportCatalog"
+        ),
         .executableTarget(
             name: "tnotify",
-            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform"],
+            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "TransportCatalog"],
             path: "Sources/tnotify"
         ),
         // Started by the tests as observer and poster processes.
         .executableTarget(
             name: "tnotify-test-helper",
-            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform"],
+            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "TransportCatalog"],
             path: "Sources/TestHelper"
         ),
         // Counts heap allocations for the benchmark; never linked into the library.
@@ -51,7 +58,7 @@ let package = Package(
             name: "TypedNotificationsBenchmark",
             dependencies: [
                 "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
-                "AllocationCounter", "CBenchmarkSupport",
+                "AllocationCounter", "CBenchmarkSupport", "TransportCatalog",
             ],
             path: "Benchmarks/TypedNotificationsBenchmark"
         ),
@@ -59,7 +66,7 @@ let package = Package(
             name: "TypedNotificationsTests",
             dependencies: [
                 "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
-                "CChecksum", "tnotify-test-helper", "tnotify", "TypedNotificationsBenchmark",
+                "CChecksum", "tnotify-test-helper", "tnotify", "TypedNotificationsBenchmark", "TransportCatalog",
             ],
             path: "Tests/TypedNotificationsTests",
             // Read at run time through #filePath; generate.py wrote them.

@@ -1,6 +1,6 @@
 import Foundation
 import TypedNotifications
-import TypedNotificationsRedis
+import TransportCatalog
 
 // The contract suite's roles: the same observer and poster over any
 // cross-process transport, so one test body plays each adversary (a stopped
@@ -12,39 +12,21 @@ import TypedNotificationsRedis
 //                               posts COUNT pings, says "posted failed=N codes=…" and exits at
 //                               once: no close, no flush
 //
-// KIND is socket, socket-without-credentials (Darwin's path: no kernel
-// credentials), file, file-without-change-events (only the poll interval
-// wakes readers: a lost notify(3)) or redis; PLACE is the shared directory,
-// of any length, or the server's redis:// URL.
+// KIND is the name of an entry of the transport catalog that meets across
+// processes (socket, socket-without-credentials, file,
+// file-without-change-events, redis, and any added there); PLACE is the
+// shared directory, of any length, or the server's URL.
 
 /// What a contract role does with a hub, whatever its transport.
-protocol ContractRole {
-    func run<Transport: NotificationTransport>(_ hub: NotificationHub<Transport>) async throws
-}
+protocol ContractRole: HubBody where Result == Void {}
 
-/// Runs `role` on a hub over `kind` at `place`.
+/// Runs `role` on a hub over the transport called `kind` at `place`.
 func runContractRole(kind: String, place: String, endpoint: String, _ role: some ContractRole) async throws {
-    switch kind {
-    case "socket":
-        try await role.run(NotificationHub(endpoint: endpoint, transport: SocketTransport(directory: place)))
-    case "socket-without-credentials":
-        var configuration = SocketTransportConfiguration()
-        configuration.usesKernelCredentials = false
-        try await role.run(
-            NotificationHub(
-                endpoint: endpoint, transport: SocketTransport(directory: place, configuration: configuration)))
-    case "file":
-        try await role.run(NotificationHub(endpoint: endpoint, transport: FileSignalTransport(directory: place)))
-    case "file-without-change-events":
-        let configuration = FileSignalConfiguration(pollInterval: .milliseconds(20), usesChangeEvents: false)
-        try await role.run(
-            NotificationHub(
-                endpoint: endpoint, transport: FileSignalTransport(directory: place, configuration: configuration)))
-    case "redis":
-        try await role.run(NotificationHub(endpoint: endpoint, transport: RedisStreamsTransport(url: place)))
-    default:
-        fail("KIND must be socket, socket-without-credentials, file, file-without-change-events or redis")
+    guard let entry = TransportCatalog.entry(named: kind), entry.crossesProcesses else {
+        let kinds = TransportCatalog.entries.filter(\.crossesProcesses).map(\.name).joined(separator: ", ")
+        fail("KIND must be one of \(kinds)")
     }
+    try await entry.withHub(at: entry.place(place), endpoint: endpoint, role)
 }
 
 /// Observes `count` pings, reporting order and missed counts.

@@ -2,7 +2,7 @@ import Foundation
 import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
-import TypedNotificationsRedis
+import TransportCatalog
 
 /// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis] [--dir DIR | --url URL] [--wait TIME]`
 func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
@@ -36,18 +36,19 @@ func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
         throw CommandFailure(
             code: .badPayload, message: "the payload is \(payload.count) bytes; at most \(limit) can be posted")
     }
-    let choice = try TransportChoice.from(arguments)
+    let entry = try chosenTransport(arguments)
     var wait: Duration?
     if let text = arguments.option("wait") {
-        guard choice == .socket else {
+        guard !entry.keepsPosts else {
             throw CommandFailure(
-                code: .usage, message: "--wait needs --transport socket: a file post is durable once written")
+                code: .usage,
+                message: "--wait is for live transports such as socket: a \(entry.name) post is durable once written")
         }
         wait = try duration(text)
     }
     let hub: AnyHub
     do {
-        hub = try AnyHub.make(choice, arguments: arguments, endpoint: "tnotify")
+        hub = try entry.makeHub(arguments, endpoint: "tnotify")
     } catch {
         throw failure(error)
     }
@@ -57,8 +58,8 @@ func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     } catch {
         throw failure(error)
     }
-    if let wait, case .socket(let socketHub) = hub, !socketHub.transport.flush(timeout: wait) {
-        let waiting = socketHub.transport.endpointsWithUnreadPosts.joined(separator: ", ")
+    if let wait, let waiting = hub.transport as? any WaitsForReaders, !waiting.flush(timeout: wait) {
+        let waiting = waiting.endpointsWithUnreadPosts.joined(separator: ", ")
         throw CommandFailure(
             code: .temporaryFailure,
             message:
@@ -103,17 +104,18 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     }
     var names: [NotificationName] = []
     for text in arguments.positional { names.append(try notificationName(text)) }
-    let choice = try TransportChoice.from(arguments)
-    if arguments.option("cursor") != nil && choice == .socket {
+    let entry = try chosenTransport(arguments)
+    let keeping = TransportCatalog.tools.filter(\.keepsPosts).map(\.name).joined(separator: " or ")
+    if arguments.option("cursor") != nil && !entry.keepsPosts {
         throw CommandFailure(
-            code: .usage, message: "--cursor needs --transport file or redis: only logs and streams keep a position")
+            code: .usage, message: "--cursor needs --transport \(keeping): only logs and streams keep a position")
     }
-    var start = StartChoice.end
+    var start = ReadStart.end
     if let text = arguments.option("from") {
-        guard choice != .socket else {
+        guard entry.keepsPosts else {
             throw CommandFailure(
                 code: .usage,
-                message: "--from needs --transport file or redis: only logs and streams keep what was posted"
+                message: "--from needs --transport \(keeping): only logs and streams keep what was posted"
             )
         }
         start = try startChoice(text)
@@ -121,8 +123,8 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     let hub: AnyHub
     var sequences: [(NotificationName, DeliverySequence<RawNotification>)] = []
     do {
-        hub = try AnyHub.make(
-            choice, arguments: arguments, endpoint: "tnotify-watch", identity: arguments.option("cursor"), start: start)
+        hub = try entry.makeHub(
+            arguments, endpoint: "tnotify-watch", identity: arguments.option("cursor"), start: start)
         // Bounded, so a stalled terminal cannot grow the watcher without end;
         // what it drops is printed as `missed` on the next line.
         for name in names {
@@ -137,16 +139,10 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     // a signal sent on seeing it is handled so too.
     let stop = SignalStop(hub: hub)
     emit(
-        "watching \(names.map(\.rawValue).joined(separator: " ")) over the \(choice.rawValue) transport, \(choice.location(arguments))"
+        "watching \(names.map(\.rawValue).joined(separator: " ")) over the \(entry.name) transport, \(entry.location(arguments))"
     )
-    if choice == .file {
-        for name in names {
-            for refused in FileSignalTransport.refusedSegments(
-                of: name, in: choice.directory(arguments), sharing: .ownerOnly)
-            {
-                warn("tnotify: the log of \(name) has a segment that is never read: \(refused)")
-            }
-        }
+    for name in names {
+        for warning in entry.warnings(name, entry.place(arguments).text) { warn("tnotify: " + warning) }
     }
     for name in names {
         if let problem = hub.cursorProblem(for: name) {
@@ -174,7 +170,7 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     // A Redis reader that cannot reach its node keeps trying: say so, and
     // say when it reads again, rather than fall silent.
     let troubles = Task {
-        guard choice == .redis else { return }
+        guard hub.transport is any ReportsReaderErrors else { return }
         var said: Set<NotificationName> = []
         while !Task.isCancelled {
             let now = hub.readerErrors
@@ -239,33 +235,23 @@ func latestCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
         throw CommandFailure(code: .usage, message: "latest takes exactly one NAME")
     }
     let name = try notificationName(arguments.positional[0])
-    let choice = try TransportChoice.from(arguments, fallback: .file)
-    guard choice != .socket else {
+    let entry = try chosenTransport(arguments, fallback: "file")
+    guard entry.keepsPosts else {
+        let keeping = TransportCatalog.tools.filter(\.keepsPosts).map(\.name).joined(separator: " or ")
         throw CommandFailure(
-            code: .usage, message: "latest needs --transport file or redis: the socket transport keeps nothing")
+            code: .usage, message: "latest needs --transport \(keeping): the \(entry.name) transport keeps nothing")
     }
-    let message: TransportMessage?
+    let delivered: DeliveredNotification<RawNotification>?
     do throws(TypedNotificationError) {
-        switch choice {
-        case .file, .socket:
-            message = try FileSignalTransport(directory: choice.directory(arguments)).latestMessage(of: name)
-        case .redis:
-            let hub = try NotificationHub(
-                endpoint: "tnotify", transport: RedisStreamsTransport(url: TransportChoice.redisURL(arguments)))
-            defer { hub.close() }
-            message = try hub.transport.latestMessage(of: name)
-        }
+        let hub = try entry.makeHub(arguments, endpoint: "tnotify")
+        defer { hub.close() }
+        delivered = try hub.latest(of: name)
     } catch {
         throw failure(error)
     }
-    guard let message, case .encoded(let encoded) = message.payload else {
-        throw CommandFailure(code: .unavailable, message: "no notification of \(name) in \(choice.location(arguments))")
+    guard let delivered else {
+        throw CommandFailure(code: .unavailable, message: "no notification of \(name) in \(entry.location(arguments))")
     }
-    let delivered = DeliveredNotification(
-        notification: RawNotification(bytes: Array(encoded.payload)),
-        delivery: NotificationDelivery(
-            sender: message.sender, sequence: message.sequence, timestamp: message.timestamp, missed: 0)
-    )
     emit(arguments.flag("json") ? jsonLine(name, delivered) : textLine(name, delivered))
 }
 
@@ -274,47 +260,16 @@ func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     let arguments = try Arguments(words, options: ["transport", "dir", "url"], flags: [])
     guard arguments.positional.isEmpty else { throw CommandFailure(code: .usage, message: "ls takes no NAME") }
     // With no --transport, the two that need no server; --url alone means Redis.
-    let choices: [TransportChoice] =
-        arguments.option("transport") == nil && arguments.option("url") == nil
-        ? [.socket, .file] : [try TransportChoice.from(arguments)]
-    for choice in choices {
-        let directory = choice.directory(arguments)
-        emit("\(choice.rawValue) transport, \(choice.location(arguments)):")
-        switch choice {
-        case .redis:
-            try listStreams(arguments)
-        case .socket:
-            let endpoints = SocketTransport.endpoints(in: directory)
-            if endpoints.isEmpty { emit("  no sockets") }
-            for endpoint in endpoints {
-                let state = endpoint.isAlive ? "alive" : "dead"
-                let owner = endpoint.endpoint.map { "\($0) pid \(endpoint.processID ?? 0)" } ?? "unregistered"
-                let names = endpoint.names.isEmpty ? "no names" : endpoint.names.map(\.rawValue).joined(separator: " ")
-                let spool = endpoint.spooledBytes > 0 ? ", \(endpoint.spooledBytes) bytes spooled" : ""
-                emit("  \(endpoint.identifier)  \(owner) \(state): \(names)\(spool)")
-            }
-        case .file:
-            let logs = FileSignalTransport.logs(in: directory)
-            if logs.isEmpty { emit("  no logs") }
-            for log in logs {
-                emit("  \(log.name)  \(log.bytes) bytes in \(log.segments) segment(s)")
-                for refused in log.refusedSegments { emit("    refused: \(refused)") }
-                for cursor in log.cursors {
-                    if let problem = cursor.problem {
-                        emit(
-                            "    cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept"
-                        )
-                    } else if cursor.holdsRetention {
-                        emit(
-                            "    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, kept from retention for it"
-                        )
-                    } else {
-                        emit(
-                            "    cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, past the limit: retention goes on without it"
-                        )
-                    }
-                }
-            }
+    for entry in try chosenTransports(arguments) {
+        emit("\(entry.name) transport, \(entry.location(arguments)):")
+        guard let list = entry.list else {
+            emit("  nothing to list")
+            continue
+        }
+        do {
+            for line in try list(entry.place(arguments).text) { emit("  " + line) }
+        } catch {
+            throw failure(error)
         }
     }
 }
@@ -323,28 +278,25 @@ func listCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
 func gcCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     let arguments = try Arguments(words, options: ["transport", "dir", "url"], flags: [])
     guard arguments.positional.isEmpty else { throw CommandFailure(code: .usage, message: "gc takes no NAME") }
-    let choices: [TransportChoice] =
-        arguments.option("transport") == nil && arguments.option("url") == nil
-        ? [.socket, .file] : [try TransportChoice.from(arguments)]
-    for choice in choices {
-        let directory = choice.directory(arguments)
-        switch choice {
-        case .redis:
-            throw CommandFailure(
-                code: .usage,
-                message:
-                    "gc has nothing to do on Redis: every post trims its stream (maximumLength, maximumAge) and a reader leaves nothing behind"
-            )
-        case .socket:
-            emit("socket transport: reaped \(SocketTransport.reapDeadEndpoints(in: directory)) dead endpoint(s)")
-        case .file:
-            emit("file transport: deleted \(FileSignalTransport.applyRetention(in: directory)) old segment(s)")
+    for entry in try chosenTransports(arguments) {
+        guard let collect = entry.collectGarbage else {
+            throw CommandFailure(code: .usage, message: entry.noGarbage)
         }
+        emit("\(entry.name) transport: " + collect(entry.place(arguments).text))
     }
 }
 
+/// The transport `--transport` or `--url` names; with neither, every one
+/// that meets in a directory (they need no server).
+func chosenTransports(_ arguments: Arguments) throws(CommandFailure) -> [TransportEntry] {
+    guard arguments.option("transport") == nil && arguments.option("url") == nil else {
+        return [try chosenTransport(arguments)]
+    }
+    return TransportCatalog.tools.filter { if case .directory = $0.meeting { true } else { false } }
+}
+
 /// `end`, `beginning` or `newest:N` (N above 0).
-func startChoice(_ text: String) throws(CommandFailure) -> StartChoice {
+func startChoice(_ text: String) throws(CommandFailure) -> ReadStart {
     switch text {
     case "end": return .end
     case "beginning": return .beginning
@@ -354,25 +306,6 @@ func startChoice(_ text: String) throws(CommandFailure) -> StartChoice {
         }
         throw CommandFailure(
             code: .usage, message: "--from takes end, beginning or newest:N (N a whole number above 0), not \(text)")
-    }
-}
-
-/// Lists the notification streams on the Redis server, with their durable identities.
-func listStreams(_ arguments: Arguments) throws(CommandFailure) {
-    let streams: [RedisStreamSummary]
-    do {
-        streams = try RedisStreamsTransport.streams(
-            options: try RedisConnectionOptions(url: TransportChoice.redisURL(arguments)))
-    } catch {
-        throw failure(error)
-    }
-    if streams.isEmpty { emit("  no streams") }
-    for stream in streams {
-        emit("  \(stream.name)  \(stream.length) entries")
-        for identity in stream.identities {
-            let behind = identity.behind.map { "\($0) behind" } ?? "behind by an unknown count (entries trimmed)"
-            emit("    identity \(identity.name): \(identity.pending) pending, \(behind)")
-        }
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import TransportCatalog
 import TypedNotifications
 
 /// What the demo's "extension" process reports while it uploads.
@@ -29,15 +30,17 @@ func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     }
     defer { try? FileManager.default.removeItem(atPath: root) }
 
-    for choice in [TransportChoice.socket, .file] {
-        let directory = root + "/" + choice.rawValue
-        emit("== over the \(choice.rawValue) transport (\(directory))")
+    // Every transport that meets in a directory: none needs a server.
+    for entry in TransportCatalog.tools {
+        guard case .directory = entry.meeting else { continue }
+        let directory = root + "/" + entry.name
+        emit("== over the \(entry.name) transport (\(directory))")
         do {
-            let app = try AnyHub.make(choice, directory: directory, endpoint: "app")
+            let app = try entry.makeHub(at: .directory(directory), endpoint: "app")
             // Registered before the extension starts: nothing it posts can be missed.
             let progress = try app.notifications(of: UploadProgress.self)
             let finished = try app.notifications(of: UploadFinished.self)
-            let child = try spawnSelf(["demo-extension", choice.rawValue, directory])
+            let child = try spawnSelf(["demo-extension", entry.name, directory])
             emit(
                 "app (pid \(ProcessInfo.processInfo.processIdentifier)): started the extension, pid \(child.processIdentifier); observing with for await"
             )
@@ -59,16 +62,16 @@ func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
             throw failure(error)
         }
     }
-    emit("demo: every notification crossed from the extension process to the app, in order, over both transports")
+    emit("demo: every notification crossed from the extension process to the app, in order, over every transport that meets in a directory")
 }
 
 /// The demo's second process: posts typed notifications as an extension would.
 func demoExtensionCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
-    guard words.count == 2, let choice = TransportChoice(rawValue: words[words.startIndex]) else {
+    guard words.count == 2, let entry = TransportCatalog.entry(named: words[words.startIndex]) else {
         throw CommandFailure(code: .usage, message: "demo-extension TRANSPORT DIR")
     }
     do {
-        let hub = try AnyHub.make(choice, directory: words[words.startIndex + 1], endpoint: "extension")
+        let hub = try entry.makeHub(at: entry.place(words[words.startIndex + 1]), endpoint: "extension")
         for percent in stride(from: 0, through: 100, by: 25) {
             try hub.post(UploadProgress(fileName: "clip.mov", percent: percent))
         }

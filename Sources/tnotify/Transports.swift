@@ -1,186 +1,79 @@
 import Foundation
 import TypedNotifications
-import TypedNotificationsRedis
+import TransportCatalog
 
-/// Which transport a command uses; the same default for every command, so
-/// `watch` in one terminal and `post` in another meet with no flags.
-enum TransportChoice: String {
-    case socket
-    case file
-    case redis
+/// The transports `tnotify` offers, as `--transport` lists them.
+var transportNames: String {
+    let names = TransportCatalog.tools.map(\.name)
+    return names.dropLast().joined(separator: ", ") + " or " + (names.last ?? "")
+}
 
-    /// `--transport`, or `redis` when only `--url` is given, or `fallback`.
-    static func from(_ arguments: Arguments, fallback: TransportChoice = .socket) throws(CommandFailure)
-        -> TransportChoice
-    {
-        guard let text = arguments.option("transport") else {
-            return arguments.option("url") != nil ? .redis : fallback
+/// Which transport a command uses (`--transport`, or the one that meets at
+/// a server when only `--url` is given, or `fallback`): the same default for
+/// every command, so `watch` in one terminal and `post` in another meet with
+/// no flags. Read from the transport catalog: a new transport needs no
+/// change here.
+func chosenTransport(_ arguments: Arguments, fallback: String = "socket") throws(CommandFailure) -> TransportEntry {
+    let entry: TransportEntry?
+    if let text = arguments.option("transport") {
+        entry = TransportCatalog.tools.first { $0.name == text }
+        guard entry != nil else {
+            throw CommandFailure(code: .usage, message: "--transport must be \(transportNames), not \(text)")
         }
-        guard let choice = TransportChoice(rawValue: text) else {
-            throw CommandFailure(code: .usage, message: "--transport must be socket, file or redis, not \(text)")
+    } else if arguments.option("url") != nil {
+        entry = TransportCatalog.tools.first { if case .server = $0.meeting { true } else { false } }
+    } else {
+        entry = TransportCatalog.tools.first { $0.name == fallback }
+    }
+    guard let entry else { throw CommandFailure(code: .usage, message: "no transport \(fallback)") }
+    switch entry.meeting {
+    case .server where arguments.option("dir") != nil:
+        throw CommandFailure(
+            code: .usage, message: "--dir is for transports that meet in a directory; \(entry.name) takes --url")
+    case .directory where arguments.option("url") != nil, .process where arguments.option("url") != nil:
+        throw CommandFailure(code: .usage, message: "--url needs a transport that meets at a server, not \(entry.name)")
+    default:
+        return entry
+    }
+}
+
+extension TransportEntry {
+    /// Where the command's endpoints meet: `--dir` or the default directory;
+    /// `--url`, else `$TNOTIFY_<NAME>_URL` (`TNOTIFY_REDIS_URL`), else the default server.
+    func place(_ arguments: Arguments) -> TransportPlace {
+        switch meeting {
+        case .process: return defaultPlace
+        case .directory(let path): return .directory(arguments.option("dir") ?? path)
+        case .server(let url):
+            let variable = "TNOTIFY_\(name.uppercased())_URL"
+            return .server(arguments.option("url") ?? ProcessInfo.processInfo.environment[variable] ?? url)
         }
-        if choice == .redis && arguments.option("dir") != nil {
-            throw CommandFailure(
-                code: .usage, message: "--dir is for the socket and file transports; Redis takes --url")
-        }
-        if choice != .redis && arguments.option("url") != nil {
-            throw CommandFailure(code: .usage, message: "--url needs --transport redis")
-        }
-        return choice
     }
 
-    /// The directory of the socket or file transport.
-    func directory(_ arguments: Arguments) -> String {
-        arguments.option("dir")
-            ?? (self == .socket ? SocketTransport.defaultDirectory : FileSignalTransport.defaultDirectory)
-    }
-
-    /// The Redis server: `--url`, else `$TNOTIFY_REDIS_URL`, else the local default.
-    static func redisURL(_ arguments: Arguments) -> String {
-        arguments.option("url") ?? ProcessInfo.processInfo.environment["TNOTIFY_REDIS_URL"] ?? "redis://127.0.0.1:6379"
-    }
-
-    /// Where the command's notifications are: a directory, or a redacted URL.
+    /// Where the command's notifications are, as printed: a directory, or a
+    /// URL without its password.
     func location(_ arguments: Arguments) -> String {
-        guard self == .redis else { return directory(arguments) }
-        let url = Self.redisURL(arguments)
-        return (try? RedisConnectionOptions(url: url).redactedDescription) ?? url
+        describe(place(arguments).text)
+    }
+
+    /// A hub over this transport where the command line says.
+    func makeHub(
+        _ arguments: Arguments, endpoint: String, identity: String? = nil, start: ReadStart = .end
+    ) throws(TypedNotificationError) -> AnyHub {
+        try makeHub(
+            at: place(arguments), endpoint: endpoint, request: TransportRequest(identity: identity, firstRead: start))
     }
 }
 
-/// Where a watcher without a saved position starts, for the file and Redis transports.
-enum StartChoice {
-    case end
-    case beginning
-    case newest(Int)
-
-    var file: ReadStart {
-        switch self {
-        case .end: .end
-        case .beginning: .beginning
-        case .newest(let count): .newest(count)
-        }
-    }
-
-    var redis: ReadStart {
-        switch self {
-        case .end: .end
-        case .beginning: .beginning
-        case .newest(let count): .newest(count)
-        }
-    }
-}
-
-/// A hub over any of the transports, behind one interface for the commands.
-enum AnyHub: Sendable {
-    case socket(NotificationHub<SocketTransport>)
-    case file(NotificationHub<FileSignalTransport>)
-    case redis(NotificationHub<RedisStreamsTransport>)
-
-    /// A hub over the transport the command line chose.
-    static func make(
-        _ choice: TransportChoice, arguments: Arguments, endpoint: String, identity: String? = nil,
-        start: StartChoice = .end
-    ) throws(TypedNotificationError) -> AnyHub {
-        try make(
-            choice, directory: choice.directory(arguments), redisURL: TransportChoice.redisURL(arguments),
-            endpoint: endpoint, identity: identity, start: start)
-    }
-
-    /// A hub over `choice`, in `directory` or on the server at `redisURL`.
-    static func make(
-        _ choice: TransportChoice, directory: String, redisURL: String = "", endpoint: String,
-        identity: String? = nil, start: StartChoice = .end
-    ) throws(TypedNotificationError) -> AnyHub {
-        switch choice {
-        case .socket:
-            return .socket(try NotificationHub(endpoint: endpoint, transport: SocketTransport(directory: directory)))
-        case .file:
-            return .file(
-                try NotificationHub(
-                    endpoint: endpoint,
-                    transport: FileSignalTransport(directory: directory, identity: identity, firstRead: start.file)
-                )
-            )
-        case .redis:
-            return .redis(
-                try NotificationHub(
-                    endpoint: endpoint,
-                    transport: RedisStreamsTransport(url: redisURL, identity: identity, firstRead: start.redis)
-                )
-            )
-        }
-    }
-
-    /// Why the transport ended the hub, if it did.
-    var failure: TypedNotificationError? {
-        switch self {
-        case .socket(let hub): hub.failure
-        case .file(let hub): hub.failure
-        case .redis(let hub): hub.failure
-        }
-    }
-
-    /// Why a durable cursor could not be used, for the file transport.
-    /// The names whose reader cannot reach its server now, with why (Redis only).
+extension AnyHub {
+    /// The names whose reader cannot reach its server now, with why.
     var readerErrors: [NotificationName: TypedNotificationError] {
-        switch self {
-        case .socket, .file: [:]
-        case .redis(let hub): hub.transport.readerErrors
-        }
+        (transport as? any ReportsReaderErrors)?.readerErrors ?? [:]
     }
 
+    /// Why a durable cursor could not be used.
     func cursorProblem(for name: NotificationName) -> String? {
-        switch self {
-        case .socket, .redis: nil
-        case .file(let hub): hub.transport.cursorProblem(for: name)
-        }
-    }
-
-    func post(_ raw: RawNotification, as name: NotificationName) throws(TypedNotificationError) {
-        switch self {
-        case .socket(let hub): try hub.post(raw, as: name)
-        case .file(let hub): try hub.post(raw, as: name)
-        case .redis(let hub): try hub.post(raw, as: name)
-        }
-    }
-
-    func deliveries(
-        ofRaw name: NotificationName,
-        bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
-        switch self {
-        case .socket(let hub):
-            try hub.deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
-        case .file(let hub): try hub.deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
-        case .redis(let hub):
-            try hub.deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
-        }
-    }
-
-    func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
-        switch self {
-        case .socket(let hub): try hub.post(notification)
-        case .file(let hub): try hub.post(notification)
-        case .redis(let hub): try hub.post(notification)
-        }
-    }
-
-    func notifications<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError) -> DeliverySequence<N> {
-        switch self {
-        case .socket(let hub): try hub.deliveries(of: type, bufferingPolicy: .unbounded)
-        case .file(let hub): try hub.deliveries(of: type, bufferingPolicy: .unbounded)
-        case .redis(let hub): try hub.deliveries(of: type, bufferingPolicy: .unbounded)
-        }
-    }
-
-    /// Closes and unregisters; takes a bounded time (nothing waits in memory).
-    func close() {
-        switch self {
-        case .socket(let hub): hub.close()
-        case .file(let hub): hub.close()
-        case .redis(let hub): hub.close()
-        }
+        (transport as? any ReportsCursorProblems)?.cursorProblem(for: name)
     }
 }
 

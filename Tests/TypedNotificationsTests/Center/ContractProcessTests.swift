@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TypedNotifications
-import TypedNotificationsRedis
+import TransportCatalog
 
 #if canImport(Glibc)
     import Glibc
@@ -20,28 +20,26 @@ protocol ProcessContractBody {
 /// Runs `body` over `kind` (never in-process: these guarantees are between
 /// processes), in a directory or on a Redis server made for this call.
 func runProcessContract(_ kind: ContractTransport, _ body: some ProcessContractBody) async throws {
-    switch kind {
-    case .inProcess:
+    guard kind.entry.crossesProcesses else {
         Issue.record("a process contract needs a cross-process transport")
-    case .socket, .socketInLongDirectory, .socketWithoutCredentials:
-        let directory = try kind.makeDirectory()
-        defer { directory.remove() }
-        let poster = try socketHub(directory.path, endpoint: "poster", configuration: kind.socketConfiguration)
-        defer { poster.close() }
-        try await body.run(kind: kind, place: directory.path, poster: poster)
-    case .file, .fileWithoutChangeEvents:
-        let directory = try kind.makeDirectory()
-        defer { directory.remove() }
-        let poster = try fileHub(directory.path, endpoint: "poster", configuration: kind.fileConfiguration)
-        defer { poster.close() }
-        try await body.run(kind: kind, place: directory.path, poster: poster)
-    case .redis:
-        let server = try await RedisTestServer()
-        let poster = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: server.url()))
-        defer { poster.close() }
-        try await body.run(kind: kind, place: server.url(), poster: poster)
-        await server.kill()
+        return
     }
+    let (place, remove) = try await kind.makePlace()
+    do {
+        try await runProcessContract(kind, body, poster: try kind.entry.make(place, TransportRequest()), at: place)
+    } catch {
+        await remove()
+        throw error
+    }
+    await remove()
+}
+
+private func runProcessContract<T: NotificationTransport>(
+    _ kind: ContractTransport, _ body: some ProcessContractBody, poster transport: T, at place: TransportPlace
+) async throws {
+    let poster = try NotificationHub(endpoint: "poster", transport: transport)
+    defer { poster.close() }
+    try await body.run(kind: kind, place: place.text, poster: poster)
 }
 
 /// A helper process playing a contract role over `kind` at `place`.
@@ -113,7 +111,7 @@ private struct KilledObserver: ProcessContractBody {
 
 @Suite("The contract between processes: guarantees every cross-process transport keeps", .timeLimit(.minutes(5)))
 struct ContractProcessTests {
-    static let transports = ContractTransport.available.filter { $0 != .inProcess }
+    static let transports = ContractTransport.available.filter(\.entry.crossesProcesses)
 
     @Test(
         "a stopped observer gets everything a poster that exited at once posted, in order",

@@ -2,72 +2,75 @@ import Dispatch
 import Foundation
 import Testing
 import TypedNotifications
-import TypedNotificationsRedis
+import TransportCatalog
 
-/// Every transport the center runs on. A guarantee of the README that holds
-/// for all of them is written once here and run against each, Redis against
-/// a real server; a new transport proves itself by passing. Three variants
-/// run on Linux what Apple platforms do differently.
-enum ContractTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case inProcess = "in-process"
-    case socket
-    /// In a directory of 200 bytes, as long as an app group container's
-    /// (longer than `sun_path`: reached through a directory descriptor).
-    case socketInLongDirectory = "socket, 200-byte directory"
-    /// Darwin's path: no kernel credentials, a sender is what it claims,
-    /// guarded by the directory's permissions.
-    case socketWithoutCredentials = "socket, no kernel credentials"
-    case file
-    /// What a coalesced or lost notify(3) leaves: no change events, only
-    /// the poll interval wakes a reader.
-    case fileWithoutChangeEvents = "file, no change events"
-    case redis
+/// Every transport the center runs on, read from the transport catalog: a
+/// guarantee of the README that holds for all of them is written once here
+/// and run against each, Redis against a real server; a new transport's
+/// catalog entry puts it here, and it proves itself by passing. The
+/// catalog's variants play on Linux what Apple platforms do differently;
+/// every transport that meets in a directory also runs in one of 200
+/// bytes, as long as an app group container's (longer than `sun_path`).
+struct ContractTransport: Sendable, Equatable, CustomTestStringConvertible {
+    let entry: TransportEntry
+    /// The length of the directory made for a run, when it is a long one.
+    let directoryLength: Int?
 
-    var testDescription: String { rawValue }
-
-    /// The transports that run here: Redis only where a server can be
-    /// started (CI requires it, see `RedisTestServer.suitesRun`).
-    static var available: [ContractTransport] {
-        allCases.filter { $0 != .redis || RedisTestServer.suitesRun }
+    static func == (left: ContractTransport, right: ContractTransport) -> Bool {
+        left.entry.name == right.entry.name && left.directoryLength == right.directoryLength
     }
 
-    /// The KIND of `tnotify-test-helper contract … KIND PLACE …`.
-    var helperKind: String {
-        switch self {
-        case .inProcess: "in-process"
-        case .socket, .socketInLongDirectory: "socket"
-        case .socketWithoutCredentials: "socket-without-credentials"
-        case .file: "file"
-        case .fileWithoutChangeEvents: "file-without-change-events"
-        case .redis: "redis"
+    var testDescription: String {
+        directoryLength.map { "\(entry.name), \($0)-byte directory" } ?? entry.name
+    }
+
+    /// Every transport of the catalog, and the long directories.
+    static var all: [ContractTransport] {
+        TransportCatalog.entries.flatMap { entry in
+            var kinds = [ContractTransport(entry: entry, directoryLength: nil)]
+            if case .directory = entry.meeting, !entry.isVariant {
+                kinds.append(ContractTransport(entry: entry, directoryLength: 200))
+            }
+            return kinds
         }
     }
 
-    /// A fresh directory for a run of this kind; `remove` deletes it after.
-    func makeDirectory() throws -> (path: String, remove: @Sendable () -> Void) {
-        let base = try makeTemporaryDirectory()
-        let path = self == .socketInLongDirectory ? try makeLongDirectory(in: base, length: 200) : base
-        return (path, { removeDirectory(base) })
+    /// The transports that run here: those that meet at a server only where
+    /// one can be started (CI requires it, see `RedisTestServer.suitesRun`).
+    static var available: [ContractTransport] {
+        all.filter { kind in
+            if case .server = kind.entry.meeting { return RedisTestServer.suitesRun }
+            return true
+        }
     }
 
-    /// The socket transport's configuration for this kind.
-    var socketConfiguration: SocketTransportConfiguration {
-        var configuration = SocketTransportConfiguration()
-        if self == .socketWithoutCredentials { configuration.usesKernelCredentials = false }
-        return configuration
+    /// The one run of `name` in a short directory (or on a server).
+    static func named(_ name: String) -> ContractTransport? {
+        available.first { $0.entry.name == name && $0.directoryLength == nil }
     }
 
-    /// The file transport's configuration for this kind.
-    var fileConfiguration: FileSignalConfiguration {
-        self == .fileWithoutChangeEvents ? .withoutChangeEvents : FileSignalConfiguration()
-    }
-}
+    /// The KIND of `tnotify-test-helper contract … KIND PLACE …`.
+    var helperKind: String { entry.name }
 
-extension FileSignalConfiguration {
-    /// No change events: only a 20 ms poll wakes readers (what Apple
-    /// platforms are left with when a notify(3) post is coalesced or lost).
-    static var withoutChangeEvents: FileSignalConfiguration {
-        FileSignalConfiguration(pollInterval: .milliseconds(20), usesChangeEvents: false)
+    /// A fresh place for a run of this kind: a directory, a server or a bus;
+    /// `remove` deletes or stops it after.
+    func makePlace() async throws -> (place: TransportPlace, remove: @Sendable () async -> Void) {
+        switch entry.meeting {
+        case .process:
+            return (entry.defaultPlace, {})
+        case .directory:
+            let base = try makeTemporaryDirectory()
+            let path = try directoryLength.map { try makeLongDirectory(in: base, length: $0) } ?? base
+            return (.directory(path), { removeDirectory(base) })
+        case .server:
+            let server = try await RedisTestServer()
+            return (.server(server.url()), { await server.kill() })
+        }
+    }
+
+    /// A transport of this kind at `place`, typed as `T`.
+    func make<T: NotificationTransport>(_ type: T.Type, at place: TransportPlace) throws -> T {
+        try #require(try entry.make(place, TransportRequest()) as? T)
     }
 }
 
@@ -95,47 +98,24 @@ protocol ContractBody {
 /// Runs `body` over `kind`: two hubs on one bus, one directory or one Redis
 /// server made for this call, closed and removed after it.
 func runContract(_ kind: ContractTransport, _ body: some ContractBody) async throws {
-    switch kind {
-    case .inProcess:
-        let bus = InProcessBus()
-        let poster = try NotificationHub(endpoint: "poster", transport: InProcessTransport(bus: bus))
-        let observer = try NotificationHub(endpoint: "observer", transport: InProcessTransport(bus: bus))
-        defer {
-            poster.close()
-            observer.close()
-        }
-        try await body.run(poster: poster, observer: observer)
-    case .socket, .socketInLongDirectory, .socketWithoutCredentials:
-        let directory = try kind.makeDirectory()
-        defer { directory.remove() }
-        let poster = try socketHub(directory.path, endpoint: "poster", configuration: kind.socketConfiguration)
-        let observer = try socketHub(directory.path, endpoint: "observer", configuration: kind.socketConfiguration)
-        defer {
-            poster.close()
-            observer.close()
-        }
-        try await body.run(poster: poster, observer: observer)
-    case .file, .fileWithoutChangeEvents:
-        let directory = try kind.makeDirectory()
-        defer { directory.remove() }
-        let poster = try fileHub(directory.path, endpoint: "poster", configuration: kind.fileConfiguration)
-        let observer = try fileHub(directory.path, endpoint: "observer", configuration: kind.fileConfiguration)
-        defer {
-            poster.close()
-            observer.close()
-        }
-        try await body.run(poster: poster, observer: observer)
-    case .redis:
-        let server = try await RedisTestServer()
-        let poster = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: server.url()))
-        let observer = try NotificationHub(endpoint: "observer", transport: RedisStreamsTransport(url: server.url()))
-        defer {
-            poster.close()
-            observer.close()
-        }
-        try await body.run(poster: poster, observer: observer)
-        await server.kill()
+    let (place, remove) = try await kind.makePlace()
+    do {
+        try await runContract(kind, body, poster: try kind.entry.make(place, TransportRequest()), at: place)
+    } catch {
+        await remove()
+        throw error
     }
+    await remove()
+}
+
+private func runContract<T: NotificationTransport>(
+    _ kind: ContractTransport, _ body: some ContractBody, poster transport: T, at place: TransportPlace
+) async throws {
+    let poster = try NotificationHub(endpoint: "poster", transport: transport)
+    defer { poster.close() }
+    let observer = try NotificationHub(endpoint: "observer", transport: try kind.make(T.self, at: place))
+    defer { observer.close() }
+    try await body.run(poster: poster, observer: observer)
 }
 
 /// Guarantee 1: one poster's notifications reach the observer in post order.

@@ -1,13 +1,16 @@
 import Foundation
 import NotificationPlatform
 import Testing
+import TransportCatalog
 
 @testable import TypedNotifications
 
 /// The transports with a receiving thread of their own, whose event loop
 /// runs the center's executor. The contract suite's variants (a long
 /// directory, no credentials, no change events) run the same loop.
-let loopTransports = ContractTransport.available.filter { [.socket, .file, .redis].contains($0) }
+let loopTransports = ContractTransport.available.filter {
+    $0.entry.crossesProcesses && !$0.entry.isVariant && $0.directoryLength == nil
+}
 
 // Each body below posts and observes on one hub (`observer`): what it
 // posts comes back to it through its transport, as from another process.

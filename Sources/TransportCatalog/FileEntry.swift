@@ -1,0 +1,53 @@
+import TypedNotifications
+
+extension FileSignalTransport: ReportsCursorProblems {}
+
+extension TransportEntry {
+    /// An append-only log per name, with a change signal.
+    package static let file = TransportEntry(
+        name: "file", meeting: .directory(defaultPath: FileSignalTransport.defaultDirectory), keepsPosts: true,
+        make: { (place, request) throws(TypedNotificationError) in
+            try FileSignalTransport(directory: place.text, identity: request.identity, firstRead: request.firstRead)
+        },
+        list: { directory in
+            let logs = FileSignalTransport.logs(in: directory)
+            guard !logs.isEmpty else { return ["no logs"] }
+            var lines: [String] = []
+            for log in logs {
+                lines.append("\(log.name)  \(log.bytes) bytes in \(log.segments) segment(s)")
+                for refused in log.refusedSegments { lines.append("  refused: \(refused)") }
+                for cursor in log.cursors {
+                    if let problem = cursor.problem {
+                        lines.append(
+                            "  cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept")
+                    } else if cursor.holdsRetention {
+                        lines.append(
+                            "  cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, kept from retention for it")
+                    } else {
+                        lines.append(
+                            "  cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, past the limit: retention goes on without it"
+                        )
+                    }
+                }
+            }
+            return lines
+        },
+        collectGarbage: { directory in
+            "deleted \(FileSignalTransport.applyRetention(in: directory)) old segment(s)"
+        },
+        warnings: { name, directory in
+            FileSignalTransport.refusedSegments(of: name, in: directory, sharing: .ownerOnly).map {
+                "the log of \(name) has a segment that is never read: \($0)"
+            }
+        })
+
+    /// What a coalesced or lost notify(3) leaves on Apple platforms: no
+    /// change events, only a 20 ms poll wakes a reader.
+    package static let fileWithoutChangeEvents = TransportEntry(
+        name: "file-without-change-events", meeting: file.meeting, keepsPosts: true, isVariant: true,
+        make: { (place, request) throws(TypedNotificationError) in
+            try FileSignalTransport(
+                directory: place.text, identity: request.identity, firstRead: request.firstRead,
+                configuration: FileSignalConfiguration(pollInterval: .milliseconds(20), usesChangeEvents: false))
+        })
+}

@@ -1,0 +1,31 @@
+import TypedNotifications
+import TypedNotificationsRedis
+
+extension RedisStreamsTransport: ReportsReaderErrors {}
+
+extension TransportEntry {
+    /// Redis Streams, across hosts.
+    package static let redis = TransportEntry(
+        name: "redis", meeting: .server(defaultURL: "redis://127.0.0.1:6379"), keepsPosts: true,
+        make: { (place, request) throws(TypedNotificationError) in
+            try RedisStreamsTransport(url: place.text, identity: request.identity, firstRead: request.firstRead)
+        },
+        list: { (url) throws(TypedNotificationError) in
+            let streams = try RedisStreamsTransport.streams(options: try RedisConnectionOptions(url: url))
+            guard !streams.isEmpty else { return ["no streams"] }
+            var lines: [String] = []
+            for stream in streams {
+                lines.append("\(stream.name)  \(stream.length) entries")
+                for identity in stream.identities {
+                    let behind =
+                        identity.behind.map { "\($0) behind" } ?? "behind by an unknown count (entries trimmed)"
+                    lines.append("  identity \(identity.name): \(identity.pending) pending, \(behind)")
+                }
+            }
+            return lines
+        },
+        noGarbage:
+            "gc has nothing to do on Redis: every post trims its stream (maximumLength, maximumAge) and a reader leaves nothing behind",
+        describe: { url in (try? RedisConnectionOptions(url: url).redactedDescription) ?? url }
+    )
+}

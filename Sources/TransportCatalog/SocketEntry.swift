@@ -1,0 +1,34 @@
+import TypedNotifications
+
+extension SocketTransport: WaitsForReaders {}
+
+extension TransportEntry {
+    /// Unix-domain datagram sockets in a shared directory.
+    package static let socket = TransportEntry(
+        name: "socket", meeting: .directory(defaultPath: SocketTransport.defaultDirectory),
+        make: { (place, _) throws(TypedNotificationError) in try SocketTransport(directory: place.text) },
+        list: { directory in
+            let endpoints = SocketTransport.endpoints(in: directory)
+            guard !endpoints.isEmpty else { return ["no sockets"] }
+            return endpoints.map { endpoint in
+                let state = endpoint.isAlive ? "alive" : "dead"
+                let owner = endpoint.endpoint.map { "\($0) pid \(endpoint.processID ?? 0)" } ?? "unregistered"
+                let names = endpoint.names.isEmpty ? "no names" : endpoint.names.map(\.rawValue).joined(separator: " ")
+                let spool = endpoint.spooledBytes > 0 ? ", \(endpoint.spooledBytes) bytes spooled" : ""
+                return "\(endpoint.identifier)  \(owner) \(state): \(names)\(spool)"
+            }
+        },
+        collectGarbage: { directory in
+            "reaped \(SocketTransport.reapDeadEndpoints(in: directory)) dead endpoint(s)"
+        })
+
+    /// Apple platforms' path: no kernel credentials; a sender is what it
+    /// claims, guarded by the directory's permissions.
+    package static let socketWithoutCredentials = TransportEntry(
+        name: "socket-without-credentials", meeting: socket.meeting, isVariant: true,
+        make: { (place, _) throws(TypedNotificationError) in
+            var configuration = SocketTransportConfiguration()
+            configuration.usesKernelCredentials = false
+            return try SocketTransport(directory: place.text, configuration: configuration)
+        })
+}

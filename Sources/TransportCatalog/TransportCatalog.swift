@@ -1,0 +1,173 @@
+import TypedNotifications
+
+// The one list of transports that everything outside the library reads:
+// `tnotify`, the test helper, the contract suite and the benchmark. A new
+// transport is its own files in the library plus one entry here (a file of
+// its own in this folder, and its name in `TransportCatalog.entries`).
+
+/// Where the endpoints of a transport meet one another.
+package enum Meeting: Sendable, Equatable {
+    /// Inside one process, on a bus its hubs share.
+    case process
+    /// In a shared directory: `defaultPath` when none is given.
+    case directory(defaultPath: String)
+    /// At a server: `defaultURL` when none is given.
+    case server(defaultURL: String)
+}
+
+/// Where one run's endpoints meet: what a ``Meeting`` is given.
+package enum TransportPlace: Sendable {
+    /// A bus of this process.
+    case bus(InProcessBus)
+    /// A directory path.
+    case directory(String)
+    /// A server's URL.
+    case server(String)
+
+    /// The path or URL, as a command line gives it; empty for a bus.
+    package var text: String {
+        switch self {
+        case .bus: ""
+        case .directory(let path): path
+        case .server(let url): url
+        }
+    }
+}
+
+/// What a hub asks of its transport beyond its place: a durable identity
+/// and where a first run starts, for transports that keep what is posted.
+package struct TransportRequest: Sendable {
+    /// The durable identity, or `nil` for a reader that starts fresh.
+    package var identity: String?
+    /// Where a reader without a saved position starts.
+    package var firstRead: ReadStart
+
+    /// A request for `identity`, starting at `firstRead`.
+    package init(identity: String? = nil, firstRead: ReadStart = .end) {
+        self.identity = identity
+        self.firstRead = firstRead
+    }
+}
+
+/// One transport, as tools and tests meet it: how to make one, where its
+/// endpoints meet, what it keeps, and what `tnotify` can show of it.
+package struct TransportEntry: Sendable {
+    /// The name `tnotify --transport` and the test helper's KIND use.
+    package let name: String
+    /// Where its endpoints meet.
+    package let meeting: Meeting
+    /// Whether it keeps what is posted: durable identities, a first read,
+    /// the newest value (`tnotify latest`, `--cursor`, `--from`).
+    package let keepsPosts: Bool
+    /// Another platform's path played on this one (no kernel credentials,
+    /// no change events): run by the contract suite, not offered by `tnotify`.
+    package let isVariant: Bool
+    /// Makes a transport at `place`.
+    package let make: @Sendable (TransportPlace, TransportRequest) throws(TypedNotificationError) -> any NotificationTransport
+    /// `tnotify ls`: lines that describe what is at a place.
+    package let list: (@Sendable (String) throws(TypedNotificationError) -> [String])?
+    /// `tnotify gc`: cleans up at a place and says what it did.
+    package let collectGarbage: (@Sendable (String) -> String)?
+    /// Why `tnotify gc` has nothing to do, when ``collectGarbage`` is `nil`.
+    package let noGarbage: String
+    /// `tnotify watch`: warnings about a name at a place, before watching.
+    package let warnings: @Sendable (NotificationName, String) -> [String]
+    /// A place as tools print it (a URL without its password).
+    package let describe: @Sendable (String) -> String
+
+    /// An entry; every optional part may be left out.
+    package init(
+        name: String, meeting: Meeting, keepsPosts: Bool = false, isVariant: Bool = false,
+        make: @escaping @Sendable (TransportPlace, TransportRequest) throws(TypedNotificationError) -> any NotificationTransport,
+        list: (@Sendable (String) throws(TypedNotificationError) -> [String])? = nil,
+        collectGarbage: (@Sendable (String) -> String)? = nil,
+        noGarbage: String = "",
+        warnings: @escaping @Sendable (NotificationName, String) -> [String] = { _, _ in [] },
+        describe: @escaping @Sendable (String) -> String = { $0 }
+    ) {
+        self.name = name
+        self.meeting = meeting
+        self.keepsPosts = keepsPosts
+        self.isVariant = isVariant
+        self.make = make
+        self.list = list
+        self.collectGarbage = collectGarbage
+        self.noGarbage = noGarbage
+        self.warnings = warnings
+        self.describe = describe
+    }
+
+    /// Whether its endpoints can be in different processes.
+    package var crossesProcesses: Bool { meeting != .process }
+
+    /// Where its endpoints meet when no place is given.
+    package var defaultPlace: TransportPlace {
+        switch meeting {
+        case .process: .bus(InProcessBus())
+        case .directory(let path): .directory(path)
+        case .server(let url): .server(url)
+        }
+    }
+
+    /// `text` as a place of this transport: a directory or a URL.
+    package func place(_ text: String) -> TransportPlace {
+        switch meeting {
+        case .process: .bus(InProcessBus())
+        case .directory: .directory(text)
+        case .server: .server(text)
+        }
+    }
+
+    /// A hub over a new transport at `place`, erased to what tools use.
+    package func makeHub(
+        at place: TransportPlace, endpoint: String, request: TransportRequest = TransportRequest(),
+        configuration: NotificationHubConfiguration = NotificationHubConfiguration()
+    ) throws(TypedNotificationError) -> AnyHub {
+        let transport = try make(place, request)
+        return AnyHub(try erase(transport, endpoint: endpoint, configuration: configuration))
+    }
+
+    /// Runs `body` with a hub over a new transport at `place`, typed.
+    package func withHub<Body: HubBody>(
+        at place: TransportPlace, endpoint: String, request: TransportRequest = TransportRequest(),
+        _ body: Body
+    ) async throws -> Body.Result {
+        try await open(try make(place, request), endpoint: endpoint, body)
+    }
+}
+
+/// What runs with a hub whose transport type a catalog entry chose.
+package protocol HubBody {
+    /// What the body returns.
+    associatedtype Result
+    /// Runs with `hub`.
+    func run<T: NotificationTransport>(_ hub: NotificationHub<T>) async throws -> Result
+}
+
+private func open<T: NotificationTransport, Body: HubBody>(_ transport: T, endpoint: String, _ body: Body)
+    async throws -> Body.Result
+{
+    try await body.run(NotificationHub(endpoint: endpoint, transport: transport))
+}
+
+private func erase<T: NotificationTransport>(
+    _ transport: T, endpoint: String, configuration: NotificationHubConfiguration
+) throws(TypedNotificationError) -> any ErasedHub {
+    try NotificationHub(endpoint: endpoint, transport: transport, configuration: configuration)
+}
+
+/// Every transport this package has.
+package enum TransportCatalog {
+    /// Every entry, variants included, in the order tools list them.
+    package static let entries: [TransportEntry] = [
+        .inProcess, .socket, .socketWithoutCredentials, .file, .fileWithoutChangeEvents, .redis,
+    ]
+
+    /// The transports `tnotify` offers: between processes, no variants.
+    package static var tools: [TransportEntry] { entries.filter { $0.crossesProcesses && !$0.isVariant } }
+
+    /// The entry called `name`, if there is one.
+    package static func entry(named name: String) -> TransportEntry? {
+        entries.first { $0.name == name }
+    }
+}
