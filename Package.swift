@@ -41,13 +41,17 @@ let package = Package(
         ),
         .executableTarget(
             name: "tnotify",
-            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "TransportCatalog"],
+            dependencies: [
+                "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "TransportCatalog",
+            ],
             path: "Sources/tnotify"
         ),
         // Started by the tests as observer and poster processes.
         .executableTarget(
             name: "tnotify-test-helper",
-            dependencies: ["TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "TransportCatalog"],
+            dependencies: [
+                "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "TransportCatalog",
+            ],
             path: "Sources/TestHelper"
         ),
         // Counts heap allocations for the benchmark; never linked into the library.

@@ -19,10 +19,12 @@ extension TransportEntry {
                 for cursor in log.cursors {
                     if let problem = cursor.problem {
                         lines.append(
-                            "  cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept")
+                            "  cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept"
+                        )
                     } else if cursor.holdsRetention {
                         lines.append(
-                            "  cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, kept from retention for it")
+                            "  cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, kept from retention for it"
+                        )
                     } else {
                         lines.append(
                             "  cursor \(cursor.identity): \(cursor.bytesBehind) bytes behind, past the limit: retention goes on without it"

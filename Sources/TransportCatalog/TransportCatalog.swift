@@ -49,6 +49,11 @@ package struct TransportRequest: Sendable {
     }
 }
 
+/// Makes a transport at a place.
+package typealias TransportMaker =
+    @Sendable (TransportPlace, TransportRequest) throws(TypedNotificationError) ->
+    any NotificationTransport
+
 /// One transport, as tools and tests meet it: how to make one, where its
 /// endpoints meet, what it keeps, and what `tnotify` can show of it.
 package struct TransportEntry: Sendable {
@@ -63,7 +68,7 @@ package struct TransportEntry: Sendable {
     /// no change events): run by the contract suite, not offered by `tnotify`.
     package let isVariant: Bool
     /// Makes a transport at `place`.
-    package let make: @Sendable (TransportPlace, TransportRequest) throws(TypedNotificationError) -> any NotificationTransport
+    package let make: TransportMaker
     /// `tnotify ls`: lines that describe what is at a place.
     package let list: (@Sendable (String) throws(TypedNotificationError) -> [String])?
     /// `tnotify gc`: cleans up at a place and says what it did.
@@ -78,7 +83,7 @@ package struct TransportEntry: Sendable {
     /// An entry; every optional part may be left out.
     package init(
         name: String, meeting: Meeting, keepsPosts: Bool = false, isVariant: Bool = false,
-        make: @escaping @Sendable (TransportPlace, TransportRequest) throws(TypedNotificationError) -> any NotificationTransport,
+        make: @escaping TransportMaker,
         list: (@Sendable (String) throws(TypedNotificationError) -> [String])? = nil,
         collectGarbage: (@Sendable (String) -> String)? = nil,
         noGarbage: String = "",

@@ -1,8 +1,8 @@
 import Foundation
 import NotificationPlatform
 import Synchronization
-@_spi(TransportAuthoring) import TypedNotifications
 import TransportCatalog
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis] [--dir DIR | --url URL] [--wait TIME]`
 func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {

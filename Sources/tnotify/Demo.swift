@@ -62,7 +62,9 @@ func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
             throw failure(error)
         }
     }
-    emit("demo: every notification crossed from the extension process to the app, in order, over every transport that meets in a directory")
+    emit(
+        "demo: every notification crossed from the extension process to the app, in order, over every transport that meets in a directory"
+    )
 }
 
 /// The demo's second process: posts typed notifications as an extension would.

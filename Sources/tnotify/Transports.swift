@@ -1,6 +1,6 @@
 import Foundation
-import TypedNotifications
 import TransportCatalog
+import TypedNotifications
 
 /// The transports `tnotify` offers, as `--transport` lists them.
 var transportNames: String {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
-import TypedNotifications
 import TransportCatalog
+import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 import Testing
-import TypedNotifications
 import TransportCatalog
+import TypedNotifications
 
 /// Every transport the center runs on, read from the transport catalog: a
 /// guarantee of the README that holds for all of them is written once here
