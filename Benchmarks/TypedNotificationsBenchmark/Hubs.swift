@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import TransportCatalog
 import TypedNotifications
 import TypedNotificationsRedis
 
@@ -49,27 +50,41 @@ func runHubs(_ arguments: ArraySlice<String>) throws {
     guard values.count == 2 || values.count == 3, let kind = Kind(rawValue: values[0]), let count = Int(values[1]),
         count >= 1
     else {
-        fail("usage: hubs hub-handlers|socket|file COUNT | hubs redis COUNT URL")
+        fail("usage: hubs hub-handlers|TRANSPORT COUNT [URL]")
     }
     let directory = makeScratchDirectory("hubs")
     defer { removeScratchDirectory(directory) }
     let output: HubsOutput
-    switch kind {
-    case .hubHandlers:
+    if kind == .hubHandlers {
         let bus = InProcessBus()
         output = measureHubs(kind: kind, count: count) { InProcessTransport(bus: bus) }
-    case .socket:
-        output = measureHubs(kind: kind, count: count) { try SocketTransport(directory: directory) }
-    case .file:
-        output = measureHubs(kind: kind, count: count) { try FileSignalTransport(directory: directory) }
-    case .redis where values.count == 3:
-        output = measureHubs(kind: kind, count: count) { try RedisStreamsTransport(url: values[2]) }
-    default:
-        fail("hubs runs hub-handlers, socket, file or redis")
+    } else if let entry = kind.entry, !kind.meetsAtServer || values.count == 3 {
+        let place = entry.place(kind.meetsAtServer ? values[2] : directory)
+        output = measureHubs(kind: kind, count: count, first: try entry.make(place, TransportRequest())) {
+            try entry.make(place, TransportRequest())
+        }
+    } else {
+        fail("hubs runs hub-handlers or a transport of the catalog (with a URL where it needs a server)")
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys
     say("result " + String(decoding: try encoder.encode(output), as: UTF8.self))
+}
+
+/// ``measureHubs(kind:count:make:)`` for a catalog transport: `first` fixes
+/// the type, and `make` must make more of it.
+func measureHubs<T: NotificationTransport>(
+    kind: Kind, count: Int, first: T, make: () throws -> any NotificationTransport
+) -> HubsOutput {
+    var first: T? = first
+    return measureHubs(kind: kind, count: count) { () throws -> T in
+        if let made = first {
+            first = nil
+            return made
+        }
+        guard let made = try make() as? T else { fail("hubs \(kind.rawValue): the catalog made another type") }
+        return made
+    }
 }
 
 /// Opens `count` observing hubs, then posts once to all of them. A warm-up

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import TransportCatalog
 import TypedNotifications
 import TypedNotificationsRedis
 
@@ -38,26 +39,21 @@ func runSoak(_ arguments: ArraySlice<String>) throws {
     guard values.count == 2 || values.count == 3, let kind = Kind(rawValue: values[0]), let count = Int(values[1]),
         count >= 10
     else {
-        fail("usage: soak hub-handlers|socket|file COUNT | soak redis COUNT URL")
+        fail("usage: soak hub-handlers|TRANSPORT COUNT [URL]")
     }
     let directory = makeScratchDirectory("soak")
     defer { removeScratchDirectory(directory) }
     var output: SoakOutput
-    switch kind {
-    case .hubHandlers:
+    if kind == .hubHandlers {
         output = SoakOutput(series: try soak(InProcessTransport(bus: InProcessBus()), kind: kind, count: count))
         (output.heapBytesPerHandlerObserver, output.heapBytesPerSequenceObserver) = try observerCost()
-    case .socket:
-        output = SoakOutput(series: try soak(SocketTransport(directory: directory), kind: kind, count: count))
-    case .file:
-        output = SoakOutput(series: try soak(FileSignalTransport(directory: directory), kind: kind, count: count))
-    case .redis where values.count == 3:
-        // The stream is trimmed, so the server stays small over a long run.
-        let transport = try RedisStreamsTransport(
-            url: values[2], configuration: RedisStreamsConfiguration(maximumLength: 10_000))
+    } else if let entry = kind.entry, !kind.meetsAtServer || values.count == 3 {
+        // What is kept by count is trimmed, so a server stays small over a long run.
+        let transport = try entry.make(
+            entry.place(kind.meetsAtServer ? values[2] : directory), TransportRequest(keepAtMost: 10_000))
         output = SoakOutput(series: try soak(transport, kind: kind, count: count))
-    default:
-        fail("soak runs hub-handlers, socket, file or redis")
+    } else {
+        fail("soak runs hub-handlers or a transport of the catalog (with a URL where it needs a server)")
     }
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys

@@ -1,68 +1,109 @@
 import Foundation
+import TransportCatalog
 
-/// What posts and what observes in one scenario.
-enum Kind: String, Codable, CaseIterable, Sendable {
-    case floor
-    case foundation
-    case asyncMessage = "async-message"
-    case hubHandlers = "hub-handlers"
-    case hubSequences = "hub-sequences"
-    case rawDatagram = "raw-datagram"
-    case socket
-    case rawAppend = "raw-append"
-    case file
-    case rawRedis = "raw-redis"
-    case redisPubSub = "redis-pubsub"
-    case redis
-
-    /// The transport family a kind belongs to, and whose baseline its ratio uses.
-    enum Group: String, Codable, Sendable {
-        case inProcess = "in-process"
-        case socket
-        case file
-        case redis
-    }
-
-    var group: Group {
-        switch self {
-        case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences: .inProcess
-        case .rawDatagram, .socket: .socket
-        case .rawAppend, .file: .file
-        case .rawRedis, .redisPubSub, .redis: .redis
-        }
-    }
-
-    /// The row every row of this group is compared with.
-    var baseline: Kind {
-        switch group {
-        case .inProcess: .asyncMessage
-        case .socket: .rawDatagram
-        case .file: .rawAppend
-        case .redis: .rawRedis
-        }
-    }
-
+/// What posts and what observes in one scenario: one of our transports
+/// (every transport of the catalog that crosses processes, as it is), or a
+/// floor or a peer it is compared with.
+struct Kind: RawRepresentable, Codable, Hashable, Sendable {
+    let rawValue: String
+    /// The transport family whose baseline its ratio uses: a catalog
+    /// entry's name, or in-process.
+    let group: Group
+    let label: String
     /// Whether this kind is ours (the others are floors and peers).
-    var isTypedNotifications: Bool { [.hubHandlers, .hubSequences, .socket, .file, .redis].contains(self) }
+    let isTypedNotifications: Bool
+
+    /// A transport family: `in-process`, or the name of a catalog entry.
+    struct Group: RawRepresentable, Codable, Hashable, Sendable {
+        let rawValue: String
+        static let inProcess = Group(rawValue: "in-process")
+    }
+
+    private init(_ name: String, _ group: Group, _ label: String, ours: Bool = false) {
+        rawValue = name
+        self.group = group
+        self.label = label
+        isTypedNotifications = ours
+    }
+
+    /// The kind called `rawValue`, if there is one.
+    init?(rawValue: String) {
+        guard let kind = Kind.allCases.first(where: { $0.rawValue == rawValue }) else { return nil }
+        self = kind
+    }
+
+    static let floor = Kind("floor", .inProcess, "floor: mutex + closures")
+    static let foundation = Kind("foundation", .inProcess, "Foundation blocks")
+    static let asyncMessage = Kind("async-message", .inProcess, "Foundation AsyncMessage")
+    static let hubHandlers = Kind("hub-handlers", .inProcess, "hub, handlers", ours: true)
+    static let hubSequences = Kind("hub-sequences", .inProcess, "hub, for await", ours: true)
+    static let rawDatagram = Kind("raw-datagram", Group(rawValue: "socket"), "floor: raw datagram")
+    static let rawAppend = Kind("raw-append", Group(rawValue: "file"), "floor: append + inotify")
+    static let rawRedis = Kind("raw-redis", Group(rawValue: "redis"), "floor: bare XADD + XREAD")
+    static let redisPubSub = Kind("redis-pubsub", Group(rawValue: "redis"), "Redis PUBLISH/SUBSCRIBE")
+    static let socket = transport("socket")
+    static let file = transport("file")
+    static let redis = transport("redis")
+
+    /// The floors and peers, each the first of its group (its baseline).
+    private static let comparisons: [Kind] = [
+        floor, foundation, asyncMessage, hubHandlers, hubSequences, rawDatagram, rawAppend, rawRedis, redisPubSub,
+    ]
+
+    /// The catalog's transport called `name`.
+    private static func transport(_ name: String) -> Kind {
+        let entry = TransportCatalog.entry(named: name)
+        return Kind(name, Group(rawValue: name), entry?.typeName ?? name, ours: true)
+    }
+
+    /// Our transports between processes, from the catalog.
+    static var transports: [Kind] { TransportCatalog.tools.map { transport($0.name) } }
+
+    /// Every kind: the in-process ones, then each transport after its floors and peers.
+    static var allCases: [Kind] {
+        var kinds = comparisons.filter { $0.group == .inProcess }
+        for transport in transports {
+            kinds += comparisons.filter { $0.group == transport.group }
+            kinds.append(transport)
+        }
+        return kinds
+    }
+
+    /// The catalog's entry for this kind's transport, when it is one of ours between processes.
+    var entry: TransportEntry? {
+        isTypedNotifications ? TransportCatalog.tools.first { $0.name == rawValue } : nil
+    }
+
+    /// The row every row of this group is compared with: its first floor,
+    /// or the row itself for a transport without one.
+    var baseline: Kind {
+        if group == .inProcess { return .asyncMessage }
+        return Kind.comparisons.first { $0.group == group } ?? self
+    }
 
     /// Whether observers are separate processes.
     var isCrossProcess: Bool { group != .inProcess }
 
-    var label: String {
-        switch self {
-        case .floor: "floor: mutex + closures"
-        case .foundation: "Foundation blocks"
-        case .asyncMessage: "Foundation AsyncMessage"
-        case .hubHandlers: "hub, handlers"
-        case .hubSequences: "hub, for await"
-        case .rawDatagram: "floor: raw datagram"
-        case .socket: "SocketTransport"
-        case .rawAppend: "floor: append + inotify"
-        case .file: "FileSignalTransport"
-        case .rawRedis: "floor: bare XADD + XREAD"
-        case .redisPubSub: "Redis PUBLISH/SUBSCRIBE"
-        case .redis: "RedisStreamsTransport"
+    /// Whether its endpoints meet at a server (a Redis of the run's own).
+    var meetsAtServer: Bool {
+        guard let entry = TransportCatalog.tools.first(where: { $0.name == group.rawValue }) else { return false }
+        if case .server = entry.meeting { return true }
+        return false
+    }
+
+    /// Encoded as its name.
+    init(from decoder: any Decoder) throws {
+        let name = try decoder.singleValueContainer().decode(String.self)
+        guard let kind = Kind(rawValue: name) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "kind \(name)"))
         }
+        self = kind
+    }
+
+    /// Encoded as its name.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
     }
 }
 

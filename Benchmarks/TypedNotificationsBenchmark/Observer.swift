@@ -1,5 +1,6 @@
 import Foundation
 import NotificationPlatform
+import TransportCatalog
 import TypedNotifications
 
 #if canImport(Glibc)
@@ -23,18 +24,16 @@ func runObserver(_ arguments: ArraySlice<String>) throws {
     else { fail("usage: observe KIND DIR TOTAL STAMPS PAYLOAD INDEX") }
     let directory = values[1]
     let recorder = Recorder(total: total, primed: Countdown())
-    switch kind {
-    case .socket:
-        try observeWithHub(SocketTransport(directory: directory), recorder)
-    case .file:
-        try observeWithHub(FileSignalTransport(directory: directory), recorder)
-    case .rawDatagram:
+    if let entry = kind.entry {
+        // DIR is the server's URL for a transport that meets at one.
+        try observeWithHub(entry.make(entry.place(directory), TransportRequest()), recorder)
+    } else if kind == .rawDatagram {
         observeRawDatagrams(path: rawSocketPath(directory, index), payloadBytes: payloadBytes, recorder)
-    case .rawAppend:
+    } else if kind == .rawAppend {
         observeRawAppends(path: directory + "/raw.log", payloadBytes: payloadBytes, recorder)
-    case .rawRedis, .redisPubSub, .redis:
+    } else if kind.meetsAtServer {
         try observeRedis(kind, url: directory, recorder: recorder)
-    case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences:
+    } else {
         fail("\(kind.rawValue) has no observer process")
     }
     let data = Data(buffer: recorder.stamps)

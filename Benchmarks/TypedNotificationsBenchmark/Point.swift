@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import NotificationPlatform
+import TransportCatalog
 import TypedNotifications
 
 #if canImport(Glibc)
@@ -45,13 +46,17 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
         children = (0..<spec.observers).map { index in
             Child([
                 // Redis observers get the server's URL where the others get the directory.
-                "observe", spec.kind.rawValue, spec.kind.group == .redis ? (spec.redisURL ?? "") : spec.directory,
+                "observe", spec.kind.rawValue, spec.kind.meetsAtServer ? (spec.redisURL ?? "") : spec.directory,
                 "\(spec.total)",
                 stampsPath(spec, index), "\(spec.payloadBytes)", "\(index)",
             ])
         }
         for child in children { _ = child.expect("ready") }
-        poster = try spec.kind.group == .redis ? makeRedisPoster(spec) : makeCrossProcessPoster(spec)
+        if let entry = spec.kind.entry {
+            poster = try makeTransportPoster(entry, spec)
+        } else {
+            poster = try spec.kind.meetsAtServer ? makeRedisPoster(spec) : makeCrossProcessPoster(spec)
+        }
     } else {
         recorders = (0..<spec.observers).map { _ in Recorder(total: spec.total, primed: primed) }
         poster = try makeInProcessPoster(spec, recorders)
@@ -231,28 +236,34 @@ func makeInProcessPoster(_ spec: PointSpec, _ recorders: [Recorder]) throws -> P
             }
         }
         return Poster(post: { try hub.post($0) }, close: { for task in tasks { task.cancel() } })
-    case .rawDatagram, .socket, .rawAppend, .file, .rawRedis, .redisPubSub, .redis:
+    default:
         fail("\(spec.kind.rawValue) is not an in-process kind")
     }
 }
 
-/// The cross-process kinds: this process posts, observer processes are running.
+/// One of our transports posting, from the catalog: this process posts,
+/// observer processes are running. No drops: what a slower reader has not
+/// taken yet waits (a socket's spool), with room for far more than a burst.
+func makeTransportPoster(_ entry: TransportEntry, _ spec: PointSpec) throws -> Poster {
+    let place = entry.place(spec.kind.meetsAtServer ? (spec.redisURL ?? "") : spec.directory)
+    return try makeTransportPoster(entry.make(place, TransportRequest(backlogBytes: 1 << 30)))
+}
+
+private func makeTransportPoster<T: NotificationTransport>(_ transport: T) throws -> Poster {
+    let hub = try NotificationHub(endpoint: "poster", transport: transport)
+    guard let waiting = transport as? any WaitsForReaders else {
+        return Poster(post: { try hub.post($0) }, close: { hub.close() })
+    }
+    return Poster(
+        post: { try hub.post($0) },
+        flush: { _ = waiting.flush(timeout: .seconds(120)) },
+        close: { hub.close() }
+    )
+}
+
+/// The floors: this process posts, observer processes are running.
 func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
     switch spec.kind {
-    case .socket:
-        // No drops: what a slower reader has not taken yet waits in the
-        // spool, whose limit holds far more than a whole burst.
-        let configuration = SocketTransportConfiguration(spoolLimitPerEndpoint: 1 << 30)
-        let transport = try SocketTransport(directory: spec.directory, configuration: configuration)
-        let hub = try NotificationHub(endpoint: "poster", transport: transport)
-        return Poster(
-            post: { try hub.post($0) },
-            flush: { _ = transport.flush(timeout: .seconds(120)) },
-            close: { hub.close() }
-        )
-    case .file:
-        let hub = try NotificationHub(endpoint: "poster", transport: FileSignalTransport(directory: spec.directory))
-        return Poster(post: { try hub.post($0) }, close: { hub.close() })
     case .rawDatagram:
         // The floor: a blocking datagram per observer, no framing, no registry.
         let sockets = (0..<spec.observers).map { index in
@@ -294,7 +305,7 @@ func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
             },
             close: { closeDescriptor(descriptor) }
         )
-    case .floor, .foundation, .asyncMessage, .hubHandlers, .hubSequences, .rawRedis, .redisPubSub, .redis:
+    default:
         fail("\(spec.kind.rawValue) is not a socket or file kind")
     }
 }

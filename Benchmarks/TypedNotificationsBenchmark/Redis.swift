@@ -1,6 +1,7 @@
 import CBenchmarkSupport
 import Foundation
 import NotificationPlatform
+import TransportCatalog
 import TypedNotifications
 import TypedNotificationsRedis
 
@@ -165,9 +166,6 @@ func makeRedisPoster(_ spec: PointSpec) throws -> Poster {
         fail("\(spec.kind.rawValue) needs a Redis URL")
     }
     switch spec.kind {
-    case .redis:
-        let hub = try NotificationHub(endpoint: "poster", transport: RedisStreamsTransport(url: url))
-        return Poster(post: { try hub.post($0) }, close: { hub.close() })
     case .rawRedis, .redisPubSub:
         let bare = BareRedis(port: port)
         let buffer = RawRecord(size: spec.payloadBytes)
@@ -192,8 +190,6 @@ func makeRedisPoster(_ spec: PointSpec) throws -> Poster {
 func observeRedis(_ kind: Kind, url: String, recorder: Recorder) throws {
     guard let port = RedisConnectionOptions.port(of: url) else { fail("bad Redis URL \(url)") }
     switch kind {
-    case .redis:
-        try observeWithHub(RedisStreamsTransport(url: url), recorder)
     case .rawRedis:
         // The stream was emptied before the scenario: read it from its start.
         let bare = BareRedis(port: port)

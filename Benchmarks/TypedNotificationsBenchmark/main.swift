@@ -1,4 +1,5 @@
 import Foundation
+import TransportCatalog
 import TypedNotifications
 import TypedNotificationsRedis
 
@@ -141,12 +142,12 @@ print("Machine: \(machine.processor), \(machine.cores) cores, \(machine.kernel)\
 
 // The Redis scenarios run against a server of this run's own.
 var redisServer: BenchRedisServer?
-if kinds.contains(where: { $0.group == .redis }) && (sections.contains("fanout") || sections.contains("memory")) {
+if kinds.contains(where: \.meetsAtServer) && (sections.contains("fanout") || sections.contains("memory")) {
     if let executable = BenchRedisServer.executable {
         redisServer = BenchRedisServer(executable: executable)
     } else {
         print("Redis scenarios skipped: redis-server is not installed (apt-get install redis-server)\n")
-        kinds.removeAll { $0.group == .redis }
+        kinds.removeAll(where: \.meetsAtServer)
     }
 }
 defer { redisServer?.stop() }
@@ -183,7 +184,7 @@ if sections.contains("fanout") {
                         directory: directory,
                         redisURL: redisServer?.url
                     )
-                    if kind.group == .redis { redisServer?.flush() }
+                    if kind.meetsAtServer { redisServer?.flush() }
                     let child = Child(["point", String(decoding: try JSONEncoder().encode(spec), as: UTF8.self)])
                     let line = child.expect("result ")
                     child.wait()
@@ -240,11 +241,11 @@ if sections.contains("memory") {
     let notifications = quick ? 100_000 : 1_000_000
     print("\nMemory: RSS over \(notifications) notifications to one observer, after a warm-up tenth")
     var results = MemoryResults()
-    for kind in [Kind.hubHandlers, .socket, .file, .redis] {
-        guard kind != .redis || redisServer != nil else { continue }
+    for kind in [Kind.hubHandlers] + Kind.transports {
+        guard !kind.meetsAtServer || redisServer != nil else { continue }
         redisServer?.flush()
         let child = Child(
-            ["soak", kind.rawValue, "\(notifications)"] + (kind == .redis ? [redisServer?.url ?? ""] : []))
+            ["soak", kind.rawValue, "\(notifications)"] + (kind.meetsAtServer ? [redisServer?.url ?? ""] : []))
         let line = child.expect("result ")
         child.wait()
         let output = try JSONDecoder().decode(SoakOutput.self, from: Data(line.dropFirst(7).utf8))
@@ -274,10 +275,10 @@ if sections.contains("memory") {
     let hubCount = quick ? 200 : 1_000
     print("\nHubs: \(hubCount) observing hubs of one transport in one process, then one post to all")
     var hubRuns: [HubsOutput] = []
-    for kind in [Kind.hubHandlers, .socket, .file, .redis] {
-        guard kind != .redis || redisServer != nil else { continue }
+    for kind in [Kind.hubHandlers] + Kind.transports {
+        guard !kind.meetsAtServer || redisServer != nil else { continue }
         let child = Child(
-            ["hubs", kind.rawValue, "\(hubCount)"] + (kind == .redis ? [redisServer?.url ?? ""] : []))
+            ["hubs", kind.rawValue, "\(hubCount)"] + (kind.meetsAtServer ? [redisServer?.url ?? ""] : []))
         let line = child.expect("result ")
         child.wait()
         let run = try JSONDecoder().decode(HubsOutput.self, from: Data(line.dropFirst(7).utf8))

@@ -5,7 +5,8 @@ extension FileSignalTransport: ReportsCursorProblems {}
 extension TransportEntry {
     /// An append-only log per name, with a change signal.
     package static let file = TransportEntry(
-        name: "file", meeting: .directory(defaultPath: FileSignalTransport.defaultDirectory), keepsPosts: true,
+        name: "file", typeName: "FileSignalTransport",
+        meeting: .directory(defaultPath: FileSignalTransport.defaultDirectory), keepsPosts: true,
         make: { (place, request) throws(TypedNotificationError) in
             try FileSignalTransport(directory: place.text, identity: request.identity, firstRead: request.firstRead)
         },
@@ -46,7 +47,8 @@ extension TransportEntry {
     /// What a coalesced or lost notify(3) leaves on Apple platforms: no
     /// change events, only a 20 ms poll wakes a reader.
     package static let fileWithoutChangeEvents = TransportEntry(
-        name: "file-without-change-events", meeting: file.meeting, keepsPosts: true, isVariant: true,
+        name: "file-without-change-events", typeName: "FileSignalTransport", meeting: file.meeting, keepsPosts: true,
+        isVariant: true,
         make: { (place, request) throws(TypedNotificationError) in
             try FileSignalTransport(
                 directory: place.text, identity: request.identity, firstRead: request.firstRead,

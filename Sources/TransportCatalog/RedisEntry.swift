@@ -6,9 +6,14 @@ extension RedisStreamsTransport: ReportsReaderErrors {}
 extension TransportEntry {
     /// Redis Streams, across hosts.
     package static let redis = TransportEntry(
-        name: "redis", meeting: .server(defaultURL: "redis://127.0.0.1:6379"), keepsPosts: true,
+        name: "redis", typeName: "RedisStreamsTransport", meeting: .server(defaultURL: "redis://127.0.0.1:6379"),
+        keepsPosts: true,
         make: { (place, request) throws(TypedNotificationError) in
-            try RedisStreamsTransport(url: place.text, identity: request.identity, firstRead: request.firstRead)
+            var configuration = RedisStreamsConfiguration()
+            if let count = request.keepAtMost { configuration.maximumLength = count }
+            return try RedisStreamsTransport(
+                url: place.text, identity: request.identity, firstRead: request.firstRead,
+                configuration: configuration)
         },
         list: { (url) throws(TypedNotificationError) in
             let streams = try RedisStreamsTransport.streams(options: try RedisConnectionOptions(url: url))

@@ -5,8 +5,13 @@ extension SocketTransport: WaitsForReaders {}
 extension TransportEntry {
     /// Unix-domain datagram sockets in a shared directory.
     package static let socket = TransportEntry(
-        name: "socket", meeting: .directory(defaultPath: SocketTransport.defaultDirectory),
-        make: { (place, _) throws(TypedNotificationError) in try SocketTransport(directory: place.text) },
+        name: "socket", typeName: "SocketTransport",
+        meeting: .directory(defaultPath: SocketTransport.defaultDirectory),
+        make: { (place, request) throws(TypedNotificationError) in
+            var configuration = SocketTransportConfiguration()
+            if let backlog = request.backlogBytes { configuration.spoolLimitPerEndpoint = backlog }
+            return try SocketTransport(directory: place.text, configuration: configuration)
+        },
         list: { directory in
             let endpoints = SocketTransport.endpoints(in: directory)
             guard !endpoints.isEmpty else { return ["no sockets"] }
@@ -25,10 +30,11 @@ extension TransportEntry {
     /// Apple platforms' path: no kernel credentials; a sender is what it
     /// claims, guarded by the directory's permissions.
     package static let socketWithoutCredentials = TransportEntry(
-        name: "socket-without-credentials", meeting: socket.meeting, isVariant: true,
-        make: { (place, _) throws(TypedNotificationError) in
+        name: "socket-without-credentials", typeName: "SocketTransport", meeting: socket.meeting, isVariant: true,
+        make: { (place, request) throws(TypedNotificationError) in
             var configuration = SocketTransportConfiguration()
             configuration.usesKernelCredentials = false
+            if let backlog = request.backlogBytes { configuration.spoolLimitPerEndpoint = backlog }
             return try SocketTransport(directory: place.text, configuration: configuration)
         })
 }

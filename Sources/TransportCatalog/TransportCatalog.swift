@@ -41,11 +41,22 @@ package struct TransportRequest: Sendable {
     package var identity: String?
     /// Where a reader without a saved position starts.
     package var firstRead: ReadStart
+    /// How many bytes a transport may hold for one reader that is behind,
+    /// where it has such a limit (the socket transport's spool); `nil` for
+    /// its default.
+    package var backlogBytes: Int?
+    /// How many notifications of a name a transport that keeps them by
+    /// count keeps (a Redis stream's length); `nil` for its default.
+    package var keepAtMost: Int?
 
     /// A request for `identity`, starting at `firstRead`.
-    package init(identity: String? = nil, firstRead: ReadStart = .end) {
+    package init(
+        identity: String? = nil, firstRead: ReadStart = .end, backlogBytes: Int? = nil, keepAtMost: Int? = nil
+    ) {
         self.identity = identity
         self.firstRead = firstRead
+        self.backlogBytes = backlogBytes
+        self.keepAtMost = keepAtMost
     }
 }
 
@@ -59,6 +70,8 @@ package typealias TransportMaker =
 package struct TransportEntry: Sendable {
     /// The name `tnotify --transport` and the test helper's KIND use.
     package let name: String
+    /// The Swift type users write, such as `SocketTransport`.
+    package let typeName: String
     /// Where its endpoints meet.
     package let meeting: Meeting
     /// Whether it keeps what is posted: durable identities, a first read,
@@ -82,7 +95,7 @@ package struct TransportEntry: Sendable {
 
     /// An entry; every optional part may be left out.
     package init(
-        name: String, meeting: Meeting, keepsPosts: Bool = false, isVariant: Bool = false,
+        name: String, typeName: String, meeting: Meeting, keepsPosts: Bool = false, isVariant: Bool = false,
         make: @escaping TransportMaker,
         list: (@Sendable (String) throws(TypedNotificationError) -> [String])? = nil,
         collectGarbage: (@Sendable (String) -> String)? = nil,
@@ -91,6 +104,7 @@ package struct TransportEntry: Sendable {
         describe: @escaping @Sendable (String) -> String = { $0 }
     ) {
         self.name = name
+        self.typeName = typeName
         self.meeting = meeting
         self.keepsPosts = keepsPosts
         self.isVariant = isVariant
