@@ -37,9 +37,11 @@ extension RedisStreamsTransport {
             confirmation = ["WAIT", String(count), String(timeout.clampedMilliseconds)].map { Array($0.utf8) }
         }
         for message in messages {
-            guard case .encoded(let encoded) = message.payload else {
-                result.failure = TypedNotificationError(
-                    code: .transportFailure, message: "the Redis transport carries envelopes only")
+            let encoded: EncodedNotification
+            do throws(TypedNotificationError) {
+                encoded = try core.envelope(of: message, kind: "Redis")
+            } catch {
+                result.failure = error
                 break
             }
             let key = Array(key(for: message.name).utf8)
@@ -55,8 +57,8 @@ extension RedisStreamsTransport {
         if let maximumAge = configuration.maximumAge {
             let due = state.withLock { state in
                 trims.filter { name in
-                    guard now >= state.nextTrim[name, default: 0] else { return false }
-                    state.nextTrim[name] = now &+ 1_000_000_000
+                    guard now >= state.shared.nextTrim[name, default: 0] else { return false }
+                    state.shared.nextTrim[name] = now &+ 1_000_000_000
                     return true
                 }
             }
@@ -152,8 +154,8 @@ extension RedisStreamsTransport {
         let now = SystemClock.monotonicNanoseconds()
         let taken = try state.withLock { state throws(TypedNotificationError) -> RedisConnection? in
             _ = try state.lifecycle.opened(for: "post")
-            if let connection = state.idle[node]?.popLast() { return connection }
-            if let backoff = state.connectBackoff[node], let retry = backoff.retryAt, now < retry {
+            if let connection = state.shared.idle[node]?.popLast() { return connection }
+            if let backoff = state.shared.connectBackoff[node], let retry = backoff.retryAt, now < retry {
                 throw TypedNotificationError(
                     code: .unreachable,
                     message: "Redis at \(node.redactedDescription) is unreachable; trying again in "
@@ -166,11 +168,11 @@ extension RedisStreamsTransport {
         if let taken, now &- taken.idleSince < Self.idleCheckNanoseconds || taken.isOpenWhileIdle() { return taken }
         do throws(TypedNotificationError) {
             let connection = try RedisConnection.connect(node, clientName: "tn-poster")
-            state.withLock { $0.connectBackoff[node] = nil }
+            state.withLock { $0.shared.connectBackoff[node] = nil }
             counters.add(to: .reconnects)
             return connection
         } catch {
-            state.withLock { $0.connectBackoff[node, default: ConnectBackoff()].failed(at: now, error.message) }
+            state.withLock { $0.shared.connectBackoff[node, default: ConnectBackoff()].failed(at: now, error.message) }
             throw error
         }
     }
@@ -185,8 +187,8 @@ extension RedisStreamsTransport {
         guard !connection.isBroken else { return }
         connection.idleSince = SystemClock.monotonicNanoseconds()
         state.withLock { state in
-            guard state.lifecycle.isOpen, state.idle[connection.options, default: []].count < 4 else { return }
-            state.idle[connection.options, default: []].append(connection)
+            guard state.lifecycle.isOpen, state.shared.idle[connection.options, default: []].count < 4 else { return }
+            state.shared.idle[connection.options, default: []].append(connection)
         }
     }
 }

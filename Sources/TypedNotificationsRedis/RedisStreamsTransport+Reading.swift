@@ -101,7 +101,7 @@ extension RedisStreamsTransport {
     func watchReaders() {
         let readers = state.withLock { state -> [StreamReader]? in
             guard state.lifecycle.isOpen else { return nil }
-            return Array(state.readers.values)
+            return Array(state.shared.readers.values)
         }
         guard let readers else { return }
         let now = SystemClock.monotonicNanoseconds()
@@ -219,7 +219,7 @@ extension RedisStreamsTransport {
         if let reason {
             let error = TypedNotificationError(code: .unreachable, message: "reading again: \(reason)")
             state.withLock { state in
-                if state.readers[reader.name] === reader { state.readerErrors[reader.name] = error }
+                if state.shared.readers[reader.name] === reader { state.shared.readerErrors[reader.name] = error }
             }
         }
         // The first redirection in a row is followed at once; more of them
@@ -249,7 +249,7 @@ extension RedisStreamsTransport {
                 guard reader.adopt(connection) else { return }
                 reader.connection = connection
                 counters.add(to: .reconnects)
-                state.withLock { _ = $0.readerErrors.removeValue(forKey: reader.name) }
+                state.withLock { _ = $0.shared.readerErrors.removeValue(forKey: reader.name) }
                 startReading(reader, receiver: receiver)
             } catch {
                 // Said, not kept silent: a statistic and the reader's error
@@ -258,7 +258,7 @@ extension RedisStreamsTransport {
                 // slots go to a replica the cluster promotes.
                 counters.add(to: .failedReconnects)
                 state.withLock { state in
-                    if state.readers[reader.name] === reader { state.readerErrors[reader.name] = error }
+                    if state.shared.readers[reader.name] === reader { state.shared.readerErrors[reader.name] = error }
                 }
                 router.refresh(now: SystemClock.monotonicNanoseconds())
                 reconnect(reader)

@@ -37,7 +37,7 @@ extension RedisStreamsTransport {
         let (receiver, replaced) = try state.withLock {
             state throws(TypedNotificationError) -> (TransportReceiver, StreamReader?) in
             let receiver = try state.lifecycle.opened(for: "subscribe")
-            let replaced = state.readers.updateValue(reader, forKey: name)
+            let replaced = state.shared.readers.updateValue(reader, forKey: name)
             return (receiver, replaced)
         }
         if let replaced { endReads(of: replaced) }
@@ -84,8 +84,8 @@ extension RedisStreamsTransport {
     /// is left for the identity's next subscription, as a first delivery.
     public func unsubscribe(from name: NotificationName) {
         let reader = state.withLock { state in
-            state.readerErrors[name] = nil
-            return state.readers.removeValue(forKey: name)
+            state.shared.readerErrors[name] = nil
+            return state.shared.readers.removeValue(forKey: name)
         }
         guard let reader else { return }
         endReads(of: reader)

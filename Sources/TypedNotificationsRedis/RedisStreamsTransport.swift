@@ -82,7 +82,7 @@ import Synchronization
 ///   through its group); while they cannot, ``readerErrors`` says why and
 ///   ``RedisStreamsStatistics/failedReconnects`` counts the tries. A post
 ///   waits for the election up to ``RedisStreamsConfiguration/failoverWait``.
-public final class RedisStreamsTransport: KeepsLatest {
+public final class RedisStreamsTransport: KeepsLatest, TransportDriver {
     /// The server and how to log in.
     public let options: RedisConnectionOptions
     /// The durable identity (a consumer group per name), if any.
@@ -93,10 +93,10 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// Limits and policies.
     public let configuration: RedisStreamsConfiguration
 
-    let counters: Counters<RedisStreamsStatistics>
+    // The thread that reads the streams and runs the hub's executor, the
+    // counters, and the lifecycle with the connections and readers.
+    package let core: RedisCore
     let router: ClusterRouter
-    let state = Locked(RedisTransportState())
-    let loop: EventLoop
     // A durable identity's acknowledgements; nil for a plain observer.
     let acknowledgements: AcknowledgementSender?
 
@@ -155,17 +155,13 @@ public final class RedisStreamsTransport: KeepsLatest {
         self.identity = identity
         self.firstRead = firstRead
         self.configuration = configuration
-        let loop: EventLoop
-        do throws(Errno) {
-            loop = try EventLoop(name: "TypedNotifications.RedisStreamsTransport")
-        } catch {
-            throw TypedNotificationError(
-                code: .transportFailure, message: "could not start the Redis transport's event loop", cause: error)
-        }
-        let counters = Counters<RedisStreamsStatistics>()
+        let core = RedisCore(
+            kind: "Redis",
+            loop: try RedisCore.makeLoop(named: "TypedNotifications.RedisStreamsTransport", for: "Redis"),
+            shared: RedisTransportState())
+        let (loop, counters) = (core.loop, core.counters)
         let router = ClusterRouter(seed: options)
-        self.loop = loop
-        self.counters = counters
+        self.core = core
         self.router = router
         acknowledgements = identity.map {
             AcknowledgementSender(identity: $0, router: router, counters: counters, loop: loop)
@@ -186,11 +182,14 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// removed. Empty while every reader reads. Each failed try is counted
     /// in ``RedisStreamsStatistics/failedReconnects``.
     public var readerErrors: [NotificationName: TypedNotificationError] {
-        state.withLock { $0.readerErrors }
+        state.withLock { $0.shared.readerErrors }
     }
 
     /// Redis streams carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
+
+    /// The lifecycle, connections and readers, under the core's lock.
+    var state: Locked<RedisCore.State> { core.state }
 
     /// `true`: the transport counts the entries trimmed before a reader read
     /// them (of any sender) from the stream's counters and reports them.
@@ -210,16 +209,11 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` or
     ///   ``TypedNotifications/TypedNotificationError/Code/authenticationFailed``.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
-        try state.withLock { (state: inout RedisTransportState) throws(TypedNotificationError) in
-            try state.lifecycle.checkOpenable()
-        }
+        try core.checkOpenable()
         let connection = try RedisConnection.connect(options, clientName: "tn-\(sender.endpoint)")
         // A cluster answers with its slot map; a standalone server with an error.
         try router.learn(slotsOf: connection)
-        try state.withLock { (state: inout RedisTransportState) throws(TypedNotificationError) in
-            try state.lifecycle.open(receiver)
-            state.idle[options, default: []].append(connection)
-        }
+        try core.open(receiver) { $0.idle[options, default: []].append(connection) }
         loop.start()
         loop.execute { [weak self] in self?.watchReaders() }
     }
@@ -238,12 +232,12 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// posted while it closes may be read and left pending, and come again
     /// marked.
     public func close() {
-        let (closing, readers, idle) = state.withLock { state in
+        let (closing, (readers, idle)) = core.close { shared in
             defer {
-                state.readers = [:]
-                state.idle = [:]
+                shared.readers = [:]
+                shared.idle = [:]
             }
-            return (state.lifecycle.close(), Array(state.readers.values), state.idle)
+            return (Array(shared.readers.values), shared.idle)
         }
         guard closing.wasOpen else {
             closing.end(loop)
@@ -314,10 +308,11 @@ public final class RedisStreamsTransport: KeepsLatest {
     }
 }
 
-/// The transport's shared state, under its lock.
-struct RedisTransportState {
-    /// Open, it holds the center's receiver.
-    var lifecycle = TransportLifecycle<TransportReceiver>(kind: "Redis")
+/// The skeleton of a ``RedisStreamsTransport``: open, it keeps the center's receiver.
+package typealias RedisCore = TransportCore<TransportReceiver, RedisTransportState, RedisStreamsStatistics>
+
+/// What the transport's threads share, under its core's lock beside the lifecycle.
+package struct RedisTransportState {
     // Per node (the one server, unless it is a cluster).
     var idle: [RedisConnectionOptions: [RedisConnection]] = [:]
     var readers: [NotificationName: StreamReader] = [:]

@@ -15,9 +15,9 @@ extension FileSignalTransport {
         passQueued.store(false, ordering: .releasing)
         guard
             let (bound, subscribed) = state.withLock({ state -> (LoopBound<FileReading>, [NotificationName])? in
-                guard let receiving = state.receiving else { return nil }
-                defer { state.newlySubscribed = [] }
-                return (receiving, state.newlySubscribed)
+                guard let receiving = state.shared.receiving else { return nil }
+                defer { state.shared.newlySubscribed = [] }
+                return (receiving, state.shared.newlySubscribed)
             })
         else { return }
         let checking = bound.value
@@ -30,7 +30,7 @@ extension FileSignalTransport {
         }
         let candidates: [NotificationName]
         if thorough || changed == nil {
-            candidates = state.withLock { Array($0.readers.keys) }
+            candidates = state.withLock { Array($0.shared.readers.keys) }
         } else {
             candidates = Array(changed ?? [])
         }
@@ -52,9 +52,9 @@ extension FileSignalTransport {
         // waits behind a pread.
         let plan = state.withLock {
             state -> (UInt64, [(name: NotificationName, reader: LogReader)])? in
-            guard state.lifecycle.isOpen, state.receiving === bound else { return nil }
+            guard state.lifecycle.isOpen, state.shared.receiving === bound else { return nil }
             let plan = candidates.compactMap { name -> (name: NotificationName, reader: LogReader)? in
-                held.contains(name) ? nil : state.readers[name].map { (name, $0) }
+                held.contains(name) ? nil : state.shared.readers[name].map { (name, $0) }
             }
             return (readersChanged.load(ordering: .acquiring), plan)
         }
@@ -73,7 +73,7 @@ extension FileSignalTransport {
         if readersChanged.load(ordering: .acquiring) != generation {
             let readBy = read.map { ($0.name, ObjectIdentifier($0.reader)) }
             let current = state.withLock { state in
-                readBy.map { name, reader in state.readers[name].map(ObjectIdentifier.init) == reader }
+                readBy.map { name, reader in state.shared.readers[name].map(ObjectIdentifier.init) == reader }
             }
             read = zip(read, current).filter { $0.1 }.map(\.0)
         }
@@ -266,9 +266,12 @@ extension TransportReceiver {
     }
 }
 
-/// What a ``FileSignalTransport`` changes after creation, under one lock.
-struct FileSignalState {
-    var lifecycle = TransportLifecycle<Void>(kind: "file")
+/// The skeleton of a ``FileSignalTransport``: open, it keeps nothing.
+package typealias FileCore = TransportCore<Void, FileSignalState, FileSignalStatistics>
+
+/// What a ``FileSignalTransport`` changes after creation, under its core's
+/// lock beside the lifecycle.
+package struct FileSignalState {
     /// The logs' change events until `open` hands them to the read passes.
     var unopenedMonitor: DirectoryMonitor?
     var readers: [NotificationName: LogReader] = [:]

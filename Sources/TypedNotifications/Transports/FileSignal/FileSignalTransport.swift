@@ -29,7 +29,7 @@ import Synchronization
 /// - `NotificationHub.latest(of:)` reads the newest notification without observing.
 /// - Segments roll by size and are deleted by ``FileRetentionPolicy`` once every
 ///   durable cursor is past them, so disk use stays bounded.
-public final class FileSignalTransport: KeepsLatest {
+public final class FileSignalTransport: KeepsLatest, TransportDriver {
     /// The shared directory.
     public let directory: String
     /// The durable identity whose cursors this transport keeps, if any.
@@ -40,16 +40,15 @@ public final class FileSignalTransport: KeepsLatest {
     /// Limits and policies.
     public let configuration: FileSignalConfiguration
 
-    let counters = Counters<FileSignalStatistics>()
-    let state: Locked<FileSignalState>
+    // The thread that reads the logs, saves cursors and runs the jobs of the
+    // hub's executor; the counters; the lifecycle with the readers.
+    package let core: FileCore
     // What the durable identity's observers handled: its own lock, taken by
     // whatever thread lets go of a receipt, never across a system call.
     let commits = Locked<CommitTable>(CommitTable())
     // Appenders not in use, by name; a send takes its name's out while it
     // appends. Closed with the transport: nothing is put back after.
     private let appenders = Locked(AppenderTable())
-    // Reads the logs, saves cursors and runs the jobs of the hub's executor.
-    let loop: EventLoop
     // A read pass is queued on the loop and has not started yet.
     let passQueued = Atomic<Bool>(false)
     // Serializes cursor file writes (see saveCursor).
@@ -112,13 +111,11 @@ public final class FileSignalTransport: KeepsLatest {
         }
         root = RecordedPath(directory)
         signalDirectory = Locked(FileLog.directoryIdentity(directory))
-        do throws(Errno) {
-            loop = try EventLoop(name: "TypedNotifications.FileSignalTransport")
-        } catch {
-            throw SharedDirectory.failure(error, "could not start an event loop for \(directory)")
-        }
+        let loop = try FileCore.makeLoop(named: "TypedNotifications.FileSignalTransport", for: directory)
         do throws(ChangeMonitorError) {
-            state = Locked(FileSignalState(monitor: try DirectoryMonitor(includingModifications: true)))
+            core = FileCore(
+                kind: "file", loop: loop,
+                shared: FileSignalState(monitor: try DirectoryMonitor(includingModifications: true)))
         } catch {
             throw SharedDirectory.failure(error, "could not set up change notifications for \(directory)")
         }
@@ -135,6 +132,9 @@ public final class FileSignalTransport: KeepsLatest {
     /// File-plus-signal transports carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
 
+    /// The lifecycle and the readers, under the core's lock.
+    var state: Locked<FileCore.State> { core.state }
+
     /// `true`: the log numbers every record, so a reader counts exactly what
     /// retention deleted or corruption destroyed before it read it, of every
     /// sender, including senders it never heard from.
@@ -142,17 +142,16 @@ public final class FileSignalTransport: KeepsLatest {
 
     /// Starts the event-loop thread that reads the logs.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
-        let monitorDescriptor = try state.withLock {
-            (state: inout FileSignalState) throws(TypedNotificationError) -> CInt? in
-            try state.lifecycle.open()
-            guard let monitor = state.unopenedMonitor.take() else {
+        let monitorDescriptor = try core.open(()) {
+            (shared: inout FileSignalState) throws(TypedNotificationError) -> CInt? in
+            guard let monitor = shared.unopenedMonitor.take() else {
                 // The monitor is taken by the one open there is.
                 throw TypedNotificationError(code: .closed, message: "this file transport was already opened")
             }
             // Under the state lock, so a close cannot come in between and
             // leave the appenders open after it.
             appenders.withLock { $0.isOpen = true }
-            state.receiving = LoopBound(FileReading(receiver: receiver, root: root, monitor: monitor), on: loop)
+            shared.receiving = core.onThread(FileReading(receiver: receiver, root: root, monitor: monitor))
             // The process's hubs share one change queue: events for this
             // transport that another one read come by this call.
             if configuration.usesChangeEvents, let descriptor = monitor.pollDescriptor {
@@ -202,14 +201,14 @@ public final class FileSignalTransport: KeepsLatest {
         // A plain observer gets what is posted from now on (and, from its
         // start position, what the log holds); a durable one, its cursor's.
         let subscribedAt = SystemClock.wallClockNanoseconds()
-        try state.withLock { (state: inout FileSignalState) throws(TypedNotificationError) in
+        try state.withLock { (state: inout FileCore.State) throws(TypedNotificationError) in
             _ = try state.lifecycle.opened(for: "subscribe")
             // The read pass requested below watches the log's directory
             // before it reads, on the event loop: an append before the watch
             // is read by that pass, and one after it wakes the loop.
             readersChanged.wrappingAdd(1, ordering: .releasing)
-            state.newlySubscribed.append(name)
-            state.readers[name] = LogReader(
+            state.shared.newlySubscribed.append(name)
+            state.shared.readers[name] = LogReader(
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
                 subscribedAt: identity == nil ? subscribedAt : nil, sharing: configuration.sharing)
         }
@@ -233,7 +232,7 @@ public final class FileSignalTransport: KeepsLatest {
     public func unsubscribe(from name: NotificationName) {
         state.withLock { state in
             readersChanged.wrappingAdd(1, ordering: .releasing)
-            _ = state.readers.removeValue(forKey: name)
+            _ = state.shared.readers.removeValue(forKey: name)
         }
         // Saved whether or not a save is pending: one the loop had taken
         // (and cleared the flag for) finds the slot gone and writes nothing,
@@ -263,9 +262,7 @@ public final class FileSignalTransport: KeepsLatest {
     /// - Throws: ``TypedNotificationError/Code/storageFull`` when the disk or the
     ///   file-size limit is reached; nothing partial is kept.
     public func send(_ message: TransportMessage) throws(TypedNotificationError) {
-        guard case .encoded(let encoded) = message.payload else {
-            throw TypedNotificationError(code: .transportFailure, message: "the file transport appends envelopes only")
-        }
+        let encoded = try core.envelope(of: message, kind: "file")
         if let failure = append(CollectionOfOne(encoded), named: message.name).failure { throw failure }
     }
 
@@ -282,12 +279,12 @@ public final class FileSignalTransport: KeepsLatest {
             let name = messages[index].name
             envelopes.removeAll(keepingCapacity: true)
             while index + envelopes.count < messages.count, messages[index + envelopes.count].name == name {
-                guard case .encoded(let encoded) = messages[index + envelopes.count].payload else {
-                    result.failure = TypedNotificationError(
-                        code: .transportFailure, message: "the file transport appends envelopes only")
+                do throws(TypedNotificationError) {
+                    envelopes.append(try core.envelope(of: messages[index + envelopes.count], kind: "file"))
+                } catch {
+                    result.failure = error
                     break
                 }
-                envelopes.append(encoded)
             }
             let (appended, failure) = append(envelopes, named: name)
             result.sent += appended
@@ -391,10 +388,7 @@ public final class FileSignalTransport: KeepsLatest {
     /// Called on that thread (a center released while it delivered), it
     /// does not wait for itself. Idempotent.
     public func close() {
-        let closing = state.withLock { state in
-            defer { state.readers = [:] }
-            return state.lifecycle.close()
-        }
+        let (closing, _) = core.close { $0.readers = [:] }
         appenders.withLock { table in
             table.isOpen = false
             table.idle = [:]

@@ -11,7 +11,9 @@ public final class InProcessTransport: NotificationTransport {
     public let bus: InProcessBus
 
     // Open, it holds the id under which this transport's receiver is
-    // registered on the bus.
+    // registered on the bus. Only the lifecycle of the transport skeleton
+    // (TransportCore): no thread, nothing to wait for, nothing to encode; a
+    // post reaches the other centers' receivers on the poster's thread.
     private let state = Locked(TransportLifecycle<UInt64>(kind: "in-process"))
 
     /// Creates a transport on `bus`.

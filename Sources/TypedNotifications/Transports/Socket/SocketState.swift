@@ -1,13 +1,15 @@
 import NotificationPlatform
 import Synchronization
 
-/// What a ``SocketTransport`` shares between its threads, guarded by one
-/// lock held for no system call: the phase, the names it registered, and the
-/// endpoints and routes the send in progress last published (for statistics,
-/// ``SocketTransport/flush(timeout:)`` and error messages).
-struct SocketState {
-    /// Open, it holds the sender `open` was given.
-    var lifecycle = TransportLifecycle<NotificationSender>(kind: "socket")
+/// The skeleton of a ``SocketTransport``: open, it keeps the sender `open` was given.
+package typealias SocketCore = TransportCore<NotificationSender, SocketState, SocketTransportStatistics>
+
+/// What a ``SocketTransport`` shares between its threads, under its core's
+/// lock (held for no system call) beside the lifecycle: the names it
+/// registered, and the endpoints and routes the send in progress last
+/// published (for statistics, ``SocketTransport/flush(timeout:)`` and error
+/// messages).
+package struct SocketState {
     /// The registration file every entry links to (see ``SocketRegistry``),
     /// from `open` on; made anew if someone removes it with every entry.
     var registration: FileIdentity?

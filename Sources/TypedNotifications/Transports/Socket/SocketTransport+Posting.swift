@@ -154,7 +154,7 @@ extension SocketTransport {
     /// name this transport routes it for), else its identifier.
     func endpointLabel(_ id: String, of name: NotificationName?) -> String {
         var names: [NotificationName] = name.map { [$0] } ?? []
-        names += state.withLock { state in state.routes.filter { $0.value.contains(id) }.map(\.key) }
+        names += state.withLock { state in state.shared.routes.filter { $0.value.contains(id) }.map(\.key) }
         for candidate in names {
             let fields = SocketTransport.entryFields(SocketRegistry.entryPath(directory, candidate, id))
             if fields.processID > 0 { return "\(fields.endpoint)(\(fields.processID)) [\(id)]" }

@@ -5,10 +5,6 @@ import NotificationPlatform
 extension SocketTransport {
     // MARK: - The I/O thread
 
-    var isOpen: Bool {
-        state.withLock { $0.lifecycle.isOpen }
-    }
-
     /// Looks at the spool `after` nanoseconds: again and again without
     /// inotify, else once, when a file was busy or not settled.
     func scheduleSpoolLook(_ bound: LoopBound<SocketReceiving>, after nanoseconds: UInt64, repeating: Bool) {
@@ -64,8 +60,8 @@ extension SocketTransport {
     func checkRegistrations(_ receiving: SocketReceiving) throws(TypedNotificationError) {
         let (linked, sender, ours) = state.withLock { state in
             (
-                state.subscribed.count - state.unlinkedEntries.count,
-                try? state.lifecycle.opened(for: "registration"), state.registration
+                state.shared.subscribed.count - state.shared.unlinkedEntries.count,
+                try? state.lifecycle.opened(for: "registration"), state.shared.registration
             )
         }
         guard let sender, let ours, case .success(let info) = SystemCalls.fileStatus(receiving.registration),
@@ -78,7 +74,7 @@ extension SocketTransport {
             try repairRegistrations(receiving, sender: sender, registration: ours)
             receiving.failedRepairs = 0
             // Every entry is there now: what is beyond them is the new normal.
-            let linkedNow = state.withLock { $0.subscribed.count - $0.unlinkedEntries.count }
+            let linkedNow = state.withLock { $0.shared.subscribed.count - $0.shared.unlinkedEntries.count }
             if case .success(let now) = SystemCalls.fileStatus(receiving.registration) {
                 receiving.linksBeyondEntries = max(1, now.links - linkedNow)
             }
@@ -96,7 +92,7 @@ extension SocketTransport {
     )
         throws(TypedNotificationError)
     {
-        let (names, unlinked) = state.withLock { ($0.subscribed, $0.unlinkedEntries) }
+        let (names, unlinked) = state.withLock { ($0.shared.subscribed, $0.shared.unlinkedEntries) }
         var ours = registration
         func entry(_ name: NotificationName) -> String { SocketRegistry.entryPath(directory, name, identifier) }
         func status(_ path: String) -> FileStatus? {
@@ -127,7 +123,7 @@ extension SocketTransport {
                 }
                 ours = made.identity
                 receiving.registration = file
-                state.withLock { $0.registration = made.identity }
+                state.withLock { $0.shared.registration = made.identity }
                 missing = Array(names)
             }
         }
@@ -142,8 +138,12 @@ extension SocketTransport {
             // Unsubscribed meanwhile (it forgets the name before it unlinks):
             // the entry just made is not wanted.
             let wanted = state.withLock { state in
-                guard state.subscribed.contains(name) else { return false }
-                if made == .unlinked { state.unlinkedEntries.insert(name) } else { state.unlinkedEntries.remove(name) }
+                guard state.shared.subscribed.contains(name) else { return false }
+                if made == .unlinked {
+                    state.shared.unlinkedEntries.insert(name)
+                } else {
+                    state.shared.unlinkedEntries.remove(name)
+                }
                 return true
             }
             if !wanted { _ = SystemCalls.removeFile(entry(name)) }

@@ -69,7 +69,7 @@ import NotificationPlatform
 ///
 /// Delivery is live: a process that is not running when a notification is
 /// posted does not get it. Use the file-plus-signal transport for durability.
-public final class SocketTransport: NotificationTransport {
+public final class SocketTransport: TransportDriver {
     /// The shared directory, as an absolute path.
     public let directory: String
     /// Limits and policies.
@@ -87,8 +87,8 @@ public final class SocketTransport: NotificationTransport {
     let identifier: String
     let spoolDirectory: String
     let receiveSocket: FileDescriptor
-    let counters = Counters<SocketTransportStatistics>()
-    let state = Locked(SocketState())
+    // The thread, the counters, and the lifecycle with what the threads share.
+    package let core: SocketCore
     // The registry cache and the endpoints, for the send in progress.
     let sending: SocketRoutingSlot
     // Bumped by every registration and removal, so that a post reads the
@@ -100,8 +100,6 @@ public final class SocketTransport: NotificationTransport {
     // Read once: a getuid per datagram showed in profiles.
     let ownUser = SystemProcess.userID
     let ownGroup = SystemProcess.groupID
-    // Receives, reads the spool and runs the jobs of the hub's executor.
-    let loop: EventLoop
 
     /// A directory for this user that survives as long as the login session:
     /// `$XDG_RUNTIME_DIR/typed-notifications`, else `/tmp/typed-notifications-<uid>`.
@@ -170,12 +168,15 @@ public final class SocketTransport: NotificationTransport {
         receiveSocket = socket
         watchedFiles = [RecordedPath(directory), RecordedPath(socketPath)].compactMap { $0 }
 
-        do throws(Errno) {
-            loop = try EventLoop(name: "TypedNotifications.SocketTransport")
+        // Receives, reads the spool and runs the jobs of the hub's executor.
+        let loop: EventLoop
+        do throws(TypedNotificationError) {
+            loop = try SocketCore.makeLoop(named: "TypedNotifications.SocketTransport", for: directory)
         } catch {
             undo()
-            throw SharedDirectory.failure(error, "could not create an event loop")
+            throw error
         }
+        core = SocketCore(kind: "socket", loop: loop, shared: SocketState())
         let monitor: DirectoryMonitor
         do throws(ChangeMonitorError) {
             monitor = try DirectoryMonitor()
@@ -200,18 +201,19 @@ public final class SocketTransport: NotificationTransport {
     /// Counters since the transport was created.
     public var statistics: SocketTransportStatistics {
         var snapshot = counters.snapshot
-        snapshot.connectedEndpoints = state.withLock { $0.peers.count }
+        snapshot.connectedEndpoints = state.withLock { $0.shared.peers.count }
         return snapshot
     }
 
     /// Socket transports carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
 
+    /// The lifecycle and what the threads share, under the core's lock.
+    var state: Locked<SocketCore.State> { core.state }
+
     /// Starts receiving on the transport's event-loop thread.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
-        try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
-            try state.lifecycle.checkOpenable()
-        }
+        try core.checkOpenable()
         let spoolMonitor: DirectoryMonitor
         do throws(ChangeMonitorError) {
             spoolMonitor = try DirectoryMonitor()
@@ -226,10 +228,7 @@ public final class SocketTransport: NotificationTransport {
                 throw TypedNotificationError(
                     code: .transportFailure, message: "could not inspect its registration file")
             }
-            try state.withLock { (state: inout SocketState) throws(TypedNotificationError) in
-                try state.lifecycle.open(sender)
-                state.registration = info.identity
-            }
+            try core.open(sender) { $0.registration = info.identity }
         } catch {
             _ = SystemCalls.removeFile(SocketRegistry.registrationPath(directory, identifier))
             throw error
@@ -243,10 +242,10 @@ public final class SocketTransport: NotificationTransport {
             // that another one read comes by this call.
             spoolMonitor.whenChangedElsewhere = { [loop] in loop.markReadable(descriptor) }
         }
-        let receiving = LoopBound(
+        let receiving = core.onThread(
             SocketReceiving(
                 receiver: receiver, spoolMonitor: spoolMonitor, maximumEnvelopeSize: maximumEnvelopeSize,
-                watchedFiles: watchedFiles, registration: registration), on: loop)
+                watchedFiles: watchedFiles, registration: registration))
         do throws(Errno) {
             try loop.register(receiveSocket.rawValue) { [unowned self] in
                 // As many as a handler loop delivers in one slice: a handler on
@@ -277,8 +276,8 @@ public final class SocketTransport: NotificationTransport {
     /// Registers this endpoint for `name`: from now on posts of it reach this transport.
     public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
         let (sender, registration) = try state.withLock {
-            (state: inout SocketState) throws(TypedNotificationError) in
-            (try state.lifecycle.opened(for: "subscribe"), state.registration)
+            (state: inout SocketCore.State) throws(TypedNotificationError) in
+            (try state.lifecycle.opened(for: "subscribe"), state.shared.registration)
         }
         // The entry is made with no lock held; the center serializes
         // subscribing and unsubscribing a name. Linked before the name is
@@ -296,8 +295,8 @@ public final class SocketTransport: NotificationTransport {
         registryGeneration?.increment()
         let registered = state.withLock { state in
             guard state.lifecycle.isOpen else { return false }
-            state.subscribed.insert(name)
-            if made == .unlinked { state.unlinkedEntries.insert(name) }
+            state.shared.subscribed.insert(name)
+            if made == .unlinked { state.shared.unlinkedEntries.insert(name) }
             return true
         }
         guard registered else {
@@ -310,8 +309,8 @@ public final class SocketTransport: NotificationTransport {
     /// Removes this endpoint's registration for `name`.
     public func unsubscribe(from name: NotificationName) {
         let removed = state.withLock { state in
-            state.unlinkedEntries.remove(name)
-            return state.subscribed.remove(name) != nil
+            state.shared.unlinkedEntries.remove(name)
+            return state.shared.subscribed.remove(name) != nil
         }
         guard removed else { return }
         _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
@@ -335,9 +334,7 @@ public final class SocketTransport: NotificationTransport {
     ///   one send at a time). A send makes its system calls with no lock
     ///   held, so statistics, subscribing and closing never wait for it.
     public func send(_ message: TransportMessage) throws(TypedNotificationError) {
-        guard case .encoded(let encoded) = message.payload else {
-            throw TypedNotificationError(code: .transportFailure, message: "the socket transport sends envelopes only")
-        }
+        let encoded = try core.envelope(of: message, kind: "socket")
         guard encoded.envelopeRange.count <= maximumEnvelopeSize else {
             throw TypedNotificationError(
                 code: .payloadTooLarge,
@@ -391,8 +388,8 @@ public final class SocketTransport: NotificationTransport {
         let changes = sending.routing.machine.takeChanges()
         let isClosed = state.withLock { state in
             if let changes {
-                state.peers = changes.peers
-                state.routes = changes.routes
+                state.shared.peers = changes.peers
+                state.shared.routes = changes.routes
             }
             return state.lifecycle.isClosed
         }
@@ -435,7 +432,7 @@ public final class SocketTransport: NotificationTransport {
     /// The identifiers of live endpoints that have not read everything yet.
     /// Decides what to look at under the lock, and makes the calls after it.
     private func unreadPeers() -> [String] {
-        let peers = state.withLock { state in state.peers.values.map { (peer: $0, spool: $0.spool.file) } }
+        let peers = state.withLock { state in state.shared.peers.values.map { (peer: $0, spool: $0.spool.file) } }
         var unread: [String] = []
         for (peer, spool) in peers {
             var waiting = false
@@ -458,13 +455,13 @@ public final class SocketTransport: NotificationTransport {
     /// handler running there; none when called from one). Nothing waits to
     /// be sent. Idempotent.
     public func close() {
-        let (closing, names) = state.withLock { state in
+        let (closing, names) = core.close { shared in
             defer {
-                state.subscribed = []
-                state.peers = [:]
-                state.routes = [:]
+                shared.subscribed = []
+                shared.peers = [:]
+                shared.routes = [:]
             }
-            return (state.lifecycle.close(), state.subscribed)
+            return shared.subscribed
         }
         if case .alreadyClosed = closing { return }
         dropRoutingAfterClose()

@@ -1,0 +1,160 @@
+import NotificationPlatform
+
+/// The skeleton of a transport with a thread of its own: what the socket,
+/// file and Redis transports share, written once.
+///
+/// It owns the driver's thread (an ``EventLoop``, which also runs the hub's
+/// executor, so a received notification reaches a handler there without
+/// waking another thread), the live counters behind the transport's
+/// statistics, and one lock over the transport's lifecycle and whatever the
+/// driver shares between threads. The driver keeps what differs: how it
+/// sets up, what its thread waits for, how it subscribes, sends and tears
+/// down. The rule is the package's: decide under the lock, act after it.
+///
+/// The driver makes the thread and hands it over, so a driver may choose
+/// how its thread waits. Every driver here waits in an event loop today.
+///
+/// The in-process transport needs none of this: it has no thread, nothing
+/// to wait for and nothing to encode; a post reaches the other hubs'
+/// receivers on the poster's own thread.
+package final class TransportCore<Opened: Sendable, Shared, Statistics: CountedStatistics>: Sendable {
+    /// What the lock guards: the lifecycle, and what the driver shares.
+    package struct State {
+        /// Created, open (holding what `open` kept) or closed.
+        package var lifecycle: TransportLifecycle<Opened>
+        /// The driver's own state.
+        package var shared: Shared
+    }
+
+    /// The live counters of the transport's statistics.
+    package let counters = Counters<Statistics>()
+    /// The driver's thread: it receives, runs timers and the hub's executor.
+    package let loop: EventLoop
+    /// The lifecycle and the driver's shared state, under one lock held for
+    /// no system call and no user code.
+    package let state: Locked<State>
+
+    /// A core for a transport called `kind` in errors ("socket"), around
+    /// `loop`, sharing `shared` under its lock.
+    package init(kind: String, loop: EventLoop, shared: sending Shared) {
+        self.loop = loop
+        state = Locked(State(lifecycle: TransportLifecycle(kind: kind), shared: shared))
+    }
+
+    /// A thread for a core: an event loop named `name`.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/transportFailure`` naming
+    ///   `place` when the system refuses one (out of descriptors).
+    package static func makeLoop(named name: String, for place: String) throws(TypedNotificationError) -> EventLoop {
+        do throws(Errno) {
+            return try EventLoop(name: name)
+        } catch {
+            throw SharedDirectory.failure(error, "could not start an event loop for \(place)")
+        }
+    }
+
+    // MARK: - The lifecycle
+
+    /// Throws `.closed` unless the transport can still open: asked before
+    /// the work an open does, so a second open does none of it.
+    package func checkOpenable() throws(TypedNotificationError) {
+        try state.withLock { (state: inout State) throws(TypedNotificationError) in
+            try state.lifecycle.checkOpenable()
+        }
+    }
+
+    /// Opens, keeping `opened`, and lets the driver record what it set up
+    /// in its shared state, under the same lock.
+    ///
+    /// - Throws: `.closed` if it was opened or closed meanwhile; what
+    ///   `record` throws. Either way the lifecycle is as it was.
+    package func open<Result>(
+        _ opened: Opened, recording record: (inout Shared) throws(TypedNotificationError) -> sending Result
+    ) throws(TypedNotificationError) -> sending Result {
+        try state.withLock { (state: inout State) throws(TypedNotificationError) -> sending Result in
+            try state.lifecycle.checkOpenable()
+            let result = try record(&state.shared)
+            try state.lifecycle.open(opened)
+            return result
+        }
+    }
+
+    /// What `open` kept, for `operation`.
+    ///
+    /// - Throws: `.closed`, naming `operation`, unless the transport is open.
+    package func opened(for operation: String) throws(TypedNotificationError) -> Opened {
+        try state.withLock { (state: inout State) throws(TypedNotificationError) in
+            try state.lifecycle.opened(for: operation)
+        }
+    }
+
+    /// Whether the transport is open now.
+    package var isOpen: Bool {
+        state.withLock { $0.lifecycle.isOpen }
+    }
+
+    /// Closes for good, and lets the driver take, under the same lock, what
+    /// it must tear down after it. The caller then tears down and ends the
+    /// thread (``TransportLifecycle/Closing/end(_:)``) where its order needs.
+    package func close<Result>(taking take: (inout Shared) -> sending Result) -> (
+        closing: TransportLifecycle<Opened>.Closing, taken: Result
+    ) {
+        state.withLock { state in
+            let closing = state.lifecycle.close()
+            return (closing, take(&state.shared))
+        }
+    }
+
+    // MARK: - What every driver checks
+
+    /// The envelope of `message`: every driver here carries bytes, never
+    /// values.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/transportFailure`` for a
+    ///   message its center did not encode (a center never sends one).
+    package func envelope(of message: TransportMessage, kind: String) throws(TypedNotificationError)
+        -> EncodedNotification
+    {
+        guard case .encoded(let encoded) = message.payload else {
+            throw TypedNotificationError(code: .transportFailure, message: "the \(kind) transport sends envelopes only")
+        }
+        return encoded
+    }
+
+    /// A decoder for what the driver receives, refusing before it copies a
+    /// payload over the receiving center's limit.
+    package static func decoder(for receiver: TransportReceiver) -> EnvelopeDecoder {
+        EnvelopeDecoder(maximumPayloadSize: receiver.maximumPayloadSize)
+    }
+
+    /// Binds the driver's receive state to its thread: from now on only
+    /// that thread touches it.
+    package func onThread<Receiving: AnyObject>(_ receiving: Receiving) -> LoopBound<Receiving> {
+        LoopBound(receiving, on: loop)
+    }
+}
+
+/// A transport built on a ``TransportCore``: it supplies what differs, and
+/// gets the rest from here.
+package protocol TransportDriver: NotificationTransport {
+    /// What `open` keeps while the transport is open.
+    associatedtype Opened: Sendable
+    /// What the driver shares between threads, under the core's lock.
+    associatedtype Shared
+    /// The transport's statistics.
+    associatedtype Statistics: CountedStatistics
+
+    /// The skeleton.
+    var core: TransportCore<Opened, Shared, Statistics> { get }
+}
+
+extension TransportDriver {
+    /// The driver's thread.
+    package var loop: EventLoop { core.loop }
+
+    /// The live counters.
+    package var counters: Counters<Statistics> { core.counters }
+
+    /// Whether it is open now.
+    package var isOpen: Bool { core.isOpen }
+}
