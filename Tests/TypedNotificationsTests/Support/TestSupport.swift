@@ -194,3 +194,11 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 #else
     let streamSocketType = SOCK_STREAM
 #endif
+
+/// Whether this test run is built with ThreadSanitizer, whose shadow memory
+/// makes a process's resident size say little about what the code keeps.
+#if os(Linux)
+    let runsUnderThreadSanitizer = dlsym(nil, "__tsan_init") != nil  // RTLD_DEFAULT is NULL here
+#else
+    let runsUnderThreadSanitizer = dlsym(UnsafeMutableRawPointer(bitPattern: -2), "__tsan_init") != nil
+#endif

@@ -104,7 +104,9 @@ struct ReceiveLimitTests {
             (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["missed"] as? Int
         }
         #expect(missed == [0] + Array(repeating: 1, count: 2 * rounds), "\(lines)")
-        if let before, let after = residentBytes(of: watcher.pid) {
+        // Not under ThreadSanitizer: its shadow memory grows with what the
+        // watcher touches, 3 MB more here, whatever the watcher keeps.
+        if !runsUnderThreadSanitizer, let before, let after = residentBytes(of: watcher.pid) {
             print("watcher resident \(before) → \(after) bytes")
             // About 0.4 MB here; with slots of 4 MiB, as before the center's
             // limit reached the transport, 4.9 MB.
