@@ -244,7 +244,17 @@ package final class DirectoryMonitor {
                     changed.insert(index)
                 }
             }
-            return inbox.overflowed ? nil : changed
+            guard !inbox.overflowed else {
+                // The kernel dropped events, perhaps the end of a watch: a
+                // directory removed and made again would then go unwatched
+                // for good. Each watched directory is looked at, once per
+                // overflow, and one that left its path is lost.
+                for index in Array(identities.keys) where !lost.contains(index) && !isStillAtItsPath(index) {
+                    lost.insert(index)
+                }
+                return nil
+            }
+            return changed
         #else
             var changed = Set<Int>()
             #if canImport(Darwin)

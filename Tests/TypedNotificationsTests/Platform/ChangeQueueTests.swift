@@ -170,6 +170,36 @@ struct ChangeQueueTests {
             #expect(second.takeCreations() == [b])
         }
 
+        @Test("a directory removed while the kernel's queue overflowed is still reported lost, and watched again")
+        func lostDuringOverflow() throws {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let kept = directory + "/kept"
+            let busy = directory + "/busy"
+            try FileManager.default.createDirectory(atPath: kept, withIntermediateDirectories: false)
+            try FileManager.default.createDirectory(atPath: busy, withIntermediateDirectories: false)
+            let monitor = DirectoryMonitor(queue: try ChangeQueue.make())
+            let index = try monitor.watch(kept)
+            _ = try monitor.watch(busy)
+            // More events than the kernel queues (fs.inotify.max_queued_events),
+            // unread: the queue overflows, and what comes after is dropped,
+            // the removal of `kept` among it.
+            let setting = try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8)
+            let limit = setting.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16_384
+            for file in 0...limit {
+                #expect(FileManager.default.createFile(atPath: busy + "/\(file)", contents: nil))
+            }
+            try FileManager.default.removeItem(atPath: kept)
+            try FileManager.default.createDirectory(atPath: kept, withIntermediateDirectories: false)
+            #expect(monitor.changes() == nil, "the queue did not overflow")
+            // Without the look after an overflow, `kept` stayed watched on a
+            // directory that is gone, and the new one was never watched.
+            #expect(monitor.takeLostWatches().contains(index))
+            let again = try monitor.watch(kept)
+            #expect(FileManager.default.createFile(atPath: kept + "/after", contents: nil))
+            #expect(monitor.changes()?.contains(again) == true)
+        }
+
         @Test("an exhausted instance limit is named as such, with its sysctl")
         func limitNamed() {
             let instances = ChangeMonitorError(creating: .tooManyDescriptors)
