@@ -321,7 +321,17 @@ struct LogCursorStateMachine {
             return finish()
 
         case (.findingNext, .nextFound(let next)):
-            guard let next, next > segment else { return finish() }
+            guard let next, next > segment else {
+                // Looking for the oldest segment of the log it started again
+                // in, and none is left past this number: that log may be
+                // gone as well (removed and started again once more before
+                // this reader opened any of it), leaving only another log's
+                // segments, each passed over. The newest segment names the
+                // log writers append to now.
+                guard seekingLog else { return finish() }
+                step = .checkingRestart(size: nil)
+                return .checkRestart
+            }
             moveTo(next)
             return top()
 

@@ -515,6 +515,31 @@ struct LogCursorStateMachineTests {
         #expect(machine.position.segment == 1)
     }
 
+    @Test(
+        "a log started again twice before the reader opened the second: it goes on in the third, not waiting for the second"
+    )
+    func logStartedAgainTwice() {
+        var log = MemoryLog()
+        log.segments[7] = segment(0..<2).bytes
+        var machine = start(7)
+        #expect(sequences(log.pass(&machine)) == [1, 2])
+        // Removed while open; a second log starts at segment 0. The reader
+        // goes over to it, and waits for its records.
+        log.detached[7] = log.segments.removeValue(forKey: 7)
+        log.segments[0] = segment(0..<0, log: 2).bytes
+        #expect(log.pass(&machine).vanishedSegments == 1)
+        #expect(machine.position.log == 2)
+        // Removed in turn before the reader opened it: a third log starts at
+        // segment 1. Before, the reader passed over its segment, looking for
+        // the second log's, at every pass, for good.
+        log.segments[0] = nil
+        log.segments[1] = segment(0..<3, log: 3).bytes
+        let result = log.pass(&machine)
+        #expect(sequences(result) == [1, 2, 3])
+        #expect(machine.position.log == 3)
+        #expect(sequences(log.pass(&machine)) == [])
+    }
+
     @Test("a rollover mark that leads into a segment of another log: the reader goes to that log's oldest segment")
     func rolloverIntoAnotherLog() {
         var log = MemoryLog()
