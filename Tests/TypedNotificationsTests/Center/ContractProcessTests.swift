@@ -24,14 +24,9 @@ func runProcessContract(_ kind: ContractTransport, _ body: some ProcessContractB
         Issue.record("a process contract needs a cross-process transport")
         return
     }
-    let (place, remove) = try await kind.makePlace()
-    do {
+    try await kind.withPlace { place in
         try await runProcessContract(kind, body, poster: try kind.entry.make(place, TransportRequest()), at: place)
-    } catch {
-        await remove()
-        throw error
     }
-    await remove()
 }
 
 private func runProcessContract<T: NotificationTransport>(

@@ -68,6 +68,19 @@ struct ContractTransport: Sendable, Equatable, CustomTestStringConvertible {
         }
     }
 
+    /// Runs `body` with a fresh place of this kind, removed after it
+    /// whether `body` throws or not.
+    func withPlace(_ body: (TransportPlace) async throws -> Void) async throws {
+        let (place, remove) = try await makePlace()
+        do {
+            try await body(place)
+        } catch {
+            await remove()
+            throw error
+        }
+        await remove()
+    }
+
     /// A transport of this kind at `place`, typed as `T`.
     func make<T: NotificationTransport>(_ type: T.Type, at place: TransportPlace) throws -> T {
         try #require(try entry.make(place, TransportRequest()) as? T)
@@ -98,14 +111,9 @@ protocol ContractBody {
 /// Runs `body` over `kind`: two hubs on one bus, one directory or one Redis
 /// server made for this call, closed and removed after it.
 func runContract(_ kind: ContractTransport, _ body: some ContractBody) async throws {
-    let (place, remove) = try await kind.makePlace()
-    do {
+    try await kind.withPlace { place in
         try await runContract(kind, body, poster: try kind.entry.make(place, TransportRequest()), at: place)
-    } catch {
-        await remove()
-        throw error
     }
-    await remove()
 }
 
 private func runContract<T: NotificationTransport>(
