@@ -1,5 +1,5 @@
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 @_spi(TransportAuthoring) import TypedNotifications
 
 // The distinct-senders memory run, in a process of its own:

@@ -1,5 +1,5 @@
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 @_spi(TransportAuthoring) import TypedNotifications
 
 // Fixed costs, back to back in this process: post until one handler has

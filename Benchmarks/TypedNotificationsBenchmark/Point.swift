@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import TransportCatalog
 import TypedNotifications
 

@@ -1,6 +1,6 @@
 import CBenchmarkSupport
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import TransportCatalog
 import TypedNotifications
 import TypedNotificationsRedis

@@ -3,7 +3,7 @@ import CBenchmarkSupport
 import CTypedNotifications
 import Dispatch
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 #if canImport(Glibc)

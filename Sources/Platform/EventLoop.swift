@@ -20,7 +20,7 @@ import Synchronization
 ///
 /// The thread never waits for itself: ``join(nanoseconds:)`` there is a
 /// programming error; ``stopAndJoin(nanoseconds:)`` skips the wait there.
-package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
+@_spi(TransportAuthoring) public final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // Sendable: the one mutable field, `guarded`, is touched only inside
     // `state(_:)`, between lock and unlock of `mutex` (a pthread mutex,
     // which ThreadSanitizer sees); `poller` is used for `add`/`remove`/
@@ -31,7 +31,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     package static let jobSliceNanoseconds: UInt64 = 1_000_000
 
     /// The name of the loop's thread.
-    package let name: String
+    @_spi(TransportAuthoring) public let name: String
 
     private let poller: EventPoller
     private let mutex = SystemMutex()
@@ -48,7 +48,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     ///
     /// The corresponding C functions are `epoll_create1` and `eventfd`
     /// (Linux) or `kqueue` (Apple platforms).
-    package init(name: String) throws(Errno) {
+    @_spi(TransportAuthoring) public init(name: String) throws(Errno) {
         self.name = name
         self.poller = try EventPoller()
     }
@@ -64,7 +64,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     }
 
     /// Starts the loop's thread. Has no effect after the first call.
-    package func start() {
+    @_spi(TransportAuthoring) public func start() {
         let starts = state { state in
             guard case .created = state.phase else { return false }
             state.phase = .running
@@ -83,7 +83,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     /// Whether the calling thread is the one running this loop's jobs now:
     /// the loop's own thread, or, once stopped, the pool thread draining them.
-    package var isCurrent: Bool {
+    @_spi(TransportAuthoring) public var isCurrent: Bool {
         jobThread.load(ordering: .relaxed) == ThreadIdentity.current.rawValue
     }
 
@@ -91,7 +91,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     /// until ``deregister(_:)``. The caller keeps the descriptor open until then.
     /// With `exclusive`, for a descriptor other loops watch too, an event
     /// wakes one of them rather than all (see `DirectoryMonitor`).
-    package func register(
+    @_spi(TransportAuthoring) public func register(
         _ descriptor: CInt, exclusive: Bool = false, onReadable handler: @escaping @Sendable () -> Void
     ) -> Result<Void, Errno> {
         state { $0.handlers[descriptor] = handler }
@@ -104,7 +104,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     /// Stops watching `descriptor`; its handler is not called again once this returns
     /// on the loop's thread, or after the handler running now on another.
-    package func deregister(_ descriptor: CInt) {
+    @_spi(TransportAuthoring) public func deregister(_ descriptor: CInt) {
         state { _ = $0.handlers.removeValue(forKey: descriptor) }
         poller.remove(descriptor)
     }
@@ -124,7 +124,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
 
     /// Runs `body` on the loop's thread once `nanoseconds` have passed. Timers
     /// end when the loop stops.
-    package func schedule(after nanoseconds: UInt64, _ body: @escaping @Sendable () -> Void) {
+    @_spi(TransportAuthoring) public func schedule(after nanoseconds: UInt64, _ body: @escaping @Sendable () -> Void) {
         let deadline = SystemClock.monotonicNanoseconds() &+ nanoseconds
         let wakes = state { state in
             state.timers.append(LoopTimer(deadline: deadline, body: body))
@@ -134,32 +134,32 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     }
 
     /// Runs `body` on the loop's thread, after the jobs queued before it.
-    package func execute(_ body: @escaping @Sendable () -> Void) {
+    @_spi(TransportAuthoring) public func execute(_ body: @escaping @Sendable () -> Void) {
         push(.closure(body))
     }
 
     /// Enqueues a task's job; it runs on the loop's thread.
-    package func enqueue(_ job: consuming ExecutorJob) {
+    @_spi(TransportAuthoring) public func enqueue(_ job: consuming ExecutorJob) {
         push(.task(UnownedJob(job)))
     }
 
     /// This loop as an actor's executor.
-    package func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+    @_spi(TransportAuthoring) public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }
 
     /// This loop as a task's preferred executor.
-    package func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+    @_spi(TransportAuthoring) public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
         UnownedTaskExecutor(ordinary: self)
     }
 
     /// Traps unless the caller runs on this executor, as `assumeIsolated` requires.
-    package func checkIsolated() {
+    @_spi(TransportAuthoring) public func checkIsolated() {
         precondition(isCurrent, "not running on the event loop \(name)")
     }
 
     /// Ends the I/O and timers. Queued jobs still run. Idempotent; never waits.
-    package func stop() {
+    @_spi(TransportAuthoring) public func stop() {
         enum Stop { case wakeThread, neverStarted, nothing }
         let stop = state { state -> Stop in
             switch state.phase {
@@ -187,7 +187,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     }
 
     /// What ``join(nanoseconds:)`` did.
-    package enum JoinOutcome: Equatable, Sendable {
+    @_spi(TransportAuthoring) public enum JoinOutcome: Equatable, Sendable {
         /// The loop's thread has finished.
         case joined
         /// It had not finished in time.
@@ -202,7 +202,7 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     /// ``JoinOutcome/refusedOnLoopThread`` at once in a release build. Code
     /// that may run on the loop (a transport closed from a handler) calls
     /// ``stopAndJoin()``, which says so.
-    package func join(nanoseconds: UInt64) -> JoinOutcome {
+    @_spi(TransportAuthoring) public func join(nanoseconds: UInt64) -> JoinOutcome {
         if isCurrent {
             assertionFailure("join on the event loop \(name)'s own thread would wait for itself")
             return .refusedOnLoopThread
@@ -213,14 +213,14 @@ package final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable
     /// How long a transport's `close()` waits for its loop's thread: the
     /// handler or job running there when it closes. One bound for every
     /// transport.
-    package static let closeWaitNanoseconds: UInt64 = 2_000_000_000
+    @_spi(TransportAuthoring) public static let closeWaitNanoseconds: UInt64 = 2_000_000_000
 
     /// Stops the loop and waits at most `nanoseconds` for its thread to
     /// finish, unless called on that thread: a transport closed by a
     /// handler or job running there (a center released while it delivered)
     /// returns at once, and the thread ends when that handler returns.
     @discardableResult
-    package func stopAndJoin(nanoseconds: UInt64 = closeWaitNanoseconds) -> JoinOutcome {
+    @_spi(TransportAuthoring) public func stopAndJoin(nanoseconds: UInt64 = closeWaitNanoseconds) -> JoinOutcome {
         stop()
         if isCurrent { return .refusedOnLoopThread }
         return join(nanoseconds: nanoseconds)

@@ -10,12 +10,12 @@
 
 /// An open file descriptor that is closed exactly once: when its owner
 /// releases it.
-package struct FileDescriptor: ~Copyable, Sendable {
+@_spi(TransportAuthoring) public struct FileDescriptor: ~Copyable, Sendable {
     /// The descriptor number; valid while this value lives.
-    package let rawValue: CInt
+    @_spi(TransportAuthoring) public let rawValue: CInt
 
     /// Takes ownership of an open descriptor.
-    package init(adopting rawValue: CInt) {
+    @_spi(TransportAuthoring) public init(adopting rawValue: CInt) {
         self.rawValue = rawValue
     }
 

@@ -15,19 +15,19 @@
 /// every endpoint resident at 4 MiB.
 ///
 /// Used by one thread at a time, as its owner is.
-package final class LazyBuffer {
+@_spi(TransportAuthoring) public final class LazyBuffer {
     /// Bytes kept resident after a large datagram; pages above are given back.
-    package static let residentBytes = 64 * 1024
+    @_spi(TransportAuthoring) public static let residentBytes = 64 * 1024
 
     private let base: UnsafeMutableRawPointer?
     /// The buffer's size in bytes.
-    package let count: Int
+    @_spi(TransportAuthoring) public let count: Int
 
     /// Maps `count` bytes, none of them resident yet. Where the mapping is
     /// refused, a heap allocation of the same size stands in.
     ///
     /// The corresponding C function is `mmap`.
-    package init(count: Int) {
+    @_spi(TransportAuthoring) public init(count: Int) {
         self.count = count
         let mapped = mmap(nil, count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         if let mapped, mapped != MAP_FAILED {
@@ -50,7 +50,7 @@ package final class LazyBuffer {
     }
 
     /// The whole buffer.
-    package var bytes: UnsafeMutableRawBufferPointer {
+    @_spi(TransportAuthoring) public var bytes: UnsafeMutableRawBufferPointer {
         UnsafeMutableRawBufferPointer(start: base, count: count)
     }
 
@@ -60,7 +60,7 @@ package final class LazyBuffer {
     /// endpoint large.
     ///
     /// The corresponding C function is `madvise(MADV_DONTNEED)`.
-    package func shrink(region: Range<Int>, after length: Int) {
+    @_spi(TransportAuthoring) public func shrink(region: Range<Int>, after length: Int) {
         guard isMapped, length > Self.residentBytes, let base else { return }
         let page = Int(sysconf(CInt(_SC_PAGESIZE)))
         let start = (region.lowerBound + Self.residentBytes + page - 1) / page * page

@@ -6,12 +6,12 @@
 ///
 /// Keep the closure short and never call out from it: make no system call
 /// and call no user code under the lock. Decide under it, act after it.
-package final class Locked<Value> {
+@_spi(TransportAuthoring) public final class Locked<Value> {
     private let mutex = SystemMutex()
     private var value: Value
 
     /// Creates the lock around `value`.
-    package init(_ value: sending Value) {
+    @_spi(TransportAuthoring) public init(_ value: sending Value) {
         self.value = value
     }
 
@@ -20,7 +20,7 @@ package final class Locked<Value> {
     }
 
     /// Runs `body` with exclusive access to the value.
-    package func withLock<Result, Failure: Error>(
+    @_spi(TransportAuthoring) public func withLock<Result, Failure: Error>(
         _ body: (inout sending Value) throws(Failure) -> sending Result
     ) throws(Failure) -> sending Result {
         mutex.lock()

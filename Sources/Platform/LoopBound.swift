@@ -4,7 +4,7 @@
 /// access, in every build, so confinement is a check rather than a comment.
 ///
 /// The check is one atomic load and `pthread_self`, no lock.
-package final class LoopBound<Value: AnyObject>: @unchecked Sendable {
+@_spi(TransportAuthoring) public final class LoopBound<Value: AnyObject>: @unchecked Sendable {
     // Sendable: the object is reached only through `value`, which traps
     // unless the calling thread is the one running the loop's jobs now, and
     // that thread runs one job, handler or timer at a time, so two threads
@@ -13,17 +13,17 @@ package final class LoopBound<Value: AnyObject>: @unchecked Sendable {
     // that job sees what its maker wrote.
 
     /// The loop the object belongs to.
-    package let loop: EventLoop
+    @_spi(TransportAuthoring) public let loop: EventLoop
     private let object: Value
 
     /// Binds `object`, which the caller must not use any more, to `loop`.
-    package init(_ object: Value, on loop: EventLoop) {
+    @_spi(TransportAuthoring) public init(_ object: Value, on loop: EventLoop) {
         self.object = object
         self.loop = loop
     }
 
     /// The object; traps when called off the loop.
-    package var value: Value {
+    @_spi(TransportAuthoring) public var value: Value {
         precondition(loop.isCurrent, "state of the event loop \(loop.name) used on another thread")
         return object
     }

@@ -14,7 +14,7 @@
 /// Built on a pthread mutex and condition variable rather than a dispatch
 /// semaphore so that ThreadSanitizer sees the ordering it creates: what the
 /// signalling thread wrote before `signal()` is visible after `wait()`.
-package final class OneShotEvent: @unchecked Sendable {
+@_spi(TransportAuthoring) public final class OneShotEvent: @unchecked Sendable {
     // Sendable: `signalled` is read and written only between lock and unlock
     // of `mutex`; the two pthread objects exist to be shared between threads
     // and their addresses never change.
@@ -25,7 +25,7 @@ package final class OneShotEvent: @unchecked Sendable {
     /// Creates an event that has not been signalled.
     ///
     /// The corresponding C functions are `pthread_mutex_init` and `pthread_cond_init`.
-    package init() {
+    @_spi(TransportAuthoring) public init() {
         mutex.initialize(to: pthread_mutex_t())
         condition.initialize(to: pthread_cond_t())
         // Neither fails with default attributes on Linux or Darwin.
@@ -43,7 +43,7 @@ package final class OneShotEvent: @unchecked Sendable {
     /// Marks the event signalled and wakes the thread blocked in ``wait()``.
     ///
     /// The corresponding C function is `pthread_cond_broadcast`.
-    package func signal() {
+    @_spi(TransportAuthoring) public func signal() {
         pthread_mutex_lock(mutex)
         signalled = true
         pthread_cond_broadcast(condition)
@@ -54,7 +54,7 @@ package final class OneShotEvent: @unchecked Sendable {
     /// once if it already was.
     ///
     /// The corresponding C function is `pthread_cond_wait`.
-    package func wait() {
+    @_spi(TransportAuthoring) public func wait() {
         pthread_mutex_lock(mutex)
         // A loop, because pthread_cond_wait may wake spuriously.
         while !signalled {
@@ -67,7 +67,7 @@ package final class OneShotEvent: @unchecked Sendable {
     /// `nanoseconds` have passed. Returns whether it was signalled.
     ///
     /// The corresponding C function is `pthread_cond_timedwait`.
-    package func wait(nanoseconds: UInt64) -> Bool {
+    @_spi(TransportAuthoring) public func wait(nanoseconds: UInt64) -> Bool {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let total = UInt64(now.tv_nsec) + nanoseconds % 1_000_000_000

@@ -9,13 +9,13 @@ import CTypedNotifications
 #endif
 
 /// Why a stream connection could not be made.
-package enum StreamConnectFailure: Error, Hashable, Sendable, CustomStringConvertible {
+@_spi(TransportAuthoring) public enum StreamConnectFailure: Error, Hashable, Sendable, CustomStringConvertible {
     /// The host name did not resolve; getaddrinfo's text.
     case unresolved(String)
     /// The connection failed (refused, unreachable, timed out…).
     case failed(Errno)
 
-    package var description: String {
+    @_spi(TransportAuthoring) public var description: String {
         switch self {
         case .unresolved(let text): "the host name did not resolve: \(text)"
         case .failed(let errno): errno.description
@@ -24,13 +24,13 @@ package enum StreamConnectFailure: Error, Hashable, Sendable, CustomStringConver
 }
 
 /// Where a stream socket connects.
-package enum StreamAddress: Hashable, Sendable, CustomStringConvertible {
+@_spi(TransportAuthoring) public enum StreamAddress: Hashable, Sendable, CustomStringConvertible {
     /// A host name or address, and a TCP port.
     case tcp(host: String, port: Int)
     /// A Unix socket path.
     case unix(path: String)
 
-    package var description: String {
+    @_spi(TransportAuthoring) public var description: String {
         switch self {
         case .tcp(let host, let port): host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         case .unix(let path): path
@@ -43,9 +43,11 @@ extension SystemCalls {
     /// `TCP_NODELAY`, or Unix), after waiting at most `timeoutMilliseconds`.
     ///
     /// The corresponding C functions are `getaddrinfo`, `socket`, `connect` and `poll`.
-    package static func connectStream(to address: StreamAddress, timeoutMilliseconds: Int) -> Result<
-        FileDescriptor, StreamConnectFailure
-    > {
+    @_spi(TransportAuthoring) public static func connectStream(to address: StreamAddress, timeoutMilliseconds: Int)
+        -> Result<
+            FileDescriptor, StreamConnectFailure
+        >
+    {
         var resolveError: CInt = 0
         let timeout = CInt(clamping: timeoutMilliseconds)
         count()
@@ -67,7 +69,7 @@ extension SystemCalls {
     /// `connectionReset`.
     ///
     /// The corresponding C functions are `send` and `poll`.
-    package static func sendAll(
+    @_spi(TransportAuthoring) public static func sendAll(
         _ descriptor: borrowing FileDescriptor, _ bytes: UnsafeRawBufferPointer, timeoutMilliseconds: Int
     ) -> Result<Void, Errno> {
         var sent = 0
@@ -95,7 +97,7 @@ extension SystemCalls {
     /// 0 when the peer closed, `wouldBlock` when nothing is there yet.
     ///
     /// The corresponding C function is `recv`.
-    package static func receiveStream(
+    @_spi(TransportAuthoring) public static func receiveStream(
         _ descriptor: borrowing FileDescriptor, into buffer: UnsafeMutableRawBufferPointer
     ) -> Result<Int, Errno> {
         retrying { recv(descriptor.rawValue, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT)) }
@@ -110,7 +112,7 @@ extension SystemCalls {
     ///
     /// The corresponding C functions are `setsockopt(SO_RCVTIMEO)` and
     /// `fcntl(F_SETFL)` clearing `O_NONBLOCK`.
-    package static func enableWaitingReceives(
+    @_spi(TransportAuthoring) public static func enableWaitingReceives(
         _ descriptor: borrowing FileDescriptor, timeoutMilliseconds: Int
     ) -> Bool {
         #if os(Linux)
@@ -138,7 +140,7 @@ extension SystemCalls {
     /// passed first.
     ///
     /// The corresponding C function is `recv`.
-    package static func receiveStreamWaiting(
+    @_spi(TransportAuthoring) public static func receiveStreamWaiting(
         _ descriptor: borrowing FileDescriptor, into buffer: UnsafeMutableRawBufferPointer
     ) -> Result<Int, Errno> {
         retrying { recv(descriptor.rawValue, buffer.baseAddress, buffer.count, 0) }
@@ -147,7 +149,7 @@ extension SystemCalls {
     /// Shuts a stream socket down both ways, so a thread waiting on it wakes.
     ///
     /// The corresponding C function is `shutdown`.
-    package static func shutdownStream(_ descriptor: borrowing FileDescriptor) {
+    @_spi(TransportAuthoring) public static func shutdownStream(_ descriptor: borrowing FileDescriptor) {
         _ = retrying { shutdown(descriptor.rawValue, CInt(SHUT_RDWR)) }
     }
 }

@@ -13,7 +13,7 @@ import Synchronization
 
 /// Thin wrappers over the system calls this package makes: each reads `errno`
 /// at once, retries `EINTR`, and returns a `Result`.
-package enum SystemCalls {
+@_spi(TransportAuthoring) public enum SystemCalls {
     /// System calls made through this layer so far, by every thread of the
     /// process: the benchmark reports them per post. One relaxed atomic add
     /// per call, against the hundreds of nanoseconds a call costs.
@@ -258,7 +258,9 @@ package enum SystemCalls {
     /// `milliseconds` pass (−1: no limit). Returns whether it can.
     ///
     /// The corresponding C function is `poll` with `POLLIN`.
-    package static func waitUntilReadable(_ descriptor: CInt, milliseconds: CInt) -> Result<Bool, Errno> {
+    @_spi(TransportAuthoring) public static func waitUntilReadable(_ descriptor: CInt, milliseconds: CInt) -> Result<
+        Bool, Errno
+    > {
         var polled = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
         return pollDescriptors(&polled, timeout: milliseconds).map { $0 > 0 }
     }

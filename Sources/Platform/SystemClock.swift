@@ -12,12 +12,12 @@
 ///
 /// Both read `clock_gettime`, so stamps taken in different processes on one
 /// host are comparable: `CLOCK_MONOTONIC` is system-wide.
-package enum SystemClock {
+@_spi(TransportAuthoring) public enum SystemClock {
     /// Nanoseconds on the system-wide monotonic clock.
     ///
     /// The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
     @inlinable
-    package static func monotonicNanoseconds() -> UInt64 {
+    @_spi(TransportAuthoring) public static func monotonicNanoseconds() -> UInt64 {
         read(CLOCK_MONOTONIC).map { UInt64(clamping: $0) } ?? 0
     }
 
@@ -25,7 +25,7 @@ package enum SystemClock {
     ///
     /// The corresponding C function is `clock_gettime(CLOCK_REALTIME)`.
     @inlinable
-    package static func wallClockNanoseconds() -> Int64 {
+    @_spi(TransportAuthoring) public static func wallClockNanoseconds() -> Int64 {
         read(CLOCK_REALTIME) ?? 0
     }
 

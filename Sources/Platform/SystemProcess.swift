@@ -9,11 +9,11 @@
 #endif
 
 /// Who the current process is.
-package enum SystemProcess {
+@_spi(TransportAuthoring) public enum SystemProcess {
     /// The calling process's id.
     ///
     /// The corresponding C function is `getpid`.
-    package static var id: Int32 { Int32(getpid()) }
+    @_spi(TransportAuthoring) public static var id: Int32 { Int32(getpid()) }
 
     /// The calling process's real user id.
     ///
@@ -47,7 +47,7 @@ package enum SystemProcess {
     /// Suspends the calling thread for about `microseconds`.
     ///
     /// The corresponding C function is `nanosleep`.
-    package static func pause(microseconds: UInt32) {
+    @_spi(TransportAuthoring) public static func pause(microseconds: UInt32) {
         var request = timespec(tv_sec: Int(microseconds / 1_000_000), tv_nsec: Int(microseconds % 1_000_000) * 1_000)
         var remaining = timespec()
         while nanosleep(&request, &remaining) == -1, Errno.current == .interrupted { request = remaining }

@@ -1,6 +1,6 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// Redis Cluster's hash slots: which of the 16,384 slots a key is in.
 enum HashSlot {

@@ -1,4 +1,4 @@
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// Where a Redis (or Valkey) server is and how to log in to it, usually
 /// read from a URL.

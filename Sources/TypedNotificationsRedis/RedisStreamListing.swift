@@ -1,4 +1,4 @@
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// One notification name's stream on a Redis server, for `tnotify ls`.
 package struct RedisStreamSummary: Sendable, Hashable {

@@ -1,4 +1,4 @@
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// Counters of a ``RedisStreamsTransport`` since it was created.
 public struct RedisStreamsStatistics: Hashable, Sendable {
@@ -45,16 +45,16 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     public var rewoundEntries: Int
 }
 
-extension RedisStreamsStatistics: CountedStatistics {
+@_spi(TransportAuthoring) extension RedisStreamsStatistics: CountedStatistics {
     /// Each count, a slot of the live ``Counters``.
-    package enum Count: Int, CaseIterable, Sendable {
+    public enum Count: Int, CaseIterable, Sendable {
         case posted, failedPosts, unconfirmedPosts, delivered, corruptEntriesSkipped, acknowledged, reconnects,
             failedReconnects,
             redirections, trimmedUnread, rewoundEntries, refusedOversized
     }
 
     /// A snapshot of `count(c)` for every count `c`.
-    package init(_ count: (Count) -> Int) {
+    public init(_ count: (Count) -> Int) {
         self.init(
             posted: count(.posted),
             failedPosts: count(.failedPosts),

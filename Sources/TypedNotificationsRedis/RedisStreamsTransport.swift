@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
 
@@ -82,7 +82,7 @@ import Synchronization
 ///   through its group); while they cannot, ``readerErrors`` says why and
 ///   ``RedisStreamsStatistics/failedReconnects`` counts the tries. A post
 ///   waits for the election up to ``RedisStreamsConfiguration/failoverWait``.
-public final class RedisStreamsTransport: KeepsLatest, TransportDriver {
+public final class RedisStreamsTransport: KeepsLatest {
     /// The server and how to log in.
     public let options: RedisConnectionOptions
     /// The durable identity (a consumer group per name), if any.
@@ -95,7 +95,7 @@ public final class RedisStreamsTransport: KeepsLatest, TransportDriver {
 
     // The thread that reads the streams and runs the hub's executor, the
     // counters, and the lifecycle with the connections and readers.
-    package let core: RedisCore
+    @_spi(TransportAuthoring) public let core: RedisCore
     let router: ClusterRouter
     // A durable identity's acknowledgements; nil for a plain observer.
     let acknowledgements: AcknowledgementSender?
@@ -309,10 +309,12 @@ public final class RedisStreamsTransport: KeepsLatest, TransportDriver {
 }
 
 /// The skeleton of a ``RedisStreamsTransport``: open, it keeps the center's receiver.
-package typealias RedisCore = TransportCore<TransportReceiver, RedisTransportState, RedisStreamsStatistics>
+@_spi(TransportAuthoring) public typealias RedisCore = TransportCore<
+    TransportReceiver, RedisTransportState, RedisStreamsStatistics
+>
 
 /// What the transport's threads share, under its core's lock beside the lifecycle.
-package struct RedisTransportState {
+@_spi(TransportAuthoring) public struct RedisTransportState {
     // Per node (the one server, unless it is a cluster).
     var idle: [RedisConnectionOptions: [RedisConnection]] = [:]
     var readers: [NotificationName: StreamReader] = [:]
@@ -322,3 +324,6 @@ package struct RedisTransportState {
     /// error; removed once it reads again.
     var readerErrors: [NotificationName: TypedNotificationError] = [:]
 }
+
+/// Built on the transport skeleton: see ``TransportCore``.
+@_spi(TransportAuthoring) extension RedisStreamsTransport: TransportDriver {}

@@ -1,4 +1,4 @@
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// What one name's reader decides, as a value: which commands its next read
 /// sends, what each reply means, how many entries were trimmed before it read

@@ -1,4 +1,4 @@
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// A stream's counters at one moment, from `XINFO STREAM`: what a reader
 /// needs to tell how many entries were trimmed before it read them.

@@ -1,5 +1,5 @@
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 /// Foundation's `NotificationCenter` as a ``TypedNotificationCenter``, within

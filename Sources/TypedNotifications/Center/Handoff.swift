@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 /// Blocks one thread until another hands it a value, once.

@@ -16,14 +16,14 @@ public struct NotificationMetrics: Hashable, Sendable {
     public var activeObservers: Int
 }
 
-extension NotificationMetrics: CountedStatistics {
+@_spi(TransportAuthoring) extension NotificationMetrics: CountedStatistics {
     /// Each count, a slot of the live ``Counters``.
-    package enum Count: Int, CaseIterable, Sendable {
+    public enum Count: Int, CaseIterable, Sendable {
         case posted, received, delivered, dropped, sequenceGaps, undecodable, activeObservers
     }
 
     /// A snapshot of `count(c)` for every count `c`.
-    package init(_ count: (Count) -> Int) {
+    public init(_ count: (Count) -> Int) {
         self.init(
             posted: count(.posted),
             received: count(.received),

@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 /// What a center's observer table holds for each observer: it takes messages

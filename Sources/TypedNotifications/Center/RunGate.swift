@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// The gate between a handler loop and synchronous cancellation: runs
 /// ``RunGateStateMachine`` under a mutex and blocks cancellers outside it.

@@ -1,5 +1,5 @@
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// When a notification was posted, on two clocks.
 public struct NotificationTimestamp: Hashable, Sendable {

@@ -127,7 +127,8 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     /// Shared with endpoint labels, which follow the same rules with a shorter
     /// limit, and with the envelope decoder, which checks bytes before it makes
     /// a string of them.
-    package static func problem(with text: some Sequence<UInt8>, maximumLength: Int) -> String? {
+    @_spi(TransportAuthoring) public static func problem(with text: some Sequence<UInt8>, maximumLength: Int) -> String?
+    {
         var count = 0
         var previous: UInt8 = 0
         for byte in text {

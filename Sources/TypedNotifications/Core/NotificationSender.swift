@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// Who posted a notification: a process and a labelled center within it.
 ///

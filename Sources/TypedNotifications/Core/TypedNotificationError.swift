@@ -141,7 +141,7 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
 extension TypedNotificationError {
     /// Renders untrusted text for an error message: quoted, escaped and cut
     /// short, so hostile input cannot flood a log or forge a line.
-    package static func quote(_ text: String, limit: Int = 64) -> String {
+    @_spi(TransportAuthoring) public static func quote(_ text: String, limit: Int = 64) -> String {
         let shown = text.unicodeScalars.prefix(limit)
         var result = "\""
         for scalar in shown {

@@ -231,7 +231,9 @@ public final class DeliveryReceipt: Sendable {
     /// observers that queued the message all ended holding it unhandled
     /// (cancelled, or their loop left): for a transport that can leave it
     /// unacknowledged, to be read again, instead of moving past it.
-    package static func unlessAbandoned(_ whenHandled: @escaping @Sendable () -> Void) -> DeliveryReceipt {
+    @_spi(TransportAuthoring) public static func unlessAbandoned(_ whenHandled: @escaping @Sendable () -> Void)
+        -> DeliveryReceipt
+    {
         DeliveryReceipt(whenHandled: whenHandled, skipsAbandoned: true, skipsDropped: false)
     }
 
@@ -239,7 +241,9 @@ public final class DeliveryReceipt: Sendable {
     /// observer's buffering policy dropped the message: for a durable
     /// transport whose position must not move past what an observer lost,
     /// so it comes again, marked as a redelivery, on the next run.
-    package static func unlessDropped(_ whenHandled: @escaping @Sendable () -> Void) -> DeliveryReceipt {
+    @_spi(TransportAuthoring) public static func unlessDropped(_ whenHandled: @escaping @Sendable () -> Void)
+        -> DeliveryReceipt
+    {
         DeliveryReceipt(whenHandled: whenHandled, skipsAbandoned: false, skipsDropped: true)
     }
 
@@ -366,7 +370,7 @@ public struct TransportReceiver: Sendable {
     /// before its buffering policy drops one; `nil` when none would. A
     /// durable reader hands over no more than this, so a buffer never drops
     /// what it must deliver at least once.
-    package func room(for name: NotificationName) -> Int? {
+    @_spi(TransportAuthoring) public func room(for name: NotificationName) -> Int? {
         roomBody(name)
     }
 

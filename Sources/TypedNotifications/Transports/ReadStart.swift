@@ -3,13 +3,18 @@
 /// for a plain observer, on the first run of a durable identity (later runs
 /// resume where it stopped).
 public struct ReadStart: Hashable, Sendable, CustomStringConvertible {
-    package enum Kind: Hashable, Sendable {
+    /// Where to start, for a transport's driver to switch over.
+    @_spi(TransportAuthoring) public enum Kind: Hashable, Sendable {
+        /// After what is there now.
         case end
+        /// At the oldest notification kept.
         case beginning
+        /// At the newest `count` kept, or the beginning when fewer are.
         case newest(Int)
     }
 
-    package let kind: Kind
+    /// Where to start.
+    @_spi(TransportAuthoring) public let kind: Kind
 
     /// The end: only notifications posted after registration (the default).
     public static let end = ReadStart(kind: .end)

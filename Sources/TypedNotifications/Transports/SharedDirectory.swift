@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// Who may use a shared directory besides its owner.
 public enum DirectorySharing: Sendable, Hashable {

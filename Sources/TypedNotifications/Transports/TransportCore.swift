@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// The skeleton of a transport with a thread of its own: what the socket,
 /// file and Redis transports share, written once.
@@ -17,26 +17,27 @@ import NotificationPlatform
 /// The in-process transport needs none of this: it has no thread, nothing
 /// to wait for and nothing to encode; a post reaches the other hubs'
 /// receivers on the poster's own thread.
-package final class TransportCore<Opened: Sendable, Shared, Statistics: CountedStatistics>: Sendable {
+@_spi(TransportAuthoring)
+public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedStatistics>: Sendable {
     /// What the lock guards: the lifecycle, and what the driver shares.
-    package struct State {
+    @_spi(TransportAuthoring) public struct State {
         /// Created, open (holding what `open` kept) or closed.
-        package var lifecycle: TransportLifecycle<Opened>
+        @_spi(TransportAuthoring) public var lifecycle: TransportLifecycle<Opened>
         /// The driver's own state.
-        package var shared: Shared
+        @_spi(TransportAuthoring) public var shared: Shared
     }
 
     /// The live counters of the transport's statistics.
-    package let counters = Counters<Statistics>()
+    @_spi(TransportAuthoring) public let counters = Counters<Statistics>()
     /// The driver's thread: it receives, runs timers and the hub's executor.
-    package let loop: EventLoop
+    @_spi(TransportAuthoring) public let loop: EventLoop
     /// The lifecycle and the driver's shared state, under one lock held for
     /// no system call and no user code.
-    package let state: Locked<State>
+    @_spi(TransportAuthoring) public let state: Locked<State>
 
     /// A core for a transport called `kind` in errors ("socket"), around
     /// `loop`, sharing `shared` under its lock.
-    package init(kind: String, loop: EventLoop, shared: sending Shared) {
+    @_spi(TransportAuthoring) public init(kind: String, loop: EventLoop, shared: sending Shared) {
         self.loop = loop
         state = Locked(State(lifecycle: TransportLifecycle(kind: kind), shared: shared))
     }
@@ -45,7 +46,9 @@ package final class TransportCore<Opened: Sendable, Shared, Statistics: CountedS
     ///
     /// - Throws: ``TypedNotificationError/Code/transportFailure`` naming
     ///   `place` when the system refuses one (out of descriptors).
-    package static func makeLoop(named name: String, for place: String) throws(TypedNotificationError) -> EventLoop {
+    @_spi(TransportAuthoring) public static func makeLoop(named name: String, for place: String)
+        throws(TypedNotificationError) -> EventLoop
+    {
         do throws(Errno) {
             return try EventLoop(name: name)
         } catch {
@@ -57,7 +60,7 @@ package final class TransportCore<Opened: Sendable, Shared, Statistics: CountedS
 
     /// Throws `.closed` unless the transport can still open: asked before
     /// the work an open does, so a second open does none of it.
-    package func checkOpenable() throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func checkOpenable() throws(TypedNotificationError) {
         try state.withLock { (state: inout State) throws(TypedNotificationError) in
             try state.lifecycle.checkOpenable()
         }
@@ -68,7 +71,7 @@ package final class TransportCore<Opened: Sendable, Shared, Statistics: CountedS
     ///
     /// - Throws: `.closed` if it was opened or closed meanwhile; what
     ///   `record` throws. Either way the lifecycle is as it was.
-    package func open<Result>(
+    @_spi(TransportAuthoring) public func open<Result>(
         _ opened: Opened, recording record: (inout Shared) throws(TypedNotificationError) -> sending Result
     ) throws(TypedNotificationError) -> sending Result {
         try state.withLock { (state: inout State) throws(TypedNotificationError) -> sending Result in
@@ -82,21 +85,21 @@ package final class TransportCore<Opened: Sendable, Shared, Statistics: CountedS
     /// What `open` kept, for `operation`.
     ///
     /// - Throws: `.closed`, naming `operation`, unless the transport is open.
-    package func opened(for operation: String) throws(TypedNotificationError) -> Opened {
+    @_spi(TransportAuthoring) public func opened(for operation: String) throws(TypedNotificationError) -> Opened {
         try state.withLock { (state: inout State) throws(TypedNotificationError) in
             try state.lifecycle.opened(for: operation)
         }
     }
 
     /// Whether the transport is open now.
-    package var isOpen: Bool {
+    @_spi(TransportAuthoring) public var isOpen: Bool {
         state.withLock { $0.lifecycle.isOpen }
     }
 
     /// Closes for good, and lets the driver take, under the same lock, what
     /// it must tear down after it. The caller then tears down and ends the
     /// thread (``TransportLifecycle/Closing/end(_:)``) where its order needs.
-    package func close<Result>(taking take: (inout Shared) -> sending Result) -> (
+    @_spi(TransportAuthoring) public func close<Result>(taking take: (inout Shared) -> sending Result) -> (
         closing: TransportLifecycle<Opened>.Closing, taken: Result
     ) {
         state.withLock { state in
@@ -112,7 +115,8 @@ package final class TransportCore<Opened: Sendable, Shared, Statistics: CountedS
     ///
     /// - Throws: ``TypedNotificationError/Code/transportFailure`` for a
     ///   message its center did not encode (a center never sends one).
-    package func envelope(of message: TransportMessage, kind: String) throws(TypedNotificationError)
+    @_spi(TransportAuthoring) public func envelope(of message: TransportMessage, kind: String)
+        throws(TypedNotificationError)
         -> EncodedNotification
     {
         guard case .encoded(let encoded) = message.payload else {
@@ -123,20 +127,21 @@ package final class TransportCore<Opened: Sendable, Shared, Statistics: CountedS
 
     /// A decoder for what the driver receives, refusing before it copies a
     /// payload over the receiving center's limit.
-    package static func decoder(for receiver: TransportReceiver) -> EnvelopeDecoder {
+    @_spi(TransportAuthoring) public static func decoder(for receiver: TransportReceiver) -> EnvelopeDecoder {
         EnvelopeDecoder(maximumPayloadSize: receiver.maximumPayloadSize)
     }
 
     /// Binds the driver's receive state to its thread: from now on only
     /// that thread touches it.
-    package func onThread<Receiving: AnyObject>(_ receiving: Receiving) -> LoopBound<Receiving> {
+    @_spi(TransportAuthoring) public func onThread<Receiving: AnyObject>(_ receiving: Receiving) -> LoopBound<Receiving>
+    {
         LoopBound(receiving, on: loop)
     }
 }
 
 /// A transport built on a ``TransportCore``: it supplies what differs, and
 /// gets the rest from here.
-package protocol TransportDriver: NotificationTransport {
+@_spi(TransportAuthoring) public protocol TransportDriver: NotificationTransport {
     /// What `open` keeps while the transport is open.
     associatedtype Opened: Sendable
     /// What the driver shares between threads, under the core's lock.
@@ -150,11 +155,11 @@ package protocol TransportDriver: NotificationTransport {
 
 extension TransportDriver {
     /// The driver's thread.
-    package var loop: EventLoop { core.loop }
+    @_spi(TransportAuthoring) public var loop: EventLoop { core.loop }
 
     /// The live counters.
-    package var counters: Counters<Statistics> { core.counters }
+    @_spi(TransportAuthoring) public var counters: Counters<Statistics> { core.counters }
 
     /// Whether it is open now.
-    package var isOpen: Bool { core.isOpen }
+    @_spi(TransportAuthoring) public var isOpen: Bool { core.isOpen }
 }

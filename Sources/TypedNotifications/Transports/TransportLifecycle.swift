@@ -1,12 +1,12 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// The lifecycle every transport shares: created, open once, closed for
 /// good. A transport keeps one in the state its lock guards, decides under
 /// the lock, and acts (starts or ends its loop, closes descriptors) after
 /// it. Pure: no system call, no lock, no thread.
-package struct TransportLifecycle<Opened: Sendable>: Sendable {
+@_spi(TransportAuthoring) public struct TransportLifecycle<Opened: Sendable>: Sendable {
     /// What `close` must do once the lock is let go.
-    package enum Closing: Sendable {
+    @_spi(TransportAuthoring) public enum Closing: Sendable {
         /// Closed before: nothing to do.
         case alreadyClosed
         /// Never opened: the loop never started, so it is only stopped.
@@ -26,7 +26,7 @@ package struct TransportLifecycle<Opened: Sendable>: Sendable {
     private let kind: String
 
     /// A lifecycle that has not been opened, of a transport called `kind` in errors.
-    package init(kind: String) {
+    @_spi(TransportAuthoring) public init(kind: String) {
         self.kind = kind
     }
 
@@ -34,7 +34,7 @@ package struct TransportLifecycle<Opened: Sendable>: Sendable {
     ///
     /// - Throws: `.closed` if it was opened or closed before: a transport
     ///   opens once.
-    package mutating func open(_ opened: Opened) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public mutating func open(_ opened: Opened) throws(TypedNotificationError) {
         try checkOpenable()
         phase = .open(opened)
     }
@@ -42,7 +42,7 @@ package struct TransportLifecycle<Opened: Sendable>: Sendable {
     /// Throws what ``open(_:)`` would: a transport asks this before the
     /// work an open does (sockets, watches), so a second open or one after
     /// close is refused as `.closed` without doing any of it.
-    package func checkOpenable() throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func checkOpenable() throws(TypedNotificationError) {
         switch phase {
         case .created: return
         case .open:
@@ -55,7 +55,7 @@ package struct TransportLifecycle<Opened: Sendable>: Sendable {
     /// What `open` kept, for `operation` (such as "subscribe").
     ///
     /// - Throws: `.closed`, naming `operation`, unless the transport is open.
-    package func opened(for operation: String) throws(TypedNotificationError) -> Opened {
+    @_spi(TransportAuthoring) public func opened(for operation: String) throws(TypedNotificationError) -> Opened {
         switch phase {
         case .open(let opened): return opened
         case .created:
@@ -67,19 +67,19 @@ package struct TransportLifecycle<Opened: Sendable>: Sendable {
     }
 
     /// Whether it is open now.
-    package var isOpen: Bool {
+    @_spi(TransportAuthoring) public var isOpen: Bool {
         if case .open = phase { return true }
         return false
     }
 
     /// Whether it was closed.
-    package var isClosed: Bool {
+    @_spi(TransportAuthoring) public var isClosed: Bool {
         if case .closed = phase { return true }
         return false
     }
 
     /// Closes for good, and says what the transport must do after its lock.
-    package mutating func close() -> Closing {
+    @_spi(TransportAuthoring) public mutating func close() -> Closing {
         defer { phase = .closed }
         switch phase {
         case .created: return .neverOpened
@@ -91,14 +91,14 @@ package struct TransportLifecycle<Opened: Sendable>: Sendable {
 
 extension TransportLifecycle where Opened == Void {
     /// Opens a transport that keeps nothing from `open`.
-    package mutating func open() throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public mutating func open() throws(TypedNotificationError) {
         try open(())
     }
 }
 
 extension TransportLifecycle.Closing {
     /// Whether the transport was open until this close.
-    package var wasOpen: Bool {
+    @_spi(TransportAuthoring) public var wasOpen: Bool {
         if case .wasOpen = self { return true }
         return false
     }
@@ -109,7 +109,7 @@ extension TransportLifecycle.Closing {
     /// itself); one that never started is only stopped. Returns
     /// ``wasOpen``.
     @discardableResult
-    package func end(_ loop: EventLoop) -> Bool {
+    @_spi(TransportAuthoring) public func end(_ loop: EventLoop) -> Bool {
         switch self {
         case .alreadyClosed: return false
         case .neverOpened:

@@ -1,5 +1,5 @@
 import Dispatch
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 import TypedNotifications
 

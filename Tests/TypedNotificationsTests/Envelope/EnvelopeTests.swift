@@ -1,4 +1,5 @@
 import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications

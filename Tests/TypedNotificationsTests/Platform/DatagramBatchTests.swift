@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
 @Suite("Receiving datagrams a batch per call", .timeLimit(.minutes(5)))

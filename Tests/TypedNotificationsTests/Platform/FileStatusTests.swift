@@ -1,5 +1,5 @@
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
 @Suite("The platform layer's typed file calls", .timeLimit(.minutes(5)))

@@ -1,5 +1,5 @@
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
 #if canImport(Glibc)

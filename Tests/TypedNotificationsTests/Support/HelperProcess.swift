@@ -1,6 +1,6 @@
 import CTypedNotifications
 import Foundation
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 import TypedNotifications
 

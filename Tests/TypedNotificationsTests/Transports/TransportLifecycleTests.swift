@@ -1,6 +1,6 @@
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 
 @Suite("TransportLifecycle: the lifecycle every transport shares, without threads")
 struct TransportLifecycleTests {

@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 /// A place in a name's log: a segment and a byte offset in it, and, when

@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// One name's log in a file-plus-signal directory.
 package struct FileLogSummary: Sendable, Hashable {

@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// The layout of a file-plus-signal directory:
 ///

@@ -1,5 +1,5 @@
 import Dispatch
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 /// Deletes old segments: those past the size or age policy, and only when

@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// How long a file-plus-signal log keeps notifications.
 public struct FileRetentionPolicy: Sendable, Hashable {
@@ -110,15 +110,15 @@ struct AppenderTable {
     var isOpen = false
 }
 
-extension FileSignalStatistics: CountedStatistics {
+@_spi(TransportAuthoring) extension FileSignalStatistics: CountedStatistics {
     /// Each count, a slot of the live ``Counters``.
-    package enum Count: Int, CaseIterable, Sendable {
+    public enum Count: Int, CaseIterable, Sendable {
         case appended, appendWrites, failedAppends, repairedTails, delivered, corruptRecordsSkipped, deletedSegments,
             invalidCursors, shrunkSegments, vanishedSegments, refusedFiles, refusedOversized
     }
 
     /// A snapshot of `count(c)` for every count `c`.
-    package init(_ count: (Count) -> Int) {
+    public init(_ count: (Count) -> Int) {
         self.init(
             appended: count(.appended),
             appendWrites: count(.appendWrites),

@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 // The receive path: read passes on the transport's event loop, the
@@ -267,11 +267,11 @@ extension TransportReceiver {
 }
 
 /// The skeleton of a ``FileSignalTransport``: open, it keeps nothing.
-package typealias FileCore = TransportCore<Void, FileSignalState, FileSignalStatistics>
+@_spi(TransportAuthoring) public typealias FileCore = TransportCore<Void, FileSignalState, FileSignalStatistics>
 
 /// What a ``FileSignalTransport`` changes after creation, under its core's
 /// lock beside the lifecycle.
-package struct FileSignalState {
+@_spi(TransportAuthoring) public struct FileSignalState {
     /// The logs' change events until `open` hands them to the read passes.
     var unopenedMonitor: DirectoryMonitor?
     var readers: [NotificationName: LogReader] = [:]

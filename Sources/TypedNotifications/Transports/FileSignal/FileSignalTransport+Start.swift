@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 // Where reading a name starts: a saved cursor, the log's end, its
 // beginning or its newest records, always on a record boundary.

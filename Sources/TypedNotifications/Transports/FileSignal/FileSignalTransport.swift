@@ -1,5 +1,5 @@
 import Dispatch
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 /// Durable typed notifications through a shared directory: the app-group
@@ -29,7 +29,7 @@ import Synchronization
 /// - `NotificationHub.latest(of:)` reads the newest notification without observing.
 /// - Segments roll by size and are deleted by ``FileRetentionPolicy`` once every
 ///   durable cursor is past them, so disk use stays bounded.
-public final class FileSignalTransport: KeepsLatest, TransportDriver {
+public final class FileSignalTransport: KeepsLatest {
     /// The shared directory.
     public let directory: String
     /// The durable identity whose cursors this transport keeps, if any.
@@ -42,7 +42,7 @@ public final class FileSignalTransport: KeepsLatest, TransportDriver {
 
     // The thread that reads the logs, saves cursors and runs the jobs of the
     // hub's executor; the counters; the lifecycle with the readers.
-    package let core: FileCore
+    @_spi(TransportAuthoring) public let core: FileCore
     // What the durable identity's observers handled: its own lock, taken by
     // whatever thread lets go of a receipt, never across a system call.
     let commits = Locked<CommitTable>(CommitTable())
@@ -399,3 +399,6 @@ public final class FileSignalTransport: KeepsLatest, TransportDriver {
         saveDueCursors(closing: true)
     }
 }
+
+/// Built on the transport skeleton: see ``TransportCore``.
+@_spi(TransportAuthoring) extension FileSignalTransport: TransportDriver {}

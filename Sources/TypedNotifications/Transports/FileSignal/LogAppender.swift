@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// Appends envelopes to one name's log (see ``LogFormat``), serialized with
 /// every other process by an exclusive `flock` on the name's lock file: the

@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// One subscribed name's reader: performs the system calls its
 /// ``LogCursorStateMachine`` asks for, and keeps the segment it reads open

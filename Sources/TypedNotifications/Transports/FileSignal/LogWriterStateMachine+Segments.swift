@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 // The writer machine's steps, and those across segments: stepping over, following,
 // rolling, creating.

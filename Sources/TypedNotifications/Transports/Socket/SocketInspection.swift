@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// One endpoint registered for a name in a socket transport's directory.
 package struct SocketRegistration: Sendable, Hashable {

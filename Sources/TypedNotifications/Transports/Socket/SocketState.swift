@@ -1,15 +1,17 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 
 /// The skeleton of a ``SocketTransport``: open, it keeps the sender `open` was given.
-package typealias SocketCore = TransportCore<NotificationSender, SocketState, SocketTransportStatistics>
+@_spi(TransportAuthoring) public typealias SocketCore = TransportCore<
+    NotificationSender, SocketState, SocketTransportStatistics
+>
 
 /// What a ``SocketTransport`` shares between its threads, under its core's
 /// lock (held for no system call) beside the lifecycle: the names it
 /// registered, and the endpoints and routes the send in progress last
 /// published (for statistics, ``SocketTransport/flush(timeout:)`` and error
 /// messages).
-package struct SocketState {
+@_spi(TransportAuthoring) public struct SocketState {
     /// The registration file every entry links to (see ``SocketRegistry``),
     /// from `open` on; made anew if someone removes it with every entry.
     var registration: FileIdentity?
@@ -142,16 +144,16 @@ final class SocketPeer: @unchecked Sendable {
     }
 }
 
-extension SocketTransportStatistics: CountedStatistics {
+@_spi(TransportAuthoring) extension SocketTransportStatistics: CountedStatistics {
     /// Each count, a slot of the live ``Counters``.
-    package enum Count: Int, CaseIterable, Sendable {
+    public enum Count: Int, CaseIterable, Sendable {
         case sent, spooled, fullSocketWaits, dropped, received, receivedFromSpool, refusedEndpoints,
             refusedForeignSender, refusedMalformed, reapedEndpoints, ignoredRegistryFiles, failedSends, lastSendError,
             registryScans, refusedOversized, repairedEntries
     }
 
     /// A snapshot of `count(c)` for every count `c`.
-    package init(_ count: (Count) -> Int) {
+    public init(_ count: (Count) -> Int) {
         self.init(
             sent: count(.sent),
             spooled: count(.spooled),

@@ -1,5 +1,5 @@
 import Dispatch
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 // The send path: routing from the registry, datagrams, the full-socket wait and spooling.
 extension SocketTransport {

@@ -1,5 +1,5 @@
 import Dispatch
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 // The receive path on the event loop: datagrams, the spool, and dead endpoints.
 extension SocketTransport {

@@ -1,5 +1,5 @@
 import Dispatch
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// Live typed notifications between processes on one host, over Unix-domain
 /// datagram sockets, with no daemon.
@@ -69,7 +69,7 @@ import NotificationPlatform
 ///
 /// Delivery is live: a process that is not running when a notification is
 /// posted does not get it. Use the file-plus-signal transport for durability.
-public final class SocketTransport: TransportDriver {
+public final class SocketTransport: NotificationTransport {
     /// The shared directory, as an absolute path.
     public let directory: String
     /// Limits and policies.
@@ -88,7 +88,7 @@ public final class SocketTransport: TransportDriver {
     let spoolDirectory: String
     let receiveSocket: FileDescriptor
     // The thread, the counters, and the lifecycle with what the threads share.
-    package let core: SocketCore
+    @_spi(TransportAuthoring) public let core: SocketCore
     // The registry cache and the endpoints, for the send in progress.
     let sending: SocketRoutingSlot
     // Bumped by every registration and removal, so that a post reads the
@@ -476,3 +476,6 @@ public final class SocketTransport: TransportDriver {
         Self.removeSpool(spoolDirectory)
     }
 }
+
+/// Built on the transport skeleton: see ``TransportCore``.
+@_spi(TransportAuthoring) extension SocketTransport: TransportDriver {}

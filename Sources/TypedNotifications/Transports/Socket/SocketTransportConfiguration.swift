@@ -1,5 +1,5 @@
 import Dispatch
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// Limits and policies of a ``SocketTransport``.
 public struct SocketTransportConfiguration: Sendable {

@@ -1,4 +1,4 @@
-import NotificationPlatform
+@_spi(TransportAuthoring) import NotificationPlatform
 
 /// The spool: where a poster leaves notifications for an endpoint whose socket
 /// cannot take more (a suspended or slow process), so that they outlive the

@@ -1,3 +1,4 @@
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
