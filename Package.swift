@@ -13,6 +13,10 @@ let package = Package(
         // Across hosts, through a Redis (or Valkey) server; still no package dependencies.
         .library(name: "TypedNotificationsRedis", targets: ["TypedNotificationsRedis"]),
         .executable(name: "tnotify", targets: ["tnotify"]),
+        // For writing a transport of your own: the platform layer a driver
+        // runs on (its thread, lock, clock and system calls). Everything in
+        // it is SPI: `@_spi(TransportAuthoring) import NotificationPlatform`.
+        .library(name: "NotificationPlatform", targets: ["NotificationPlatform"]),
     ],
     targets: [
         // Only what Swift cannot reach: the CMSG_* macros and struct sockaddr_un.
@@ -32,11 +36,21 @@ let package = Package(
             dependencies: ["TypedNotifications", "NotificationPlatform"],
             path: "Sources/TypedNotificationsRedis"
         ),
+        // The worked example of the *Writing a transport* article: a driver
+        // built on the TransportAuthoring SPI alone (CI compiles it as
+        // another package would, see .ci/check-authoring).
+        .target(
+            name: "EnvelopeLoopback",
+            dependencies: ["TypedNotifications", "NotificationPlatform"],
+            path: "Sources/EnvelopeLoopback"
+        ),
         // The one list of transports that tnotify, the test helper, the
         // tests and the benchmark read: a new transport is one entry here.
         .target(
             name: "TransportCatalog",
-            dependencies: ["TypedNotifications", "TypedNotificationsRedis"],
+            dependencies: [
+                "TypedNotifications", "TypedNotificationsRedis", "EnvelopeLoopback", "NotificationPlatform",
+            ],
             path: "Sources/TransportCatalog"
         ),
         .executableTarget(
@@ -71,6 +85,7 @@ let package = Package(
             dependencies: [
                 "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
                 "CChecksum", "tnotify-test-helper", "tnotify", "TypedNotificationsBenchmark", "TransportCatalog",
+                "EnvelopeLoopback",
             ],
             path: "Tests/TypedNotificationsTests",
             // Read at run time through #filePath; generate.py wrote them.

@@ -1,3 +1,4 @@
+import EnvelopeLoopback
 import TypedNotifications
 
 extension TransportEntry {
@@ -5,7 +6,16 @@ extension TransportEntry {
     package static let inProcess = TransportEntry(
         name: "in-process", typeName: "InProcessTransport", meeting: .process,
         make: { (place, _) throws(TypedNotificationError) in
-            guard case .bus(let bus) = place else { return InProcessTransport() }
-            return InProcessTransport(bus: bus)
+            guard case .process(let place) = place else { return InProcessTransport() }
+            return InProcessTransport(bus: place.bus { InProcessBus() })
+        })
+
+    /// Hubs of one process, every notification carried as its envelope:
+    /// the *Writing a transport* article's driver.
+    package static let envelopeLoopback = TransportEntry(
+        name: "envelope-loopback", typeName: "EnvelopeLoopbackTransport", meeting: .process,
+        make: { (place, _) throws(TypedNotificationError) in
+            guard case .process(let place) = place else { return try EnvelopeLoopbackTransport(bus: EnvelopeBus()) }
+            return try EnvelopeLoopbackTransport(bus: place.bus { EnvelopeBus() })
         })
 }

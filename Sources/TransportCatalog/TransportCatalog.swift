@@ -1,3 +1,4 @@
+@_spi(TransportAuthoring) import NotificationPlatform
 import TypedNotifications
 
 // The one list of transports that everything outside the library reads:
@@ -17,8 +18,8 @@ package enum Meeting: Sendable, Equatable {
 
 /// Where one run's endpoints meet: what a ``Meeting`` is given.
 package enum TransportPlace: Sendable {
-    /// A bus of this process.
-    case bus(InProcessBus)
+    /// Inside this process: the buses its hubs share.
+    case process(ProcessPlace)
     /// A directory path.
     case directory(String)
     /// A server's URL.
@@ -27,9 +28,28 @@ package enum TransportPlace: Sendable {
     /// The path or URL, as a command line gives it; empty for a bus.
     package var text: String {
         switch self {
-        case .bus: ""
+        case .process: ""
         case .directory(let path): path
         case .server(let url): url
+        }
+    }
+}
+
+/// One meeting inside a process: each in-process transport's bus, made
+/// when its first hub asks, shared by every hub made at this place after.
+package final class ProcessPlace: Sendable {
+    private let buses = Locked<[ObjectIdentifier: any Sendable]>([:])
+
+    /// A place with no bus yet.
+    package init() {}
+
+    /// The place's bus of type `Bus`, made by `make` the first time.
+    package func bus<Bus: Sendable>(_ make: () -> Bus) -> Bus {
+        buses.withLock { buses in
+            if let bus = buses[ObjectIdentifier(Bus.self)] as? Bus { return bus }
+            let bus = make()
+            buses[ObjectIdentifier(Bus.self)] = bus
+            return bus
         }
     }
 }
@@ -122,7 +142,7 @@ package struct TransportEntry: Sendable {
     /// Where its endpoints meet when no place is given.
     package var defaultPlace: TransportPlace {
         switch meeting {
-        case .process: .bus(InProcessBus())
+        case .process: .process(ProcessPlace())
         case .directory(let path): .directory(path)
         case .server(let url): .server(url)
         }
@@ -131,7 +151,7 @@ package struct TransportEntry: Sendable {
     /// `text` as a place of this transport: a directory or a URL.
     package func place(_ text: String) -> TransportPlace {
         switch meeting {
-        case .process: .bus(InProcessBus())
+        case .process: .process(ProcessPlace())
         case .directory: .directory(text)
         case .server: .server(text)
         }
@@ -179,7 +199,7 @@ private func erase<T: NotificationTransport>(
 package enum TransportCatalog {
     /// Every entry, variants included, in the order tools list them.
     package static let entries: [TransportEntry] = [
-        .inProcess, .socket, .socketWithoutCredentials, .file, .fileWithoutChangeEvents, .redis,
+        .inProcess, .envelopeLoopback, .socket, .socketWithoutCredentials, .file, .fileWithoutChangeEvents, .redis,
     ]
 
     /// The transports `tnotify` offers: between processes, no variants.

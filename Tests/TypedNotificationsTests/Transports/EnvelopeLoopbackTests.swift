@@ -1,0 +1,90 @@
+import EnvelopeLoopback
+import Foundation
+import Testing
+import TypedNotifications
+
+/// Encodes as text what it decodes as a number: it never survives a wire.
+private struct LossyScore: TypedNotification, Codable {
+    static let name: NotificationName = "test.loopback.lossy"
+    var points: Int
+
+    init(points: Int) { self.points = points }
+
+    init(from decoder: any Decoder) throws {
+        points = try decoder.singleValueContainer().decode(Int.self)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode("\(points)")
+    }
+}
+
+private let limitedName: NotificationName = "test.loopback.big"
+
+@Suite("The envelope loopback carries every notification as its envelope", .timeLimit(.minutes(2)))
+struct EnvelopeLoopbackTests {
+    @Test("a payload type that does not round-trip is caught: counted undecodable, never delivered")
+    func payloadThatDoesNotRoundTrip() async throws {
+        let bus = EnvelopeBus()
+        let observer = try NotificationHub(endpoint: "observer", transport: EnvelopeLoopbackTransport(bus: bus))
+        defer { observer.close() }
+        let poster = try NotificationHub(endpoint: "poster", transport: EnvelopeLoopbackTransport(bus: bus))
+        defer { poster.close() }
+        let delivered = Collector<Int>()
+        let lossy = try observer.addObserver(LossyScore.self) { score, _ in delivered.append(score.points) }
+        defer { lossy.cancel() }
+        let sentinel = Signal()
+        let after = try observer.addObserver(Ping.self) { _, _ in sentinel.fire() }
+        defer { after.cancel() }
+
+        try poster.post(LossyScore(points: 7))
+        // One poster's envelopes reach the receiving thread in order: once
+        // the sentinel arrived, the lossy one was decoded before it.
+        try poster.post(Ping(index: 1))
+        #expect(await sentinel.wait(upTo: .seconds(30)))
+        #expect(delivered.values.isEmpty)
+        #expect(observer.metrics.undecodable == 1)
+        #expect(observer.transport.statistics.received == 2)
+
+        // The in-process transport hands the value over as it is, so the
+        // same post arrives there: the loopback is what shows the loss.
+        let plain = try NotificationHub(endpoint: "plain", transport: InProcessTransport(bus: InProcessBus()))
+        defer { plain.close() }
+        let arrived = Collector<Int>()
+        let direct = try plain.addObserver(LossyScore.self) { score, _ in arrived.append(score.points) }
+        defer { direct.cancel() }
+        try plain.post(LossyScore(points: 7))
+        await arrived.wait(forCount: 1)
+        #expect(arrived.values == [7])
+    }
+
+    @Test("an envelope over the receiving center's limit is refused unread, and counted missed once")
+    func oversizedRefused() async throws {
+        let bus = EnvelopeBus()
+        let observer = try NotificationHub(endpoint: "small", transport: EnvelopeLoopbackTransport(bus: bus))
+        defer { observer.close() }
+        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let poster = try NotificationHub(
+            endpoint: "large", transport: EnvelopeLoopbackTransport(bus: bus),
+            configuration: NotificationHubConfiguration(maximumPayloadSize: 1024 * 1024))
+
+        try poster.post([1], as: limitedName)
+        for _ in 0..<2 { try poster.post([UInt8](repeating: 0x5A, count: 512 * 1024), as: limitedName) }
+        try poster.post([2], as: limitedName)
+
+        var seen: [(bytes: [UInt8], missed: Int)] = []
+        for await delivered in deliveries {
+            seen.append((delivered.notification, delivered.delivery.missed))
+            if seen.count == 2 { break }
+        }
+        #expect(seen.map(\.bytes) == [[1], [2]])
+        #expect(seen.map(\.missed) == [0, 2])
+        #expect(observer.metrics.undecodable == 2)
+        #expect(observer.metrics.sequenceGaps == 0)
+        #expect(observer.transport.statistics.refusedOversized == 2)
+        #expect(observer.transport.statistics.refusedMalformed == 0)
+        #expect(poster.transport.statistics.sent == 4)
+        poster.close()
+    }
+}
