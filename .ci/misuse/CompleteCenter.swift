@@ -1,6 +1,6 @@
 // A center forwarding every requirement compiles: the misuse check above
 // fails for the missing requirement, not for anything else in the listing.
-import TypedNotifications
+@_spi(CenterAuthoring) import TypedNotifications
 
 struct ForwardingCenter: TypedNotificationCenter {
     let inner: NotificationHub<InProcessTransport>
@@ -14,24 +14,20 @@ struct ForwardingCenter: TypedNotificationCenter {
         try inner.post(payload, as: name)
     }
 
-    func registerObserver<N: DarwinPayload, A: Actor>(
+    func observe<N: DarwinPayload>(
         _ type: N.Type,
         named name: NotificationName,
         from senders: SenderFilter,
-        bufferingPolicy: NotificationBufferingPolicy,
-        on actor: A,
-        handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        try inner.addObserver(
-            type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
-    }
-
-    func registerDeliveries<N: DarwinPayload>(
-        of type: N.Type,
-        named name: NotificationName,
-        from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> DeliverySequence<N> {
-        try inner.deliveries(of: type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+    ) throws(TypedNotificationError) -> Observation<N> {
+        try inner.observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
     }
+}
+
+// Everything a caller uses works through the forwarder.
+func use(_ center: ForwardingCenter) throws {
+    let token = try center.addObserver(named: "com.example.ping") { _ in }
+    _ = try center.deliveries(of: String.self, named: "com.example.text")
+    try center.post(name: "com.example.ping")
+    token.cancel()
 }

@@ -41,7 +41,7 @@ import Synchronization
 extension NotificationCenter: TypedNotificationCenter {
     /// This center's sender identity, carried by its typed posts: one per
     /// `NotificationCenter` object, with the endpoint label `foundation`.
-    public var sender: NotificationSender { FoundationBridge.identity(of: self) }
+    public var sender: NotificationSender { FoundationBridge.poster(of: self).sender }
 
     /// The serial executor for handlers registered without an actor, shared by
     /// every `NotificationCenter` in this process.
@@ -60,11 +60,12 @@ extension NotificationCenter: TypedNotificationCenter {
     /// - Throws: ``TypedNotificationError`` with code
     ///   ``TypedNotificationError/Code/invalidEndpoint`` for an invalid label.
     public func endpoint(_ label: String) throws(TypedNotificationError) -> NotificationCenterEndpoint {
-        NotificationCenterEndpoint(center: self, sender: try NotificationSender.current(endpoint: label))
+        NotificationCenterEndpoint(
+            center: self, poster: FoundationPoster(sender: try NotificationSender.current(endpoint: label)))
     }
 
     private var typed: NotificationCenterEndpoint {
-        NotificationCenterEndpoint(center: self, sender: sender)
+        NotificationCenterEndpoint(center: self, poster: FoundationBridge.poster(of: self))
     }
 
     /// Posts a typed notification as a Foundation notification. Never throws:
@@ -84,30 +85,15 @@ extension NotificationCenter: TypedNotificationCenter {
         typed.post(EmptyPayload(), as: name)
     }
 
-    /// Registers a handler that runs isolated to `actor`, which the center
-    /// holds weakly while it waits, as every ``TypedNotificationCenter`` does
-    /// (call `addObserver`).
-    public func registerObserver<Payload: DarwinPayload, A: Actor>(
+    /// Registers an observer of `name` now, not yet started (call
+    /// `addObserver`, `deliveries` or `notifications`).
+    @_spi(CenterAuthoring) public func observe<Payload: DarwinPayload>(
         _ type: Payload.Type,
         named name: NotificationName,
         from senders: SenderFilter,
-        bufferingPolicy: NotificationBufferingPolicy,
-        on actor: A,
-        handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> TypedNotifications.ObservationToken {
-        try typed.registerObserver(
-            type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
-    }
-
-    /// Registers an observer now and returns its deliveries as an async
-    /// sequence (call `deliveries` or `notifications`).
-    public func registerDeliveries<Payload: DarwinPayload>(
-        of type: Payload.Type,
-        named name: NotificationName,
-        from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
-        try typed.registerDeliveries(of: type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+    ) throws(TypedNotificationError) -> Observation<Payload> {
+        try typed.observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
     }
 }
 
@@ -121,8 +107,16 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
     /// The Foundation center posts go through.
     public let center: NotificationCenter
 
+    /// This endpoint's identity and the sequence numbers it gave.
+    private let poster: FoundationPoster
+
     /// This endpoint's identity, carried by what it posts.
-    public let sender: NotificationSender
+    public var sender: NotificationSender { poster.sender }
+
+    init(center: NotificationCenter, poster: FoundationPoster) {
+        self.center = center
+        self.poster = poster
+    }
 
     /// The serial executor for handlers registered without an actor, shared
     /// by every `NotificationCenter` in this process.
@@ -144,7 +138,7 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
     public func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName) {
         let delivery = NotificationDelivery(
             sender: sender,
-            sequence: FoundationBridge.nextSequence(of: sender, for: name),
+            sequence: poster.next(name),
             timestamp: .now,
             missed: 0
         )
@@ -159,29 +153,15 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
         FoundationBridge.counters.add(to: .posted)
     }
 
-    /// Registers a handler that runs isolated to `actor` (call `addObserver`).
-    public func registerObserver<Payload: DarwinPayload, A: Actor>(
+    /// Registers an observer of `name` now, not yet started (call
+    /// `addObserver`, `deliveries` or `notifications`).
+    @_spi(CenterAuthoring) public func observe<Payload: DarwinPayload>(
         _ type: Payload.Type,
         named name: NotificationName,
         from senders: SenderFilter,
-        bufferingPolicy: NotificationBufferingPolicy,
-        on actor: A,
-        handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        startHandler(
-            for: register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy), on: actor,
-            handler: handler)
-    }
-
-    /// Registers an observer now and returns its deliveries as an async
-    /// sequence (call `deliveries` or `notifications`).
-    public func registerDeliveries<Payload: DarwinPayload>(
-        of type: Payload.Type,
-        named name: NotificationName,
-        from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
-        DeliverySequence(observation: register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
+    ) throws(TypedNotificationError) -> Observation<Payload> {
+        Observation(register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
     }
 
     private func register<Payload: DarwinPayload>(
@@ -267,7 +247,7 @@ enum FoundationBridge {
     private struct Identities {
         struct Entry {
             weak var center: NotificationCenter?
-            let sender: NotificationSender
+            let poster: FoundationPoster
         }
         var entries: [ObjectIdentifier: Entry] = [:]
         var sweepAt = 64
@@ -275,36 +255,20 @@ enum FoundationBridge {
 
     private static let identities = Locked(Identities())
 
-    /// The identity of `center`, made on first use. An entry is trusted only
-    /// while its center is alive: a new center at a released one's address
-    /// gets a new identity.
-    static func identity(of center: NotificationCenter) -> NotificationSender {
+    /// The identity of `center` and its sequence numbers, made on first
+    /// use. An entry is trusted only while its center is alive: a new center
+    /// at a released one's address gets a new identity.
+    static func poster(of center: NotificationCenter) -> FoundationPoster {
         let key = ObjectIdentifier(center)
         return identities.withLock { table in
-            if let entry = table.entries[key], entry.center === center { return entry.sender }
-            let sender = NotificationSender.unchecked(endpoint: "foundation")
-            table.entries[key] = Identities.Entry(center: center, sender: sender)
+            if let entry = table.entries[key], entry.center === center { return entry.poster }
+            let poster = FoundationPoster(sender: NotificationSender.unchecked(endpoint: "foundation"))
+            table.entries[key] = Identities.Entry(center: center, poster: poster)
             if table.entries.count >= table.sweepAt {
                 table.entries = table.entries.filter { $0.value.center != nil }
                 table.sweepAt = max(64, table.entries.count * 2)
             }
-            return sender
-        }
-    }
-
-    private struct SequenceKey: Hashable {
-        let instance: UInt64
-        let name: NotificationName
-    }
-
-    // Per-sender, per-name sequence numbers of posts through the bridge.
-    private static let sequences = Locked<[SequenceKey: UInt64]>([:])
-
-    static func nextSequence(of sender: NotificationSender, for name: NotificationName) -> UInt64 {
-        sequences.withLock { sequences in
-            let next = sequences[SequenceKey(instance: sender.instance, name: name), default: 0] &+ 1
-            sequences[SequenceKey(instance: sender.instance, name: name)] = next
-            return next
+            return poster
         }
     }
 
@@ -341,6 +305,24 @@ enum FoundationBridge {
         init(_ token: any NSObjectProtocol) {
             self.token = token
         }
+    }
+}
+
+/// One sender identity of the bridge (a `NotificationCenter`'s, or an
+/// endpoint's) and the sequence numbers it gave, numbered as a hub numbers
+/// its posts; released with the center or endpoint, so nothing piles up for
+/// identities that are gone.
+final class FoundationPoster: Sendable {
+    let sender: NotificationSender
+    private let sequences = Locked(SequenceCounters())
+
+    init(sender: NotificationSender) {
+        self.sender = sender
+    }
+
+    /// The number of this identity's next post of `name`.
+    func next(_ name: NotificationName) -> UInt64 {
+        sequences.withLock { $0.next(name) }
     }
 }
 

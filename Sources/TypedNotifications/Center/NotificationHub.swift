@@ -237,34 +237,15 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         return sent
     }
 
-    /// Registers a handler that runs isolated to `actor`, which the center
-    /// holds weakly while it waits, as every ``TypedNotificationCenter`` does
-    /// (call `addObserver`).
-    public func registerObserver<N: DarwinPayload, A: Actor>(
+    /// Registers an observer of `name` now, not yet started (call
+    /// `addObserver`, `deliveries` or `notifications`).
+    @_spi(CenterAuthoring) public func observe<N: DarwinPayload>(
         _ type: N.Type,
         named name: NotificationName,
         from senders: SenderFilter,
-        bufferingPolicy: NotificationBufferingPolicy,
-        on actor: A,
-        handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        startHandler(
-            for: try register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy),
-            on: actor,
-            handler: handler
-        )
-    }
-
-    /// Registers an observer now and returns its deliveries as an async
-    /// sequence (call `deliveries` or `notifications`).
-    public func registerDeliveries<N: DarwinPayload>(
-        of type: N.Type,
-        named name: NotificationName,
-        from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> DeliverySequence<N> {
-        DeliverySequence(
-            observation: try register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
+    ) throws(TypedNotificationError) -> Observation<N> {
+        Observation(try register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
     }
 
     /// Why the transport stopped receiving and ended this hub, or `nil`: its

@@ -80,7 +80,7 @@ struct OutboundStateMachine<Post, Waiter> {
     private var phase = Phase.idle
     private(set) var isClosed = false
     // The last number given per name.
-    private var sequences: [NotificationName: UInt64] = [:]
+    private var sequences = SequenceCounters()
     private var waiting: [Waiting] = []
     // The batch being sent, by name and number, to take numbers back. The
     // first post apart, so that a batch of one allocates nothing.
@@ -153,12 +153,7 @@ struct OutboundStateMachine<Post, Waiter> {
     }
 
     private mutating func next(_ name: NotificationName) -> UInt64 {
-        // Counted in place: one hash of the name, not a lookup and a store.
-        func increment(_ value: inout UInt64) -> UInt64 {
-            value &+= 1
-            return value
-        }
-        return increment(&sequences[name, default: 0])
+        sequences.next(name)
     }
 
     private mutating func takeBatch() -> [Stamped] {
@@ -185,10 +180,34 @@ struct OutboundStateMachine<Post, Waiter> {
         guard let first = inFlightFirst, sent < 1 + inFlightRest.count else { return }
         var restored: Set<NotificationName> = []
         for (index, entry) in ([first] + inFlightRest).enumerated() where index >= sent {
-            if restored.insert(entry.name).inserted { sequences[entry.name] = entry.sequence &- 1 }
+            if restored.insert(entry.name).inserted { sequences.restart(entry.name, at: entry.sequence) }
         }
     }
 }
 
 extension OutboundStateMachine.Stamped: Sendable where Post: Sendable, Waiter: Sendable {}
 extension OutboundStateMachine.Waiting: Sendable where Post: Sendable, Waiter: Sendable {}
+
+/// A sender's sequence numbers, per name: the one numbering every center
+/// uses (a hub's posts in line, and each identity of the Foundation bridge).
+/// The first number of a name is 1.
+struct SequenceCounters {
+    // The last number given per name.
+    private var last: [NotificationName: UInt64] = [:]
+
+    /// The next number of `name`.
+    mutating func next(_ name: NotificationName) -> UInt64 {
+        // Counted in place: one hash of the name, not a lookup and a store.
+        func increment(_ value: inout UInt64) -> UInt64 {
+            value &+= 1
+            return value
+        }
+        return increment(&last[name, default: 0])
+    }
+
+    /// Makes `sequence` the next number of `name` again: it was given and
+    /// not used.
+    mutating func restart(_ name: NotificationName, at sequence: UInt64) {
+        last[name] = sequence &- 1
+    }
+}

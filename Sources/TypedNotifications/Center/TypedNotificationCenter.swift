@@ -25,13 +25,14 @@
 /// ``deliveries(of:named:from:bufferingPolicy:)`` for any ``DarwinPayload``
 /// under a name given per call.
 ///
-/// To conform, implement ``sender``, ``executor``, ``post(_:as:)``,
-/// ``registerObserver(_:named:from:bufferingPolicy:on:handler:)`` and
-/// ``registerDeliveries(of:named:from:bufferingPolicy:)``. Callers use the
-/// `post`, `addObserver`, `deliveries` and `notifications` methods of the
-/// protocol's extension, none of which shares a requirement's name: a
-/// conforming type that forgets a requirement does not compile (CI
-/// type-checks one that does, `.ci/misuse`).
+/// The centers are ``NotificationHub`` and Foundation's `NotificationCenter`;
+/// a center of your own forwards to one of them (a transport of your own is a
+/// ``NotificationTransport``, see <doc:WritingATransport>). To conform,
+/// implement ``sender``, ``executor``, ``post(_:as:)`` and, with
+/// `@_spi(CenterAuthoring) import TypedNotifications`, `observe`, the one
+/// registration hook every `addObserver`, `deliveries` and `notifications`
+/// call, by forwarding it. A conforming type that forgets a requirement
+/// does not compile (CI type-checks one that does, `.ci/misuse`).
 public protocol TypedNotificationCenter<Executor>: Sendable {
     /// The actor that runs handlers registered without one.
     associatedtype Executor: Actor
@@ -58,21 +59,41 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
     func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName)
         throws(TypedNotificationError)
 
-    /// Registers a handler of the values posted under `name`, decoded as
-    /// `type`, that runs isolated to `actor`, one notification at a time, in
-    /// order: what every `addObserver` calls. Conformers implement it; callers
-    /// use `addObserver`.
+    /// Registers an observer of the values posted under `name`, decoded as
+    /// `type`, and returns it not yet started: the one registration every
+    /// `addObserver`, `deliveries` and `notifications` makes, before it
+    /// becomes a handler or a sequence. Registration is immediate: every
+    /// post after this returns reaches the observer.
     ///
-    /// The center holds `actor` weakly while it waits for notifications, so an
-    /// actor that observes on itself and stores the token is released when the
-    /// last other reference goes, and the observation ends with it. Hold the
-    /// actor you pass: one that nothing else holds ends its observation at its
-    /// first notification. The main actor and the center's executor are kept.
-    ///
-    /// No extension member shares this name, so a conforming type that
-    /// forgets it does not compile (rather than calling itself forever).
-    ///
-    /// - Returns: A token; the observer lives until it is cancelled or released.
+    /// For conformers only; a conformer outside this package forwards it to
+    /// the center it wraps. No extension member shares this name, so a
+    /// conforming type that forgets it does not compile.
+    @_spi(CenterAuthoring) func observe<Payload: DarwinPayload>(
+        _ type: Payload.Type,
+        named name: NotificationName,
+        from senders: SenderFilter,
+        bufferingPolicy: NotificationBufferingPolicy
+    ) throws(TypedNotificationError) -> Observation<Payload>
+}
+
+/// An observer a center registered and nobody started yet: what
+/// `observe` returns, and `addObserver` or `deliveries` turn into a handler
+/// or a sequence. One that is never started ends when it is released.
+@_spi(CenterAuthoring) public struct Observation<Payload: DarwinPayload>: Sendable {
+    let record: ObserverRecord<Payload>
+
+    init(_ record: ObserverRecord<Payload>) {
+        self.record = record
+    }
+}
+
+// The two ways an observation starts, written once for every center.
+extension TypedNotificationCenter {
+    /// Registers a handler that runs isolated to `actor`, which the center
+    /// holds weakly while it waits for notifications, so an actor that
+    /// observes on itself and stores the token is released when the last
+    /// other reference goes, and the observation ends with it. The main
+    /// actor and the center's executor are kept.
     func registerObserver<Payload: DarwinPayload, A: Actor>(
         _ type: Payload.Type,
         named name: NotificationName,
@@ -80,17 +101,21 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
         bufferingPolicy: NotificationBufferingPolicy,
         on actor: A,
         handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken
+    ) throws(TypedNotificationError) -> ObservationToken {
+        let observation = try observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+        return startHandler(for: observation.record, on: actor, handler: handler)
+    }
 
-    /// Registers an observer of `name` now and returns its deliveries, decoded
-    /// as `type`, as an async sequence: what `deliveries` and `notifications`
-    /// call. Conformers implement it; callers use those.
+    /// Registers an observer now and returns its deliveries as an async sequence.
     func registerDeliveries<Payload: DarwinPayload>(
         of type: Payload.Type,
         named name: NotificationName,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
-    ) throws(TypedNotificationError) -> DeliverySequence<Payload>
+    ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
+        DeliverySequence(
+            observation: try observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy).record)
+    }
 }
 
 extension TypedNotificationCenter {

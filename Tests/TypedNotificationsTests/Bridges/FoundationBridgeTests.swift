@@ -39,6 +39,37 @@ struct FoundationBridgeTests {
         await token.cancelAndWait()
     }
 
+    @Test("each identity numbers its posts of a name from 1, apart from the center's other identities")
+    func identitiesNumberApart() async throws {
+        let center = NotificationCenter()
+        let first = try center.endpoint("first")
+        let second = try center.endpoint("second")
+        let seen = Collector<(String, UInt64)>()
+        let token = try center.addObserver(Ping.self, bufferingPolicy: .unbounded) { _, delivery in
+            seen.append((delivery.sender.endpoint, delivery.sequence))
+        }
+        first.post(Ping(index: 0))
+        second.post(Ping(index: 1))
+        first.post(Ping(index: 2))
+        center.post(Ping(index: 3))
+        second.post(Ping(index: 4))
+        // Another name is counted apart.
+        first.post(Note(text: "elsewhere"))
+        first.post(Ping(index: 5))
+        await seen.wait(forCount: 6)
+        func numbers(of endpoint: String) -> [UInt64] { seen.values.filter { $0.0 == endpoint }.map(\.1) }
+        #expect(numbers(of: "first") == [1, 2, 3])
+        #expect(numbers(of: "second") == [1, 2])
+        #expect(numbers(of: "foundation") == [1])
+        // An endpoint made again is a new identity, numbering from 1.
+        let again = try center.endpoint("first")
+        again.post(Ping(index: 6))
+        await seen.wait(forCount: 7)
+        #expect(seen.values.last?.1 == 1)
+        #expect(again.sender != first.sender)
+        await token.cancelAndWait()
+    }
+
     @Test("cancel waits for a running handler and removes the Foundation observer", arguments: [false, true])
     func cancel(synchronously: Bool) async throws {
         let center = NotificationCenter()
