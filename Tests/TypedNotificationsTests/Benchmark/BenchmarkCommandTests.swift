@@ -47,7 +47,7 @@ private func hasEnded(_ pid: pid_t) -> Bool {
 
 @Suite("The benchmark's command line, as a newcomer meets it", .serialized, .timeLimit(.minutes(5)))
 struct BenchmarkCommandTests {
-    @Test("--help prints the usage and exits at once; an unknown argument is refused with it")
+    @Test("--help prints the usage and exits at once; an unknown argument or kind is refused with it")
     func help() async throws {
         let help = try HelperProcess(["--help"], executable: benchmark)
         #expect(await help.waitForExit() == 0)
@@ -57,6 +57,12 @@ struct BenchmarkCommandTests {
         #expect(await typo.waitForExit() == 64)
         #expect(typo.errors.values.first?.contains("unknown argument --hepl") == true)
         #expect(!typo.lines.values.contains { $0.hasPrefix("Machine:") })
+        // A kind that does not exist is said, with the ones that do: no trap.
+        let kind = try HelperProcess(["--kinds", "socket,sockets"], executable: benchmark)
+        #expect(await kind.waitForExit() == 64)
+        #expect(kind.errors.values.first?.contains("unknown kind sockets; the kinds are") == true)
+        #expect(kind.errors.values.first?.contains("raw-datagram") == true)
+        #expect(!kind.lines.values.contains { $0.hasPrefix("Machine:") })
     }
 
     @Test(
