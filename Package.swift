@@ -13,9 +13,13 @@ let package = Package(
         // Across hosts, through a Redis (or Valkey) server; still no package dependencies.
         .library(name: "TypedNotificationsRedis", targets: ["TypedNotificationsRedis"]),
         .executable(name: "tnotify", targets: ["tnotify"]),
-        // For writing a transport of your own: the platform layer a driver
-        // runs on (its thread, lock, clock and system calls). Everything in
-        // it is SPI: `@_spi(TransportAuthoring) import NotificationPlatform`.
+        // Hubs of one process with every notification carried as its envelope:
+        // for tests that a payload type survives the wire format.
+        .library(name: "EnvelopeLoopback", targets: ["EnvelopeLoopback"]),
+        // For writing a transport of your own: the part of the platform layer
+        // a driver runs on (its event loop, lock, clock, stream sockets and
+        // errno values), as SPI only: `@_spi(TransportAuthoring) import
+        // NotificationPlatform`. Its other system calls stay package-only.
         .library(name: "NotificationPlatform", targets: ["NotificationPlatform"]),
     ],
     targets: [
@@ -36,9 +40,9 @@ let package = Package(
             dependencies: ["TypedNotifications", "NotificationPlatform"],
             path: "Sources/TypedNotificationsRedis"
         ),
-        // The worked example of the *Writing a transport* article: a driver
-        // built on the TransportAuthoring SPI alone (CI compiles it as
-        // another package would, see .ci/check-authoring).
+        // EnvelopeLoopbackTransport, also the worked example of the *Writing a
+        // transport* article: a driver built on the TransportAuthoring SPI
+        // alone (CI compiles it as another package would, .ci/check-authoring).
         .target(
             name: "EnvelopeLoopback",
             dependencies: ["TypedNotifications", "NotificationPlatform"],

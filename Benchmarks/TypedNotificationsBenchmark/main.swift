@@ -126,6 +126,14 @@ var kinds =
             return kind
         }
     } ?? Kind.allCases
+if kinds.isEmpty {
+    // `--kinds ""` chooses nothing: said, rather than a run of everything else.
+    FileHandle.standardError.write(
+        Data(
+            "TypedNotificationsBenchmark: --kinds names no kind; the kinds are \(Kind.allCases.map(\.rawValue).joined(separator: ", "))\n"
+                .utf8))
+    exit(64)
+}
 let observerCounts = list("--observers")?.compactMap { Int($0) } ?? [1, 4, 16]
 let sizes = list("--sizes")?.compactMap { Int($0) } ?? [16, 4096]
 let latencyCount = option("--count").flatMap(Int.init) ?? (quick ? 1_000 : 20_000)

@@ -92,8 +92,9 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
         core.counters.add(to: .sent)
     }
 
-    /// Leaves the bus and ends the thread; envelopes still queued for it are
-    /// not decoded.
+    /// Leaves the bus and ends the thread. Envelopes already queued for the
+    /// thread are still decoded and handed to the center, which delivers
+    /// nothing after it closed.
     public func close() {
         let (closing, _) = core.close { _ in () }
         if case .wasOpen(let inbox) = closing { bus.removeEverywhere(inbox) }

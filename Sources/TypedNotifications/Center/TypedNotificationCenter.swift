@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Posts typed notifications and delivers them to typed observers: closures
 /// that return a token, or async sequences.
 ///
@@ -78,12 +80,45 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
 
 /// An observer a center registered and nobody started yet: what
 /// `observe` returns, and `addObserver` or `deliveries` turn into a handler
-/// or a sequence. One that is never started ends when it is released.
+/// or a sequence. It starts once. One that is never started ends when its
+/// last copy is released: it leaves its center, as a cancelled one does, and
+/// keeps nothing.
 @_spi(CenterAuthoring) public struct Observation<Payload: DarwinPayload>: Sendable {
-    let record: ObserverRecord<Payload>
+    private let unstarted: UnstartedObservation<Payload>
+
+    init(_ record: ObserverRecord<Payload>) {
+        unstarted = UnstartedObservation(record)
+    }
+
+    /// The observer, now owned by the handler or sequence that starts it.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/closed`` when it was started
+    ///   before: a second start would share, and steal from, the first
+    ///   one's deliveries.
+    func start() throws(TypedNotificationError) -> ObserverRecord<Payload> {
+        try unstarted.start()
+    }
+}
+
+/// Ends an observation nobody started when the last copy of its
+/// ``Observation`` goes.
+final class UnstartedObservation<Payload: DarwinPayload>: Sendable {
+    private let record: ObserverRecord<Payload>
+    private let started = Atomic<Bool>(false)
 
     init(_ record: ObserverRecord<Payload>) {
         self.record = record
+    }
+
+    func start() throws(TypedNotificationError) -> ObserverRecord<Payload> {
+        guard !started.exchange(true, ordering: .acquiringAndReleasing) else {
+            throw TypedNotificationError(code: .closed, message: "an observation starts once; this one was started")
+        }
+        return record
+    }
+
+    deinit {
+        if !started.load(ordering: .acquiring) { record.cancel(waitingForRun: false) }
     }
 }
 
@@ -103,7 +138,7 @@ extension TypedNotificationCenter {
         handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         let observation = try observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
-        return startHandler(for: observation.record, on: actor, handler: handler)
+        return startHandler(for: try observation.start(), on: actor, handler: handler)
     }
 
     /// Registers an observer now and returns its deliveries as an async sequence.
@@ -114,7 +149,7 @@ extension TypedNotificationCenter {
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
         DeliverySequence(
-            observation: try observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy).record)
+            observation: try observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy).start())
     }
 }
 

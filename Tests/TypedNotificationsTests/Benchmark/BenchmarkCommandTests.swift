@@ -63,6 +63,9 @@ struct BenchmarkCommandTests {
         #expect(kind.errors.values.first?.contains("unknown kind sockets; the kinds are") == true)
         #expect(kind.errors.values.first?.contains("raw-datagram") == true)
         #expect(!kind.lines.values.contains { $0.hasPrefix("Machine:") })
+        let none = try HelperProcess(["--kinds", ","], executable: benchmark)
+        #expect(await none.waitForExit() == 64)
+        #expect(none.errors.values.first?.contains("--kinds names no kind") == true)
     }
 
     @Test(

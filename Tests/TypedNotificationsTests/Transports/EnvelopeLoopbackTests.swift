@@ -1,7 +1,8 @@
 import EnvelopeLoopback
 import Foundation
 import Testing
-import TypedNotifications
+
+@_spi(CenterAuthoring) @testable import TypedNotifications
 
 /// Encodes as text what it decodes as a number: it never survives a wire.
 private struct LossyScore: TypedNotification, Codable {
@@ -86,5 +87,49 @@ struct EnvelopeLoopbackTests {
         #expect(observer.transport.statistics.refusedMalformed == 0)
         #expect(poster.transport.statistics.sent == 4)
         poster.close()
+    }
+}
+
+@Suite("An observation a center registered and nobody started", .timeLimit(.minutes(2)))
+struct UnstartedObservationTests {
+    @Test("released unstarted, it leaves its center: no observer, no subscription, nothing received")
+    func releasedUnstartedEnds() async throws {
+        let bus = EnvelopeBus()
+        let poster = try NotificationHub(endpoint: "poster", transport: EnvelopeLoopbackTransport(bus: bus))
+        defer { poster.close() }
+        let hub = try NotificationHub(endpoint: "observer", transport: EnvelopeLoopbackTransport(bus: bus))
+        defer { hub.close() }
+        do {
+            let observation = try hub.observe(
+                String.self, named: "test.unstarted", from: .any, bufferingPolicy: .unbounded)
+            let copy = observation
+            _ = copy
+            #expect(hub.metrics.activeObservers == 1)
+        }
+        #expect(hub.metrics.activeObservers == 0)
+        for _ in 0..<100 { try poster.post("after", as: "test.unstarted") }
+        // A started observer of another name, posted to after them, marks
+        // the end: the loopback delivers one poster's envelopes in order.
+        let marker = Signal()
+        let token = try hub.addObserver(Ping.self) { _, _ in marker.fire() }
+        defer { token.cancel() }
+        try poster.post(Ping(index: 0))
+        #expect(await marker.wait(upTo: .seconds(30)))
+        // The name was unsubscribed: the transport received only the marker.
+        #expect(hub.transport.statistics.received == 1)
+    }
+
+    @Test("started, it lives on its token; it starts only once")
+    func startsOnce() async throws {
+        let hub = try NotificationHub(endpoint: "observer", transport: InProcessTransport(bus: InProcessBus()))
+        defer { hub.close() }
+        let observation = try hub.observe(String.self, named: "test.once", from: .any, bufferingPolicy: .unbounded)
+        let record = try observation.start()
+        #expect(throws: TypedNotificationError.self) { try observation.start() }
+        let sequence = DeliverySequence(observation: record)
+        try hub.post("kept", as: "test.once")
+        var iterator = sequence.makeAsyncIterator()
+        #expect(await iterator.next()?.notification == "kept")
+        #expect(hub.metrics.activeObservers == 1)
     }
 }
