@@ -113,27 +113,21 @@ func list(_ flag: String) -> [String]? { option(flag)?.split(separator: ",").map
 
 let quick = arguments.contains("--quick")
 let sections = Set(list("--only") ?? ["envelope", "delivery", "fanout", "posters", "stopped", "memory"])
+/// Refuses a `--kinds` list, saying why and which kinds there are; never a trap.
+func refuseKinds(_ problem: String) -> Never {
+    let known = Kind.allCases.map(\.rawValue).joined(separator: ", ")
+    FileHandle.standardError.write(Data("TypedNotificationsBenchmark: \(problem); the kinds are \(known)\n".utf8))
+    exit(64)
+}
 var kinds =
     list("--kinds").map { names in
         names.map { name in
-            guard let kind = Kind(rawValue: name) else {
-                // A mistyped name is said, with the names there are; never a trap.
-                let known = Kind.allCases.map(\.rawValue).joined(separator: ", ")
-                FileHandle.standardError.write(
-                    Data("TypedNotificationsBenchmark: unknown kind \(name); the kinds are \(known)\n".utf8))
-                exit(64)
-            }
+            guard let kind = Kind(rawValue: name) else { refuseKinds("unknown kind \(name)") }
             return kind
         }
     } ?? Kind.allCases
-if kinds.isEmpty {
-    // `--kinds ""` chooses nothing: said, rather than a run of everything else.
-    FileHandle.standardError.write(
-        Data(
-            "TypedNotificationsBenchmark: --kinds names no kind; the kinds are \(Kind.allCases.map(\.rawValue).joined(separator: ", "))\n"
-                .utf8))
-    exit(64)
-}
+// `--kinds ","` chooses nothing: said, rather than a run of everything else.
+if kinds.isEmpty { refuseKinds("--kinds names no kind") }
 let observerCounts = list("--observers")?.compactMap { Int($0) } ?? [1, 4, 16]
 let sizes = list("--sizes")?.compactMap { Int($0) } ?? [16, 4096]
 let latencyCount = option("--count").flatMap(Int.init) ?? (quick ? 1_000 : 20_000)

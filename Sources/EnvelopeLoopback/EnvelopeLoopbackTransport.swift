@@ -21,7 +21,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
 
     /// The skeleton: the thread, the counters and the lifecycle; open, it
     /// keeps this transport's inbox on the bus.
-    @_spi(TransportAuthoring) public let core: TransportCore<EnvelopeInbox, Void, EnvelopeLoopbackStatistics>
+    @_spi(TransportAuthoring) public let core: EnvelopeLoopbackCore
 
     /// Creates a transport on `bus`, with a thread of its own that starts
     /// when a center opens it.
@@ -30,9 +30,8 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
     ///   system refuses a thread (out of descriptors).
     public init(bus: EnvelopeBus) throws(TypedNotificationError) {
         self.bus = bus
-        typealias Core = TransportCore<EnvelopeInbox, Void, EnvelopeLoopbackStatistics>
-        let loop = try Core.makeLoop(named: "EnvelopeLoopbackTransport", for: "an envelope loopback")
-        core = Core(kind: "envelope loopback", loop: loop, shared: ())
+        let loop = try EnvelopeLoopbackCore.makeLoop(named: "EnvelopeLoopbackTransport", for: "an envelope loopback")
+        core = EnvelopeLoopbackCore(kind: "envelope loopback", loop: loop, shared: ())
     }
 
     deinit {
@@ -58,7 +57,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
         // again under the lock, so two racing opens cannot both succeed.
         try core.checkOpenable()
         let decoding = EnvelopeDecoding(
-            decoder: TransportCore<EnvelopeInbox, Void, EnvelopeLoopbackStatistics>.decoder(for: receiver),
+            decoder: EnvelopeLoopbackCore.decoder(for: receiver),
             receiver: receiver, counters: core.counters)
         let inbox = EnvelopeInbox(core.onThread(decoding))
         try core.open(inbox) { _ in }
@@ -101,6 +100,11 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
         closing.end(core.loop)
     }
 }
+
+/// The skeleton of an ``EnvelopeLoopbackTransport``: open, it keeps the
+/// transport's inbox; it shares nothing else between threads.
+@_spi(TransportAuthoring) public typealias EnvelopeLoopbackCore =
+    TransportCore<EnvelopeInbox, Void, EnvelopeLoopbackStatistics>
 
 /// Where one open ``EnvelopeLoopbackTransport`` receives: the bus hands it
 /// bytes on the poster's thread, and it decodes them on its own.
@@ -168,19 +172,20 @@ public final class EnvelopeBus: Sendable {
     }
 
     func remove(_ inbox: EnvelopeInbox, from name: NotificationName) {
-        table.withLock { table in
-            table[name]?.removeAll { $0 === inbox }
-            if table[name]?.isEmpty == true { table[name] = nil }
-        }
+        table.withLock { Self.remove(inbox, from: name, in: &$0) }
     }
 
     func removeEverywhere(_ inbox: EnvelopeInbox) {
         table.withLock { table in
-            for name in Array(table.keys) {
-                table[name]?.removeAll { $0 === inbox }
-                if table[name]?.isEmpty == true { table[name] = nil }
-            }
+            for name in Array(table.keys) { Self.remove(inbox, from: name, in: &table) }
         }
+    }
+
+    private static func remove(
+        _ inbox: EnvelopeInbox, from name: NotificationName, in table: inout [NotificationName: [EnvelopeInbox]]
+    ) {
+        table[name]?.removeAll { $0 === inbox }
+        if table[name]?.isEmpty == true { table[name] = nil }
     }
 
     func inboxes(subscribedTo name: NotificationName) -> [EnvelopeInbox] {
