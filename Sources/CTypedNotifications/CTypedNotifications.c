@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 // Darwin has no MSG_CMSG_CLOEXEC: a descriptor a hostile peer passes is
@@ -359,4 +360,15 @@ uint64_t ctn_shared_load(const uint64_t *counter) {
 
 uint64_t ctn_shared_increment(uint64_t *counter) {
     return __atomic_add_fetch(counter, 1, __ATOMIC_ACQ_REL);
+}
+
+void ctn_name_current_thread(const char *name) {
+#ifdef __APPLE__
+    pthread_setname_np(name);
+#else
+    char kept[16];
+    strncpy(kept, name, sizeof kept - 1);
+    kept[sizeof kept - 1] = 0;
+    pthread_setname_np(pthread_self(), kept);
+#endif
 }

@@ -1,3 +1,4 @@
+import CTypedNotifications
 import Foundation
 import Synchronization
 
@@ -20,12 +21,17 @@ import Synchronization
 ///
 /// The thread never waits for itself: ``join(nanoseconds:)`` there is a
 /// programming error; ``stopAndJoin(nanoseconds:)`` skips the wait there.
+///
+/// How the thread waits when it has nothing to run is its creator's choice
+/// (``LoopWaiting``): in the system's event queue for any number of
+/// descriptors, or in a receive call of the creator's own.
 @_spi(TransportAuthoring) public final class EventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // Sendable: the one mutable field, `guarded`, is touched only inside
     // `state(_:)`, between lock and unlock of `mutex` (a pthread mutex,
-    // which ThreadSanitizer sees); `poller` is used for `add`/`remove`/
-    // `wake`, which the kernel makes safe from any thread, and for `wait`,
-    // which only the loop's thread calls.
+    // which ThreadSanitizer sees); `waiting` is immutable: its poller is
+    // used for `add`/`remove`/`wake`, which the kernel makes safe from any
+    // thread, and for `wait`, which only the loop's thread calls; its
+    // closures are `@Sendable`, and `receive` runs only on the loop's thread.
 
     /// How long queued jobs may run before the loop looks at its descriptors.
     package static let jobSliceNanoseconds: UInt64 = 1_000_000
@@ -33,7 +39,7 @@ import Synchronization
     /// The name of the loop's thread.
     @_spi(TransportAuthoring) public let name: String
 
-    private let poller: EventPoller
+    private let waiting: Waiting
     private let mutex = SystemMutex()
     private var guarded = LoopState()
     private let handOffCount = Atomic<Int>(0)
@@ -44,13 +50,19 @@ import Synchronization
     private let jobThread = Atomic<UInt>(0)
     private let finished = OneShotEvent()
 
-    /// Creates a loop; its thread starts with ``start()``.
+    /// Creates a loop whose thread waits as `waiting` says; the thread
+    /// starts with ``start()``.
     ///
-    /// The corresponding C functions are `epoll_create1` and `eventfd`
-    /// (Linux) or `kqueue` (Apple platforms).
-    @_spi(TransportAuthoring) public init(name: String) throws(Errno) {
+    /// The corresponding C functions, for ``LoopWaiting/events``, are
+    /// `epoll_create1` and `eventfd` (Linux) or `kqueue` (Apple platforms).
+    @_spi(TransportAuthoring) public init(name: String, waiting: LoopWaiting = .events) throws(Errno) {
         self.name = name
-        self.poller = try EventPoller()
+        switch waiting.kind {
+        case .events:
+            self.waiting = .events(try EventPoller())
+        case .receiving(let receive, let wake):
+            self.waiting = .receiving(receive: receive, wake: wake)
+        }
     }
 
     deinit {
@@ -91,9 +103,14 @@ import Synchronization
     /// until ``deregister(_:)``. The caller keeps the descriptor open until then.
     /// With `exclusive`, for a descriptor other loops watch too, an event
     /// wakes one of them rather than all (see `DirectoryMonitor`).
+    ///
+    /// A loop that waits in a receive call of its own
+    /// (``LoopWaiting/receiving(_:wake:)``) watches no descriptor: it refuses
+    /// with `EOPNOTSUPP`.
     @_spi(TransportAuthoring) public func register(
         _ descriptor: CInt, exclusive: Bool = false, onReadable handler: @escaping @Sendable () -> Void
     ) -> Result<Void, Errno> {
+        guard case .events(let poller) = waiting else { return .failure(Errno(rawValue: EOPNOTSUPP)) }
         state { $0.handlers[descriptor] = handler }
         let added = poller.add(descriptor, exclusive: exclusive)
         if case .failure = added {
@@ -106,7 +123,7 @@ import Synchronization
     /// on the loop's thread, or after the handler running now on another.
     @_spi(TransportAuthoring) public func deregister(_ descriptor: CInt) {
         state { _ = $0.handlers.removeValue(forKey: descriptor) }
-        poller.remove(descriptor)
+        if case .events(let poller) = waiting { poller.remove(descriptor) }
     }
 
     /// Runs `descriptor`'s handler on the loop's thread soon, as if the
@@ -229,7 +246,10 @@ import Synchronization
     // MARK: - The loop
 
     private func wake() {
-        poller.wake()
+        switch waiting {
+        case .events(let poller): poller.wake()
+        case .receiving(_, let wake): wake()
+        }
     }
 
     private func push(_ job: LoopJob) {
@@ -254,6 +274,7 @@ import Synchronization
     }
 
     private func run() {
+        nameSystemThread()
         state { $0.thread = ThreadIdentity.current }
         jobThread.store(ThreadIdentity.current.rawValue, ordering: .relaxed)
         var ready: [CInt] = []
@@ -270,7 +291,13 @@ import Synchronization
                 return state.timeoutMilliseconds(now: SystemClock.monotonicNanoseconds())
             }
             guard let timeout else { break }
-            poller.wait(milliseconds: timeout, into: &ready)
+            switch waiting {
+            case .events(let poller):
+                poller.wait(milliseconds: timeout, into: &ready)
+            case .receiving(let receive, _):
+                ready.removeAll(keepingCapacity: true)
+                receive(timeout)
+            }
             state { state in
                 state.isSleeping = false
                 state.wakePending = false
@@ -296,6 +323,15 @@ import Synchronization
         }
         finished.signal()
         drainDetachedIfNeeded()
+    }
+
+    /// Names the system's thread after the last part of ``name``, cut to the
+    /// 15 bytes Linux keeps, so `top -H`, `perf` and `/proc` show whose thread
+    /// it is (`TypedNotifications.SocketTransport`: `SocketTransport`).
+    /// Foundation names a `Thread` for the system only on Apple platforms.
+    private func nameSystemThread() {
+        let last = name.split(separator: ".").last.map(String.init) ?? name
+        ctn_name_current_thread(last)
     }
 
     /// Runs queued jobs in order for at most one slice. Jobs of `batch` from
@@ -354,6 +390,50 @@ import Synchronization
             for job in batch { run(job) }
         }
     }
+}
+
+/// How an ``EventLoop``'s thread waits when it has nothing to run: the
+/// choice of the driver that makes the loop.
+@_spi(TransportAuthoring) public struct LoopWaiting: Sendable {
+    enum Kind {
+        case events
+        case receiving(receive: @Sendable (CInt) -> Void, wake: @Sendable () -> Void)
+    }
+
+    let kind: Kind
+
+    /// In the system's event queue (`epoll` on Linux, `kqueue` on Apple
+    /// platforms) for every descriptor registered with
+    /// ``EventLoop/register(_:exclusive:onReadable:)``, woken by an
+    /// `eventfd` or a user event. Any number of descriptors; a thread woken
+    /// from it then makes a second call to receive what arrived.
+    @_spi(TransportAuthoring) public static let events = LoopWaiting(kind: .events)
+
+    /// In the driver's own receive call, so a thread that sleeps is woken by
+    /// what it receives and takes it in the same call.
+    ///
+    /// `receive` runs on the loop's thread whenever the loop has nothing
+    /// else to do. It blocks at most `timeoutMilliseconds` (-1: without
+    /// limit, 0: not at all; the loop's next timer sets it), handles what
+    /// it received, and returns. `wake`, called from any thread, makes the
+    /// receive blocked now, or the next one, return soon: for example a
+    /// datagram the process sends to its own socket, which `receive` then
+    /// takes and discards. The loop calls it at most once per sleep, and
+    /// only while the thread sleeps or is about to. The loop watches no
+    /// descriptors then (``EventLoop/register(_:exclusive:onReadable:)``
+    /// refuses).
+    @_spi(TransportAuthoring) public static func receiving(
+        _ receive: @escaping @Sendable (_ timeoutMilliseconds: CInt) -> Void,
+        wake: @escaping @Sendable () -> Void
+    ) -> LoopWaiting {
+        LoopWaiting(kind: .receiving(receive: receive, wake: wake))
+    }
+}
+
+/// What an ``EventLoop`` waits in.
+private enum Waiting {
+    case events(EventPoller)
+    case receiving(receive: @Sendable (CInt) -> Void, wake: @Sendable () -> Void)
 }
 
 private enum LoopJob: Sendable {

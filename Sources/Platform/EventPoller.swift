@@ -17,7 +17,7 @@ import CTypedNotifications
 ///
 /// Only ``EventLoop`` uses it: one thread waits (``wait(milliseconds:into:)``
 /// uses a buffer of the poller's own), any thread adds, removes and wakes.
-struct EventPoller: ~Copyable {
+final class EventPoller {
     private static let capacity = 64
     private let queue: FileDescriptor
     #if canImport(Darwin)

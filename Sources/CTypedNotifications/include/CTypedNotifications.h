@@ -102,4 +102,8 @@ uint64_t ctn_shared_load(const uint64_t *counter);
 /// Adds one to such a counter (acquire-release) and returns the new value.
 uint64_t ctn_shared_increment(uint64_t *counter);
 
+/// Names the calling thread for the system's tools (`top -H`, `perf`,
+/// `/proc/self/task/*/comm`); Linux keeps the first 15 bytes.
+void ctn_name_current_thread(const char *name);
+
 #endif

@@ -11,8 +11,10 @@
 /// sets up, what its thread waits for, how it subscribes, sends and tears
 /// down. The rule is the package's: decide under the lock, act after it.
 ///
-/// The driver makes the thread and hands it over, so a driver may choose
-/// how its thread waits. Every driver here waits in an event loop today.
+/// The driver makes the thread and hands it over, choosing how it waits
+/// (``LoopWaiting``): in the system's event queue, for drivers that watch
+/// several descriptors (every driver here today), or in a receive call of
+/// the driver's own, so a thread that sleeps is woken by what it receives.
 ///
 /// The in-process transport needs none of this: it has no thread, nothing
 /// to wait for and nothing to encode; a post reaches the other hubs'
@@ -42,15 +44,16 @@ public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedSt
         state = Locked(State(lifecycle: TransportLifecycle(kind: kind), shared: shared))
     }
 
-    /// A thread for a core: an event loop named `name`.
+    /// A thread for a core: an event loop named `name` that waits as
+    /// `waiting` says.
     ///
     /// - Throws: ``TypedNotificationError/Code/transportFailure`` naming
     ///   `place` when the system refuses one (out of descriptors).
-    @_spi(TransportAuthoring) public static func makeLoop(named name: String, for place: String)
-        throws(TypedNotificationError) -> EventLoop
-    {
+    @_spi(TransportAuthoring) public static func makeLoop(
+        named name: String, for place: String, waiting: LoopWaiting = .events
+    ) throws(TypedNotificationError) -> EventLoop {
         do throws(Errno) {
-            return try EventLoop(name: name)
+            return try EventLoop(name: name, waiting: waiting)
         } catch {
             throw SharedDirectory.failure(error, "could not start an event loop for \(place)")
         }

@@ -1,0 +1,190 @@
+import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
+import Synchronization
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A driver's own receive call for a loop: a datagram socket pair, whose
+/// receiving end the loop's thread blocks in; a wake-up is an empty
+/// datagram from the other end, which the receive takes and discards.
+private final class DatagramReceiving: Sendable {
+    let receiveEnd: FileDescriptor
+    let sendEnd: FileDescriptor
+    /// Each datagram taken, with whether the loop's thread took it.
+    let received = Collector<[UInt8]>()
+    /// The timeout of every blocking receive, when it started.
+    let timeouts = Collector<CInt>()
+    let wakes = Counter()
+    let onLoopThread = Locked<[Bool]>([])
+    let loop = Slot<EventLoop>()
+
+    init() throws {
+        var ends: [CInt] = [0, 0]
+        #if canImport(Glibc)
+            let kind = CInt(SOCK_DGRAM.rawValue)
+        #else
+            let kind = SOCK_DGRAM
+        #endif
+        guard socketpair(AF_UNIX, kind, 0, &ends) == 0 else { throw Errno.current }
+        receiveEnd = FileDescriptor(adopting: ends[0])
+        sendEnd = FileDescriptor(adopting: ends[1])
+    }
+
+    func post(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { send(sendEnd.rawValue, $0.baseAddress, $0.count, 0) }
+    }
+
+    func wakeUp() {
+        wakes.increment()
+        _ = send(sendEnd.rawValue, nil, 0, 0)
+    }
+
+    /// Blocks at most `timeout` ms in `recv`, then takes what else is there.
+    func receive(timeout: CInt) {
+        onLoopThread.withLock { $0.append(loop.current?.isCurrent == true) }
+        var limit = timeval(tv_sec: 0, tv_usec: 0)
+        if timeout > 0 { limit = timeval(tv_sec: Int(timeout / 1000), tv_usec: numericCast(timeout % 1000 * 1000)) }
+        _ = setsockopt(
+            receiveEnd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        if timeout != 0 { timeouts.append(timeout) }
+        var flags = timeout == 0 ? CInt(MSG_DONTWAIT) : 0
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(receiveEnd.rawValue, $0.baseAddress, $0.count, flags) }
+            guard count >= 0 else { return }
+            if count > 0 { received.append(Array(buffer[..<count])) }
+            flags = CInt(MSG_DONTWAIT)
+        }
+    }
+
+    func makeLoop(named name: String) throws -> EventLoop {
+        let loop = try EventLoop(
+            name: name, waiting: .receiving({ [self] in receive(timeout: $0) }, wake: { [self] in wakeUp() }))
+        self.loop.set(loop)
+        return loop
+    }
+}
+
+/// The system call the thread of this process named `name` is in now, by
+/// its number (`/proc/self/task/*/syscall`), or `nil` when none is found.
+private func systemCall(ofThreadNamed name: String) -> Int? {
+    #if os(Linux)
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
+        for task in tasks {
+            guard
+                let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+                comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
+                let call = try? String(contentsOfFile: "/proc/self/task/\(task)/syscall", encoding: .utf8)
+            else { continue }
+            return call.split(separator: " ").first.flatMap { Int($0) }
+        }
+    #endif
+    return nil
+}
+
+#if arch(x86_64)
+    private let receiveCalls: Set<Int> = [45, 47, 299]  // recvfrom, recvmsg, recvmmsg
+    private let eventCalls: Set<Int> = [232, 281, 441]  // epoll_wait, epoll_pwait, epoll_pwait2
+#elseif arch(arm64)
+    private let receiveCalls: Set<Int> = [207, 212, 243]
+    private let eventCalls: Set<Int> = [22, 441]
+#else
+    private let receiveCalls: Set<Int> = []
+    private let eventCalls: Set<Int> = []
+#endif
+
+@Suite("Event loop: how its thread waits", .timeLimit(.minutes(2)))
+struct LoopWaitingTests {
+    @Test("a loop that waits in its own receive call sleeps there, not in epoll, and takes datagrams there")
+    func sleepsInReceive() async throws {
+        let receiving = try DatagramReceiving()
+        let loop = try receiving.makeLoop(named: "test.waitsInRecv")
+        loop.start()
+        defer { loop.stopAndJoin() }
+        await receiving.timeouts.wait(forCount: 1)
+        #expect(receiving.timeouts.values.first == -1, "nothing to do: it blocks without limit")
+        #if os(Linux)
+            if !receiveCalls.isEmpty {
+                #expect(await waitUntil { systemCall(ofThreadNamed: "waitsInRecv").map(receiveCalls.contains) == true })
+            }
+        #endif
+        receiving.post([1, 2, 3])
+        await receiving.received.wait(forCount: 1)
+        #expect(receiving.received.values == [[1, 2, 3]])
+        #expect(receiving.onLoopThread.withLock { $0.allSatisfy { $0 } })
+    }
+
+    @Test("the same probe finds a loop that waits for events in epoll, so it tells the two apart")
+    func eventsLoopSleepsInEpoll() async throws {
+        #if os(Linux)
+            guard !eventCalls.isEmpty else { return }
+            let loop = try EventLoop(name: "test.waitsInEpoll")
+            loop.start()
+            defer { loop.stopAndJoin() }
+            #expect(await waitUntil { systemCall(ofThreadNamed: "waitsInEpoll").map(eventCalls.contains) == true })
+        #endif
+    }
+
+    @Test("a job from another thread wakes a loop asleep in its receive call, with one wake-up")
+    func jobWakesReceive() async throws {
+        let receiving = try DatagramReceiving()
+        let loop = try receiving.makeLoop(named: "test.jobWakes")
+        loop.start()
+        defer { loop.stopAndJoin() }
+        await receiving.timeouts.wait(forCount: 1)
+        let ran = Signal()
+        let onLoop = Flag()
+        loop.execute {
+            if loop.isCurrent { onLoop.set() }
+            ran.fire()
+        }
+        #expect(await ran.wait(upTo: .seconds(10)))
+        #expect(onLoop.isSet)
+        #expect(receiving.wakes.count == 1)
+        #expect(receiving.received.values.isEmpty, "the wake-up is not a datagram the driver sees")
+    }
+
+    @Test("a timer bounds the receive's timeout and fires while no datagram arrives")
+    func timerBoundsReceive() async throws {
+        let receiving = try DatagramReceiving()
+        let loop = try receiving.makeLoop(named: "test.timerBounds")
+        loop.start()
+        defer { loop.stopAndJoin() }
+        await receiving.timeouts.wait(forCount: 1)
+        let fired = Signal()
+        let start = SystemClock.monotonicNanoseconds()
+        let firedAt = Locked<UInt64>(0)
+        loop.schedule(after: 40_000_000) {
+            firedAt.withLock { $0 = SystemClock.monotonicNanoseconds() }
+            fired.fire()
+        }
+        #expect(await fired.wait(upTo: .seconds(10)))
+        #expect(firedAt.withLock { $0 } &- start >= 40_000_000, "never early")
+        #expect(receiving.timeouts.values.dropFirst().contains { (1...40).contains($0) })
+    }
+
+    @Test("stop ends a loop asleep in its receive call, and it watches no descriptors")
+    func stopsAndRefusesDescriptors() async throws {
+        let receiving = try DatagramReceiving()
+        let loop = try receiving.makeLoop(named: "test.stops")
+        guard case .failure(let refused) = loop.register(receiving.sendEnd.rawValue, onReadable: {}) else {
+            Issue.record("a loop that waits in its own receive call registered a descriptor")
+            return
+        }
+        #expect(refused == Errno(rawValue: EOPNOTSUPP))
+        loop.start()
+        await receiving.timeouts.wait(forCount: 1)
+        #expect(loop.stopAndJoin(nanoseconds: 10_000_000_000) == .joined)
+        // Jobs enqueued after the stop still run, elsewhere.
+        let ran = Signal()
+        loop.execute { ran.fire() }
+        #expect(await ran.wait(upTo: .seconds(10)))
+    }
+}
