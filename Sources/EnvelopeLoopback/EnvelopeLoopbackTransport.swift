@@ -64,17 +64,18 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
         core.loop.start()
     }
 
-    /// Routes posts of `name` on the bus to this transport, from the moment
-    /// this returns.
-    public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
-        bus.add(try core.opened(for: "subscribe"), to: name)
+    /// Routes posts of the name or namespace `selector` says on the bus to
+    /// this transport, from the moment this returns.
+    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+        bus.add(try core.opened(for: "subscribe"), to: selector)
     }
 
-    /// Stops routing posts of `name` here. Envelopes already on their way
-    /// are still delivered; the center drops those of a cancelled observer.
-    public func unsubscribe(from name: NotificationName) {
+    /// Stops routing posts that only `selector` selected here. Envelopes
+    /// already on their way are still delivered; the center drops those of
+    /// a cancelled observer.
+    public func unsubscribe(from selector: NotificationSelector) {
         guard let inbox = try? core.opened(for: "unsubscribe") else { return }
-        bus.remove(inbox, from: name)
+        bus.remove(inbox, from: selector)
     }
 
     /// Hands the envelope's bytes to every inbox subscribed to its name.
@@ -86,7 +87,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
         // Looked up under the bus's lock, delivered after it: the lock is
         // never held while another thread is woken.
         for inbox in bus.inboxes(subscribedTo: message.name) {
-            inbox.deliver(bytes)
+            inbox.subscriber.deliver(bytes)
         }
         core.counters.add(to: .sent)
     }
@@ -155,41 +156,29 @@ final class EnvelopeDecoding {
 }
 
 /// A switchboard that envelope loopback transports share: which inboxes
-/// each name goes to.
+/// each name and namespace goes to.
 public final class EnvelopeBus: Sendable {
     // A subscription that returned is seen by every later lookup
     // (registration is immediate); a lookup copies one array out.
-    private let table = Locked<[NotificationName: [EnvelopeInbox]]>([:])
+    private let table = Locked(SelectorTable<ObjectIdentifier, EnvelopeInbox>())
 
     /// Creates a bus of its own.
     public init() {}
 
-    func add(_ inbox: EnvelopeInbox, to name: NotificationName) {
-        table.withLock { table in
-            if table[name, default: []].contains(where: { $0 === inbox }) { return }
-            table[name, default: []].append(inbox)
-        }
+    func add(_ inbox: EnvelopeInbox, to selector: NotificationSelector) {
+        table.withLock { $0.add(inbox, key: ObjectIdentifier(inbox), to: selector) }
     }
 
-    func remove(_ inbox: EnvelopeInbox, from name: NotificationName) {
-        table.withLock { Self.remove(inbox, from: name, in: &$0) }
+    func remove(_ inbox: EnvelopeInbox, from selector: NotificationSelector) {
+        table.withLock { $0.remove(ObjectIdentifier(inbox), from: selector) }
     }
 
     func removeEverywhere(_ inbox: EnvelopeInbox) {
-        table.withLock { table in
-            for name in Array(table.keys) { Self.remove(inbox, from: name, in: &table) }
-        }
+        table.withLock { $0.removeEverywhere(ObjectIdentifier(inbox)) }
     }
 
-    private static func remove(
-        _ inbox: EnvelopeInbox, from name: NotificationName, in table: inout [NotificationName: [EnvelopeInbox]]
-    ) {
-        table[name]?.removeAll { $0 === inbox }
-        if table[name]?.isEmpty == true { table[name] = nil }
-    }
-
-    func inboxes(subscribedTo name: NotificationName) -> [EnvelopeInbox] {
-        table.withLock { $0[name] ?? [] }
+    func inboxes(subscribedTo name: NotificationName) -> [SelectorTable<ObjectIdentifier, EnvelopeInbox>.Entry] {
+        table.withLock { $0.subscribers(of: name) }
     }
 }
 

@@ -6,15 +6,17 @@ import Synchronization
 extension RedisStreamsTransport {
     // MARK: Receiving
 
-    /// Records where reading `name` starts (the stream's last ID, or this
+    /// Records where reading the name `selector` says starts (the stream's last ID, or this
     /// identity's consumer group), connects a reading connection for it, and
     /// hands it to the event loop. Every entry added after this returns is read.
     ///
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
     ///   cannot be reached (in a cluster, after waiting up to
     ///   ``RedisStreamsConfiguration/failoverWait`` for a failover); nothing
-    ///   is subscribed then.
-    public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
+    ///   is subscribed then. ``TypedNotifications/TypedNotificationError/Code/unsupported``
+    ///   for a namespace: this transport observes single names.
+    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+        let name = try selector.name(servedBy: "Redis Streams")
         let key = key(for: name)
         // In a cluster whose slot lost its master, wait for the election as
         // a post does: a watcher started during a failover starts after it.
@@ -76,13 +78,14 @@ extension RedisStreamsTransport {
         return wait > .zero ? SystemClock.monotonicNanoseconds() &+ wait.clampedNanoseconds : nil
     }
 
-    /// Stops reading `name`. A durable identity's entries read but not yet
+    /// Stops reading the name `selector` says. A durable identity's entries read but not yet
     /// handled stay pending in its group and come again, marked as
     /// redeliveries, when it next subscribes. Its reads end at the server
     /// before this returns (a server that does not answer is waited for at
     /// most the connect and command timeouts): an entry posted after that
     /// is left for the identity's next subscription, as a first delivery.
-    public func unsubscribe(from name: NotificationName) {
+    public func unsubscribe(from selector: NotificationSelector) {
+        guard case .name(let name) = selector else { return }
         let reader = state.withLock { state in
             state.shared.readerErrors[name] = nil
             return state.shared.readers.removeValue(forKey: name)

@@ -320,7 +320,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         }
         var failure: TypedNotificationError?
         do throws(TypedNotificationError) {
-            try transport.subscribe(to: name)
+            try transport.subscribe(to: .name(name))
         } catch {
             failure = error
         }
@@ -339,14 +339,14 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         while true {
             for (waiter, outcome) in settled.wake { waiter.wake(outcome) }
             guard settled.unsubscribe else { return }
-            transport.unsubscribe(from: name)
+            transport.unsubscribe(from: .name(name))
             settled = table.withLock { $0.unsubscribed(name) }
         }
     }
 
     private func unregister(_ observation: some ObservationSink, from name: NotificationName) {
         guard table.withLock({ $0.unregister(from: name, where: { $0 === observation }) }) else { return }
-        transport.unsubscribe(from: name)
+        transport.unsubscribe(from: .name(name))
         settle(table.withLock { $0.unsubscribed(name) }, of: name)
     }
 

@@ -32,6 +32,7 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
             case unreachable
             case authenticationFailed
             case notReplicated
+            case unsupported
         }
 
         private let base: Base
@@ -101,6 +102,10 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
         /// it may be lost if that server fails over now. Like
         /// ``undelivered``, the notification was sent, and it is not sent again.
         public static let notReplicated = Code(.notReplicated)
+        /// The transport cannot do what was asked of it: for example observe
+        /// a ``NotificationNamespace`` on a transport that serves single
+        /// names only. The message says what it can do instead.
+        public static let unsupported = Code(.unsupported)
 
         /// Whether a post that failed with this code was sent all the same
         /// (``undelivered``, ``notReplicated``): it keeps its sequence number

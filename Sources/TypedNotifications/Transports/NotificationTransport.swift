@@ -24,12 +24,18 @@ public protocol NotificationTransport: Sendable {
     /// it passes every message it receives for a subscribed name to `receiver`.
     func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError)
 
-    /// Starts receiving messages of `name`. Once this returns, a message of
-    /// that name sent anywhere the transport reaches is passed to the receiver.
-    func subscribe(to name: NotificationName) throws(TypedNotificationError)
+    /// Starts receiving messages of the name or namespace `selector` says.
+    /// Once this returns, a message of a name it selects, sent anywhere the
+    /// transport reaches, is passed to the receiver, including a name never
+    /// sent before. A message that several subscriptions select is passed
+    /// once.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/unsupported`` for a
+    ///   namespace, from a transport that serves single names only.
+    func subscribe(to selector: NotificationSelector) throws(TypedNotificationError)
 
-    /// Stops receiving messages of `name`.
-    func unsubscribe(from name: NotificationName)
+    /// Stops receiving messages that only `selector` selected.
+    func unsubscribe(from selector: NotificationSelector)
 
     /// Sends one message to every subscriber of its name that the transport
     /// reaches, including this transport's own receiver when it subscribed.

@@ -19,8 +19,8 @@ final class InjectingTransport: NotificationTransport {
     func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         self.receiver.withLock { $0 = receiver }
     }
-    func subscribe(to name: NotificationName) throws(TypedNotificationError) {}
-    func unsubscribe(from name: NotificationName) {}
+    func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {}
+    func unsubscribe(from selector: NotificationSelector) {}
     func send(_ message: TransportMessage) throws(TypedNotificationError) {}
     func close() { receiver.withLock { $0 = nil } }
     func inject(_ message: TransportMessage) { receiver.withLock { $0 }?.receive(message) }

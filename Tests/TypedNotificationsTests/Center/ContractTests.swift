@@ -310,7 +310,7 @@ private struct OneLifecycle: ContractBody {
         }
         observer.close()
         expectClosed("post") { () throws(TypedNotificationError) in try transport.send(message) }
-        expectClosed("subscribe") { () throws(TypedNotificationError) in try transport.subscribe(to: Ping.name) }
+        expectClosed("subscribe") { () throws(TypedNotificationError) in try transport.subscribe(to: .name(Ping.name)) }
         expectClosed("open") { () throws(TypedNotificationError) in
             try transport.open(as: observer.sender, receiver: TransportReceiver { _ in })
         }

@@ -21,11 +21,13 @@ final class LossyEncodedTransport: NotificationTransport {
         state.withLock { $0.receiver = receiver }
     }
 
-    func subscribe(to name: NotificationName) throws(TypedNotificationError) {
+    func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+        let name = try selector.name(servedBy: "recording")
         state.withLock { _ = $0.subscribed.insert(name) }
     }
 
-    func unsubscribe(from name: NotificationName) {
+    func unsubscribe(from selector: NotificationSelector) {
+        guard case .name(let name) = selector else { return }
         state.withLock { _ = $0.subscribed.remove(name) }
     }
 

@@ -23,8 +23,8 @@ final class GatedTransport: NotificationTransport {
 
     var payloadForm: TransportPayloadForm { .encoded }
     func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {}
-    func subscribe(to name: NotificationName) throws(TypedNotificationError) {}
-    func unsubscribe(from name: NotificationName) {}
+    func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {}
+    func unsubscribe(from selector: NotificationSelector) {}
     func close() {}
 
     private func enter() {

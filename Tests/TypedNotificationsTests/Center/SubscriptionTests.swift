@@ -33,8 +33,8 @@ final class SlowSubscribeTransport: NotificationTransport {
     func send(_ message: TransportMessage) throws(TypedNotificationError) { try inner.send(message) }
     func close() { inner.close() }
 
-    func subscribe(to name: NotificationName) throws(TypedNotificationError) {
-        if name == slowName {
+    func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+        if selector == .name(slowName) {
             subscribes.add(1, ordering: .relaxed)
             if first.exchange(false, ordering: .acquiringAndReleasing) {
                 atGate.signal()
@@ -44,12 +44,12 @@ final class SlowSubscribeTransport: NotificationTransport {
                 throw TypedNotificationError(code: .storageFull, message: "the disk is full (planted)")
             }
         }
-        try inner.subscribe(to: name)
+        try inner.subscribe(to: selector)
     }
 
-    func unsubscribe(from name: NotificationName) {
-        if name == slowName { unsubscribes.add(1, ordering: .relaxed) }
-        inner.unsubscribe(from: name)
+    func unsubscribe(from selector: NotificationSelector) {
+        if selector == .name(slowName) { unsubscribes.add(1, ordering: .relaxed) }
+        inner.unsubscribe(from: selector)
     }
 }
 

@@ -192,10 +192,14 @@ public final class FileSignalTransport: KeepsLatest {
         loop.execute { [weak self] in self?.readPass() }
     }
 
-    /// Starts reading `name`'s log: at the end, or at this identity's saved
-    /// cursor. A cursor that cannot be used starts at the oldest record the
-    /// log still has (see ``cursorProblem(for:)``).
-    public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
+    /// Starts reading the log of the name `selector` says: at the end, or
+    /// at this identity's saved cursor. A cursor that cannot be used starts
+    /// at the oldest record the log still has (see ``cursorProblem(for:)``).
+    ///
+    /// - Throws: ``TypedNotificationError/Code/unsupported`` for a namespace:
+    ///   this transport observes single names.
+    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+        let name = try selector.name(servedBy: "file")
         try SharedDirectory.prepare(FileLog.nameDirectory(directory, name), sharing: configuration.sharing)
         let start = startingPoint(for: name)
         // A plain observer gets what is posted from now on (and, from its
@@ -226,10 +230,11 @@ public final class FileSignalTransport: KeepsLatest {
         requestPass()
     }
 
-    /// Stops reading `name`'s log. A durable cursor stays where its handled
+    /// Stops reading the log of the name `selector` says. A durable cursor stays where its handled
     /// notifications left it; what was in flight is delivered again (marked
     /// as a redelivery) to the next subscription.
-    public func unsubscribe(from name: NotificationName) {
+    public func unsubscribe(from selector: NotificationSelector) {
+        guard case .name(let name) = selector else { return }
         state.withLock { state in
             readersChanged.wrappingAdd(1, ordering: .releasing)
             _ = state.shared.readers.removeValue(forKey: name)

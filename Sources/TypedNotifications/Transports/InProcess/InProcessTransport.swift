@@ -39,15 +39,17 @@ public final class InProcessTransport: NotificationTransport {
         }
     }
 
-    /// Routes messages of `name` on the bus to this transport's receiver.
-    public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
-        bus.subscribe(try openID(for: "subscribe"), to: name)
+    /// Routes messages of the name or namespace `selector` says on the bus
+    /// to this transport's receiver.
+    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+        bus.subscribe(try openID(for: "subscribe"), to: selector)
     }
 
-    /// Stops routing messages of `name` to this transport's receiver.
-    public func unsubscribe(from name: NotificationName) {
+    /// Stops routing messages that only `selector` selected to this
+    /// transport's receiver.
+    public func unsubscribe(from selector: NotificationSelector) {
         guard let id = try? openID(for: "unsubscribe") else { return }
-        bus.unsubscribe(id, from: name)
+        bus.unsubscribe(id, from: selector)
     }
 
     /// Hands the message to every receiver on the bus subscribed to its name.
@@ -84,7 +86,7 @@ public final class InProcessBus: Sendable {
     private struct Table {
         var nextID: UInt64 = 1
         var receivers: [UInt64: TransportReceiver] = [:]
-        var subscriptions: [NotificationName: [(id: UInt64, receiver: TransportReceiver)]] = [:]
+        var subscriptions = SelectorTable<UInt64, TransportReceiver>()
     }
 
     /// Creates a bus of its own, apart from ``shared``.
@@ -102,35 +104,24 @@ public final class InProcessBus: Sendable {
     func detach(_ id: UInt64) {
         table.withLock { table in
             table.receivers[id] = nil
-            for (name, list) in table.subscriptions where list.contains(where: { $0.id == id }) {
-                let rest = list.filter { $0.id != id }
-                table.subscriptions[name] = rest.isEmpty ? nil : rest
-            }
+            table.subscriptions.removeEverywhere(id)
         }
     }
 
-    func subscribe(_ id: UInt64, to name: NotificationName) {
+    func subscribe(_ id: UInt64, to selector: NotificationSelector) {
         table.withLock { table in
             guard let receiver = table.receivers[id] else { return }
-            var list = table.subscriptions[name] ?? []
-            guard !list.contains(where: { $0.id == id }) else { return }
-            list.append((id, receiver))
-            table.subscriptions[name] = list
+            table.subscriptions.add(receiver, key: id, to: selector)
         }
     }
 
-    func unsubscribe(_ id: UInt64, from name: NotificationName) {
-        table.withLock { table in
-            guard let list = table.subscriptions[name] else { return }
-            let rest = list.filter { $0.id != id }
-            table.subscriptions[name] = rest.isEmpty ? nil : rest
-        }
+    func unsubscribe(_ id: UInt64, from selector: NotificationSelector) {
+        table.withLock { $0.subscriptions.remove(id, from: selector) }
     }
 
     func deliver(_ message: TransportMessage) {
-        guard let list = table.withLock({ $0.subscriptions[message.name] }) else { return }
-        for entry in list {
-            entry.receiver.receive(message)
+        for entry in table.withLock({ $0.subscriptions.subscribers(of: message.name) }) {
+            entry.subscriber.receive(message)
         }
     }
 }

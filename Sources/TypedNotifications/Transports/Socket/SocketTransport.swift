@@ -273,8 +273,13 @@ public final class SocketTransport: NotificationTransport {
     /// without waking another thread.
     public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
 
-    /// Registers this endpoint for `name`: from now on posts of it reach this transport.
-    public func subscribe(to name: NotificationName) throws(TypedNotificationError) {
+    /// Registers this endpoint for the name `selector` says: from now on
+    /// posts of it reach this transport.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/unsupported`` for a namespace:
+    ///   this transport observes single names.
+    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+        let name = try selector.name(servedBy: "socket")
         let (sender, registration) = try state.withLock {
             (state: inout SocketCore.State) throws(TypedNotificationError) in
             (try state.lifecycle.opened(for: "subscribe"), state.shared.registration)
@@ -306,8 +311,9 @@ public final class SocketTransport: NotificationTransport {
         }
     }
 
-    /// Removes this endpoint's registration for `name`.
-    public func unsubscribe(from name: NotificationName) {
+    /// Removes this endpoint's registration for the name `selector` says.
+    public func unsubscribe(from selector: NotificationSelector) {
+        guard case .name(let name) = selector else { return }
         let removed = state.withLock { state in
             state.shared.unlinkedEntries.remove(name)
             return state.shared.subscribed.remove(name) != nil
