@@ -1,4 +1,5 @@
 @_spi(TransportAuthoring) import NotificationPlatform
+import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
 
 /// Hands notifications between centers of one process as the bytes of their
@@ -66,8 +67,15 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
 
     /// Routes posts of the name or namespace `selector` says on the bus to
     /// this transport, from the moment this returns.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/closed`` unless open; also
+    ///   when it closed while this ran.
     public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
-        bus.add(try core.opened(for: "subscribe"), to: selector)
+        // The inbox was taken under the core's lock, and a close may come
+        // before the bus adds it: the bus refuses an inbox that left.
+        guard bus.add(try core.opened(for: "subscribe"), to: selector) else {
+            throw TypedNotificationError(code: .closed, message: "subscribe on an envelope loopback that closed")
+        }
     }
 
     /// Stops routing posts that only `selector` selected here. Envelopes
@@ -111,6 +119,8 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
 /// bytes on the poster's thread, and it decodes them on its own.
 @_spi(TransportAuthoring) public final class EnvelopeInbox: Sendable {
     private let decoding: LoopBound<EnvelopeDecoding>
+    /// Whether its transport closed; changed and read under the bus's lock.
+    fileprivate let hasLeft = Atomic<Bool>(false)
 
     init(_ decoding: LoopBound<EnvelopeDecoding>) {
         self.decoding = decoding
@@ -165,16 +175,25 @@ public final class EnvelopeBus: Sendable {
     /// Creates a bus of its own.
     public init() {}
 
-    func add(_ inbox: EnvelopeInbox, to selector: NotificationSelector) {
-        table.withLock { $0.add(inbox, key: ObjectIdentifier(inbox), to: selector) }
+    /// Adds `inbox`, unless its transport closed: then returns `false`.
+    func add(_ inbox: EnvelopeInbox, to selector: NotificationSelector) -> Bool {
+        table.withLock { table in
+            guard !inbox.hasLeft.load(ordering: .relaxed) else { return false }
+            table.add(inbox, key: ObjectIdentifier(inbox), to: selector)
+            return true
+        }
     }
 
     func remove(_ inbox: EnvelopeInbox, from selector: NotificationSelector) {
         table.withLock { $0.remove(ObjectIdentifier(inbox), from: selector) }
     }
 
+    /// Removes `inbox` for good: a later ``add(_:to:)`` refuses it.
     func removeEverywhere(_ inbox: EnvelopeInbox) {
-        table.withLock { $0.removeEverywhere(ObjectIdentifier(inbox)) }
+        table.withLock { table in
+            inbox.hasLeft.store(true, ordering: .relaxed)
+            table.removeEverywhere(ObjectIdentifier(inbox))
+        }
     }
 
     func inboxes(subscribedTo name: NotificationName) -> [SelectorTable<ObjectIdentifier, EnvelopeInbox>.Entry] {

@@ -185,8 +185,10 @@ import Synchronization
                 state.phase = .stopped
                 return .neverStarted
             case .running:
+                // A thread that is not asleep sees the phase before it
+                // sleeps again; one asleep is woken once, as for a job.
                 state.phase = .stopping
-                return .wakeThread
+                return state.takeWakeUp() ? .wakeThread : .nothing
             case .stopping, .stopped:
                 return .nothing
             }
@@ -326,12 +328,17 @@ import Synchronization
     }
 
     /// Names the system's thread after the last part of ``name``, cut to the
-    /// 15 bytes Linux keeps, so `top -H`, `perf` and `/proc` show whose thread
-    /// it is (`TypedNotifications.SocketTransport`: `SocketTransport`).
-    /// Foundation names a `Thread` for the system only on Apple platforms.
+    /// 15 bytes Linux keeps and never inside a character, so `top -H`, `perf`
+    /// and `/proc` show whose thread it is (`TypedNotifications.SocketTransport`:
+    /// `SocketTransport`). Foundation names a `Thread` for the system only
+    /// on Apple platforms.
     private func nameSystemThread() {
-        let last = name.split(separator: ".").last.map(String.init) ?? name
-        ctn_name_current_thread(last)
+        var kept = ""
+        for character in name.split(separator: ".").last ?? Substring(name) {
+            guard kept.utf8.count + character.utf8.count <= 15 else { break }
+            kept.append(character)
+        }
+        ctn_name_current_thread(kept)
     }
 
     /// Runs queued jobs in order for at most one slice. Jobs of `batch` from
@@ -414,12 +421,14 @@ import Synchronization
     ///
     /// `receive` runs on the loop's thread whenever the loop has nothing
     /// else to do. It blocks at most `timeoutMilliseconds` (-1: without
-    /// limit, 0: not at all; the loop's next timer sets it), handles what
+    /// limit, 0: not at all; the loop's next timer sets it, rounded up and
+    /// at most 60 s, so a timer never fires early), handles what
     /// it received, and returns. `wake`, called from any thread, makes the
     /// receive blocked now, or the next one, return soon: for example a
     /// datagram the process sends to its own socket, which `receive` then
     /// takes and discards. The loop calls it at most once per sleep, and
-    /// only while the thread sleeps or is about to. The loop watches no
+    /// only while the thread sleeps or is about to, for jobs, timers and
+    /// ``EventLoop/stop()`` alike. The loop watches no
     /// descriptors then (``EventLoop/register(_:exclusive:onReadable:)``
     /// refuses).
     @_spi(TransportAuthoring) public static func receiving(

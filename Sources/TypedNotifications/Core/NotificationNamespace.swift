@@ -33,8 +33,10 @@ public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStrin
     }
 
     /// Whether `name` is in the namespace: it is the namespace's text, or
-    /// starts with that text and a dot.
+    /// starts with that text and a dot. A name made from an invalid literal
+    /// is in no namespace, as it reaches no observer.
     public func contains(_ name: NotificationName) -> Bool {
+        guard name.isValid else { return false }
         let prefix = root.rawValue.utf8
         let text = name.rawValue.utf8
         guard text.starts(with: prefix) else { return false }

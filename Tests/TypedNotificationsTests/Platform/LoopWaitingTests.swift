@@ -64,6 +64,15 @@ private final class DatagramReceiving: Sendable {
         }
     }
 
+    /// How many datagrams are still queued at the receiving end: wake-ups
+    /// nobody took, once the loop has ended.
+    func unread() -> Int {
+        var count = 0
+        var byte: UInt8 = 0
+        while recv(receiveEnd.rawValue, &byte, 1, CInt(MSG_DONTWAIT)) >= 0 { count += 1 }
+        return count
+    }
+
     func makeLoop(named name: String) throws -> EventLoop {
         let loop = try EventLoop(
             name: name, waiting: .receiving({ [self] in receive(timeout: $0) }, wake: { [self] in wakeUp() }))
@@ -168,6 +177,26 @@ struct LoopWaitingTests {
         #expect(await fired.wait(upTo: .seconds(10)))
         #expect(firedAt.withLock { $0 } &- start >= 40_000_000, "never early")
         #expect(receiving.timeouts.values.dropFirst().contains { (1...40).contains($0) })
+    }
+
+    @Test(
+        "stop wakes a sleeping loop once, as a job does, and not at all from a job: no wake-up is left unread",
+        arguments: [false, true])
+    func stopWakesOnce(fromJob: Bool) async throws {
+        for round in 0..<50 {
+            let receiving = try DatagramReceiving()
+            let loop = try receiving.makeLoop(named: "test.stopOnce")
+            loop.start()
+            await receiving.timeouts.wait(forCount: 1)
+            if fromJob {
+                loop.execute { loop.stop() }
+            } else {
+                loop.execute {}
+                loop.stop()
+            }
+            #expect(loop.join(nanoseconds: 10_000_000_000) == .joined)
+            #expect(receiving.unread() == 0, "round \(round): \(receiving.wakes.count) wake-ups")
+        }
     }
 
     @Test("stop ends a loop asleep in its receive call, and it watches no descriptors")

@@ -1,8 +1,9 @@
-import EnvelopeLoopback
 import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
-@_spi(CenterAuthoring) @testable import TypedNotifications
+@testable import EnvelopeLoopback
+@_spi(CenterAuthoring) @_spi(TransportAuthoring) @testable import TypedNotifications
 
 /// Encodes as text what it decodes as a number: it never survives a wire.
 private struct LossyScore: TypedNotification, Codable {
@@ -58,6 +59,38 @@ struct EnvelopeLoopbackTests {
         try plain.post(LossyScore(points: 7))
         await arrived.wait(forCount: 1)
         #expect(arrived.values == [7])
+    }
+
+    @Test("a subscribe racing close never puts the closed transport back on the bus")
+    func subscribeRacingClose() throws {
+        let bus = EnvelopeBus()
+        let race = try NotificationNamespace(validating: "test.race")
+        var refused = 0
+        for round in 0..<300 {
+            let transport = try EnvelopeLoopbackTransport(bus: bus)
+            try transport.open(
+                as: try forgedSender(endpoint: "racer", instance: UInt64(round + 1)),
+                receiver: TransportReceiver(receive: { _ in }))
+            let outcomes = Locked<[TypedNotificationError.Code?]>([])
+            let done = startThread {
+                for _ in 0..<50 {
+                    do throws(TypedNotificationError) {
+                        try transport.subscribe(to: .namespace(race))
+                        outcomes.withLock { $0.append(nil) }
+                    } catch {
+                        outcomes.withLock { $0.append(error.code) }
+                    }
+                }
+            }
+            SystemProcess.pause(microseconds: UInt32.random(in: 0...300))
+            transport.close()
+            #expect(done.wait(nanoseconds: 30_000_000_000))
+            #expect(bus.inboxes(subscribedTo: "test.race.x").isEmpty, "round \(round)")
+            let codes = outcomes.withLock { $0 }
+            #expect(codes.allSatisfy { $0 == nil || $0 == .closed })
+            refused += codes.filter { $0 == .closed }.count
+        }
+        #expect(refused > 0, "the close came first in some rounds")
     }
 
     @Test("an envelope over the receiving center's limit is refused unread, and counted missed once")
