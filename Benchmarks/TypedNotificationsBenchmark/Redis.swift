@@ -32,25 +32,57 @@ final class BenchRedisServer {
     }
 
     /// Starts a server and returns once it answers.
+    ///
+    /// A free port can be taken before the server binds it, by another
+    /// program's server (a test's, beside a benchmark a test runs): what
+    /// answers there is not this server, and `flush()` would empty the
+    /// other's. So the server that answers must say it is this child
+    /// (`INFO server`'s `process_id`); otherwise it starts again on another
+    /// port, up to five times.
     init(executable: String) {
         directory = makeScratchDirectory("redis")
-        port = Self.freePort()
-        let arguments = [
-            executable, "--port", "\(port)", "--bind", "127.0.0.1", "--dir", directory, "--save", "",
-            "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
-        ]
-        // A child that dies with this process: a benchmark ended by a signal
-        // or a closed pipe (`… | head`) leaves no server running.
-        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        let child = cbs_spawn_dying_with_parent(executable, argv, environ, -1, -1)
-        for argument in argv { free(argument) }
-        guard child > 0 else { fail("could not start \(executable): errno \(errno)") }
-        processID = child
+        for _ in 0..<5 {
+            let port = Self.freePort()
+            let arguments = [
+                executable, "--port", "\(port)", "--bind", "127.0.0.1", "--dir", directory, "--save", "",
+                "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
+            ]
+            // A child that dies with this process: a benchmark ended by a
+            // signal or a closed pipe (`… | head`) leaves no server running.
+            let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+            let child = cbs_spawn_dying_with_parent(executable, argv, environ, -1, -1)
+            for argument in argv { free(argument) }
+            guard child > 0 else { fail("could not start \(executable): errno \(errno)") }
+            if Self.answers(on: port, as: child) {
+                processID = child
+                self.port = port
+                return
+            }
+            kill(child, SIGKILL)
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+        }
+        fail("redis-server found no free port in five tries")
+    }
+
+    /// Whether the server answering on `port` is the process `child`,
+    /// waiting up to 10 s for it; `false` once `child` has exited (its port
+    /// was taken).
+    private static func answers(on port: Int, as child: pid_t) -> Bool {
         let deadline = now() + 10_000_000_000
-        while (try? RedisConnection.connect(RedisConnectionOptions(port: port))) == nil {
-            guard now() < deadline else { fail("redis-server did not start on port \(port)") }
+        while now() < deadline {
+            var status: Int32 = 0
+            if waitpid(child, &status, WNOHANG) == child { return false }
+            if (try? RedisConnection.connect(RedisConnectionOptions(port: port))) != nil {
+                let bare = BareRedis(port: port)
+                defer { bare.close() }
+                bare.send(["INFO", "server"])
+                guard case .bulkString(let bytes?) = bare.reply() else { return false }
+                return String(decoding: bytes, as: UTF8.self).contains("process_id:\(child)\r\n")
+            }
             usleep(10_000)
         }
+        fail("redis-server did not start on port \(port)")
     }
 
     /// Empties the server between scenarios.

@@ -123,7 +123,15 @@ private func runContract<T: NotificationTransport>(
     defer { poster.close() }
     let observer = try NotificationHub(endpoint: "observer", transport: try kind.make(T.self, at: place))
     defer { observer.close() }
-    try await body.run(poster: poster, observer: observer)
+    do {
+        try await body.run(poster: poster, observer: observer)
+    } catch {
+        // A hub closed by its transport says why in `failure`, which the
+        // error thrown afterwards (`closed`) does not.
+        if let failure = observer.failure { Issue.record("the observer's hub failed: \(failure)") }
+        if let failure = poster.failure { Issue.record("the poster's hub failed: \(failure)") }
+        throw error
+    }
 }
 
 /// Guarantee 1: one poster's notifications reach the observer in post order.
