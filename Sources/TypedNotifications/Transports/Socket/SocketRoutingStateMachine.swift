@@ -30,6 +30,10 @@ struct SocketRoutingStateMachine<Peer> {
     private(set) var peers: [String: Peer] = [:]
     private var watchIndex: [NotificationName: Int] = [:]
     private var watchedNames: [Int: NotificationName] = [:]
+    /// Names whose directory could not be watched: no change event will
+    /// tell of them, so each change of the generation (each post, while
+    /// there is none) lists them again and tries the watch again.
+    private var unwatched: Set<NotificationName> = []
     /// The registry generation when the change events were last read.
     private var seenGeneration: UInt64?
     /// Routes or peers changed since ``takeChanges()``.
@@ -80,7 +84,7 @@ struct SocketRoutingStateMachine<Peer> {
     enum RouteAction: Equatable {
         /// The route of the name is current.
         case current
-        /// Watch the name's directory, then report ``watched(_:as:)``.
+        /// Watch the name's directory, report ``watched(_:as:)``, then list it.
         case watch
         /// List the name's registry entries, then report ``listed(_:endpoints:)``.
         case list
@@ -93,6 +97,9 @@ struct SocketRoutingStateMachine<Peer> {
     mutating func changesRead(_ events: ChangeEvents, lostWatches: Set<Int>, for name: NotificationName)
         -> RouteAction
     {
+        // Reached when the generation changed or is unknown: a name without
+        // a watch may have changed unseen.
+        if unwatched.remove(name) != nil { routes[name] = nil }
         switch events {
         case .changed(let indices):
             for index in indices {
@@ -114,16 +121,19 @@ struct SocketRoutingStateMachine<Peer> {
     }
 
     /// The name's directory is watched under `index`, or could not be
-    /// (`nil`: the name gets an empty route, and is retried when the
-    /// routes are next forgotten). Returns whether to list it now.
-    mutating func watched(_ name: NotificationName, as index: Int?) -> Bool {
+    /// (`nil`: its directory is gone, or the system's watches ran out). It
+    /// is listed now either way. Without a watch, the name is listed and
+    /// watched again on its first post after the shared generation
+    /// changes, which every registration and repair bumps (on every post
+    /// while there is no generation), so an observer that registers later
+    /// is found all the same.
+    mutating func watched(_ name: NotificationName, as index: Int?) {
         guard let index else {
-            routes[name] = []
-            return false
+            unwatched.insert(name)
+            return
         }
         watchIndex[name] = index
         watchedNames[index] = name
-        return true
     }
 
     // MARK: - Scanning

@@ -178,7 +178,7 @@ extension SocketTransport {
             if (try? SharedDirectory.prepare(nameDirectory, sharing: configuration.sharing)) != nil {
                 index = try? routing.monitor.watch(nameDirectory)
             }
-            guard routing.machine.watched(name, as: index) else { return }
+            routing.machine.watched(name, as: index)
         case .list:
             break
         }

@@ -148,6 +148,42 @@ struct RegistryRepairTests {
         #expect(observer.failure == nil)
     }
 
+    @Test("rm -rf DIR/names while the observer process is stopped: a long-lived poster reaches it once repaired")
+    func wholeRegistryRemovedUnderLivePoster() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let name: NotificationName = "test.repair.stopped"
+        let watcher = try HelperProcess(
+            ["watch", name.rawValue, "--transport", "socket", "--dir", directory], executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        let poster = try socketHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        /// Posts `text` every 50 ms until the watcher prints it (20 s at most).
+        func postUntilPrinted(_ text: String) async throws -> Bool {
+            let clock = ContinuousClock()
+            let start = clock.now
+            while clock.now - start < .seconds(20) {
+                let printed = watcher.lines.values.count
+                try poster.post(text, as: name)
+                _ = await watcher.lines.wait(forCount: printed + 1, upTo: .milliseconds(50))
+                if watcher.lines.values.contains(where: { $0.contains(text) }) { return true }
+            }
+            return false
+        }
+        #expect(try await postUntilPrinted("before"))
+        // Stopped, the observer cannot make its entry again before the
+        // poster looks for it: the poster's watch of the name's directory
+        // fails, since the directory it would be made in is gone too.
+        watcher.signal(SIGSTOP)
+        try await removeWithRM(directory + "/names")
+        #expect(await waitUntil { poster.transport.registryGeneration?.value == nil })
+        try poster.post("while stopped", as: name)
+        watcher.signal(SIGCONT)
+        #expect(try await postUntilPrinted("after"), "the poster never found the repaired entry")
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+    }
+
     @Test("the only entry and the registration file removed: a new registration file, and posts arrive again")
     func registrationRemovedWithEveryEntry() async throws {
         let directory = try makeTemporaryDirectory()

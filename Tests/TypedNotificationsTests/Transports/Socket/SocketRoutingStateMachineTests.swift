@@ -48,7 +48,7 @@ struct SocketRoutingStateMachineTests {
                     watches[name] = nextWatch
                     nextWatch += 1
                 }
-                guard machine.watched(name, as: index) else { return machine.route(of: name) }
+                machine.watched(name, as: index)
             case .list:
                 break
             }
@@ -147,19 +147,44 @@ struct SocketRoutingStateMachineTests {
         #expect(driver.released == ["peer-e1"], "an endpoint no name routes to is let go")
     }
 
-    @Test("a directory that cannot be watched routes nowhere until the routes are next forgotten")
+    @Test("a directory that cannot be watched is listed all the same, and again after each registry change")
     func unwatchable() {
         var driver = Driver()
         driver.watchable = false
         driver.registry[a] = ["e1"]
-        #expect(driver.post(a) == [])
-        #expect(driver.listings == 0, "not listed without a watch: a later change would go unseen")
-        driver.watchable = true
-        driver.generation = 2
-        #expect(driver.post(a) == [], "the empty route is cached like any other")
-        driver.generation = 3
-        driver.events = .overflowed
+        #expect(driver.post(a) == ["e1"], "listed without a watch")
+        #expect(driver.listings == 1)
         #expect(driver.post(a) == ["e1"])
+        #expect(driver.listings == 1, "cached while the generation stands: nothing registered meanwhile")
+        // No change event can tell of it: the generation does.
+        driver.registry[a] = ["e1", "e2"]
+        driver.generation = 2
+        #expect(driver.post(a) == ["e1", "e2"])
+        #expect(driver.listings == 2)
+        // Once it can be watched, it is, and the events take over.
+        driver.watchable = true
+        driver.generation = 3
+        #expect(driver.post(a) == ["e1", "e2"])
+        #expect(driver.watches[a] != nil)
+        driver.generation = 4
+        #expect(driver.post(a) == ["e1", "e2"])
+        #expect(driver.listings == 3, "watched now: a generation change with no event for it lists nothing")
+    }
+
+    @Test("without a generation, a name that cannot be watched is listed and tried again on every post")
+    func unwatchableWithoutGeneration() {
+        var driver = Driver()
+        driver.generation = nil
+        driver.watchable = false
+        #expect(driver.post(a) == [], "its directory is gone, and nobody registered yet")
+        driver.registry[a] = ["e1"]
+        #expect(driver.post(a) == ["e1"], "an observer that registers later is found at the next post")
+        driver.watchable = true
+        #expect(driver.post(a) == ["e1"])
+        #expect(driver.watches[a] != nil)
+        let listings = driver.listings
+        #expect(driver.post(a) == ["e1"])
+        #expect(driver.listings == listings, "watched: no change event, no listing")
     }
 
     @Test("a dead endpoint's entry is removed; refused and unreachable ones are left out and retried on the next scan")
