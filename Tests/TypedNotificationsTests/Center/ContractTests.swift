@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 import TransportCatalog
 import TypedNotifications
@@ -196,8 +197,23 @@ private struct LossesCounted: ContractBody {
             received.append((ping.index, delivery.missed))
             if ping.index == 299 { last.fire() }
         }
-        for index in 0..<300 { try poster.post(Ping(index: index)) }
-        release.signal()
+        // Posted and released from a thread of its own: where handlers run
+        // on the shared pool (in-process), the held one takes one of its two
+        // threads, and a release that needed the other (busy with another
+        // suite's held handler) would never come.
+        let failures = Locked<[TypedNotificationError]>([])
+        let posted = startThread {
+            for index in 0..<300 {
+                do throws(TypedNotificationError) {
+                    try poster.post(Ping(index: index))
+                } catch {
+                    failures.withLock { $0.append(error) }
+                }
+            }
+            release.signal()
+        }
+        #expect(await waitUntil { posted.wait(nanoseconds: 0) })
+        #expect(failures.withLock { $0 }.isEmpty)
         #expect(await last.wait(upTo: .seconds(60)))
         let values = received.values
         #expect(values.count + values.map(\.missed).reduce(0, +) == 300)

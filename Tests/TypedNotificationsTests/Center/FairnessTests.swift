@@ -163,11 +163,23 @@ struct FairnessTests {
             controlWaits.append(
                 (Int(note.text) ?? -1, SystemClock.monotonicNanoseconds() &- delivery.timestamp.monotonicNanoseconds))
         }
-        for index in 0..<total { try hub.post(Ping(index: index)) }
-        try hub.post(Note(text: "0"))
-        queuedAt.withLock { $0[0] = 0 }
+        // The flood is posted and the executor let go from a thread of its
+        // own: the held delivery takes one of the pool's two threads, and a
+        // release that needed the other could wait behind another suite's.
+        let failures = Locked<[TypedNotificationError]>([])
+        let posted = startThread {
+            do throws(TypedNotificationError) {
+                for index in 0..<total { try hub.post(Ping(index: index)) }
+                try hub.post(Note(text: "0"))
+            } catch {
+                failures.withLock { $0.append(error) }
+            }
+            queuedAt.withLock { $0[0] = 0 }
+            queued.signal()
+        }
+        #expect(await waitUntil { posted.wait(nanoseconds: 0) })
+        try #require(failures.withLock { $0 }.isEmpty)
         var sent = 1
-        queued.signal()
         // One quiet notification every 2 ms while the flood lasts (pacing a
         // load, not waiting for anything).
         while !floodHandled.hasFired {

@@ -1,4 +1,5 @@
 import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
@@ -328,11 +329,14 @@ struct RedisFaultTests {
             transport: RedisStreamsTransport(url: server.url(credentials: "app:secret@"), identity: "svc"))
         defer { durable.close() }
         // The handler runs on an actor of its own, not on the transport's
-        // thread, which must stay free to send acknowledgements.
+        // thread, which must stay free to send acknowledgements; the actor
+        // runs on a thread of its own too, so holding it keeps none of the
+        // shared pool's two threads from the rest of the run.
         let release = DispatchSemaphore(value: 0)
         let seen = Collector<Int>()
         // The observer holds its actor weakly: the test keeps it.
-        let tally = Tally()
+        let tally = try ThreadActor()
+        defer { tally.loop.stopAndJoin() }
         let token = try durable.addObserver(Ping.self, on: tally) { _, ping, _ in
             // The tenth is held until the server refuses acknowledgements.
             if ping.index == 9 { _ = release.wait(timeout: .now() + 60) }

@@ -202,3 +202,17 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 #else
     let runsUnderThreadSanitizer = dlsym(UnsafeMutableRawPointer(bitPattern: -2), "__tsan_init") != nil
 #endif
+
+/// An actor with a thread of its own: a handler that blocks on it (held by
+/// a test on purpose) takes none of the shared pool's threads, which every
+/// other test's tasks need (two on a 2-core machine).
+actor ThreadActor {
+    nonisolated let loop: EventLoop
+
+    init() throws {
+        loop = try EventLoop(name: "test.ThreadActor")
+        loop.start()
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+}

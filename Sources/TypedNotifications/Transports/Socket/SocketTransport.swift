@@ -42,7 +42,8 @@ import Dispatch
 /// - **A removed registration is made again:** an entry of a live endpoint
 ///   that someone removed (`rm -rf DIR/names/NAME`, or `DIR/names` whole) is
 ///   found and made again within about a second, so posts reach it again
-///   (``SocketTransportStatistics/repairedEntries``); an entry replaced by
+///   (``SocketTransportStatistics/repairedEntries``), from new posters and
+///   from posters that were running all along; an entry replaced by
 ///   another file of this user is made a link again. Every entry of an
 ///   endpoint is a hard link to one registration file, so the look is one
 ///   `fstat` whether it observes one name or 10,000; the names are looked
