@@ -23,10 +23,14 @@
 public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedStatistics>: Sendable {
     /// What the lock guards: the lifecycle, and what the driver shares.
     @_spi(TransportAuthoring) public struct State {
-        /// Created, open (holding what `open` kept) or closed.
-        @_spi(TransportAuthoring) public var lifecycle: TransportLifecycle<Opened>
+        // `shared` comes first: a driver with nothing to share (`Void`) has
+        // a zero-sized field, and one at the end would have the address
+        // just past this object, which ThreadSanitizer then reports as a
+        // race with whatever object the allocator put next.
         /// The driver's own state.
         @_spi(TransportAuthoring) public var shared: Shared
+        /// Created, open (holding what `open` kept) or closed.
+        @_spi(TransportAuthoring) public var lifecycle: TransportLifecycle<Opened>
     }
 
     /// The live counters of the transport's statistics.
@@ -41,7 +45,7 @@ public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedSt
     /// `loop`, sharing `shared` under its lock.
     @_spi(TransportAuthoring) public init(kind: String, loop: EventLoop, shared: sending Shared) {
         self.loop = loop
-        state = Locked(State(lifecycle: TransportLifecycle(kind: kind), shared: shared))
+        state = Locked(State(shared: shared, lifecycle: TransportLifecycle(kind: kind)))
     }
 
     /// A thread for a core: an event loop named `name` that waits as
