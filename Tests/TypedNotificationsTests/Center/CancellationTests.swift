@@ -35,16 +35,24 @@ func cancelDuringHandlerRun(
     try center.post(Ping(index: 2))
     await entered.wait()
 
-    let canceller = Task.detached {
-        if synchronously {
-            token.cancel()
-        } else {
-            await token.cancelAndWait()
-        }
+    let cancelAndLook: @Sendable () -> Bool = {
         // The run that was in flight must have finished before cancel returned.
         let finishedFirst = runFinished.isSet
         cancelReturned.set()
         return finishedFirst
+    }
+    let canceller = Task.detached {
+        guard synchronously else {
+            await token.cancelAndWait()
+            return cancelAndLook()
+        }
+        // The blocking cancel holds its thread until this test releases the
+        // handler, and this test needs a thread of the shared pool to do so:
+        // on a thread of the pool it could hold the last free one.
+        return await onThreadOfItsOwn {
+            token.cancel()
+            return cancelAndLook()
+        }
     }
     // Let the canceller reach its wait: the token reports cancelled once
     // cancel's synchronous part has run.

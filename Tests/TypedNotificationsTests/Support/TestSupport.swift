@@ -188,6 +188,17 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
     }
 }
 
+/// Runs `body` on a thread of its own and waits for it without holding a
+/// thread of the shared pool: for a call that blocks until the test, which
+/// needs the pool, lets it go on. Record no issue in `body`: off the test's
+/// task, it would not be the test's.
+func onThreadOfItsOwn<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        let thread = Thread { continuation.resume(returning: body()) }
+        thread.start()
+    }
+}
+
 /// `SOCK_STREAM` as `socket(2)` takes it: an enum in Glibc, a macro on Darwin.
 #if os(Linux)
     let streamSocketType = Int32(SOCK_STREAM.rawValue)
