@@ -49,7 +49,7 @@ func cancelDuringHandlerRun(
         // The blocking cancel holds its thread until this test releases the
         // handler, and this test needs a thread of the shared pool to do so:
         // on a thread of the pool it could hold the last free one.
-        return await onThreadOfItsOwn {
+        return try await offThePool {
             token.cancel()
             return cancelAndLook()
         }
@@ -58,7 +58,7 @@ func cancelDuringHandlerRun(
     // cancel's synchronous part has run.
     while !token.isCancelled { await Task.yield() }
     release.signal()
-    let finishedFirst = await canceller.value
+    let finishedFirst = try await canceller.value
     try center.post(Ping(index: 3))
     return CancelOutcome(runFinishedBeforeCancelReturned: finishedFirst, runsAfterCancel: runsAfterCancel.count)
 }

@@ -179,22 +179,14 @@ func waitUntil(_ condition: () -> Bool) async -> Bool {
 }
 
 /// Runs the blocking `body` on a thread of its own and returns what it
-/// returns: a test that waits in a system call must not hold one of the
-/// cooperative pool's threads while it does.
+/// returns: a test that waits in a system call, computes for long, or blocks
+/// until the test goes on must not hold one of the cooperative pool's two
+/// threads while it does. Off the test's task there is no current test, so
+/// an issue recorded in `body` is not attributed to it: return what failed
+/// and record it after, where that matters.
 func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.start()
-    }
-}
-
-/// Runs `body` on a thread of its own and waits for it without holding a
-/// thread of the shared pool: for a call that blocks until the test, which
-/// needs the pool, lets it go on. Record no issue in `body`: off the test's
-/// task, it would not be the test's.
-func onThreadOfItsOwn<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        let thread = Thread { continuation.resume(returning: body()) }
         thread.start()
     }
 }

@@ -21,7 +21,7 @@ import Testing
 @Suite("File log: deterministic simulation with fault injection", .timeLimit(.minutes(10)))
 struct LogSimulationTests {
     @Test("seeded schedules of posts, crashes, full disks, retention, rm and bit flips against a reference model")
-    func seededSchedules() async {
+    func seededSchedules() async throws {
         let environment = ProcessInfo.processInfo.environment
         let seeds: [UInt64]
         if let one = environment["TYPED_NOTIFICATIONS_SIMULATION_SEED"].flatMap(UInt64.init) {
@@ -34,7 +34,7 @@ struct LogSimulationTests {
         // A minute and more of work: on a thread of its own, never one of
         // the two the shared pool has here, which every other test needs.
         // Failures come back to be recorded here, on the test's task.
-        let (failures, totals) = await onThreadOfItsOwn { () -> ([String], Simulation.Totals) in
+        let (failures, totals) = try await offThePool { () -> ([String], Simulation.Totals) in
             var failures: [String] = []
             var totals = Simulation.Totals()
             for seed in seeds {
