@@ -16,11 +16,11 @@ struct ForwardingCenter: TypedNotificationCenter {
 
     func observe<N: DarwinPayload>(
         _ type: N.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> Observation<N> {
-        try inner.observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+        try inner.observe(type, selecting: selector, from: senders, bufferingPolicy: bufferingPolicy)
     }
 }
 
@@ -28,6 +28,7 @@ struct ForwardingCenter: TypedNotificationCenter {
 func use(_ center: ForwardingCenter) throws {
     let token = try center.addObserver(named: "com.example.ping") { _ in }
     _ = try center.deliveries(of: String.self, named: "com.example.text")
+    _ = try center.deliveries(in: "com.example")
     try center.post(name: "com.example.ping")
     token.cancel()
 }

@@ -16,5 +16,5 @@ struct ForgetfulCenter: TypedNotificationCenter {
     {
         try inner.post(payload, as: name)
     }
-    // observe(_:named:from:bufferingPolicy:) forgotten.
+    // observe(_:selecting:from:bufferingPolicy:) forgotten.
 }

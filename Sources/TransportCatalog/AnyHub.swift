@@ -50,7 +50,7 @@ extension NotificationHub: ErasedHub {
         return DeliveredNotification(
             notification: RawNotification(bytes: Array(encoded.payload)),
             delivery: NotificationDelivery(
-                sender: message.sender, sequence: message.sequence, timestamp: message.timestamp, missed: 0))
+                name: message.name, sender: message.sender, sequence: message.sequence, timestamp: message.timestamp, missed: 0))
     }
 }
 

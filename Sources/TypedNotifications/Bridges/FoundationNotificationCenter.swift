@@ -85,15 +85,15 @@ extension NotificationCenter: TypedNotificationCenter {
         typed.post(EmptyPayload(), as: name)
     }
 
-    /// Registers an observer of `name` now, not yet started (call
-    /// `addObserver`, `deliveries` or `notifications`).
+    /// Registers an observer of a name or a namespace now, not yet started
+    /// (call `addObserver`, `deliveries` or `notifications`).
     @_spi(CenterAuthoring) public func observe<Payload: DarwinPayload>(
         _ type: Payload.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> Observation<Payload> {
-        try typed.observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+        try typed.observe(type, selecting: selector, from: senders, bufferingPolicy: bufferingPolicy)
     }
 }
 
@@ -137,6 +137,7 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
     /// throws: the value is handed over without encoding.
     public func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName) {
         let delivery = NotificationDelivery(
+            name: name,
             sender: sender,
             sequence: poster.next(name),
             timestamp: .now,
@@ -153,20 +154,28 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
         FoundationBridge.counters.add(to: .posted)
     }
 
-    /// Registers an observer of `name` now, not yet started (call
-    /// `addObserver`, `deliveries` or `notifications`).
+    /// Registers an observer of a name or a namespace now, not yet started
+    /// (call `addObserver`, `deliveries` or `notifications`).
+    ///
+    /// A namespace observer is a Foundation observer of every name
+    /// (`forName: nil`) that passes on the notifications whose name is a
+    /// valid ``NotificationName`` in the namespace: every post on the center
+    /// costs it one check of the name, whatever its namespace.
     @_spi(CenterAuthoring) public func observe<Payload: DarwinPayload>(
         _ type: Payload.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> Observation<Payload> {
-        Observation(register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
+        // Names are Foundation names here (see the bridge's notes), but a
+        // namespace from an invalid literal would match nothing: refuse it.
+        if case .namespace(let namespace) = selector { _ = try namespace.validated() }
+        return Observation(register(type, selecting: selector, from: senders, bufferingPolicy: bufferingPolicy))
     }
 
     private func register<Payload: DarwinPayload>(
         _ type: Payload.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) -> ObserverRecord<Payload> {
@@ -179,10 +188,22 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
         // Foundation calls this block synchronously on the posting thread, in
         // post order; it only queues, so handlers never run on the poster.
         let center = center
-        let token = center.addObserver(forName: Notification.Name(name), object: nil, queue: nil) {
-            [observation] notification in
-            FoundationBridge.counters.add(to: .received)
-            observation.offer(FoundationBridge.message(from: notification, named: name), gap: 0)
+        let token: any NSObjectProtocol
+        switch selector {
+        case .name(let name):
+            token = center.addObserver(forName: Notification.Name(name), object: nil, queue: nil) {
+                [observation] notification in
+                FoundationBridge.counters.add(to: .received)
+                observation.offer(FoundationBridge.message(from: notification, named: name), gap: 0)
+            }
+        case .namespace(let namespace):
+            token = center.addObserver(forName: nil, object: nil, queue: nil) { [observation] notification in
+                guard let name = try? NotificationName(validating: notification.name.rawValue),
+                    namespace.contains(name)
+                else { return }
+                FoundationBridge.counters.add(to: .received)
+                observation.offer(FoundationBridge.message(from: notification, named: name), gap: 0)
+            }
         }
         let registration = FoundationBridge.Registration(token)
         observation.registered { [weak center] in

@@ -237,15 +237,15 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         return sent
     }
 
-    /// Registers an observer of `name` now, not yet started (call
-    /// `addObserver`, `deliveries` or `notifications`).
+    /// Registers an observer of a name or a namespace now, not yet started
+    /// (call `addObserver`, `deliveries` or `notifications`).
     @_spi(CenterAuthoring) public func observe<N: DarwinPayload>(
         _ type: N.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> Observation<N> {
-        Observation(try register(type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
+        Observation(try register(type, selecting: selector, from: senders, bufferingPolicy: bufferingPolicy))
     }
 
     /// Why the transport stopped receiving and ended this hub, or `nil`: its
@@ -274,38 +274,39 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     private func register<N: DarwinPayload>(
         _ type: N.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> ObserverRecord<N> {
-        let name = try name.validated()
+        let selector = try selector.validated()
         let observation = ObserverRecord<N>(
             filter: senders,
             observer: sender,
             policy: bufferingPolicy,
             metrics: counters
         )
-        try add(observation, named: name)
+        try add(observation, selecting: selector)
         observation.registered { [weak self] in
-            self?.unregister(observation, from: name)
+            self?.unregister(observation, from: selector)
         }
         return observation
     }
 
-    /// Adds `observation` to the table, subscribing the transport to `name`
-    /// first when nobody observes it yet; returns once the name is subscribed.
-    private func add(_ observation: any ObservationSink, named name: NotificationName)
+    /// Adds `observation` to the table, subscribing the transport to
+    /// `selector` first when nobody observes it yet; returns once it is
+    /// subscribed.
+    private func add(_ observation: any ObservationSink, selecting selector: NotificationSelector)
         throws(TypedNotificationError)
     {
         var outcome: RegistrationOutcome
-        switch table.withLock({ $0.register(observation, named: name) }) {
+        switch table.withLock({ $0.register(observation, selecting: selector) }) {
         case .closed: outcome = .closed
         case .registered: outcome = .registered
         case .subscribe: outcome = .subscribe
         case .busy:
             // Another thread is changing the name's subscription: wait for it.
             let waiter = SubscriptionWaiter(placeholder: RegistrationOutcome.closed)
-            switch table.withLock({ $0.enqueue(observation, named: name, waiter: waiter) }) {
+            switch table.withLock({ $0.enqueue(observation, selecting: selector, waiter: waiter) }) {
             case .closed: outcome = .closed
             case .registered: outcome = .registered
             case .subscribe: outcome = .subscribe
@@ -315,39 +316,39 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         switch outcome {
         case .registered: return
         case .closed:
-            throw TypedNotificationError(code: .closed, message: "observer of \(name) added to a closed center")
+            throw TypedNotificationError(code: .closed, message: "observer of \(selector) added to a closed center")
         case .subscribe: break
         }
         var failure: TypedNotificationError?
         do throws(TypedNotificationError) {
-            try transport.subscribe(to: .name(name))
+            try transport.subscribe(to: selector)
         } catch {
             failure = error
         }
-        let settled = table.withLock { $0.subscribed(name, succeeded: failure == nil) }
-        settle(settled, of: name)
+        let settled = table.withLock { $0.subscribed(selector, succeeded: failure == nil) }
+        settle(settled, of: selector)
         if let failure { throw failure }
         if settled.closed {
-            throw TypedNotificationError(code: .closed, message: "the center closed while \(name) was observed")
+            throw TypedNotificationError(code: .closed, message: "the center closed while \(selector) was observed")
         }
     }
 
     /// Wakes the registrations a subscription change let through, and
-    /// unsubscribes the name when it lost its observers meanwhile.
-    private func settle(_ settled: HubObserverTable.Settled, of name: NotificationName) {
+    /// unsubscribes the selector when it lost its observers meanwhile.
+    private func settle(_ settled: HubObserverTable.Settled, of selector: NotificationSelector) {
         var settled = settled
         while true {
             for (waiter, outcome) in settled.wake { waiter.wake(outcome) }
             guard settled.unsubscribe else { return }
-            transport.unsubscribe(from: .name(name))
-            settled = table.withLock { $0.unsubscribed(name) }
+            transport.unsubscribe(from: selector)
+            settled = table.withLock { $0.unsubscribed(selector) }
         }
     }
 
-    private func unregister(_ observation: some ObservationSink, from name: NotificationName) {
-        guard table.withLock({ $0.unregister(from: name, where: { $0 === observation }) }) else { return }
-        transport.unsubscribe(from: .name(name))
-        settle(table.withLock { $0.unsubscribed(name) }, of: name)
+    private func unregister(_ observation: some ObservationSink, from selector: NotificationSelector) {
+        guard table.withLock({ $0.unregister(from: selector, where: { $0 === observation }) }) else { return }
+        transport.unsubscribe(from: selector)
+        settle(table.withLock { $0.unsubscribed(selector) }, of: selector)
     }
 
     /// Posts waiting in line behind the one being sent.
@@ -357,7 +358,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     /// Registrations of `name` waiting for its subscription to settle.
     func subscriptionWaiters(of name: NotificationName) -> Int {
-        table.withLock { $0.slots[name]?.waiting.count ?? 0 }
+        table.withLock { $0.slots[.name(name)]?.waiting.count ?? 0 }
     }
 
     /// How many senders of `name` the hub remembers for gap detection.

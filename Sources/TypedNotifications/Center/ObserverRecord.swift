@@ -288,6 +288,7 @@ extension DeliveredNotification {
         self.init(
             notification: value,
             delivery: NotificationDelivery(
+                name: message.name,
                 sender: message.sender,
                 sequence: message.sequence,
                 timestamp: message.timestamp,

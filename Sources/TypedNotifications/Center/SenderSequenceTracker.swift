@@ -20,16 +20,14 @@ struct SenderSequenceTracker {
     /// Senders per generation in every hub.
     static let defaultCapacity = 1_024
 
-    private var newer: [NotificationSender: UInt64] = [:]
-    private var older: [NotificationSender: UInt64] = [:]
-    private let capacity: Int
+    private var senders: Generations<NotificationSender, UInt64>
 
     init(capacity: Int = Self.defaultCapacity) {
-        self.capacity = Swift.max(1, capacity)
+        senders = Generations(capacity: capacity)
     }
 
     /// How many senders are remembered now.
-    var count: Int { newer.count + older.count }
+    var count: Int { senders.count }
 
     /// Records that `sender` sent `sequence`; returns how many of its
     /// notifications went missing just before it.
@@ -52,27 +50,14 @@ struct SenderSequenceTracker {
     /// numbers unknown: the last one heard moves `count` on, if the sender
     /// is remembered (else its next number starts a run, reporting nothing).
     mutating func advance(by count: Int, from sender: NotificationSender) {
-        if let last = newer[sender] {
-            newer[sender] = last.addingReportingOverflow(UInt64(max(0, count))).partialValue
-        } else if let last = older[sender] {
-            older[sender] = last.addingReportingOverflow(UInt64(max(0, count))).partialValue
+        senders.modifyIfPresent(sender) { last in
+            last = last.addingReportingOverflow(UInt64(max(0, count))).partialValue
         }
     }
 
     /// Makes `sequence` the last one heard from `sender`; returns the one
     /// before it, if the sender was remembered.
     private mutating func remember(_ sequence: UInt64, from sender: NotificationSender) -> UInt64? {
-        if let inNewer = newer.updateValue(sequence, forKey: sender) {
-            return inNewer
-        }
-        let last = older.removeValue(forKey: sender)
-        if newer.count > capacity {
-            // The sender just added is the only one the newer generation
-            // must keep: it becomes the first of the next generation.
-            newer.removeValue(forKey: sender)
-            older = newer
-            newer = [sender: sequence]
-        }
-        return last
+        senders.insert(sequence, for: sender)
     }
 }

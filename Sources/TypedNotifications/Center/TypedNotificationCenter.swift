@@ -61,8 +61,9 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
     func post<Payload: DarwinPayload>(_ payload: Payload, as name: NotificationName)
         throws(TypedNotificationError)
 
-    /// Registers an observer of the values posted under `name`, decoded as
-    /// `type`, and returns it not yet started: the one registration every
+    /// Registers an observer of the values posted under the name, or under
+    /// any name in the namespace, that `selector` says, decoded as `type`,
+    /// and returns it not yet started: the one registration every
     /// `addObserver`, `deliveries` and `notifications` makes, before it
     /// becomes a handler or a sequence. Registration is immediate: every
     /// post after this returns reaches the observer.
@@ -72,7 +73,7 @@ public protocol TypedNotificationCenter<Executor>: Sendable {
     /// conforming type that forgets it does not compile.
     @_spi(CenterAuthoring) func observe<Payload: DarwinPayload>(
         _ type: Payload.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> Observation<Payload>
@@ -131,25 +132,26 @@ extension TypedNotificationCenter {
     /// actor and the center's executor are kept.
     func registerObserver<Payload: DarwinPayload, A: Actor>(
         _ type: Payload.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy,
         on actor: A,
         handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        let observation = try observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+        let observation = try observe(type, selecting: selector, from: senders, bufferingPolicy: bufferingPolicy)
         return startHandler(for: try observation.start(), on: actor, handler: handler)
     }
 
     /// Registers an observer now and returns its deliveries as an async sequence.
     func registerDeliveries<Payload: DarwinPayload>(
         of type: Payload.Type,
-        named name: NotificationName,
+        selecting selector: NotificationSelector,
         from senders: SenderFilter,
         bufferingPolicy: NotificationBufferingPolicy
     ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
         DeliverySequence(
-            observation: try observe(type, named: name, from: senders, bufferingPolicy: bufferingPolicy).start())
+            observation: try observe(type, selecting: selector, from: senders, bufferingPolicy: bufferingPolicy)
+                .start())
     }
 }
 
@@ -210,7 +212,8 @@ extension TypedNotificationCenter {
         handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            type, named: try N.name.validated(declaredBy: N.self), from: senders, bufferingPolicy: bufferingPolicy,
+            type, selecting: .name(try N.name.validated(declaredBy: N.self)), from: senders,
+            bufferingPolicy: bufferingPolicy,
             on: actor, handler: handler)
     }
 
@@ -244,7 +247,9 @@ extension TypedNotificationCenter {
         bufferingPolicy: NotificationBufferingPolicy = .default,
         handler: @escaping @Sendable (Payload, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        try registerObserver(type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: executor) {
+        try registerObserver(
+            type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: executor
+        ) {
             _, value, delivery in
             handler(value, delivery)
         }
@@ -265,7 +270,7 @@ extension TypedNotificationCenter {
         handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
+            type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
     }
 
     /// Registers a handler of the values posted under `name`, chosen at run
@@ -281,7 +286,7 @@ extension TypedNotificationCenter {
         handler: @escaping @MainActor @Sendable (Payload, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            type, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: MainActor.shared
+            type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: MainActor.shared
         ) { _, value, delivery in
             // The loop runs isolated to MainActor.shared, which is the main actor.
             MainActor.assumeIsolated { handler(value, delivery) }
@@ -305,7 +310,7 @@ extension TypedNotificationCenter {
         handler: @escaping @Sendable (NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: executor
+            RawNotification.self, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: executor
         ) { _, _, delivery in
             handler(delivery)
         }
@@ -324,7 +329,7 @@ extension TypedNotificationCenter {
         handler: @escaping @Sendable (isolated A, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: actor
+            RawNotification.self, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: actor
         ) { actor, _, delivery in
             handler(actor, delivery)
         }
@@ -342,7 +347,8 @@ extension TypedNotificationCenter {
         handler: @escaping @MainActor @Sendable (NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy, on: MainActor.shared
+            RawNotification.self, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy,
+            on: MainActor.shared
         ) { _, _, delivery in
             // The loop runs isolated to MainActor.shared, which is the main actor.
             MainActor.assumeIsolated { handler(delivery) }
@@ -356,7 +362,8 @@ extension TypedNotificationCenter {
         bufferingPolicy: NotificationBufferingPolicy = .default
     ) throws(TypedNotificationError) -> DeliverySequence<N> {
         try registerDeliveries(
-            of: type, named: try N.name.validated(declaredBy: N.self), from: senders, bufferingPolicy: bufferingPolicy)
+            of: type, selecting: .name(try N.name.validated(declaredBy: N.self)), from: senders,
+            bufferingPolicy: bufferingPolicy)
     }
 
     /// Registers an observer now and returns its notifications as an async sequence.
@@ -384,7 +391,7 @@ extension TypedNotificationCenter {
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default
     ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
-        try registerDeliveries(of: type, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+        try registerDeliveries(of: type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy)
     }
 
     /// Registers an observer of `name`, chosen at run time, now and returns
@@ -396,7 +403,7 @@ extension TypedNotificationCenter {
         bufferingPolicy: NotificationBufferingPolicy = .default
     ) throws(TypedNotificationError) -> NotificationSequence<Payload> {
         NotificationSequence(
-            try registerDeliveries(of: type, named: name, from: senders, bufferingPolicy: bufferingPolicy))
+            try registerDeliveries(of: type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy))
     }
 
     /// Registers an observer of every post under `name`, whatever its
@@ -411,6 +418,7 @@ extension TypedNotificationCenter {
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default
     ) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
-        try registerDeliveries(of: RawNotification.self, named: name, from: senders, bufferingPolicy: bufferingPolicy)
+        try registerDeliveries(
+            of: RawNotification.self, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy)
     }
 }

@@ -31,6 +31,9 @@ public struct NotificationTimestamp: Hashable, Sendable {
 
 /// What an observer learns about one delivery besides the value.
 public struct NotificationDelivery: Hashable, Sendable {
+    /// The name it was posted under: the observed name, or for an observer
+    /// of a namespace, the name in it that this notification has.
+    public var name: NotificationName
     /// The center that posted it.
     public var sender: NotificationSender
     /// The sender's count of posts of this name: 1 for its first, then 2, 3, …
@@ -57,6 +60,7 @@ public struct NotificationDelivery: Hashable, Sendable {
 
     /// Creates delivery metadata.
     public init(
+        name: NotificationName,
         sender: NotificationSender,
         sequence: UInt64,
         timestamp: NotificationTimestamp,
@@ -64,6 +68,7 @@ public struct NotificationDelivery: Hashable, Sendable {
         isRedelivery: Bool = false,
         missedIsExact: Bool = true
     ) {
+        self.name = name
         self.sender = sender
         self.sequence = sequence
         self.timestamp = timestamp
@@ -79,6 +84,9 @@ public struct DeliveredNotification<Notification: DarwinPayload>: Sendable {
     public var notification: Notification
     /// Who sent it, its sequence number, when, and what was missed before it.
     public var delivery: NotificationDelivery
+
+    /// The name it was posted under (``NotificationDelivery/name``).
+    public var name: NotificationName { delivery.name }
 
     /// Pairs a notification with its metadata.
     public init(notification: Notification, delivery: NotificationDelivery) {

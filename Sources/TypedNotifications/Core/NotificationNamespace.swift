@@ -7,13 +7,22 @@
 ///
 /// Its text follows the rules of a ``NotificationName`` and does not end
 /// with a dot, so that every namespace is also the name of its first member.
-public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStringConvertible {
+/// As with a name, a string literal is accepted where a namespace is
+/// expected, and an invalid one is refused with
+/// ``TypedNotificationError/Code/invalidName`` by every observer that uses
+/// it, never by stopping the program.
+public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
     /// The namespace's text: the name it starts at.
     public var rawValue: String { root.rawValue }
 
     /// The name the namespace starts at (the namespace `com.example`
     /// starts at the name `com.example`).
     public let root: NotificationName
+
+    /// Why the text is not a namespace, or `nil`: only a literal can have one.
+    private let problem: String?
 
     /// Validates `rawValue` and creates a namespace from it.
     ///
@@ -30,13 +39,43 @@ public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStrin
             )
         }
         root = NotificationName(checked: rawValue)
+        self.problem = nil
+    }
+
+    /// Creates a namespace from a literal in source code, such as
+    /// `"com.example.jobs"`.
+    ///
+    /// An invalid literal does not stop the program: every observer of it
+    /// throws ``TypedNotificationError/Code/invalidName`` (see
+    /// ``validationError``). Use ``init(validating:)`` for run-time text.
+    public init(stringLiteral value: String) {
+        root = NotificationName(stringLiteral: value)
+        problem =
+            NotificationName.problem(with: value.utf8, maximumLength: NotificationName.maximumLength)
+            ?? (value.utf8.last == UInt8(ascii: ".") ? "ends with a dot" : nil)
+    }
+
+    /// Why this namespace cannot be used, or `nil` when it can: only a
+    /// namespace made from an invalid literal has one.
+    public var validationError: TypedNotificationError? {
+        problem.map { problem in
+            TypedNotificationError(
+                code: .invalidName,
+                message: "notification namespace, the literal \(TypedNotificationError.quote(rawValue)), \(problem)")
+        }
+    }
+
+    /// This namespace, or its validation error.
+    package func validated() throws(TypedNotificationError) -> Self {
+        if let error = validationError { throw error }
+        return self
     }
 
     /// Whether `name` is in the namespace: it is the namespace's text, or
     /// starts with that text and a dot. A name made from an invalid literal
     /// is in no namespace, as it reaches no observer.
     public func contains(_ name: NotificationName) -> Bool {
-        guard name.isValid else { return false }
+        guard name.isValid, problem == nil else { return false }
         let prefix = root.rawValue.utf8
         let text = name.rawValue.utf8
         guard text.starts(with: prefix) else { return false }
@@ -68,6 +107,7 @@ public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStrin
 
     private init(checked text: String) {
         root = NotificationName(checked: text)
+        problem = nil
     }
 
     /// The namespace's text.
@@ -103,6 +143,14 @@ public enum NotificationSelector: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension NotificationSelector {
+    /// This selector, or the validation error of its name or namespace.
+    package func validated() throws(TypedNotificationError) -> Self {
+        switch self {
+        case .name(let name): .name(try name.validated())
+        case .namespace(let namespace): .namespace(try namespace.validated())
+        }
+    }
+
     /// The one name this selects, for a transport called `kind` ("socket")
     /// that serves single names only.
     ///

@@ -227,3 +227,65 @@ struct FoundationBridgeTests {
         center.removeObserver(observer)
     }
 }
+
+@Suite("Foundation's NotificationCenter observes a namespace", .timeLimit(.minutes(2)))
+struct FoundationNamespaceTests {
+    @Test("typed and Foundation posts under names in the namespace arrive with their names; a near miss never")
+    func everyName() async throws {
+        let center = NotificationCenter()
+        let typed = try center.notifications(of: Ping.self, in: "test.jobs")
+        let raw = try center.deliveries(in: "test.jobs")
+        let poster = try center.endpoint("poster")
+        poster.post(Ping(index: 0), as: "test.jobsx")
+        poster.post(Ping(index: 1), as: "test.jobs.a")
+        center.post(name: Notification.Name("test.jobs.untyped"), object: nil)
+        center.post(name: Notification.Name("test.jobs.not a name"), object: nil)
+        poster.post(Ping(index: 2), as: "test")
+        poster.post(Ping(index: 3), as: "test.jobs.b.c")
+        var seen: [String] = []
+        for await (name, ping) in typed {
+            seen.append("\(name)=\(ping.index)")
+            if ping.index == 3 { break }
+        }
+        #expect(seen == ["test.jobs.a=1", "test.jobs.b.c=3"])
+        var names: [String] = []
+        for await posted in raw {
+            names.append(posted.name.rawValue)
+            if posted.name == "test.jobs.b.c" { break }
+        }
+        #expect(names == ["test.jobs.a", "test.jobs.untyped", "test.jobs.b.c"])
+    }
+
+    @Test("a namespace from an invalid literal is refused with invalidName, on every center")
+    func invalidLiteral() throws {
+        let bad: NotificationNamespace = "test.jobs."
+        #expect(bad.validationError?.code == .invalidName)
+        for center in [NotificationCenter() as any TypedNotificationCenter, try makeHub()] {
+            do {
+                _ = try center.addObserver(Ping.self, in: bad) { _, _ in }
+                Issue.record("\(type(of: center)) took an invalid namespace")
+            } catch {
+                #expect(error.code == .invalidName, "\(error)")
+            }
+        }
+    }
+
+    @Test("cancel removes the Foundation observer: later posts reach nobody and nothing runs")
+    func cancelled() async throws {
+        let center = NotificationCenter()
+        let got = Collector<Int>()
+        let token = try center.addObserver(Ping.self, in: "test.jobs") { ping, _ in got.append(ping.index) }
+        center.post(Ping(index: 1), as: "test.jobs.a")
+        await got.wait(forCount: 1)
+        await token.cancelAndWait()
+        center.post(Ping(index: 2), as: "test.jobs.a")
+        // A second observer registered after the cancel sees the next post,
+        // so the first one's absence is not a matter of timing.
+        let after = Collector<Int>()
+        let witness = try center.addObserver(Ping.self, in: "test.jobs") { ping, _ in after.append(ping.index) }
+        center.post(Ping(index: 3), as: "test.jobs.b")
+        await after.wait(forCount: 1)
+        await witness.cancelAndWait()
+        #expect(got.values == [1])
+    }
+}

@@ -70,7 +70,7 @@ struct ObserverTableStateMachineTests {
 
         _ = machine.register("o5", named: b)
         #expect(woken(machine.subscribed(b, succeeded: false)) == [])
-        #expect(machine.slots[b] == nil)
+        #expect(machine.slots[.name(b)] == nil)
         #expect(machine.register("o6", named: b) == .subscribe)
     }
 
@@ -93,7 +93,7 @@ struct ObserverTableStateMachineTests {
         _ = machine.unregister(from: a, where: { $0 == "o3" })
         #expect(machine.unregister(from: a, where: { $0 == "o4" }) == true)
         #expect(woken(machine.unsubscribed(a)) == [])
-        #expect(machine.slots[a] == nil, "forgotten with its last observer")
+        #expect(machine.slots[.name(a)] == nil, "forgotten with its last observer")
     }
 
     @Test("observers that all leave while their name subscribes make the subscriber unsubscribe it")
@@ -141,5 +141,155 @@ struct ObserverTableStateMachineTests {
         _ = machine.register("o2", named: a)
         _ = machine.subscribed(a, succeeded: true)
         #expect(machine.received(a, sequence: 20, from: poster, tracksGaps: true)?.gap == 0)
+    }
+}
+
+/// A namespace's observers in the same table: found by every name in it,
+/// with gap detection per name that stays bounded however many names appear.
+@Suite("Observer table state machine: namespaces")
+struct ObserverTableNamespaceTests {
+    typealias Machine = ObserverTableStateMachine<String, String>
+
+    let jobs: NotificationNamespace = "com.example.jobs"
+    let poster = NotificationSender(checkedProcessID: 7, userID: 0, endpoint: "poster", instance: 1)
+
+    func gap(_ machine: inout Machine, _ name: NotificationName, _ sequence: UInt64) -> Int? {
+        machine.received(name, sequence: sequence, from: poster, tracksGaps: true)?.gap
+    }
+
+    @Test("a notification reaches its name's observers, then each enclosing namespace's; a near miss none")
+    func routing() {
+        var machine = Machine()
+        #expect(machine.register("all", selecting: .namespace("com")) == .subscribe)
+        _ = machine.subscribed(.namespace("com"), succeeded: true)
+        #expect(machine.register("jobs", selecting: .namespace(jobs)) == .subscribe)
+        _ = machine.subscribed(.namespace(jobs), succeeded: true)
+        #expect(machine.register("started", named: "com.example.jobs.started") == .subscribe)
+        _ = machine.subscribed("com.example.jobs.started", succeeded: true)
+        #expect(machine.observers(of: "com.example.jobs.started") == ["started", "all", "jobs"])
+        #expect(machine.observers(of: "com.example.jobs") == ["all", "jobs"])
+        #expect(machine.observers(of: "com.example.jobsx") == ["all"])
+        #expect(machine.observers(of: "org.example.jobs").isEmpty)
+        #expect(machine.received("org.example.jobs", sequence: 1, from: poster, tracksGaps: true) == nil)
+    }
+
+    @Test("gaps are counted per name in a namespace, and survive a name observer coming and going")
+    func gapsPerName() {
+        var machine = Machine()
+        _ = machine.register("jobs", selecting: .namespace(jobs))
+        _ = machine.subscribed(.namespace(jobs), succeeded: true)
+        do {
+            let found = gap(&machine, "com.example.jobs.a", 1)
+            #expect(found == 0)
+        }
+        do {
+            let found = gap(&machine, "com.example.jobs.b", 1)
+            #expect(found == 0, "another name numbers on its own")
+        }
+        do {
+            let found = gap(&machine, "com.example.jobs.a", 4)
+            #expect(found == 2)
+        }
+        // A name observer arrives: it takes over the name's numbers …
+        _ = machine.register("a", named: "com.example.jobs.a")
+        _ = machine.subscribed("com.example.jobs.a", succeeded: true)
+        do {
+            let found = gap(&machine, "com.example.jobs.a", 5)
+            #expect(found == 0)
+        }
+        // … and hands them back when it leaves: no gap invented, none lost.
+        #expect(machine.unregister(from: "com.example.jobs.a", where: { $0 == "a" }) == true)
+        _ = machine.unsubscribed("com.example.jobs.a")
+        do {
+            let found = gap(&machine, "com.example.jobs.a", 6)
+            #expect(found == 0)
+        }
+        do {
+            let found = gap(&machine, "com.example.jobs.a", 9)
+            #expect(found == 2)
+        }
+        // A report of missed ones is counted once.
+        let report = MissedNotifications(count: 3, name: "com.example.jobs.b", sender: poster, lastSequence: 4)
+        #expect(machine.missed(report, tracksGaps: true)?.missed == 3)
+        do {
+            let found = gap(&machine, "com.example.jobs.b", 5)
+            #expect(found == 0)
+        }
+    }
+
+    @Test("a namespace's last observer leaving forgets the names only it covered")
+    func forgottenWithNamespace() {
+        var machine = Machine()
+        _ = machine.register("jobs", selecting: .namespace(jobs))
+        _ = machine.subscribed(.namespace(jobs), succeeded: true)
+        _ = machine.register("all", selecting: .namespace("com"))
+        _ = machine.subscribed(.namespace("com"), succeeded: true)
+        do {
+            let found = gap(&machine, "com.example.jobs.a", 1)
+            #expect(found == 0)
+        }
+        do {
+            let found = gap(&machine, "com.other", 1)
+            #expect(found == 0)
+        }
+        #expect(machine.rememberedSenders == 2)
+        #expect(machine.unregister(from: .namespace("com"), where: { $0 == "all" }) == true)
+        _ = machine.unsubscribed(.namespace("com"))
+        #expect(machine.rememberedSenders == 1, "com.other is forgotten, com.example.jobs.a is still covered")
+        #expect(machine.unregister(from: .namespace(jobs), where: { $0 == "jobs" }) == true)
+        _ = machine.unsubscribed(.namespace(jobs))
+        #expect(machine.rememberedSenders == 0)
+        #expect(machine.slots.isEmpty)
+    }
+
+    @Test("100,000 names through one namespace: the table remembers at most two generations of names")
+    func boundedNames() {
+        var machine = Machine()
+        _ = machine.register("jobs", selecting: .namespace(jobs))
+        _ = machine.subscribed(.namespace(jobs), succeeded: true)
+        let limit = 2 * Machine.namespaceNameCapacity + 1
+        var largest = 0
+        for index in 0..<100_000 {
+            let name = NotificationName(checked: "com.example.jobs.n\(index)")
+            do {
+                let found = gap(&machine, name, 1)
+                #expect(found == 0)
+            }
+            // A name heard from often is never forgotten.
+            if index % 1_000 == 0 {
+                let found = gap(&machine, "com.example.jobs.hot", UInt64(index / 1_000 + 1))
+                #expect(found == 0)
+            }
+            largest = max(largest, machine.namespaceSequences.count)
+        }
+        #expect(largest <= limit, "\(largest) names remembered")
+        #expect(machine.rememberedSenders <= limit, "one sender per name")
+        do {
+            let found = gap(&machine, "com.example.jobs.hot", 102)
+            #expect(found == 1, "the name heard from often kept its numbers")
+        }
+    }
+}
+
+/// The machine by name, as most of these tests use it.
+extension ObserverTableStateMachine {
+    mutating func register(_ observer: Observer, named name: NotificationName) -> RegisterAction {
+        register(observer, selecting: .name(name))
+    }
+
+    mutating func enqueue(_ observer: Observer, named name: NotificationName, waiter: Waiter) -> EnqueueAction {
+        enqueue(observer, selecting: .name(name), waiter: waiter)
+    }
+
+    mutating func subscribed(_ name: NotificationName, succeeded: Bool) -> Settled {
+        subscribed(.name(name), succeeded: succeeded)
+    }
+
+    mutating func unregister(from name: NotificationName, where isTheOne: (Observer) -> Bool) -> Bool {
+        unregister(from: .name(name), where: isTheOne)
+    }
+
+    mutating func unsubscribed(_ name: NotificationName) -> Settled {
+        unsubscribed(.name(name))
     }
 }

@@ -50,13 +50,15 @@ final class ReleaseSignal: Sendable {
 /// Registers a handler of ``SlowPing`` on `observer`, lets it run, and ends it
 /// from another thread while it is decoding the next of a burst; then waits
 /// for its loop to end. Returns how many of `rounds` saw a handler run begin
-/// after the cancel (or the token's release) returned.
+/// after the cancel (or the token's release) returned. With a `namespace`,
+/// the handler observes it, and the burst goes to three names in it.
 func lateRunsAfterSynchronousEnd<T: NotificationTransport>(
     poster: NotificationHub<T>,
     observer: NotificationHub<T>,
     placement: Placement,
     ending: Ending,
-    rounds: Int
+    rounds: Int,
+    in namespace: NotificationNamespace? = nil
 ) async throws -> Int {
     let actor = Tally()
     var roundsWithLateRuns = 0
@@ -77,6 +79,13 @@ func lateRunsAfterSynchronousEnd<T: NotificationTransport>(
             }
             switch placement {
             case .executor:
+                if let namespace {
+                    slot.set(
+                        try observer.addObserver(SlowPing.self, in: namespace, bufferingPolicy: .unbounded) { _, _ in
+                            handler()
+                        })
+                    break
+                }
                 slot.set(try observer.addObserver(SlowPing.self, bufferingPolicy: .unbounded) { _, _ in handler() })
             case .actor:
                 slot.set(
@@ -90,7 +99,13 @@ func lateRunsAfterSynchronousEnd<T: NotificationTransport>(
                     })
             }
         }
-        for index in 0..<12 { try poster.post(SlowPing(index: index)) }
+        for index in 0..<12 {
+            guard let namespace else {
+                try poster.post(SlowPing(index: index))
+                continue
+            }
+            try poster.post(SlowPing(index: index), as: try NotificationName(validating: "\(namespace).n\(index % 3)"))
+        }
         await firstRun.wait()
         // From a thread of the pool, never the handler's: synchronous code in
         // an async context, which must compile without `await`.

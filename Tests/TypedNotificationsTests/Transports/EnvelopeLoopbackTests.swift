@@ -150,7 +150,7 @@ struct UnstartedObservationTests {
         defer { hub.close() }
         do {
             let observation = try hub.observe(
-                String.self, named: "test.unstarted", from: .any, bufferingPolicy: .unbounded)
+                String.self, selecting: .name("test.unstarted"), from: .any, bufferingPolicy: .unbounded)
             let copy = observation
             _ = copy
             #expect(hub.metrics.activeObservers == 1)
@@ -172,7 +172,7 @@ struct UnstartedObservationTests {
     func startsOnce() async throws {
         let hub = try NotificationHub(endpoint: "observer", transport: InProcessTransport(bus: InProcessBus()))
         defer { hub.close() }
-        let observation = try hub.observe(String.self, named: "test.once", from: .any, bufferingPolicy: .unbounded)
+        let observation = try hub.observe(String.self, selecting: .name("test.once"), from: .any, bufferingPolicy: .unbounded)
         let record = try observation.start()
         #expect(throws: TypedNotificationError.self) { try observation.start() }
         let sequence = DeliverySequence(observation: record)

@@ -1,0 +1,186 @@
+import Foundation
+import Testing
+import TransportCatalog
+@_spi(TransportAuthoring) import TypedNotifications
+
+/// The transports whose hubs observe namespaces today; the others refuse
+/// one with ``TypedNotificationError/Code/unsupported`` and keep nothing.
+private let servingNamespaces: Set<String> = SelectorContractTests.servingNamespaces
+
+private let jobs: NotificationNamespace = "test.jobs"
+
+/// Observes `jobs` with `make`; on a transport that cannot, checks that the
+/// refusal is typed and left nothing behind, and returns `nil`.
+private func namespaceObserver<T: NotificationTransport, Observed>(
+    on observer: NotificationHub<T>, poster: NotificationHub<T>, serves: Bool,
+    _ make: () throws(TypedNotificationError) -> Observed
+) async throws -> Observed? {
+    do throws(TypedNotificationError) {
+        let observed = try make()
+        #expect(serves, "\(T.self) took a namespace")
+        return observed
+    } catch {
+        #expect(error.code == .unsupported, "\(error)")
+        #expect(!serves, "\(T.self) refused: \(error)")
+        #expect(observer.metrics.activeObservers == 0, "a refused namespace keeps no observer")
+        // The names in it are observed by name as before.
+        let got = Collector<Int>()
+        let token = try observer.addObserver(Ping.self, named: "test.jobs.one") { ping, _ in got.append(ping.index) }
+        try poster.post(Ping(index: 7), as: "test.jobs.one")
+        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(got.values == [7])
+        token.cancel()
+        return nil
+    }
+}
+
+/// Immediate registration: a name never posted before, posted just after the
+/// observer returned, reaches it; 40 fresh observers, each a fresh name.
+private struct NewNameAtOnce: ContractBody {
+    let serves: Bool
+
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        for round in 0..<40 {
+            let got = Collector<String>()
+            let made = try await namespaceObserver(on: observer, poster: poster, serves: serves) {
+                () throws(TypedNotificationError) in
+                try observer.addObserver(Ping.self, in: jobs) { ping, delivery in
+                    got.append("\(delivery.name)=\(ping.index)")
+                }
+            }
+            guard let token = made else { return }
+            let name = try NotificationName(validating: "test.jobs.round\(round).first-seen")
+            try poster.post(Ping(index: round), as: name)
+            #expect(await got.wait(forCount: 1, upTo: .seconds(30)), "round \(round)")
+            #expect(got.values == ["\(name)=\(round)"])
+            token.cancel()
+        }
+    }
+}
+
+/// Every form sees every name in the namespace, each element saying its
+/// name, and never a label-boundary near miss.
+private struct EveryFormWholeLabels: ContractBody {
+    let serves: Bool
+
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let byClosure = Collector<String>()
+        guard
+            let token = try await namespaceObserver(
+                on: observer, poster: poster, serves: serves,
+                { () throws(TypedNotificationError) in
+                    try observer.addObserver(Ping.self, in: jobs) { ping, delivery in
+                        byClosure.append("\(delivery.name)=\(ping.index)")
+                    }
+                })
+        else { return }
+        defer { token.cancel() }
+        let named = try observer.notifications(of: Ping.self, in: jobs)
+        let raw = try observer.deliveries(in: jobs)
+        let inside: [NotificationName] = ["test.jobs", "test.jobs.a", "test.jobs.b.c", "test.jobs.a"]
+        let outside: [NotificationName] = ["test.jobsx", "test", "test.job", "other.test.jobs"]
+        for (index, name) in zip(inside, outside).flatMap({ [$0.1, $0.0] }).enumerated() {
+            try poster.post(Ping(index: index), as: name)
+        }
+        try poster.post(Ping(index: 99), as: "test.jobs.end")
+        let expected = ["test.jobs=1", "test.jobs.a=3", "test.jobs.b.c=5", "test.jobs.a=7", "test.jobs.end=99"]
+        #expect(await byClosure.wait(forCount: 5, upTo: .seconds(30)))
+        #expect(byClosure.values == expected)
+        var fromSequence: [String] = []
+        for await (name, ping) in named {
+            fromSequence.append("\(name)=\(ping.index)")
+            if ping.index == 99 { break }
+        }
+        #expect(fromSequence == expected)
+        var rawNames: [String] = []
+        for await posted in raw {
+            rawNames.append(posted.name.rawValue)
+            #expect(posted.notification.bytes.count > 0)
+            if posted.name == "test.jobs.end" { break }
+        }
+        #expect(rawNames == ["test.jobs", "test.jobs.a", "test.jobs.b.c", "test.jobs.a", "test.jobs.end"])
+    }
+}
+
+/// Losses are counted per name: a held handler with an 8-slot buffer while
+/// 300 posts go to three names in turn. What it receives plus what it is
+/// told it missed is every post, and each name's posts arrive in order.
+private struct LossesCountedAcrossNames: ContractBody {
+    let serves: Bool
+
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let release = DispatchSemaphore(value: 0)
+        let last = Signal()
+        let received = Collector<(name: String, index: Int, missed: Int)>()
+        guard
+            let token = try await namespaceObserver(
+                on: observer, poster: poster, serves: serves,
+                { () throws(TypedNotificationError) in
+                    try observer.addObserver(Ping.self, in: jobs, bufferingPolicy: .bufferingNewest(8)) {
+                        ping, delivery in
+                        if ping.index == 0 { _ = release.wait(timeout: .now() + 60) }
+                        received.append((delivery.name.rawValue, ping.index, delivery.missed))
+                        if ping.index == 299 { last.fire() }
+                    }
+                })
+        else { return }
+        defer { token.cancel() }
+        let names: [NotificationName] = ["test.jobs.a", "test.jobs.b", "test.jobs.c.d"]
+        try await offThePool {
+            for index in 0..<300 { try poster.post(Ping(index: index), as: names[index % 3]) }
+            release.signal()
+        }
+        #expect(await last.wait(upTo: .seconds(120)))
+        let values = received.values
+        let missed = values.reduce(0) { $0 + $1.missed }
+        #expect(values.count + missed == 300, "\(values.count) received, \(missed) missed")
+        for name in names {
+            let indexes = values.filter { $0.name == name.rawValue }.map(\.index)
+            #expect(indexes == indexes.sorted(), "\(name) out of order")
+        }
+        #expect(values.last?.index == 299)
+    }
+}
+
+/// Cancel is exact: once `cancel()` returns, no handler run begins, with a
+/// burst to three names of the namespace still being decoded (200 µs each).
+private struct ExactCancel: ContractBody {
+    let serves: Bool
+
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        guard serves else {
+            #expect(throws: TypedNotificationError.self) { try observer.deliveries(in: jobs) }
+            return
+        }
+        let late = try await lateRunsAfterSynchronousEnd(
+            poster: poster, observer: observer, placement: .executor, ending: .cancel, rounds: 20, in: jobs)
+        #expect(late == 0)
+    }
+}
+
+@Suite("A hub observes a namespace with the guarantees of a name", .timeLimit(.minutes(5)))
+struct NamespaceContractTests {
+    static let kinds = ContractTransport.available.filter { $0.directoryLength == nil }
+
+    private func serves(_ kind: ContractTransport) -> Bool { servingNamespaces.contains(kind.entry.name) }
+
+    @Test("a name never posted before reaches an observer registered just before", arguments: kinds)
+    func newName(kind: ContractTransport) async throws {
+        try await runContract(kind, NewNameAtOnce(serves: serves(kind)))
+    }
+
+    @Test("every form, each element with its name; a label near miss never", arguments: kinds)
+    func everyForm(kind: ContractTransport) async throws {
+        try await runContract(kind, EveryFormWholeLabels(serves: serves(kind)))
+    }
+
+    @Test("a full buffer's losses are counted across names, each name in order", arguments: kinds)
+    func losses(kind: ContractTransport) async throws {
+        try await runContract(kind, LossesCountedAcrossNames(serves: serves(kind)))
+    }
+
+    @Test("cancel is exact while names across the namespace keep arriving", arguments: kinds)
+    func cancel(kind: ContractTransport) async throws {
+        try await runContract(kind, ExactCancel(serves: serves(kind)))
+    }
+}
