@@ -50,7 +50,8 @@ extension NotificationHub: ErasedHub {
         return DeliveredNotification(
             notification: RawNotification(bytes: Array(encoded.payload)),
             delivery: NotificationDelivery(
-                name: message.name, sender: message.sender, sequence: message.sequence, timestamp: message.timestamp, missed: 0))
+                name: message.name, sender: message.sender, sequence: message.sequence, timestamp: message.timestamp,
+                missed: 0))
     }
 }
 

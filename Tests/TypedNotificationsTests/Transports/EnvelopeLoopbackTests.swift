@@ -172,7 +172,8 @@ struct UnstartedObservationTests {
     func startsOnce() async throws {
         let hub = try NotificationHub(endpoint: "observer", transport: InProcessTransport(bus: InProcessBus()))
         defer { hub.close() }
-        let observation = try hub.observe(String.self, selecting: .name("test.once"), from: .any, bufferingPolicy: .unbounded)
+        let observation = try hub.observe(
+            String.self, selecting: .name("test.once"), from: .any, bufferingPolicy: .unbounded)
         let record = try observation.start()
         #expect(throws: TypedNotificationError.self) { try observation.start() }
         let sequence = DeliverySequence(observation: record)
