@@ -10,8 +10,8 @@ package protocol ErasedHub: Sendable {
     func post(_ raw: RawNotification, as name: NotificationName) throws(TypedNotificationError)
     /// Posts a typed notification.
     func postTyped<N: TypedNotification>(_ notification: N) throws(TypedNotificationError)
-    /// Raw deliveries of `name`.
-    func rawDeliveries(of name: NotificationName, bufferingPolicy: NotificationBufferingPolicy)
+    /// Raw deliveries of a name, or of every name in a namespace.
+    func rawDeliveries(of selector: NotificationSelector, bufferingPolicy: NotificationBufferingPolicy)
         throws(TypedNotificationError) -> DeliverySequence<RawNotification>
     /// Typed deliveries, unbounded.
     func typedDeliveries<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError) -> DeliverySequence<N>
@@ -28,10 +28,13 @@ extension NotificationHub: ErasedHub {
         try post(notification)
     }
 
-    package func rawDeliveries(of name: NotificationName, bufferingPolicy: NotificationBufferingPolicy)
+    package func rawDeliveries(of selector: NotificationSelector, bufferingPolicy: NotificationBufferingPolicy)
         throws(TypedNotificationError) -> DeliverySequence<RawNotification>
     {
-        try deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
+        switch selector {
+        case .name(let name): try deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
+        case .namespace(let namespace): try deliveries(in: namespace, bufferingPolicy: bufferingPolicy)
+        }
     }
 
     package func typedDeliveries<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
@@ -79,11 +82,11 @@ package struct AnyHub: Sendable {
         try hub.postTyped(notification)
     }
 
-    /// Raw deliveries of `name`.
-    package func deliveries(ofRaw name: NotificationName, bufferingPolicy: NotificationBufferingPolicy)
+    /// Raw deliveries of a name, or of every name in a namespace.
+    package func deliveries(ofRaw selector: NotificationSelector, bufferingPolicy: NotificationBufferingPolicy)
         throws(TypedNotificationError) -> DeliverySequence<RawNotification>
     {
-        try hub.rawDeliveries(of: name, bufferingPolicy: bufferingPolicy)
+        try hub.rawDeliveries(of: selector, bufferingPolicy: bufferingPolicy)
     }
 
     /// Typed deliveries, unbounded.

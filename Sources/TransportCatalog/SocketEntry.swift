@@ -18,7 +18,8 @@ extension TransportEntry {
             return endpoints.map { endpoint in
                 let state = endpoint.isAlive ? "alive" : "dead"
                 let owner = endpoint.endpoint.map { "\($0) pid \(endpoint.processID ?? 0)" } ?? "unregistered"
-                let names = endpoint.names.isEmpty ? "no names" : endpoint.names.map(\.rawValue).joined(separator: " ")
+                let names =
+                    endpoint.names.isEmpty ? "no names" : endpoint.names.map(\.description).joined(separator: " ")
                 let spool = endpoint.spooledBytes > 0 ? ", \(endpoint.spooledBytes) bytes spooled" : ""
                 return "\(endpoint.identifier)  \(owner) \(state): \(names)\(spool)"
             }

@@ -88,7 +88,7 @@ private func text(_ duration: Duration) -> String {
 /// How many notifications `watch` holds for a slow terminal by default.
 let defaultWatchBuffer = 10_000
 
-/// `tnotify watch NAME... [--transport …] [--dir … | --url …] [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]`
+/// `tnotify watch NAME|PREFIX.*... [--transport …] [--dir … | --url …] [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]`
 func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     let arguments = try Arguments(
         words, options: ["transport", "dir", "url", "cursor", "from", "buffer"], flags: ["json"])
@@ -102,8 +102,8 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     guard !arguments.positional.isEmpty else {
         throw CommandFailure(code: .usage, message: "watch needs at least one NAME")
     }
-    var names: [NotificationName] = []
-    for text in arguments.positional { names.append(try notificationName(text)) }
+    var names: [NotificationSelector] = []
+    for text in arguments.positional { names.append(try notificationSelector(text)) }
     let entry = try chosenTransport(arguments)
     let keeping = TransportCatalog.tools.filter(\.keepsPosts).map(\.name).joined(separator: " or ")
     if arguments.option("cursor") != nil && !entry.keepsPosts {
@@ -121,14 +121,14 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
         start = try startChoice(text)
     }
     let hub: AnyHub
-    var sequences: [(NotificationName, DeliverySequence<RawNotification>)] = []
+    var sequences: [DeliverySequence<RawNotification>] = []
     do {
         hub = try entry.makeHub(
             arguments, endpoint: "tnotify-watch", identity: arguments.option("cursor"), start: start)
         // Bounded, so a stalled terminal cannot grow the watcher without end;
         // what it drops is printed as `missed` on the next line.
         for name in names {
-            sequences.append((name, try hub.deliveries(ofRaw: name, bufferingPolicy: .bufferingNewest(buffer))))
+            sequences.append(try hub.deliveries(ofRaw: name, bufferingPolicy: .bufferingNewest(buffer)))
         }
     } catch {
         throw failure(error)
@@ -139,12 +139,12 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     // a signal sent on seeing it is handled so too.
     let stop = SignalStop(hub: hub)
     emit(
-        "watching \(names.map(\.rawValue).joined(separator: " ")) over the \(entry.name) transport, \(entry.location(arguments))"
+        "watching \(names.map(\.description).joined(separator: " ")) over the \(entry.name) transport, \(entry.location(arguments))"
     )
-    for name in names {
+    for case .name(let name) in names {
         for warning in entry.warnings(name, entry.place(arguments).text) { warn("tnotify: " + warning) }
     }
-    for name in names {
+    for case .name(let name) in names {
         if let problem = hub.cursorProblem(for: name) {
             warn(
                 "tnotify: the cursor of \(name) could not be used (\(problem)); reading from the oldest notification kept, each marked as a redelivery"
@@ -157,10 +157,10 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     // a notification only once its line was printed.
     let watching = Task {
         await withTaskGroup(of: Void.self) { group in
-            for (name, sequence) in sequences {
+            for sequence in sequences {
                 group.addTask {
                     for await delivered in sequence {
-                        emit(asJSON ? jsonLine(name, delivered) : textLine(name, delivered))
+                        emit(asJSON ? jsonLine(delivered.name, delivered) : textLine(delivered.name, delivered))
                     }
                 }
             }

@@ -92,6 +92,17 @@ func failure(_ error: TypedNotificationError) -> CommandFailure {
 }
 
 /// Validates a name before anything touches the file system.
+/// A name, or with `.*` at its end a namespace (`com.example.*` is every
+/// name under `com.example`, that name included).
+func notificationSelector(_ text: String) throws(CommandFailure) -> NotificationSelector {
+    guard text.hasSuffix(".*") else { return .name(try notificationName(text)) }
+    do {
+        return .namespace(try NotificationNamespace(validating: String(text.dropLast(2))))
+    } catch {
+        throw CommandFailure(code: .usage, message: error.message)
+    }
+}
+
 func notificationName(_ text: String) throws(CommandFailure) -> NotificationName {
     do {
         return try NotificationName(validating: text)

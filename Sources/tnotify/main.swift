@@ -10,7 +10,7 @@ let help: [String: String] = [
 
     Commands:
       post NAME     post a notification (--json TEXT | --text TEXT | --stdin)
-      watch NAME... print every notification of these names as it arrives
+      watch NAME... print every notification of these names (or PREFIX.*) as it arrives
       latest NAME   print the newest notification of a name (file or Redis)
       ls            list names, endpoints, logs and cursors
       gc            reap dead endpoints and apply log retention now
@@ -36,11 +36,13 @@ let help: [String: String] = [
     every observer has read it, and exits 75 naming those that have not.
     """,
     "watch": """
-    usage: tnotify watch NAME... [--transport socket|file|redis] [--dir DIR | --url URL]
+    usage: tnotify watch NAME|PREFIX.*... [--transport socket|file|redis] [--dir DIR | --url URL]
                          [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]
 
     Prints one line per notification: time, name, sender, sequence number and
-    payload; with --json, one JSON object per line. --cursor ID (file or Redis)
+    payload; with --json, one JSON object per line. PREFIX.* (quote it from the
+    shell) watches every name under PREFIX, PREFIX itself included, also names
+    first posted after the watch started: 'com.example.*'. --cursor ID (file or Redis)
     resumes the durable cursor ID where it stopped (over Redis, a consumer
     group; what it printed is acknowledged, the rest comes again marked as a
     redelivery). --from (file or Redis) says where to start without a saved

@@ -9,7 +9,9 @@ import TransportCatalog
 @Suite("A transport subscribes to what its selector says", .timeLimit(.minutes(3)))
 struct SelectorContractTests {
     /// The transports that serve namespaces today; the others refuse them.
-    static let servingNamespaces: Set<String> = ["in-process", "envelope-loopback"]
+    static let servingNamespaces: Set<String> = [
+        "in-process", "envelope-loopback", "socket", "socket-without-credentials",
+    ]
 
     /// Posts from `poster` under each of `names`, one sequence each.
     private func post(_ names: [String], from poster: any NotificationTransport, as sender: NotificationSender)

@@ -1,9 +1,10 @@
 @_spi(TransportAuthoring) import NotificationPlatform
 
-/// One endpoint registered for a name in a socket transport's directory.
+/// One endpoint registered for a name or a namespace in a socket
+/// transport's directory.
 package struct SocketRegistration: Sendable, Hashable {
-    /// The name it observes.
-    package var name: NotificationName
+    /// The name or namespace it observes.
+    package var selector: NotificationSelector
     /// The registering center's endpoint label, as written in the entry.
     package var endpoint: String
     /// The registering process's id, as written in the entry.
@@ -22,8 +23,8 @@ package struct SocketEndpoint: Sendable, Hashable {
     /// Whether a process is still bound to it; `false` for one that ended
     /// without closing (SIGTERM, SIGKILL, a crash).
     package var isAlive: Bool
-    /// The names it is registered for.
-    package var names: [NotificationName]
+    /// The names and namespaces it is registered for.
+    package var names: [NotificationSelector]
     /// The registering process's id and endpoint label, from its registry
     /// entries; `nil` for a socket with none (a poster that never observed).
     package var processID: Int32?
@@ -34,26 +35,34 @@ package struct SocketEndpoint: Sendable, Hashable {
 }
 
 extension SocketTransport {
-    /// Every registration in the directory, by name; for tools such as `tnotify ls`.
+    /// Every registration in the directory, by name or namespace; for tools
+    /// such as `tnotify ls`.
     package static func registrations(in directory: String = defaultDirectory) -> [SocketRegistration] {
-        guard case .success(let names) = SystemCalls.directoryEntries(SocketRegistry.namesDirectory(directory)) else {
-            return []
-        }
         var found: [SocketRegistration] = []
-        for rawName in names.sorted() {
-            guard let name = try? NotificationName(validating: rawName) else { continue }
-            for entry in SocketRegistry.entries(of: name, in: directory, sharing: .group) {
-                guard case .endpoint(let id) = entry else { continue }
-                let fields = entryFields(SocketRegistry.entryPath(directory, name, id))
-                found.append(
-                    SocketRegistration(
-                        name: name,
-                        endpoint: fields.endpoint,
-                        processID: fields.processID,
-                        isAlive: endpointState(directory, id) != .dead,
-                        identifier: id
+        let kinds: [(String, (String) -> NotificationSelector?)] = [
+            (SocketRegistry.namesDirectory(directory), { (try? NotificationName(validating: $0)).map { .name($0) } }),
+            (
+                SocketRegistry.namespacesDirectory(directory),
+                { (try? NotificationNamespace(validating: $0)).map { .namespace($0) } }
+            ),
+        ]
+        for (registry, selector) in kinds {
+            guard case .success(let keys) = SystemCalls.directoryEntries(registry) else { continue }
+            for key in keys.sorted() {
+                guard let name = selector(key) else { continue }
+                for entry in SocketRegistry.entries(of: name, in: directory, sharing: .group) {
+                    guard case .endpoint(let id) = entry else { continue }
+                    let fields = entryFields(SocketRegistry.entryPath(directory, name, id))
+                    found.append(
+                        SocketRegistration(
+                            selector: name,
+                            endpoint: fields.endpoint,
+                            processID: fields.processID,
+                            isAlive: endpointState(directory, id) != .dead,
+                            identifier: id
+                        )
                     )
-                )
+                }
             }
         }
         return found
@@ -75,7 +84,7 @@ extension SocketTransport {
                 SocketEndpoint(
                     identifier: id,
                     isAlive: endpointState(directory, id) != .dead,
-                    names: registered.map(\.name),
+                    names: registered.map(\.selector),
                     processID: registered.first?.processID,
                     endpoint: registered.first?.endpoint,
                     spooledBytes: SpoolWriter.bytesSpooled(in: Spool.directory(directory, endpoint: id))
@@ -93,7 +102,7 @@ extension SocketTransport {
         let directory = SharedDirectory.absolute(directory)
         var dead = Set<String>()
         for registration in registrations(in: directory) where !registration.isAlive {
-            let entry = SocketRegistry.entryPath(directory, registration.name, registration.identifier)
+            let entry = SocketRegistry.entryPath(directory, registration.selector, registration.identifier)
             _ = SystemCalls.removeFile(entry)
             dead.insert(registration.identifier)
         }

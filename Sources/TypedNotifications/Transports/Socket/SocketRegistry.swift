@@ -5,6 +5,7 @@
 ///     DIR/                     0700
 ///     DIR/sockets/ID.sock      each transport's bound socket, 0600
 ///     DIR/names/NAME/ID        one entry per endpoint observing NAME, 0600
+///     DIR/namespaces/NS/ID     one entry per endpoint observing the namespace NS
 ///     DIR/spool/ID/.registration  what every entry of the endpoint is a hard link to
 ///
 /// An ID is 16 lowercase hex digits, random per transport. An entry holds
@@ -12,6 +13,15 @@
 /// its name. Every entry of an endpoint is a hard link to its one
 /// registration file, whose link count therefore says, for one `fstat`,
 /// whether any entry was removed behind its back (`rm -rf DIR/names/NAME`).
+///
+/// A post of `com.example.jobs.done` looks in `names/com.example.jobs.done`,
+/// then in `namespaces/com`, `namespaces/com.example`,
+/// `namespaces/com.example.jobs` and `namespaces/com.example.jobs.done`.
+/// Posters make the directories of names they post (to watch them), never
+/// a namespace's: only its observers do, so `namespaces/` changes only when
+/// a namespace is first observed, and a poster watches it to learn that. A
+/// namespace whose text is longer than ``longestNamespace`` is not observed
+/// here, so every registry path stays within ``longestSuffix``.
 enum SocketRegistry {
     /// The largest envelope a datagram is asked to carry (4 MiB); the system's
     /// send buffer may allow less.
@@ -36,6 +46,22 @@ enum SocketRegistry {
     /// the longest name, `/names/` + 200 bytes + `/` + 16 hex digits. (A
     /// spool file adds at most 60.)
     static let longestSuffix = 7 + NotificationName.maximumLength + 1 + 16
+
+    /// The longest namespace the registry holds, in bytes: its entry's path
+    /// (`/namespaces/` is 5 bytes longer than `/names/`) is then no longer
+    /// than the longest name's. A longer one holds only names of 196 bytes
+    /// and more.
+    static let longestNamespace = NotificationName.maximumLength - 5
+
+    /// The registry directories a post of `name` looks in: its own, then
+    /// each enclosing namespace's that can be registered, shortest first.
+    static func directories(of name: NotificationName) -> [NotificationSelector] {
+        var selectors: [NotificationSelector] = [.name(name)]
+        NotificationNamespace.forEach(containing: name) { namespace in
+            if namespace.rawValue.utf8.count <= longestNamespace { selectors.append(.namespace(namespace)) }
+        }
+        return selectors
+    }
 
     /// The longest directory the socket transport takes, in bytes, where
     /// sockets reach `socketLimit`-byte paths and files `pathLimit`-byte ones:
@@ -66,15 +92,23 @@ enum SocketRegistry {
 
     static func socketsDirectory(_ directory: String) -> String { directory + "/sockets" }
     static func namesDirectory(_ directory: String) -> String { directory + "/names" }
+    static func namespacesDirectory(_ directory: String) -> String { directory + "/namespaces" }
     /// The registry's generation (see ``SharedCounter``): bumped by every
     /// registration and removal, read by posters at no system call's cost.
     static func generationPath(_ directory: String) -> String { directory + "/names/.generation" }
     static func socketPath(_ directory: String, _ id: String) -> String { directory + "/sockets/" + id + ".sock" }
-    static func nameDirectory(_ directory: String, _ name: NotificationName) -> String {
-        directory + "/names/" + name.rawValue
+    /// The registry directory of a name (`names/NAME`) or a namespace (`namespaces/NS`).
+    static func nameDirectory(_ directory: String, _ selector: NotificationSelector) -> String {
+        switch selector {
+        case .name(let name): directory + "/names/" + name.rawValue
+        case .namespace(let namespace): directory + "/namespaces/" + namespace.rawValue
+        }
+    }
+    static func entryPath(_ directory: String, _ selector: NotificationSelector, _ id: String) -> String {
+        nameDirectory(directory, selector) + "/" + id
     }
     static func entryPath(_ directory: String, _ name: NotificationName, _ id: String) -> String {
-        directory + "/names/" + name.rawValue + "/" + id
+        entryPath(directory, .name(name), id)
     }
 
     /// This endpoint's registration file, in its own spool directory (whose
@@ -100,7 +134,7 @@ enum SocketRegistry {
         case unlinked
     }
 
-    /// Creates this endpoint's entry for `name`: a hard link to its
+    /// Creates this endpoint's entry for `selector`: a hard link to its
     /// registration file (`registration`, whose identity is `identity`).
     /// Names are validated, so the path cannot leave the directory; `link`
     /// never follows or replaces what is there. An entry already there that
@@ -110,12 +144,13 @@ enum SocketRegistry {
     @discardableResult
     static func register(
         _ id: String,
-        for name: NotificationName,
+        for name: NotificationSelector,
         in directory: String,
         registration identity: FileIdentity,
         sender: NotificationSender,
         sharing: DirectorySharing
     ) throws(TypedNotificationError) -> Registered {
+        if case .namespace = name { try SharedDirectory.prepare(namespacesDirectory(directory), sharing: sharing) }
         try SharedDirectory.prepare(nameDirectory(directory, name), sharing: sharing)
         let path = entryPath(directory, name, id)
         let source = registrationPath(directory, id)
@@ -174,9 +209,13 @@ enum SocketRegistry {
 
     /// The entries registered for `name`: valid ones by id; anything else (a
     /// foreign name, a symbolic link, another owner's file) is reported ignored.
-    static func entries(of name: NotificationName, in directory: String, sharing: DirectorySharing) -> [Entry] {
+    static func entries(of name: NotificationSelector, in directory: String, sharing: DirectorySharing) -> [Entry] {
         let nameDirectory = nameDirectory(directory, name)
-        guard case .success(let names) = SystemCalls.directoryEntries(nameDirectory) else { return [] }
+        // A directory, never a link to one elsewhere: a namespace's is not
+        // made (and so checked) by posters, as a name's is.
+        guard case .success(let info) = SystemCalls.linkStatus(nameDirectory), info.kind == .directory,
+            case .success(let names) = SystemCalls.directoryEntries(nameDirectory)
+        else { return [] }
         let ownUser = SystemProcess.userID
         return names.map { file in
             guard isIdentifier(file), case .success(let info) = SystemCalls.linkStatus(nameDirectory + "/" + file),

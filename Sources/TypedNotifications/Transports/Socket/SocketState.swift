@@ -8,7 +8,7 @@ import Synchronization
 
 /// What a ``SocketTransport`` shares between its threads, under its core's
 /// lock (held for no system call) beside the lifecycle: the names it
-/// registered, and the endpoints and routes the send in progress last
+/// registered, and the endpoints the send in progress last
 /// published (for statistics, ``SocketTransport/flush(timeout:)`` and error
 /// messages).
 @_spi(TransportAuthoring) public struct SocketState {
@@ -17,10 +17,11 @@ import Synchronization
     var registration: FileIdentity?
     /// Names whose entry is a file of its own, not a link: the file system
     /// allowed the registration file no more links (65,000 on ext4).
-    var unlinkedEntries: Set<NotificationName> = []
-    var subscribed: Set<NotificationName> = []
+    var unlinkedEntries: Set<NotificationSelector> = []
+    var subscribed: Set<NotificationSelector> = []
     var peers: [String: SocketPeer] = [:]
-    var routes: [NotificationName: [String]] = [:]
+    /// A registry directory each peer was listed in, to name it by its entry.
+    var listedIn: [String: NotificationSelector] = [:]
 }
 
 /// The registry cache and the endpoints a transport sends to: touched only

@@ -151,10 +151,10 @@ extension SocketTransport {
     }
 
     /// `label(pid)` from the endpoint's registry entry for `name` (or any
-    /// name this transport routes it for), else its identifier.
+    /// directory this transport routes it for), else its identifier.
     func endpointLabel(_ id: String, of name: NotificationName?) -> String {
-        var names: [NotificationName] = name.map { [$0] } ?? []
-        names += state.withLock { state in state.shared.routes.filter { $0.value.contains(id) }.map(\.key) }
+        var names: [NotificationSelector] = name.map { [.name($0)] } ?? []
+        if let listed = state.withLock({ $0.shared.listedIn[id] }) { names.append(listed) }
         for candidate in names {
             let fields = SocketTransport.entryFields(SocketRegistry.entryPath(directory, candidate, id))
             if fields.processID > 0 { return "\(fields.endpoint)(\(fields.processID)) [\(id)]" }
@@ -162,35 +162,57 @@ extension SocketTransport {
         return id
     }
 
-    /// Makes sure the cached endpoints of `name` are current: rescans its
-    /// registry directory only when it changed since the last look. The
-    /// routing machine decides; this performs its actions.
+    /// Makes sure the cached endpoints of `name` are current: rescans a
+    /// registry directory it looks in (its own, its namespaces') only when
+    /// that directory changed since the last look. The routing machine
+    /// decides; this performs its actions.
     func refreshRoute(for name: NotificationName, in routing: inout SocketRouting) {
         guard routing.machine.check(name, generation: registryGeneration?.value) == .readChanges else { return }
         let events: SocketRoutingStateMachine<SocketPeer>.ChangeEvents =
             routing.monitor.changes().map { .changed($0) } ?? .overflowed
-        switch routing.machine.changesRead(events, lostWatches: routing.monitor.takeLostWatches(), for: name) {
-        case .current:
-            return
-        case .watch:
-            let nameDirectory = SocketRegistry.nameDirectory(directory, name)
+        routing.machine.changesRead(events, lostWatches: routing.monitor.takeLostWatches(), for: name)
+        while let (selector, action) = routing.machine.nextScan(for: name) {
+            switch action {
+            case .watchRegistry:
+                let registry = SocketRegistry.namespacesDirectory(directory)
+                var index: Int?
+                if (try? SharedDirectory.prepare(registry, sharing: configuration.sharing)) != nil {
+                    index = try? routing.monitor.watch(registry)
+                }
+                routing.machine.watchedRegistry(as: index, for: selector)
+            case .watch: scan(selector, watching: true, in: &routing)
+            case .list: scan(selector, watching: false, in: &routing)
+            }
+        }
+    }
+
+    /// Lists one registry directory, watching it first when `watching`,
+    /// and connects to the endpoints new in it.
+    private func scan(_ selector: NotificationSelector, watching: Bool, in routing: inout SocketRouting) {
+        if watching {
+            let nameDirectory = SocketRegistry.nameDirectory(directory, selector)
             var index: Int?
-            if (try? SharedDirectory.prepare(nameDirectory, sharing: configuration.sharing)) != nil {
+            switch selector {
+            case .name:
+                if (try? SharedDirectory.prepare(nameDirectory, sharing: configuration.sharing)) != nil {
+                    index = try? routing.monitor.watch(nameDirectory)
+                }
+            case .namespace:
+                // Made by its observers only: one not there yet is looked for
+                // again when `namespaces/` changes.
                 index = try? routing.monitor.watch(nameDirectory)
             }
-            routing.machine.watched(name, as: index)
-        case .list:
-            break
+            routing.machine.watched(selector, as: index)
         }
         counters.add(to: .registryScans)
         var endpoints: [String] = []
-        for entry in SocketRegistry.entries(of: name, in: directory, sharing: configuration.sharing) {
+        for entry in SocketRegistry.entries(of: selector, in: directory, sharing: configuration.sharing) {
             switch entry {
             case .ignored: counters.add(to: .ignoredRegistryFiles)
             case .endpoint(let id): endpoints.append(id)
             }
         }
-        for id in routing.machine.listed(name, endpoints: endpoints) {
+        for id in routing.machine.listed(selector, endpoints: endpoints) {
             let connection: SocketRoutingStateMachine<SocketPeer>.Connection
             switch SocketPeer.connect(
                 id,
@@ -228,7 +250,7 @@ extension SocketTransport {
         Self.removeSpool(Spool.directory(directory, endpoint: id))
     }
 
-    func reapEntry(_ id: String, of name: NotificationName) {
+    func reapEntry(_ id: String, of name: NotificationSelector) {
         if case .success = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, id)) {
             counters.add(to: .reapedEndpoints)
         }

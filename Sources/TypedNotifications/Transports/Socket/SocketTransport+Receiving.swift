@@ -94,12 +94,12 @@ extension SocketTransport {
     {
         let (names, unlinked) = state.withLock { ($0.shared.subscribed, $0.shared.unlinkedEntries) }
         var ours = registration
-        func entry(_ name: NotificationName) -> String { SocketRegistry.entryPath(directory, name, identifier) }
+        func entry(_ name: NotificationSelector) -> String { SocketRegistry.entryPath(directory, name, identifier) }
         func status(_ path: String) -> FileStatus? {
             if case .success(let found) = SystemCalls.linkStatus(path) { return found }
             return nil
         }
-        var missing: [NotificationName] = []
+        var missing: [NotificationSelector] = []
         var present: String?
         for name in names {
             let found = status(entry(name))

@@ -274,13 +274,25 @@ public final class SocketTransport: NotificationTransport {
     /// without waking another thread.
     public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
 
-    /// Registers this endpoint for the name `selector` says: from now on
-    /// posts of it reach this transport.
+    /// Registers this endpoint for the name or namespace `selector` says:
+    /// from now on posts of it (of every name in it) reach this transport,
+    /// from every poster, running or new. A namespace is registered as one
+    /// entry, in `namespaces/NS`, which a post of a name finds among the
+    /// directories of its enclosing namespaces.
     ///
-    /// - Throws: ``TypedNotificationError/Code/unsupported`` for a namespace:
-    ///   this transport observes single names.
+    /// - Throws: ``TypedNotificationError/Code/invalidName`` for a namespace
+    ///   longer than 195 bytes (which holds only names of 196 bytes and more);
+    ///   ``TypedNotificationError/Code/closed`` when the transport is not
+    ///   open; a registry error when the entry cannot be made.
     public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
-        let name = try selector.name(servedBy: "socket")
+        let name = selector
+        if case .namespace(let namespace) = selector, namespace.rawValue.utf8.count > SocketRegistry.longestNamespace {
+            throw TypedNotificationError(
+                code: .invalidName,
+                message:
+                    "the namespace \(namespace) is \(namespace.rawValue.utf8.count) bytes; the socket transport observes namespaces of up to \(SocketRegistry.longestNamespace) bytes: observe the name instead"
+            )
+        }
         let (sender, registration) = try state.withLock {
             (state: inout SocketCore.State) throws(TypedNotificationError) in
             (try state.lifecycle.opened(for: "subscribe"), state.shared.registration)
@@ -312,9 +324,10 @@ public final class SocketTransport: NotificationTransport {
         }
     }
 
-    /// Removes this endpoint's registration for the name `selector` says.
+    /// Removes this endpoint's registration for the name or namespace
+    /// `selector` says.
     public func unsubscribe(from selector: NotificationSelector) {
-        guard case .name(let name) = selector else { return }
+        let name = selector
         let removed = state.withLock { state in
             state.shared.unlinkedEntries.remove(name)
             return state.shared.subscribed.remove(name) != nil
@@ -396,7 +409,7 @@ public final class SocketTransport: NotificationTransport {
         let isClosed = state.withLock { state in
             if let changes {
                 state.shared.peers = changes.peers
-                state.shared.routes = changes.routes
+                state.shared.listedIn = changes.listedIn
             }
             return state.lifecycle.isClosed
         }
@@ -466,7 +479,7 @@ public final class SocketTransport: NotificationTransport {
             defer {
                 shared.subscribed = []
                 shared.peers = [:]
-                shared.routes = [:]
+                shared.listedIn = [:]
             }
             return shared.subscribed
         }

@@ -27,10 +27,15 @@ struct SocketRoutingStateMachineTests {
         var nextWatch = 1
 
         var watches: [NotificationName: Int] = [:]
+        /// Listings of a name's own directory (namespaces' are counted apart).
         var listings = 0
         var connects: [String] = []
         var removedEntries: [String] = []
         var released: [String] = []
+        /// Endpoints registered for namespaces, and their directories' watches and listings.
+        var namespaces: [NotificationNamespace: [String]] = [:]
+        var namespaceWatches: [NotificationNamespace: Int] = [:]
+        var namespaceListings = 0
 
         mutating func post(_ name: NotificationName) -> [String] {
             defer {
@@ -38,29 +43,38 @@ struct SocketRoutingStateMachineTests {
                 lostWatches = []
             }
             guard machine.check(name, generation: generation) == .readChanges else { return machine.route(of: name) }
-            switch machine.changesRead(events, lostWatches: lostWatches, for: name) {
-            case .current:
-                return machine.route(of: name)
-            case .watch:
-                var index: Int?
-                if watchable {
-                    index = nextWatch
-                    watches[name] = nextWatch
-                    nextWatch += 1
+            machine.changesRead(events, lostWatches: lostWatches, for: name)
+            while let (directory, action) = machine.nextScan(for: name) {
+                if action == .watch {
+                    var index: Int?
+                    if watchable {
+                        index = nextWatch
+                        switch directory {
+                        case .name(let name): watches[name] = nextWatch
+                        case .namespace(let namespace): namespaceWatches[namespace] = nextWatch
+                        }
+                        nextWatch += 1
+                    }
+                    machine.watched(directory, as: index)
                 }
-                machine.watched(name, as: index)
-            case .list:
-                break
-            }
-            listings += 1
-            for id in machine.listed(name, endpoints: registry[name] ?? []) {
-                connects.append(id)
-                if case .removeEntry(let dead) = machine.connected(id, connect(id)) {
-                    removedEntries.append("\(dead.rawValue)/\(id)")
+                let listed: [String]
+                switch directory {
+                case .name(let name):
+                    listings += 1
+                    listed = registry[name] ?? []
+                case .namespace(let namespace):
+                    namespaceListings += 1
+                    listed = namespaces[namespace] ?? []
                 }
+                for id in machine.listed(directory, endpoints: listed) {
+                    connects.append(id)
+                    if case .removeEntry(let dead) = machine.connected(id, connect(id)) {
+                        removedEntries.append("\(dead)/\(id)")
+                    }
+                }
+                let holders = spoolHolders
+                released += machine.finishScan(keeping: { holders.contains($0) })
             }
-            let holders = spoolHolders
-            released += machine.finishScan(keeping: { holders.contains($0) })
             return machine.route(of: name)
         }
     }
@@ -73,7 +87,8 @@ struct SocketRoutingStateMachineTests {
         #expect(driver.watches[a] == 1)
         #expect(driver.connects == ["e2", "e1"])
         #expect(driver.machine.peer("e1") == "peer-e1")
-        #expect(driver.machine.takeChanges()?.routes == [a: ["e2", "e1"]])
+        #expect(driver.machine.routes[.name(a)] == ["e2", "e1"])
+        #expect(driver.machine.takeChanges()?.listedIn == ["e2": .name(a), "e1": .name(a)])
         #expect(driver.machine.takeChanges() == nil, "published once")
     }
 
@@ -140,10 +155,11 @@ struct SocketRoutingStateMachineTests {
         driver.registry[a] = ["e1"]
         _ = driver.post(a)
         driver.generation = 2
-        driver.lostWatches = [driver.watches[a] ?? 0]
+        let lost = driver.watches[a] ?? 0
+        driver.lostWatches = [lost]
         driver.registry[a] = []
         #expect(driver.post(a) == [])
-        #expect(driver.watches[a] == 2, "watched again under a new index")
+        #expect(driver.watches[a].map { $0 != lost } == true, "watched again under a new index")
         #expect(driver.released == ["peer-e1"], "an endpoint no name routes to is let go")
     }
 
@@ -240,7 +256,7 @@ struct SocketRoutingStateMachineTests {
         _ = driver.post(a)
         _ = driver.post(b)
         _ = driver.machine.takeChanges()
-        #expect(driver.machine.endpointDied("e1") == [a, b])
+        #expect(driver.machine.endpointDied("e1") == [.name(a), .name(b)])
         #expect(driver.machine.route(of: a) == ["e2"])
         #expect(driver.machine.route(of: b) == [])
         #expect(driver.machine.peer("e1") == nil)
