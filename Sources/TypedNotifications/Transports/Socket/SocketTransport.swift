@@ -36,6 +36,12 @@ import Dispatch
 ///   takes no longer, because nothing is held in memory for later.
 ///   ``flush(timeout:)`` waits, when asked, until the endpoints have read what
 ///   was spooled for them.
+/// - **Namespaces at the cost of a name:** an observer of a namespace
+///   (`com.example.jobs`) registers once, in `namespaces/`; a post looks in
+///   its name's directory and in each enclosing namespace's, and caches the
+///   union, so in steady state it costs the same whether 0 or 100
+///   namespaces are observed elsewhere. A name first posted after the
+///   observer registered, by any process, reaches it.
 /// - **Dead endpoints are reaped:** a process that died leaves a registry entry,
 ///   a socket file and perhaps a spool; the next post to it, and every new
 ///   transport for the sockets of the directory, finds it gone and removes them.
