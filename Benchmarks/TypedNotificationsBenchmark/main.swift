@@ -35,7 +35,7 @@ let usage = """
     the fixed costs (envelope, post-to-handler); and a memory run. A full run takes
     about 7 minutes; --quick about 1. Build it in release: swift run -c release TypedNotificationsBenchmark
 
-      --only       any of envelope, delivery, fanout, posters, stopped, memory (default: all)
+      --only       any of envelope, delivery, fanout, posters, stopped, namespaces, memory (default: all)
       --kinds      fan-out scenarios, e.g. socket,raw-datagram (default: all; the Redis ones,
                    redis,raw-redis,redis-pubsub, only where redis-server is installed)
       --observers  observer counts (default 1,4,16)
@@ -75,6 +75,12 @@ case "hubs":
 case "stopped-observer":
     try runStoppedObserver(arguments.dropFirst(2))
     exit(0)
+case "ns-observer":
+    try runNamespaceObserver(arguments.dropFirst(2))
+    exit(0)
+case "ns-holder":
+    try runNamespaceHolder(arguments.dropFirst(2))
+    exit(0)
 default:
     // Anything but the options above is a mistake: say so rather than start
     // a run of several minutes.
@@ -112,7 +118,8 @@ func option(_ flag: String) -> String? {
 func list(_ flag: String) -> [String]? { option(flag)?.split(separator: ",").map(String.init) }
 
 let quick = arguments.contains("--quick")
-let sections = Set(list("--only") ?? ["envelope", "delivery", "fanout", "posters", "stopped", "memory"])
+let sections = Set(
+    list("--only") ?? ["envelope", "delivery", "fanout", "posters", "stopped", "namespaces", "memory"])
 /// Refuses a `--kinds` list, saying why and which kinds there are; never a trap.
 func refuseKinds(_ problem: String) -> Never {
     let known = Kind.allCases.map(\.rawValue).joined(separator: ", ")
@@ -224,6 +231,10 @@ if sections.contains("posters") {
                     format: "%.1f posts per write, %.2f system calls per post", result.postsPerWrite,
                     result.systemCallsPerPost))
     }
+}
+
+if sections.contains("namespaces") {
+    try measureNamespaces(quick: quick, rounds: max(5, rounds))
 }
 
 if sections.contains("stopped") {
