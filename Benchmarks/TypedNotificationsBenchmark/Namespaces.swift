@@ -160,7 +160,7 @@ func measureNamespacePoint(mode: String, holders: Int, count: Int, names: Int, g
 /// The namespaces section: `rounds` interleaved rounds of the three
 /// configurations, each reported as its median, then the memory run.
 func measureNamespaces(quick: Bool, rounds: Int) throws {
-    let count = quick ? 5_000 : 20_000
+    let count = quick ? 2_000 : 20_000
     let gap: UInt64 = 50_000
     print(
         "\nNamespaces (socket): \(count) posts paced 50 µs per point, median of \(rounds) interleaved rounds"
