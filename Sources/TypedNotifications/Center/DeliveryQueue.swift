@@ -41,8 +41,8 @@ final class DeliveryQueue: Sendable {
 
     /// Adds misses that no message carries (a poster's drop record) to the
     /// next entry's missed count; not `isExact`: at least `count`.
-    func noteMissed(_ count: Int, isExact: Bool) {
-        machine.withLock { $0.noteMissed(count, isExact: isExact) }
+    func noteMissed(_ count: Int, isExact: Bool, for name: NotificationName) {
+        machine.withLock { $0.noteMissed(count, isExact: isExact, for: name) }
     }
 
     /// Whether a handler loop's slice of messages is waiting (see

@@ -9,21 +9,65 @@ struct DeliveryEntry<Element> {
 
 extension DeliveryEntry: Sendable where Element: Sendable {}
 
+/// What a buffered element is counted under: losses are reported per name,
+/// on the next delivery of the same name, never on another name's.
+protocol DeliveryKeyed {
+    /// The name the element was posted under.
+    var deliveryKey: NotificationName { get }
+}
+
+extension TransportMessage: DeliveryKeyed {
+    var deliveryKey: NotificationName { name }
+}
+
+/// Losses not yet reported, per name, in bounded memory: at most
+/// `2 × capacity` names, kept in two generations (see ``Generations``). A
+/// name with losses that no delivery of it has carried while `capacity`
+/// other names gained some is forgotten; its losses stay counted in the
+/// center's ``NotificationMetrics`` (`dropped`, `undecodable`), not in a
+/// delivery. An observer of one name never forgets.
+struct MissedByName: Sendable {
+    static let capacity = 4_096
+    private var counts = Generations<NotificationName, (count: Int, isExact: Bool)>(capacity: capacity)
+
+    var isEmpty: Bool { counts.count == 0 }
+
+    mutating func add(_ count: Int, isExact: Bool, for name: NotificationName) {
+        counts.update(name, default: (0, true)) { carried in
+            carried = (carried.count.addingSaturating(count), carried.isExact && isExact)
+        }
+    }
+
+    /// The losses of `name` not yet reported, forgotten here.
+    mutating func take(_ name: NotificationName) -> (count: Int, isExact: Bool)? {
+        counts.remove(name)
+    }
+
+    /// How many names have losses waiting.
+    var names: Int { counts.count }
+}
+
 /// The buffer between posters and one observer, as a pure state machine.
+///
+/// What it drops is reported on the next delivery of the same name: for an
+/// observer of a namespace, one name's losses never ride on another's.
 ///
 /// No locks, no async and no I/O: ``DeliveryQueue`` runs it under a mutex and
 /// carries out the actions it returns, so every transition can be tested
 /// without threads. `Waiter` is whatever the storage resumes when an element
 /// arrives for a suspended consumer (a continuation; a plain value in tests).
-struct DeliveryQueueStateMachine<Element, Waiter> {
+struct DeliveryQueueStateMachine<Element: DeliveryKeyed, Waiter> {
     typealias Entry = DeliveryEntry<Element>
 
     private var buffer = FIFOBuffer<Entry>()
     private var waiter: Waiter?
     private var isFinished = false
-    // Misses not yet attached to an entry: they ride on the next accepted one.
-    private var missedCarry = 0
-    private var carryIsExact = true
+    // Misses not yet attached to an entry: they ride on the next accepted
+    // one of their name (a newer element dropped, or reported missed).
+    private var carried = MissedByName()
+    // Misses older than every buffered entry (the oldest, dropped to make
+    // room): they ride on the next entry of their name taken out.
+    private var carriedToTake = MissedByName()
     private let limit: Int?
     private let keepsNewest: Bool
 
@@ -67,13 +111,15 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
 
     mutating func enqueue(_ element: Element, missedBefore: Int) -> EnqueueAction {
         guard !isFinished else { return .discarded }
-        var entry = Entry(
-            element: element, missedBefore: missedBefore.addingSaturating(missedCarry), missedIsExact: carryIsExact)
-        missedCarry = 0
-        carryIsExact = true
+        var entry = Entry(element: element, missedBefore: missedBefore)
+        if !carried.isEmpty, let carry = carried.take(element.deliveryKey) {
+            entry.missedBefore = entry.missedBefore.addingSaturating(carry.count)
+            entry.missedIsExact = carry.isExact
+        }
         if let waiter {
             // A waiter exists only while the buffer is empty.
             self.waiter = nil
+            attachCarriedToTake(&entry)
             return .resume(waiter, entry)
         }
         guard let limit, count >= limit else {
@@ -82,31 +128,35 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
         }
         dropped += 1
         if keepsNewest, let oldest = buffer.removeFirst() {
-            let lost = oldest.missedBefore.addingSaturating(1)
-            if buffer.isEmpty {
-                entry.missedBefore = entry.missedBefore.addingSaturating(lost)
-                entry.missedIsExact = entry.missedIsExact && oldest.missedIsExact
-            } else {
-                buffer.updateFirst {
-                    $0.missedBefore = $0.missedBefore.addingSaturating(lost)
-                    $0.missedIsExact = $0.missedIsExact && oldest.missedIsExact
-                }
-            }
+            // Older than everything buffered: the next entry of its name
+            // taken out is the first after it.
+            carriedToTake.add(
+                oldest.missedBefore.addingSaturating(1), isExact: oldest.missedIsExact,
+                for: oldest.element.deliveryKey)
             buffer.append(entry)
             return .dropped(oldest.element)
         }
-        missedCarry = entry.missedBefore.addingSaturating(1)
-        carryIsExact = entry.missedIsExact
+        carried.add(entry.missedBefore.addingSaturating(1), isExact: entry.missedIsExact, for: element.deliveryKey)
         return .dropped(element)
     }
 
-    /// Records misses that happened before any element arrived (a payload this
-    /// observer could not decode, say): the next accepted element carries them.
-    /// Not `isExact`: a loss that could not be counted, at least `count`.
-    mutating func noteMissed(_ count: Int, isExact: Bool = true) {
+    /// Adds to `entry` what dropped entries of its name, older than it, left.
+    private mutating func attachCarriedToTake(_ entry: inout Entry) {
+        guard !carriedToTake.isEmpty, let carry = carriedToTake.take(entry.element.deliveryKey) else { return }
+        entry.missedBefore = entry.missedBefore.addingSaturating(carry.count)
+        entry.missedIsExact = entry.missedIsExact && carry.isExact
+    }
+
+    /// Names with losses not yet reported on a delivery (bounded).
+    var namesWithUnreportedLosses: Int { carried.names + carriedToTake.names }
+
+    /// Records misses of `name` reported before its next element arrived (a
+    /// sequence gap a transport reported, say): the next accepted element of
+    /// that name carries them. Not `isExact`: a loss that could not be
+    /// counted, at least `count`.
+    mutating func noteMissed(_ count: Int, isExact: Bool = true, for name: NotificationName) {
         guard !isFinished else { return }
-        missedCarry = missedCarry.addingSaturating(count)
-        carryIsExact = carryIsExact && isExact
+        carried.add(count, isExact: isExact, for: name)
     }
 
     enum TakeAction {
@@ -126,7 +176,11 @@ struct DeliveryQueueStateMachine<Element, Waiter> {
     /// lock acquisition instead of one per element.
     mutating func take(into batch: inout [Entry], limit: Int = .max, waiter newWaiter: Waiter?) -> TakeAction {
         if count > 0 {
+            let start = batch.count
             buffer.move(upTo: Swift.max(1, limit), into: &batch)
+            if !carriedToTake.isEmpty {
+                for index in start..<batch.count { attachCarriedToTake(&batch[index]) }
+            }
             return .taken
         }
         if isFinished {

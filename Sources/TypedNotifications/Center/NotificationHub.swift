@@ -385,7 +385,9 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         let found = table.withLock { $0.missed(report, tracksGaps: tracksGaps) }
         guard let found, found.missed > 0 || !report.isExact else { return }
         if isGap { counters.addSaturating(found.missed, to: .sequenceGaps) }
-        for observer in found.observers { observer.noteMissed(found.missed, isExact: report.isExact) }
+        for observer in found.observers {
+            observer.noteMissed(found.missed, isExact: report.isExact, for: report.name)
+        }
     }
 
     private func noteRefused(_ report: MissedNotifications) {

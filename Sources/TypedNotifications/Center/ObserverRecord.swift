@@ -9,7 +9,7 @@ protocol ObservationSink: AnyObject, Sendable {
     /// Adds `count` notifications that will never arrive to the next
     /// delivery's missed count; not `isExact`: a loss that could not be
     /// counted, at least `count`. Never runs user code, never blocks.
-    func noteMissed(_ count: Int, isExact: Bool)
+    func noteMissed(_ count: Int, isExact: Bool, for name: NotificationName)
     /// Whether a slice of notifications waits in its buffer. Never blocks.
     var isBackedUp: Bool { get }
     /// How many more notifications its buffer takes before it drops one;
@@ -174,18 +174,20 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
         }
     }
 
-    func noteMissed(_ count: Int, isExact: Bool) {
-        queue.noteMissed(count, isExact: isExact)
+    func noteMissed(_ count: Int, isExact: Bool, for name: NotificationName) {
+        queue.noteMissed(count, isExact: isExact, for: name)
     }
 }
 
 /// Turns queued entries into typed deliveries, in order, and carries what
-/// could not be decoded into the next delivery's ``NotificationDelivery/missed``.
+/// could not be decoded into the next delivery of the same name's
+/// ``NotificationDelivery/missed``.
 ///
-/// Shared by async sequences and handler loops; holds only the running count.
+/// Shared by async sequences and handler loops; holds only the counts of
+/// names with an undecodable payload not yet reported (bounded, see
+/// ``MissedByName``).
 struct DeliveryDecoder<N: DarwinPayload>: Sendable {
-    private var missed = 0
-    private var missedIsExact = true
+    private var undecoded = MissedByName()
 
     /// The entry as a delivery, or `nil` (counted as undecodable and as missed)
     /// when its payload is not an `N`.
@@ -196,20 +198,22 @@ struct DeliveryDecoder<N: DarwinPayload>: Sendable {
     mutating func delivery(from entry: DeliveryQueue.Entry, metrics: Counters<NotificationMetrics>)
         -> DeliveredNotification<N>?
     {
-        missed = missed.addingSaturating(entry.missedBefore)
-        missedIsExact = missedIsExact && entry.missedIsExact
+        var missed = entry.missedBefore
+        var missedIsExact = entry.missedIsExact
         let message = entry.element
+        if !undecoded.isEmpty, let carried = undecoded.take(message.name) {
+            missed = missed.addingSaturating(carried.count)
+            missedIsExact = missedIsExact && carried.isExact
+        }
         guard
             let delivered = DeliveredNotification<N>(decoding: message, missed: missed, missedIsExact: missedIsExact)
         else {
             metrics.add(to: .undecodable)
-            missed = missed.addingSaturating(1)
+            undecoded.add(missed.addingSaturating(1), isExact: missedIsExact, for: message.name)
             // Counted as missed: as handled as it will ever be.
             message.receipt?.release()
             return nil
         }
-        missed = 0
-        missedIsExact = true
         return delivered
     }
 }

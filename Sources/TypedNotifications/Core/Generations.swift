@@ -75,3 +75,4 @@ struct Generations<Key: Hashable, Value> {
         older = older.filter { !shouldForget($0.key) }
     }
 }
+extension Generations: Sendable where Key: Sendable, Value: Sendable {}

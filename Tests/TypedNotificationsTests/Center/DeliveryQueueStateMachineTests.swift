@@ -160,3 +160,92 @@ struct DeliveryQueueStateMachineTests {
         #expect(drain(&machine).map(\.0) == [6])
     }
 }
+
+/// The tests above use one name for every element.
+extension Int: DeliveryKeyed {
+    public var deliveryKey: NotificationName { "test.queue" }
+}
+
+extension DeliveryQueueStateMachine where Element == Int {
+    mutating func noteMissed(_ count: Int, isExact: Bool = true) {
+        noteMissed(count, isExact: isExact, for: "test.queue")
+    }
+}
+
+/// An element posted under a name of a namespace.
+struct NamedElement: DeliveryKeyed, Equatable {
+    var name: NotificationName
+    var index: Int
+    var deliveryKey: NotificationName { name }
+}
+
+/// A namespace observer's buffer: what it drops is reported on the next
+/// delivery of the same name, never on another name's.
+@Suite("Delivery queue state machine: losses per name")
+struct DeliveryQueuePerNameTests {
+    typealias Machine = DeliveryQueueStateMachine<NamedElement, Int>
+
+    /// Received count and reported missed per name.
+    func tally(_ machine: inout Machine) -> [String: (received: Int, missed: Int)] {
+        var batch: [Machine.Entry] = []
+        _ = machine.take(into: &batch, waiter: nil)
+        var result: [String: (received: Int, missed: Int)] = [:]
+        for entry in batch {
+            let name = entry.element.name.rawValue
+            let old = result[name] ?? (0, 0)
+            result[name] = (old.received + 1, old.missed + entry.missedBefore)
+        }
+        return result
+    }
+
+    @Test(
+        "bufferingNewest over three names: each name's received plus missed is its posts, once it is delivered again",
+        arguments: [true, false])
+    func keepsNewestPerName(newest: Bool) {
+        var machine = Machine(policy: newest ? .bufferingNewest(8) : .bufferingOldest(8))
+        var posted: [String: Int] = [:]
+        func post(_ name: NotificationName, _ index: Int) {
+            _ = machine.enqueue(NamedElement(name: name, index: index), missedBefore: 0)
+            posted[name.rawValue, default: 0] += 1
+        }
+        for index in 0..<50 {
+            post("com.buf.a", index)
+            post("com.buf.b", index)
+        }
+        for index in 0..<10 { post("com.buf.c", index) }
+        var totals = tally(&machine)
+        // Each name posted once more, after the drain: it carries what is left.
+        for name: NotificationName in ["com.buf.a", "com.buf.b", "com.buf.c"] { post(name, 99) }
+        for (name, counts) in tally(&machine) {
+            let old = totals[name] ?? (0, 0)
+            totals[name] = (old.received + counts.received, old.missed + counts.missed)
+        }
+        for (name, count) in posted {
+            let counts = totals[name] ?? (0, 0)
+            #expect(counts.received + counts.missed == count, "\(name): \(counts) of \(count)")
+        }
+        #expect(machine.namesWithUnreportedLosses == 0)
+    }
+
+    @Test("a reported gap rides on the next element of its name, not on another name's")
+    func gapPerName() {
+        var machine = Machine(policy: .unbounded)
+        machine.noteMissed(3, for: "com.gap.a")
+        _ = machine.enqueue(NamedElement(name: "com.gap.b", index: 0), missedBefore: 0)
+        _ = machine.enqueue(NamedElement(name: "com.gap.a", index: 0), missedBefore: 1)
+        var batch: [Machine.Entry] = []
+        _ = machine.take(into: &batch, waiter: nil)
+        #expect(batch.map(\.missedBefore) == [0, 4])
+    }
+
+    @Test("losses of 100,000 names never delivered again stay bounded")
+    func bounded() {
+        var machine = Machine(policy: .bufferingNewest(1))
+        for index in 0..<100_000 {
+            _ = machine.enqueue(
+                NamedElement(name: NotificationName(checked: "com.many.n\(index)"), index: index), missedBefore: 0)
+        }
+        #expect(machine.namesWithUnreportedLosses <= 2 * MissedByName.capacity + 1)
+        #expect(machine.dropped == 99_999)
+    }
+}
