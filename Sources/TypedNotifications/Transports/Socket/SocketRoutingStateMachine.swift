@@ -41,8 +41,9 @@ struct SocketRoutingStateMachine<Peer> {
     /// The directories each posted name looks in.
     private var directories: [NotificationName: [NotificationSelector]] = [:]
     /// The endpoints a post of each name goes to: the union of its
-    /// directories' routes, each endpoint once. Emptied whenever a route
-    /// changes; a name missing here has its directories checked.
+    /// directories' routes, each endpoint once. A name's is forgotten when
+    /// a route it was made of changes (every name's, for a namespace's
+    /// route); a name missing here has its directories checked.
     private var unions: [NotificationName: [String]] = [:]
     /// The connected endpoints, by identifier.
     private(set) var peers: [String: Peer] = [:]
