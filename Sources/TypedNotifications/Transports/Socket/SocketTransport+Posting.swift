@@ -51,6 +51,12 @@ extension SocketTransport {
                 counters.add(to: .dropped)
                 return .undelivered("its spool is full")
             case .failed(let error):
+                // Its spool went with it: an endpoint reaped by another
+                // process while this poster appended.
+                if Self.endpointState(directory, peer.id) == .dead {
+                    reap(peer.id, in: &routing)
+                    return .taken
+                }
                 return .undelivered(spoolFailed(error))
             }
         }
@@ -134,7 +140,12 @@ extension SocketTransport {
                     undelivered.append((endpoint.id, reason))
                 case .full where isLast:
                     if let reason = startSpool(encoded, of: message, for: peer) {
-                        undelivered.append((endpoint.id, reason))
+                        // Died while this poster waited: nothing to deliver.
+                        if Self.endpointState(directory, peer.id) == .dead {
+                            reap(peer.id, in: &sending.routing)
+                        } else {
+                            undelivered.append((endpoint.id, reason))
+                        }
                     }
                 case .full:
                     wait.stillFull(FullEndpoint(id: endpoint.id, descriptor: peer.descriptor.rawValue))
