@@ -60,12 +60,16 @@ struct ChangeQueueState {
         var monitor: UInt64
         var index: Int
         var includesModifications: Bool
+        /// The watch wants the names of the entries created in its directory.
+        var namesEntries = false
     }
 
     /// One event as read: its watch and its mask.
     struct Event {
         var watch: CInt
         var mask: UInt32
+        /// The entry's name, read only for an entry created or moved in.
+        var name: String? = nil
     }
 
     /// What a monitor has been handed since it last asked.
@@ -76,6 +80,12 @@ struct ChangeQueueState {
         /// Entries left these directories (removed or moved out): the
         /// directory itself may have gone with them (see ``departure``).
         var emptied: Set<Int> = []
+        /// The names of the entries created, for watches that asked (see
+        /// ``Subscriber/namesEntries``), at most ``entriesRemembered`` of
+        /// them; past that the watch is in ``entriesOverflowed``.
+        var createdEntries: [Int: [String]] = [:]
+        var entriesOverflowed: Set<Int> = []
+        var createdEntryCount = 0
         var overflowed = false
         var wakeOwed = false
         var wake: (@Sendable () -> Void)?
@@ -236,16 +246,38 @@ struct ChangeQueueState {
         for subscriber in subscribers where !isWriteOnly || subscriber.includesModifications || isLost {
             guard let slot = inboxes.index(forKey: subscriber.monitor) else { continue }
             inboxes.values[slot].changed.insert(subscriber.index)
-            if event.mask & creation != 0 { inboxes.values[slot].created.insert(subscriber.index) }
+            if event.mask & creation != 0 {
+                inboxes.values[slot].created.insert(subscriber.index)
+                if subscriber.namesEntries { inboxes.values[slot].noteCreated(event.name, in: subscriber.index) }
+            }
             if event.mask & Self.departure != 0 { inboxes.values[slot].emptied.insert(subscriber.index) }
             if isLost { inboxes.values[slot].lost.insert(subscriber.index) }
             owe(subscriber.monitor, readBy: reader)
         }
     }
 
+    /// How many created entries' names an inbox keeps until its monitor
+    /// takes them: past it, the monitor lists the directory instead.
+    static let entriesRemembered = 65_536
+
     private mutating func owe(_ monitor: UInt64, readBy reader: UInt64) {
         guard monitor != reader, let inbox = inboxes[monitor], !inbox.wakeOwed, let wake = inbox.wake else { return }
         inboxes[monitor]?.wakeOwed = true
         wakes.append(wake)
+    }
+}
+
+extension ChangeQueueState.Inbox {
+    /// Keeps the name of an entry created in watch `index`, or marks the
+    /// watch as overflowed (the name was not read, or too many are waiting).
+    mutating func noteCreated(_ name: String?, in index: Int) {
+        guard !entriesOverflowed.contains(index) else { return }
+        guard let name, createdEntryCount < ChangeQueueState.entriesRemembered else {
+            entriesOverflowed.insert(index)
+            createdEntryCount -= createdEntries.removeValue(forKey: index)?.count ?? 0
+            return
+        }
+        createdEntries[index, default: []].append(name)
+        createdEntryCount += 1
     }
 }

@@ -45,6 +45,10 @@ package final class DirectoryMonitor {
     private var paths: [String] = []
     private var lost: Set<Int> = []
     private var created: Set<Int> = []
+    // The watches that name their created entries, and what they named
+    // since last taken (`nil`: list the directory, the names are not known).
+    private var naming: Set<Int> = []
+    private var createdEntries: [Int: [String]?] = [:]
 
     private let includesModifications: Bool
 
@@ -100,10 +104,12 @@ package final class DirectoryMonitor {
     }
 
     /// Starts watching the directory at `path` for entries created, removed or
-    /// renamed; returns its index, which ``changes()`` reports.
+    /// renamed; returns its index, which ``changes()`` reports. With
+    /// `namingEntries`, ``takeCreatedEntries()`` also says which entries
+    /// were created there.
     ///
     /// The corresponding C function is `inotify_add_watch`.
-    package func watch(_ path: String) throws(ChangeMonitorError) -> Int {
+    package func watch(_ path: String, namingEntries: Bool = false) throws(ChangeMonitorError) -> Int {
         let index = paths.count
         #if os(Linux)
             var mask =
@@ -112,7 +118,8 @@ package final class DirectoryMonitor {
             // A write by another process to a file in the directory (an append to a log).
             if includesModifications { mask |= UInt32(IN_MODIFY) }
             let subscriber = ChangeQueueState.Subscriber(
-                monitor: identifier, index: index, includesModifications: includesModifications)
+                monitor: identifier, index: index, includesModifications: includesModifications,
+                namesEntries: namingEntries)
             // Another monitor may watch the same directory: the kernel hands
             // out one watch per directory and instance, and IN_MASK_ADD keeps
             // what the others asked for.
@@ -148,6 +155,7 @@ package final class DirectoryMonitor {
             if case .success(let info) = SystemCalls.linkStatus(path) { lastModified[index] = info.modifiedNanoseconds }
         #endif
         paths.append(path)
+        if namingEntries { naming.insert(index) }
         return index
     }
 
@@ -212,6 +220,15 @@ package final class DirectoryMonitor {
         return created
     }
 
+    /// The names of the entries created or moved into each watch made with
+    /// `namingEntries` since the last call; `nil` for a watch whose names
+    /// are not known (too many waited, or changes are found by comparing
+    /// times): list its directory. Up to 65,536 names wait per monitor.
+    package func takeCreatedEntries() -> [Int: [String]?] {
+        defer { createdEntries = [:] }
+        return createdEntries
+    }
+
     /// A descriptor that becomes readable when a change is waiting, for
     /// `poll`; `nil` where changes are found by comparing times instead.
     /// Shared by every monitor of the process that shares its queue: an
@@ -236,6 +253,10 @@ package final class DirectoryMonitor {
             events.removeAll(keepingCapacity: true)
             for wake in wakes { wake() }
             if !inbox.created.isEmpty { created.formUnion(inbox.created) }
+            for (index, names) in inbox.createdEntries where createdEntries[index] != .some(nil) {
+                createdEntries[index, default: []]?.append(contentsOf: names)
+            }
+            for index in inbox.entriesOverflowed { createdEntries[index] = .some(nil) }
             if !inbox.lost.isEmpty { lost.formUnion(inbox.lost) }
             var changed = inbox.changed
             if !inbox.emptied.isEmpty {
@@ -245,6 +266,7 @@ package final class DirectoryMonitor {
                 }
             }
             guard !inbox.overflowed else {
+                for index in naming { createdEntries[index] = .some(nil) }
                 // The kernel dropped events, perhaps the end of a watch: a
                 // directory removed and made again would then go unwatched
                 // for good. Each watched directory is looked at, once per
@@ -273,6 +295,7 @@ package final class DirectoryMonitor {
                 if seen != info.modifiedNanoseconds {
                     changed.insert(index)
                     created.insert(index)
+                    if naming.contains(index) { createdEntries[index] = .some(nil) }
                     lastModified[index] = info.modifiedNanoseconds
                 }
             }
@@ -320,7 +343,15 @@ package final class DirectoryMonitor {
                             Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
                         )
                     }
-                    events.append(ChangeQueueState.Event(watch: descriptor, mask: mask))
+                    // The name (NUL-padded) only of an entry created or moved in.
+                    var name: String?
+                    if mask & ChangeQueueState.creation != 0, nameLength > 0, offset + headerSize + nameLength <= count {
+                        name = buffer.withUnsafeBytes { raw in
+                            let bytes = raw[(offset + headerSize)..<(offset + headerSize + nameLength)]
+                            return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+                        }
+                    }
+                    events.append(ChangeQueueState.Event(watch: descriptor, mask: mask, name: name))
                     offset += headerSize + nameLength
                 }
                 if drained { return }

@@ -10,7 +10,8 @@ import TransportCatalog
 struct SelectorContractTests {
     /// The transports that serve namespaces today; the others refuse them.
     static let servingNamespaces: Set<String> = [
-        "in-process", "envelope-loopback", "socket", "socket-without-credentials",
+        "in-process", "envelope-loopback", "socket", "socket-without-credentials", "file",
+        "file-without-change-events",
     ]
 
     /// Posts from `poster` under each of `names`, one sequence each.

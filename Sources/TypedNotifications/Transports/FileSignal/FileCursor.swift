@@ -69,9 +69,56 @@ struct FileCursor: Equatable, Sendable {
         case invalid(String)
     }
 
+    /// Where a durable identity that observes `namespace` says so:
+    /// `DIR/cursors/IDENTITY/NAMESPACE.*`, a cursor at the first record of a
+    /// log. It stands for the cursor of every name in the namespace that
+    /// has none: a name that appeared while the identity was away is read
+    /// from its first record, and retention keeps it for the identity as
+    /// for a cursor (see ``loadCovering(root:identity:name:sharing:)``).
+    /// `*` is in no name, so no name's cursor can have the marker's path.
+    static func namespacePath(root: String, identity: String, namespace: NotificationNamespace) -> String {
+        FileLog.cursorsDirectory(root) + "/" + identity + "/" + namespace.rawValue + ".*"
+    }
+
+    /// The cursor a namespace marker stands for: the first record of a log.
+    static let namespaceStart = FileCursor(
+        committed: LogPosition(segment: 1, offset: 0, index: 0), delivered: LogPosition(segment: 1, offset: 0))
+
+    /// Writes `identity`'s marker for `namespace` unless it is there;
+    /// returns whether it was there before (`nil`: it could not be written).
+    static func markNamespace(
+        root: String, identity: String, namespace: NotificationNamespace, sharing: DirectorySharing
+    ) -> Bool? {
+        let path = namespacePath(root: root, identity: identity, namespace: namespace)
+        if case .valid = load(at: path, sharing: sharing) { return true }
+        return namespaceStart.save(at: path, sharing: sharing) ? false : nil
+    }
+
+    /// `name`'s cursor, or, when it has none, the marker of the nearest
+    /// namespace that contains it and that `identity` observes (`except`
+    /// one, whose marker is being written by its first run).
+    static func loadCovering(
+        root: String, identity: String, name: NotificationName, sharing: DirectorySharing,
+        except: NotificationNamespace? = nil
+    ) -> Loaded {
+        let own = load(root: root, identity: identity, name: name, sharing: sharing)
+        guard case .missing = own else { return own }
+        var found = Loaded.missing
+        NotificationNamespace.forEach(containing: name) { namespace in
+            guard namespace != except else { return }
+            let path = namespacePath(root: root, identity: identity, namespace: namespace)
+            if case .valid(let marker) = load(at: path, sharing: sharing) { found = .valid(marker) }
+        }
+        return found
+    }
+
     /// Reads a cursor file, never blocking on what someone planted there.
     static func load(root: String, identity: String, name: NotificationName, sharing: DirectorySharing) -> Loaded {
-        let path = path(root: root, identity: identity, name: name)
+        load(at: path(root: root, identity: identity, name: name), sharing: sharing)
+    }
+
+    /// Reads the cursor file at `path`.
+    static func load(at path: String, sharing: DirectorySharing) -> Loaded {
         guard case .success = SystemCalls.linkStatus(path) else { return .missing }
         let file: FileDescriptor
         switch SharedFile.open(path, .readOnly, sharing: sharing) {
@@ -118,7 +165,11 @@ struct FileCursor: Equatable, Sendable {
     /// FIFO or anything else planted there is replaced, never opened).
     @discardableResult
     func save(root: String, identity: String, name: NotificationName, sharing: DirectorySharing) -> Bool {
-        let final = Self.path(root: root, identity: identity, name: name)
+        save(at: Self.path(root: root, identity: identity, name: name), sharing: sharing)
+    }
+
+    /// Writes the cursor to `final` atomically.
+    func save(at final: String, sharing: DirectorySharing) -> Bool {
         // A name of its own per save: the reader thread and a thread that
         // commits after close may save at once, and neither may remove or
         // rename the other's half-written file.

@@ -60,7 +60,7 @@ extension FileSignalTransport {
             }
             let cursors = identities.sorted().compactMap { identity -> FileCursorSummary? in
                 let position: LogPosition
-                switch FileCursor.load(
+                switch FileCursor.loadCovering(
                     root: directory, identity: identity, name: name, sharing: configuration.sharing)
                 {
                 case .missing:

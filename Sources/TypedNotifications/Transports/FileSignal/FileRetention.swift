@@ -56,7 +56,7 @@ enum FileRetention {
         }
         return identities.sorted().compactMap { identity in
             guard
-                case .valid(let cursor) = FileCursor.load(
+                case .valid(let cursor) = FileCursor.loadCovering(
                     root: root, identity: identity, name: name, sharing: configuration.sharing)
             else { return nil }
             let behind = bytesBehind(cursor.committed, sizes: sizes)

@@ -24,6 +24,17 @@ extension FileSignalTransport {
         // The change events, and watches for new logs, on this thread, which
         // alone uses the monitor, with no lock held.
         let changed = checking.changedNames(newlySubscribed: subscribed, in: directory)
+        // Logs made in a subscribed namespace: their readers are read by
+        // the pass requested here, which watches their directories first.
+        let (discovering, relist) = state.withLock { state in
+            defer { state.shared.discoveringChanged = false }
+            return (!state.shared.discovering.isEmpty, state.shared.discoveringChanged)
+        }
+        if let found = checking.newLogs(in: directory, wanted: discovering, relist: relist || changed == nil),
+            discover(found.listAll ? nil : found.entries)
+        {
+            requestPass()
+        }
         if let signal = checking.takeNewSignalDescriptor(), configuration.usesChangeEvents {
             // Apple platforms: posters' signals wake the loop (see DirectoryMonitor).
             _ = loop.register(signal) { [weak self] in self?.readPass() }
@@ -51,21 +62,38 @@ extension FileSignalTransport {
         // happens after, with no lock held, so a subscribe or a post never
         // waits behind a pread.
         let plan = state.withLock {
-            state -> (UInt64, [(name: NotificationName, reader: LogReader)])? in
+            state -> (UInt64, [(name: NotificationName, reader: LogReader)], Int, Bool)? in
             guard state.lifecycle.isOpen, state.shared.receiving === bound else { return nil }
             let plan = candidates.compactMap { name -> (name: NotificationName, reader: LogReader)? in
                 held.contains(name) ? nil : state.shared.readers[name].map { (name, $0) }
             }
-            return (readersChanged.load(ordering: .acquiring), plan)
-        }
-        guard let (generation, plan) = plan else { return }
-        var read = plan.map { name, reader in
-            (
-                name: name, reader: reader,
-                records: reader.readNew(
-                    root: directory, decoder: &checking.decoder, counters: counters, maximumRecords: rooms[name],
-                    segmentsChanged: checking.createdSegments?.contains(name) ?? true)
+            return (
+                readersChanged.load(ordering: .acquiring), plan, state.shared.readers.count,
+                !state.shared.namespaces.isEmpty
             )
+        }
+        guard let (generation, plan, readerCount, sharesRooms) = plan else { return }
+        // Up to this many readers keep their segment open between passes.
+        let keepingOpen = readerCount <= Self.openSegmentsKept
+        // A namespace observer's buffer takes the records of many names: a
+        // durable pass counts each name's records against the next name's
+        // room, and leaves a name with none left to the next pass.
+        var handedOver = 0
+        var deferred: [NotificationName] = []
+        var read = plan.compactMap { name, reader -> (name: NotificationName, reader: LogReader, records: [LogRecord])? in
+            var room = rooms[name]
+            if sharesRooms, let limit = room {
+                guard limit > handedOver else {
+                    deferred.append(name)
+                    return nil
+                }
+                room = limit - handedOver
+            }
+            let records = reader.readNew(
+                root: directory, decoder: &checking.decoder, counters: counters, maximumRecords: room,
+                segmentsChanged: checking.createdSegments?.contains(name) ?? true, keepingOpen: keepingOpen)
+            handedOver += records.count
+            return (name, reader, records)
         }
         // A name unsubscribed (or subscribed again, with a reader of its own)
         // meanwhile: what its old reader read is for nobody. Rare, so looked
@@ -91,7 +119,7 @@ extension FileSignalTransport {
             },
             hasMore: read.filter { $0.reader.hasMore }.map(\.name)
         )
-        checking.markDue(batches.hasMore)
+        checking.markDue(batches.hasMore + deferred)
         if let removal = checking.removalWatch.removal() {
             checking.receiver.fail(removal)
             return
@@ -103,9 +131,13 @@ extension FileSignalTransport {
             if let skipped = after.skippedThrough { passOver(through: skipped, of: name) }
         }
         // Behind the handler jobs these records just queued on this thread.
-        if !batches.hasMore.isEmpty { requestPass() }
+        if !batches.hasMore.isEmpty || !deferred.isEmpty { requestPass() }
         if !held.isEmpty { scheduleRecheck() }
     }
+
+    /// How many readers may keep their segment open between passes: past
+    /// it (a namespace over many names, say), each pass opens what it reads.
+    static var openSegmentsKept: Int { 256 }
 
     /// Lets a durable cursor move past records that were skipped and
     /// reported (refused or corrupt) after the last one handed over, once
@@ -274,7 +306,21 @@ extension TransportReceiver {
 @_spi(TransportAuthoring) public struct FileSignalState {
     /// The logs' change events until `open` hands them to the read passes.
     var unopenedMonitor: DirectoryMonitor?
+    /// One reader per name read, whether subscribed by name, covered by a
+    /// subscribed namespace, or both.
     var readers: [NotificationName: LogReader] = [:]
+    /// The names subscribed by name, and the namespaces subscribed: a name
+    /// is read while either covers it.
+    var named: Set<NotificationName> = []
+    var namespaces: Set<NotificationNamespace> = []
+    /// When the first namespace still subscribed was subscribed: where
+    /// plain readers of logs found later begin to promise.
+    var namespacesSince: Int64?
+    /// The namespaces whose subscribe has listed the logs there were: the
+    /// loop starts reading logs made later in these; changed since the
+    /// loop last listed `DIR/logs`.
+    var discovering: Set<NotificationNamespace> = []
+    var discoveringChanged = false
     /// Names subscribed since the last read pass, which watches their logs.
     var newlySubscribed: [NotificationName] = []
     /// What the loop's read passes keep, from `open` on.

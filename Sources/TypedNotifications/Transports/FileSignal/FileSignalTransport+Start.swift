@@ -4,8 +4,12 @@
 // beginning or its newest records, always on a record boundary.
 extension FileSignalTransport {
     /// Where reading `name` starts, and up to where what is read may have
-    /// been delivered before.
-    func startingPoint(for name: NotificationName) -> (position: LogPosition, redeliverThrough: LogPosition?) {
+    /// been delivered before. A durable identity without a cursor for
+    /// `name` starts at the first record when it observes a namespace that
+    /// contains it (its marker; `except` one whose first run this is).
+    func startingPoint(
+        for name: NotificationName, except namespace: NotificationNamespace? = nil
+    ) -> (position: LogPosition, redeliverThrough: LogPosition?) {
         let segments = FileLog.segments(directory, name)
         let end = logEnd(of: name, segments: segments)
         let oldest = LogPosition(segment: segments.first ?? 1, offset: 0)
@@ -15,7 +19,9 @@ extension FileSignalTransport {
         // before is marked: all there is now, and all the cursor says it
         // handed over (a segment being written back may not hold it yet).
         var redeliverThrough = end
-        switch FileCursor.load(root: directory, identity: identity, name: name, sharing: configuration.sharing) {
+        switch FileCursor.loadCovering(
+            root: directory, identity: identity, name: name, sharing: configuration.sharing, except: namespace)
+        {
         case .missing:
             return (firstPosition(of: name, segments: segments, end: end), nil)
         case .invalid(let reason):

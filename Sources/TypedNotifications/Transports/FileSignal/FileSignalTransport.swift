@@ -192,22 +192,58 @@ public final class FileSignalTransport: KeepsLatest {
         loop.execute { [weak self] in self?.readPass() }
     }
 
-    /// Starts reading the log of the name `selector` says: at the end, or
-    /// at this identity's saved cursor. A cursor that cannot be used starts
-    /// at the oldest record the log still has (see ``cursorProblem(for:)``).
+    /// Starts reading the log of the name `selector` says, or the log of
+    /// every name in its namespace, those made later included: at the end,
+    /// or at this identity's saved cursor. A cursor that cannot be used
+    /// starts at the oldest record the log still has (see
+    /// ``cursorProblem(for:)``).
     ///
-    /// - Throws: ``TypedNotificationError/Code/unsupported`` for a namespace:
-    ///   this transport observes single names.
+    /// A namespace's logs made after this call are read from their first
+    /// record. A durable identity that observes a namespace leaves a marker
+    /// beside its cursors: on its next run, a name of the namespace that
+    /// appeared while it was away is read from its first record, and
+    /// retention keeps such a log for it as for a cursor.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/invalidName`` for an invalid
+    ///   selector; ``TypedNotificationError/Code/closed`` when closed.
     public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
-        let name = try selector.name(servedBy: "file")
+        switch try selector.validated() {
+        case .name(let name): try subscribe(name: name)
+        case .namespace(let namespace): try subscribe(namespace: namespace)
+        }
+    }
+
+    private func subscribe(name: NotificationName) throws(TypedNotificationError) {
         try SharedDirectory.prepare(FileLog.nameDirectory(directory, name), sharing: configuration.sharing)
-        let start = startingPoint(for: name)
-        // A plain observer gets what is posted from now on (and, from its
-        // start position, what the log holds); a durable one, its cursor's.
-        let subscribedAt = SystemClock.wallClockNanoseconds()
-        try state.withLock { (state: inout FileCore.State) throws(TypedNotificationError) in
+        // Covered by a subscribed namespace already: its reader serves both.
+        let reading = try state.withLock { (state: inout FileCore.State) throws(TypedNotificationError) in
             _ = try state.lifecycle.opened(for: "subscribe")
-            // The read pass requested below watches the log's directory
+            guard state.shared.readers[name] != nil else { return false }
+            state.shared.named.insert(name)
+            return true
+        }
+        if reading { return }
+        let subscribedAt = SystemClock.wallClockNanoseconds()
+        try startReading(name, from: startingPoint(for: name), subscribedAt: subscribedAt, byName: true)
+        requestPass()
+    }
+
+    /// Adds a reader for `name` from `start` unless one is there (for a
+    /// durable identity, with its commit slot and its cursor saved), and
+    /// records that `name` is subscribed by name when `byName`. A plain
+    /// reader promises what is posted from `subscribedAt` on.
+    func startReading(
+        _ name: NotificationName, from start: (position: LogPosition, redeliverThrough: LogPosition?),
+        subscribedAt: Int64, byName: Bool
+    ) throws(TypedNotificationError) {
+        let added = try state.withLock { (state: inout FileCore.State) throws(TypedNotificationError) in
+            _ = try state.lifecycle.opened(for: "subscribe")
+            if byName { state.shared.named.insert(name) }
+            // A namespace's name: unless the namespace was unsubscribed meanwhile.
+            guard state.shared.readers[name] == nil,
+                byName || state.shared.namespaces.contains(where: { $0.contains(name) })
+            else { return false }
+            // The read pass requested after this watches the log's directory
             // before it reads, on the event loop: an append before the watch
             // is read by that pass, and one after it wakes the loop.
             readersChanged.wrappingAdd(1, ordering: .releasing)
@@ -215,37 +251,41 @@ public final class FileSignalTransport: KeepsLatest {
             state.shared.readers[name] = LogReader(
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
                 subscribedAt: identity == nil ? subscribedAt : nil, sharing: configuration.sharing)
+            return true
         }
-        if identity != nil {
-            let cursor = FileCursor(committed: start.position, delivered: start.redeliverThrough ?? start.position)
-            commits.withLock { table in
-                table.generation &+= 1
-                table.slots[name] = CommitSlot(
-                    generation: table.generation,
-                    machine: CursorCommitStateMachine(committed: cursor.committed, delivered: cursor.delivered))
-            }
-            // Saved now, so retention keeps what this identity has yet to read.
-            saveCursor(of: name)
+        guard added, identity != nil else { return }
+        let cursor = FileCursor(committed: start.position, delivered: start.redeliverThrough ?? start.position)
+        commits.withLock { table in
+            table.generation &+= 1
+            table.slots[name] = CommitSlot(
+                generation: table.generation,
+                machine: CursorCommitStateMachine(committed: cursor.committed, delivered: cursor.delivered))
         }
-        requestPass()
+        // Saved now, so retention keeps what this identity has yet to read.
+        saveCursor(of: name)
     }
 
-    /// Stops reading the log of the name `selector` says. A durable cursor stays where its handled
-    /// notifications left it; what was in flight is delivered again (marked
-    /// as a redelivery) to the next subscription.
+    /// Stops reading what `selector` says: a name no subscribed namespace
+    /// covers, or every name of a namespace that nothing else covers. A
+    /// durable cursor stays where its handled notifications left it; what
+    /// was in flight is delivered again (marked as a redelivery) to the
+    /// next subscription.
     public func unsubscribe(from selector: NotificationSelector) {
-        guard case .name(let name) = selector else { return }
-        state.withLock { state in
-            readersChanged.wrappingAdd(1, ordering: .releasing)
-            _ = state.shared.readers.removeValue(forKey: name)
+        let stopped = state.withLock { state -> [NotificationName] in
+            let stopped = Self.stopped(by: selector, in: &state.shared)
+            if !stopped.isEmpty { readersChanged.wrappingAdd(1, ordering: .releasing) }
+            return stopped
         }
-        // Saved whether or not a save is pending: one the loop had taken
-        // (and cleared the flag for) finds the slot gone and writes nothing,
-        // and the last commits would be lost (once in a few hundred stops of
-        // a busy durable watcher).
-        let slot = commits.withLock { $0.slots.removeValue(forKey: name) }
-        if identity != nil, let slot {
-            saveCursor(of: name, else: slot.cursor)
+        guard !stopped.isEmpty else { return }
+        for name in stopped {
+            // Saved whether or not a save is pending: one the loop had taken
+            // (and cleared the flag for) finds the slot gone and writes
+            // nothing, and the last commits would be lost (once in a few
+            // hundred stops of a busy durable watcher).
+            let slot = commits.withLock { $0.slots.removeValue(forKey: name) }
+            if identity != nil, let slot {
+                saveCursor(of: name, else: slot.cursor)
+            }
         }
     }
 

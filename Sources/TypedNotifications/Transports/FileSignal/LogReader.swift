@@ -49,12 +49,21 @@ final class LogReader {
     }
 
     /// Reads the records written past the cursor, moving on to newer segments
-    /// by their rollover marks.
+    /// by their rollover marks; closes the segment after unless `keepingOpen`.
     func readNew(
         root: String, decoder: inout EnvelopeDecoder, counters: Counters<FileSignalStatistics>,
         maximumRecords: Int? = nil,
-        segmentsChanged: Bool = false
+        segmentsChanged: Bool = false,
+        keepingOpen: Bool = true
     ) -> [LogRecord] {
+        // Closed after the pass when many logs are read, so a namespace
+        // over thousands of names holds no descriptor per name.
+        defer {
+            if !keepingOpen, open != nil {
+                open = nil
+                machine.segmentClosed()
+            }
+        }
         var action = machine.startPass(maximumRecords: maximumRecords, segmentsChanged: segmentsChanged)
         while true {
             let event: LogCursorStateMachine.Event
@@ -146,6 +155,10 @@ final class FileReading {
     private var watchedNames: [Int: NotificationName] = [:]
     private var unwatched: Set<NotificationName> = []
     private var due: Set<NotificationName> = []
+    // The watch on `DIR/logs` for namespace observers, which names the logs
+    // made there; the names made since the last look (`nil`: list it).
+    private var logsWatch: Int?
+    private var newLogEntries: [String]? = []
     // Apple platforms: the posters' signal descriptor, once made, until the
     // read pass registers it with the loop.
     private var newSignalDescriptor: CInt?
@@ -189,10 +202,19 @@ final class FileReading {
     func changedNames(newlySubscribed: [NotificationName], in root: String) -> Set<NotificationName>? {
         let changed = monitor.changes()
         var created = Set(monitor.takeCreations().compactMap { watchedNames[$0] })
+        if let logsWatch, let entries = monitor.takeCreatedEntries()[logsWatch] {
+            if let entries { newLogEntries?.append(contentsOf: entries) } else { newLogEntries = nil }
+        }
         defer { createdSegments = changed == nil ? nil : created }
         var names = due
         due = []
         for index in monitor.takeLostWatches() {
+            if index == logsWatch {
+                // `DIR/logs` was removed (and perhaps made again): watched
+                // and listed again.
+                logsWatch = nil
+                newLogEntries = nil
+            }
             guard let name = watchedNames.removeValue(forKey: index) else { continue }
             watchIndex[name] = nil
             unwatched.insert(name)
@@ -220,5 +242,23 @@ final class FileReading {
             if let name = watchedNames[index] { names.insert(name) }
         }
         return names
+    }
+
+    /// The logs made in `DIR/logs` since the last look, for namespace
+    /// observers (`wanted`), after ``changedNames(newlySubscribed:in:)``:
+    /// `listAll` when the directory must be listed (first watched, watched
+    /// again, `relist`, too many names, or no watch could be made); `nil`
+    /// when nothing is wanted.
+    func newLogs(in root: String, wanted: Bool, relist: Bool) -> (listAll: Bool, entries: [String])? {
+        defer { newLogEntries = [] }
+        guard wanted else { return nil }
+        if logsWatch == nil {
+            // Watched before it is listed: a log made after the listing
+            // comes as an event.
+            logsWatch = try? monitor.watch(FileLog.logsDirectory(root), namingEntries: true)
+            return (true, [])
+        }
+        guard let entries = newLogEntries, !relist else { return (true, []) }
+        return (false, entries)
     }
 }
