@@ -345,7 +345,8 @@ package final class DirectoryMonitor {
                     }
                     // The name (NUL-padded) only of an entry created or moved in.
                     var name: String?
-                    if mask & ChangeQueueState.creation != 0, nameLength > 0, offset + headerSize + nameLength <= count {
+                    if mask & ChangeQueueState.creation != 0, nameLength > 0, offset + headerSize + nameLength <= count
+                    {
                         name = buffer.withUnsafeBytes { raw in
                             let bytes = raw[(offset + headerSize)..<(offset + headerSize + nameLength)]
                             return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)

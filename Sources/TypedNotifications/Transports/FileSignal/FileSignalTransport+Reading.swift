@@ -26,9 +26,9 @@ extension FileSignalTransport {
         let changed = checking.changedNames(newlySubscribed: subscribed, in: directory)
         // Logs made in a subscribed namespace: their readers are read by
         // the pass requested here, which watches their directories first.
-        let (discovering, relist) = state.withLock { state in
+        let (discovering, relist, namespaces) = state.withLock { state in
             defer { state.shared.discoveringChanged = false }
-            return (!state.shared.discovering.isEmpty, state.shared.discoveringChanged)
+            return (!state.shared.discovering.isEmpty, state.shared.discoveringChanged, state.shared.namespaces)
         }
         if let found = checking.newLogs(in: directory, wanted: discovering, relist: relist || changed == nil),
             discover(found.listAll ? nil : found.entries)
@@ -50,10 +50,14 @@ extension FileSignalTransport {
         // Asked before the lock, which the center's own lock comes before.
         var held = Set(candidates.filter { checking.receiver.isBackedUp($0) })
         // A durable identity hands over no more than its observers can
-        // buffer: a buffering policy never drops what it must deliver.
+        // buffer: a buffering policy never drops what it must deliver. Nor
+        // does any pass to a namespace observer: one pass over many names
+        // would fill its buffer at once, though it keeps up.
         var rooms: [NotificationName: Int] = [:]
-        if identity != nil {
+        let sharesRooms = !namespaces.isEmpty
+        if identity != nil || sharesRooms {
             for name in candidates where !held.contains(name) {
+                guard identity != nil || namespaces.contains(where: { $0.contains(name) }) else { continue }
                 guard let room = checking.receiver.room(for: name) else { continue }
                 if room == 0 { held.insert(name) } else { rooms[name] = room }
             }
@@ -62,25 +66,23 @@ extension FileSignalTransport {
         // happens after, with no lock held, so a subscribe or a post never
         // waits behind a pread.
         let plan = state.withLock {
-            state -> (UInt64, [(name: NotificationName, reader: LogReader)], Int, Bool)? in
+            state -> (UInt64, [(name: NotificationName, reader: LogReader)], Int)? in
             guard state.lifecycle.isOpen, state.shared.receiving === bound else { return nil }
             let plan = candidates.compactMap { name -> (name: NotificationName, reader: LogReader)? in
                 held.contains(name) ? nil : state.shared.readers[name].map { (name, $0) }
             }
-            return (
-                readersChanged.load(ordering: .acquiring), plan, state.shared.readers.count,
-                !state.shared.namespaces.isEmpty
-            )
+            return (readersChanged.load(ordering: .acquiring), plan, state.shared.readers.count)
         }
-        guard let (generation, plan, readerCount, sharesRooms) = plan else { return }
+        guard let (generation, plan, readerCount) = plan else { return }
         // Up to this many readers keep their segment open between passes.
         let keepingOpen = readerCount <= Self.openSegmentsKept
         // A namespace observer's buffer takes the records of many names: a
-        // durable pass counts each name's records against the next name's
-        // room, and leaves a name with none left to the next pass.
+        // pass counts each name's records against the next name's room,
+        // and leaves a name with none left to the next pass.
         var handedOver = 0
         var deferred: [NotificationName] = []
-        var read = plan.compactMap { name, reader -> (name: NotificationName, reader: LogReader, records: [LogRecord])? in
+        var read = plan.compactMap {
+            name, reader -> (name: NotificationName, reader: LogReader, records: [LogRecord])? in
             var room = rooms[name]
             if sharesRooms, let limit = room {
                 guard limit > handedOver else {

@@ -395,12 +395,25 @@ public final class FileSignalTransport: KeepsLatest {
         signalDirectory.withLock { $0 }.map { FileLog.signalName($0, name) }
     }
 
+    /// Keeps `appender` for the next post of `name`. At most
+    /// ``idleAppendersKept`` are kept, two descriptors each: a poster of
+    /// more names closes one (any) to keep another, and its next post
+    /// opens it again. Closed after the lock, never under it.
     private func putBack(_ appender: LogAppender, named name: NotificationName) {
-        appenders.withLock { table in
-            guard table.isOpen, table.idle[name] == nil else { return }
+        let evicted = appenders.withLock { table -> LogAppender? in
+            guard table.isOpen, table.idle[name] == nil else { return nil }
+            var evicted: LogAppender?
+            if table.idle.count >= Self.idleAppendersKept, let victim = table.idle.keys.first {
+                evicted = table.idle.removeValue(forKey: victim)
+            }
             table.idle[name] = appender
+            return evicted
         }
+        withExtendedLifetime(evicted) {}
     }
+
+    /// How many names' appenders a poster keeps open between posts.
+    static var idleAppendersKept: Int { 256 }
 
     /// The newest notification in `name`'s log, without observing it.
     ///

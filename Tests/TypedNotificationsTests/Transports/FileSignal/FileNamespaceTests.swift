@@ -1,0 +1,207 @@
+import Foundation
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The file transport's namespaces against the processes that break them:
+/// a log first made after the observer subscribed, by a long-lived poster
+/// and by a new process; a durable namespace identity killed mid-backlog
+/// and restarted while new names appeared; retention while it was away;
+/// 10,000 names.
+@Suite("File transport: a namespace observer between processes", .serialized, .timeLimit(.minutes(5)))
+struct FileNamespaceTests {
+    /// One notification as `tnotify watch --json` printed it.
+    private struct Seen: Hashable {
+        var name: String
+        var pid: Int
+        var sequence: UInt64
+        var isRedelivery: Bool
+    }
+
+    private func seen(_ lines: [String]) -> [Seen] {
+        lines.compactMap { line in
+            guard line.hasPrefix("{"),
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let name = object["name"] as? String, let sequence = object["sequence"] as? NSNumber,
+                let sender = object["sender"] as? [String: Any], let pid = sender["pid"] as? Int
+            else { return nil }
+            return Seen(
+                name: name, pid: pid, sequence: sequence.uint64Value,
+                isRedelivery: object["redelivery"] as? Bool ?? false)
+        }
+    }
+
+    @Test(
+        "a long-lived poster and a new process both reach a namespace observer with names first posted after it started; a near miss never"
+    )
+    func newLogsFromEveryone() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        // A log there before the watcher, with history it must not print.
+        try poster.post(Ping(index: 0), as: "test.jobs.a")
+        let watcher = try HelperProcess(
+            ["watch", "test.jobs.*", "--transport", "file", "--dir", directory, "--json"],
+            executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching", containing: "test.jobs.*")
+        try poster.post(Ping(index: 1), as: "test.jobs.a")
+        try poster.post(Ping(index: 2), as: "test.jobsx")
+        try poster.post(Ping(index: 3), as: "test.jobs.never.posted.before")
+        let fresh = try await tnotify([
+            "post", "test.jobs.from.a.new.process", "--transport", "file", "--dir", directory, "--text", "new",
+        ])
+        #expect(fresh.status == 0, "\(fresh.errors)")
+        try poster.post(Ping(index: 4), as: "test.jobs")
+        await watcher.lines.wait(forCount: 5)
+        // One more name after: anything extra would have come by now.
+        try poster.post(Ping(index: 5), as: "test.jobs.last")
+        await watcher.lines.wait(forCount: 6)
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+        let names = seen(watcher.lines.values).map(\.name)
+        #expect(
+            names.sorted()
+                == [
+                    "test.jobs", "test.jobs.a", "test.jobs.from.a.new.process", "test.jobs.last",
+                    "test.jobs.never.posted.before",
+                ])
+        #expect(seen(watcher.lines.values).first { $0.name == "test.jobs.a" }?.sequence == 2, "no history")
+    }
+
+    @Test(
+        "a durable namespace identity killed mid-backlog and restarted gets every notification at least once, names that appeared while it was away from their first record"
+    )
+    func durableIdentityKilledWhileNamesAppear() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        let arguments = [
+            "watch", "test.jobs.*", "--transport", "file", "--dir", directory, "--cursor", "dashboard", "--json",
+        ]
+        let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await first.waitForLine(startingWith: "watching")
+        var posted: Set<String> = []
+        func post(_ name: NotificationName, _ index: Int) throws {
+            try poster.post(Ping(index: index), as: name)
+            posted.insert(name.rawValue)
+        }
+        for index in 0..<300 { try post(NotificationName(checked: "test.jobs.old\(index % 10)"), index) }
+        // Killed with part of the backlog printed, part not.
+        await first.lines.wait(forCount: 60)
+        first.signal(SIGKILL)
+        _ = await first.waitForExit()
+        // Away: old names go on, new names appear, from this process and a new one.
+        for index in 300..<400 { try post(NotificationName(checked: "test.jobs.old\(index % 10)"), index) }
+        for index in 0..<50 { try post(NotificationName(checked: "test.jobs.new\(index % 5)"), index) }
+        try post("test.jobsx", 0)
+        let fresh = try await tnotify([
+            "post", "test.jobs.while.away", "--transport", "file", "--dir", directory, "--text", "away",
+        ])
+        #expect(fresh.status == 0, "\(fresh.errors)")
+        let second = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await second.waitForLine(startingWith: "watching")
+        // Every post of this process (400 + 50) and the new process's one.
+        let ownPID = Int(getpid())
+        let complete = await waitUntil {
+            let all = Set(seen(first.lines.values) + seen(second.lines.values))
+            return all.filter { $0.pid == ownPID }.map { "\($0.name) \($0.sequence)" }.count >= 450
+                && all.contains { $0.name == "test.jobs.while.away" }
+        }
+        second.signal(SIGTERM)
+        #expect(await second.waitForExit() == 0)
+        let before = seen(first.lines.values)
+        let after = seen(second.lines.values)
+        let union = Set((before + after).filter { $0.pid == ownPID }.map { "\($0.name) \($0.sequence)" })
+        #expect(complete, "seen \(union.count) of 450")
+        var expected: Set<String> = []
+        for old in 0..<10 { for sequence in 1...40 { expected.insert("test.jobs.old\(old) \(sequence)") } }
+        for new in 0..<5 { for sequence in 1...10 { expected.insert("test.jobs.new\(new) \(sequence)") } }
+        #expect(union == expected)
+        #expect(!(before + after).contains { $0.name == "test.jobsx" })
+        // The second run read the names made while it was away from their
+        // first record, none of it marked as seen before.
+        for new in 0..<5 {
+            let sequences = after.filter { $0.name == "test.jobs.new\(new)" }
+            #expect(sequences.map(\.sequence) == Array(1...10))
+            #expect(!sequences.contains { $0.isRedelivery })
+        }
+    }
+
+    @Test(
+        "retention while a durable namespace identity is away: a new name's log is held like a cursor's, or past the limit behind, its losses are counted exactly"
+    )
+    func retentionWhileAway() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        for (limit, holds) in [(nil as Int?, true), (16 * 1024, false)] {
+            let configuration = FileSignalConfiguration(
+                segmentSize: 4096, retention: FileRetentionPolicy(maximumBytes: 8 * 1024, maximumBytesBehind: limit))
+            let identity = holds ? "holder" : "limited"
+            let away = try fileHub(directory, endpoint: "away", identity: identity, configuration: configuration)
+            _ = try away.deliveries(of: Ping.self, in: "test.retained")
+            away.close()
+            let name: NotificationName = holds ? "test.retained.held" : "test.retained.limited"
+            let poster = try fileHub(directory, endpoint: "poster", configuration: configuration)
+            for index in 0..<1_000 { try poster.post(Ping(index: index), as: name) }
+            poster.close()
+            let segments = FileLog.segments(directory, name)
+            #expect(holds == (segments.first == 1), "\(identity): segments \(segments.first ?? 0)...")
+            let back = try fileHub(directory, endpoint: "away", identity: identity, configuration: configuration)
+            defer { back.close() }
+            let deliveries = try back.deliveries(of: Ping.self, in: "test.retained", bufferingPolicy: .unbounded)
+            var received: [Int] = []
+            var missed = 0
+            for await delivered in deliveries {
+                #expect(delivered.delivery.name == name)
+                received.append(delivered.notification.index)
+                missed += delivered.delivery.missed
+                if delivered.notification.index == 999 { break }
+            }
+            #expect(received == Array((1_000 - received.count)..<1_000), "\(identity): in order, the newest kept")
+            #expect(received.count + missed == 1_000, "\(identity): \(received.count) received, \(missed) missed")
+            #expect(holds == (missed == 0))
+        }
+    }
+
+    @Test("10,000 names first posted after the observer subscribed, each delivered once, with no descriptor per name")
+    func tenThousandNames() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try fileHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        let count = 10_000
+        let got = Collector<String>()
+        let token = try observer.addObserver(Ping.self, in: "test.many") { _, delivery in
+            got.append(delivery.name.rawValue)
+        }
+        defer { token.cancel() }
+        let descriptorsBefore = openDescriptors()
+        try await offThePool {
+            for index in 0..<count {
+                try poster.post(Ping(index: index), as: NotificationName(checked: "test.many.n\(index)"))
+            }
+        }
+        #expect(await got.wait(forCount: count, upTo: .seconds(120)))
+        #expect(Set(got.values).count == count)
+        // Past 256 logs a reader closes its segment after each pass.
+        let grown = openDescriptors() - descriptorsBefore
+        #expect(grown < 1_000, "\(grown) more descriptors for \(count) names")
+        try poster.post(Ping(index: -1), as: "test.many.n0")
+        #expect(await got.wait(forCount: count + 1, upTo: .seconds(30)))
+        #expect(got.values.count == count + 1)
+    }
+
+    private func openDescriptors() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+    }
+}
