@@ -89,6 +89,8 @@ struct FairnessTests {
     )
     @MainActor
     func mainActorTickerUnderFlood() async throws {
+        await MachineLoad.acquire()
+        defer { MachineLoad.release() }
         let hub = try makeHub()
         let total = 100_000
         let floodHandled = Signal()

@@ -56,6 +56,33 @@ struct ChangeQueueTests {
         #expect(wakesAfterAsking.count == 1)
     }
 
+    @Test(
+        "a watch that names its entries gets each created entry's name, read by either monitor; past the bound, a listing"
+    )
+    func createdEntriesNamed() {
+        var state = State()
+        let reader = state.addMonitor()
+        let namer = state.addMonitor()
+        subscribe(
+            &state, State.Subscriber(monitor: namer, index: 2, includesModifications: false, namesEntries: true), to: 5)
+        subscribe(&state, State.Subscriber(monitor: reader, index: 0, includesModifications: false), to: 5)
+        let made = [
+            State.Event(watch: 5, mask: State.creation, name: "com.example.jobs.a"),
+            State.Event(watch: 5, mask: State.creation, name: "com.example.jobs.b"),
+        ]
+        let own = state.takeInbox(reader, after: made)
+        #expect(own.createdEntries.isEmpty, "a watch that did not ask gets no names")
+        let named = state.takeInbox(namer, after: [])
+        #expect(named.createdEntries == [2: ["com.example.jobs.a", "com.example.jobs.b"]])
+        #expect(named.entriesOverflowed.isEmpty)
+        // Past the bound (or a name not read): the directory must be listed.
+        let many = (0...State.entriesRemembered).map { State.Event(watch: 5, mask: State.creation, name: "n\($0)") }
+        let flood = state.takeInbox(namer, after: many)
+        #expect(flood.entriesOverflowed == [2] && flood.createdEntries.isEmpty)
+        let unnamed = state.takeInbox(namer, after: [State.Event(watch: 5, mask: State.creation)])
+        #expect(unnamed.entriesOverflowed == [2])
+    }
+
     @Test("a write to a file reaches only monitors that asked for writes")
     func writesOnlyToThoseWhoAsked() {
         var state = State()

@@ -219,3 +219,39 @@ actor ThreadActor {
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 }
+
+/// Keeps the tests that load the whole machine (10,000 names) apart from
+/// the tests that compare timings within one run (a ticker against a free
+/// thread): the load would land on one side of the comparison only. Each
+/// holds it for its body: `await MachineLoad.acquire()`, then `defer {
+/// MachineLoad.release() }`.
+enum MachineLoad {
+    private static let state = Locked<(busy: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    /// Returns once no other holder is in its body.
+    static func acquire() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                guard state.busy else {
+                    state.busy = true
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Lets the next holder in.
+    static func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.waiters.isEmpty else {
+                state.busy = false
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        next?.resume()
+    }
+}

@@ -6,6 +6,7 @@
 ///     DIR/logs/NAME/lock                     serializes appends (flock)
 ///     DIR/logs/NAME/00000000000000000001.log segments of framed envelopes (``LogFormat``), 0600
 ///     DIR/cursors/IDENTITY/NAME              a durable reader's position: "segment offset"
+///     DIR/cursors/IDENTITY/NAMESPACE.*       the cursor of every name in the namespace without one
 ///
 /// The log is the truth. Every record is a `NotificationEnvelope` framed in
 /// checksummed fragments (``LogFormat``), which let a reader tell a complete

@@ -6,6 +6,8 @@ import Synchronization
 /// every durable cursor that still holds the log has moved beyond them. A
 /// cursor further behind the end than ``FileRetentionPolicy/maximumBytesBehind``
 /// holds nothing, nor one saved in a log since removed and started again.
+/// A durable identity's namespace marker is the cursor of every name of the
+/// namespace that has none (see `FileCursor.namespacePath`).
 enum FileRetention {
     static func apply(
         root: String,

@@ -26,6 +26,10 @@ import Synchronization
 ///   past the end) is reported in ``FileSignalStatistics/invalidCursors`` and
 ///   ``cursorProblem(for:)``, and reading starts at the oldest record the log
 ///   still has, each marked as a redelivery.
+/// - An observer of a namespace reads every log of a name in it: those there
+///   when it subscribed as above, and each log made later from its first
+///   record. A durable identity in a namespace reads a name that appeared
+///   while it was away from its first record, at least once.
 /// - `NotificationHub.latest(of:)` reads the newest notification without observing.
 /// - Segments roll by size and are deleted by ``FileRetentionPolicy`` once every
 ///   durable cursor is past them, so disk use stays bounded.

@@ -173,6 +173,8 @@ struct FileNamespaceTests {
 
     @Test("10,000 names first posted after the observer subscribed, each delivered once, with no descriptor per name")
     func tenThousandNames() async throws {
+        await MachineLoad.acquire()
+        defer { MachineLoad.release() }
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let observer = try fileHub(directory, endpoint: "observer")

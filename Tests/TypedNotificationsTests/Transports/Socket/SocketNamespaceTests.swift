@@ -119,6 +119,8 @@ struct SocketNamespaceTests {
 
     @Test("10,000 names in a namespace: each arrives once, and the observing hub's state stays bounded")
     func tenThousandNames() async throws {
+        await MachineLoad.acquire()
+        defer { MachineLoad.release() }
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let observer = try socketHub(directory, endpoint: "observer")
