@@ -134,7 +134,10 @@ extension FileSignalTransport {
         }
         // Behind the handler jobs these records just queued on this thread.
         if !batches.hasMore.isEmpty || !deferred.isEmpty { requestPass() }
-        if !held.isEmpty { scheduleRecheck() }
+        if !held.isEmpty {
+            checking.markDue(Array(held))
+            scheduleRecheck()
+        }
     }
 
     /// How many readers may keep their segment open between passes: past
@@ -157,14 +160,16 @@ extension FileSignalTransport {
         handled(handedOver.token, of: name, generation: handedOver.generation)
     }
 
-    /// Looks again in 1 ms at names held back for their observers; a
-    /// thorough pass, since the change events of this one are spent.
+    /// Looks again in 1 ms at names held back for their observers, which
+    /// the pass marked due (their change events are spent): only at them,
+    /// not at every log, so a namespace observer over thousands of names
+    /// with a small buffer pays for the names it waits on.
     private func scheduleRecheck() {
         guard !recheckScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         loop.schedule(after: 1_000_000) { [weak self] in
             guard let self else { return }
             recheckScheduled.store(false, ordering: .releasing)
-            readPass(thorough: true)
+            readPass()
         }
     }
 
