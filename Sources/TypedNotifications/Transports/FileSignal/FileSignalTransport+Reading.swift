@@ -39,63 +39,89 @@ extension FileSignalTransport {
             // Apple platforms: posters' signals wake the loop (see DirectoryMonitor).
             _ = loop.register(signal) { [weak self] in self?.readPass() }
         }
-        let candidates: [NotificationName]
+        // Names that waited for their observers first (oldest first, a few a
+        // pass), then those the change events name.
+        var candidates = checking.takeWaiting(Self.waitingPerPass)
+        // What may have news: those, and those the events name. The others
+        // a thorough pass reads as a safety net, and if their observers
+        // cannot take more now, they are not made to wait: the next
+        // thorough pass looks again.
+        var mayHaveNews = Set(candidates)
+        if let changed { mayHaveNews.formUnion(changed) }
         if thorough || changed == nil {
-            candidates = state.withLock { Array($0.shared.readers.keys) }
+            candidates += state.withLock { Array($0.shared.readers.keys) }
         } else {
-            candidates = Array(changed ?? [])
+            candidates += changed ?? []
         }
-        // A name whose observers have a slice waiting is not read now: the
-        // log keeps it, and reading on would only overflow their buffers.
-        // Asked before the lock, which the center's own lock comes before.
-        var held = Set(candidates.filter { checking.receiver.isBackedUp($0) })
-        // A durable identity hands over no more than its observers can
-        // buffer: a buffering policy never drops what it must deliver. Nor
-        // does any pass to a namespace observer: one pass over many names
-        // would fill its buffer at once, though it keeps up.
-        var rooms: [NotificationName: Int] = [:]
-        let sharesRooms = !namespaces.isEmpty
-        if identity != nil || sharesRooms {
-            for name in candidates where !held.contains(name) {
-                guard identity != nil || namespaces.contains(where: { $0.contains(name) }) else { continue }
-                guard let room = checking.receiver.room(for: name) else { continue }
-                if room == 0 { held.insert(name) } else { rooms[name] = room }
-            }
-        }
+        mayHaveNews.formUnion(checking.stopWaiting(for: candidates))
         // Decided under the lock: which readers read. The reading itself
         // happens after, with no lock held, so a subscribe or a post never
         // waits behind a pread.
         let plan = state.withLock {
             state -> (UInt64, [(name: NotificationName, reader: LogReader)], Int)? in
             guard state.lifecycle.isOpen, state.shared.receiving === bound else { return nil }
-            let plan = candidates.compactMap { name -> (name: NotificationName, reader: LogReader)? in
-                held.contains(name) ? nil : state.shared.readers[name].map { (name, $0) }
-            }
+            let plan = candidates.compactMap { name in state.shared.readers[name].map { (name: name, reader: $0) } }
             return (readersChanged.load(ordering: .acquiring), plan, state.shared.readers.count)
         }
-        guard let (generation, plan, readerCount) = plan else { return }
+        guard let (generation, planned, readerCount) = plan else { return }
         // Up to this many readers keep their segment open between passes.
         let keepingOpen = readerCount <= Self.openSegmentsKept
-        // A namespace observer's buffer takes the records of many names: a
-        // pass counts each name's records against the next name's room,
-        // and leaves a name with none left to the next pass.
-        var handedOver = 0
+        let sharesRooms = !namespaces.isEmpty
+        // Names whose observers cannot take more now, looked at again in
+        // 1 ms; names left for the next pass because this one filled a
+        // namespace observer's buffer.
+        var held: Set<NotificationName> = []
         var deferred: [NotificationName] = []
-        var read = plan.compactMap {
-            name, reader -> (name: NotificationName, reader: LogReader, records: [LogRecord])? in
-            var room = rooms[name]
-            if sharesRooms, let limit = room {
-                guard limit > handedOver else {
+        var handedOver = 0
+        var full = false
+        var read: [(name: NotificationName, reader: LogReader, records: [LogRecord])] = []
+        var examined: Set<NotificationName> = []
+        for (name, reader) in planned where examined.insert(name).inserted {
+            let covered = sharesRooms && namespaces.contains { $0.contains(name) }
+            let waits = changed == nil || mayHaveNews.contains(name)
+            // A namespace observer's buffer is full: its other names wait,
+            // unasked, so a pass costs what it hands over, not the names.
+            if covered && full {
+                if !waits {
+                } else if handedOver > 0 {
                     deferred.append(name)
-                    return nil
+                } else {
+                    held.insert(name)
                 }
-                room = limit - handedOver
+                continue
+            }
+            // A name whose observers have a slice waiting is not read now:
+            // the log keeps it, and reading on would only overflow their
+            // buffers. Asked with no lock of this transport held: the
+            // center's own lock comes before it.
+            guard !checking.receiver.isBackedUp(name) else {
+                if waits { held.insert(name) }
+                full = full || covered
+                continue
+            }
+            // A durable identity hands over no more than its observers can
+            // buffer: a buffering policy never drops what it must deliver.
+            // Nor does a pass to a namespace observer, whose buffer takes the
+            // records of many names: each name's count against the next's.
+            var room: Int?
+            if identity != nil || covered {
+                room = checking.receiver.room(for: name).map { covered ? $0 - handedOver : $0 }
+                if let left = room, left <= 0 {
+                    if !waits {
+                    } else if handedOver > 0 && covered {
+                        deferred.append(name)
+                    } else {
+                        held.insert(name)
+                    }
+                    full = full || covered
+                    continue
+                }
             }
             let records = reader.readNew(
                 root: directory, decoder: &checking.decoder, counters: counters, maximumRecords: room,
                 segmentsChanged: checking.createdSegments?.contains(name) ?? true, keepingOpen: keepingOpen)
             handedOver += records.count
-            return (name, reader, records)
+            read.append((name, reader, records))
         }
         // A name unsubscribed (or subscribed again, with a reader of its own)
         // meanwhile: what its old reader read is for nobody. Rare, so looked
@@ -121,7 +147,10 @@ extension FileSignalTransport {
             },
             hasMore: read.filter { $0.reader.hasMore }.map(\.name)
         )
-        checking.markDue(batches.hasMore + deferred)
+        checking.markDue(batches.hasMore)
+        // Looked at again after the others waiting: in 1 ms when their
+        // observers were full, at once when this pass filled them.
+        checking.wait(deferred + held)
         if let removal = checking.removalWatch.removal() {
             checking.receiver.fail(removal)
             return
@@ -134,11 +163,11 @@ extension FileSignalTransport {
         }
         // Behind the handler jobs these records just queued on this thread.
         if !batches.hasMore.isEmpty || !deferred.isEmpty { requestPass() }
-        if !held.isEmpty {
-            checking.markDue(Array(held))
-            scheduleRecheck()
-        }
+        if !held.isEmpty { scheduleRecheck() }
     }
+
+    /// How many waiting names a pass looks at, besides those with news.
+    static var waitingPerPass: Int { 64 }
 
     /// How many readers may keep their segment open between passes: past
     /// it (a namespace over many names, say), each pass opens what it reads.
@@ -160,10 +189,10 @@ extension FileSignalTransport {
         handled(handedOver.token, of: name, generation: handedOver.generation)
     }
 
-    /// Looks again in 1 ms at names held back for their observers, which
-    /// the pass marked due (their change events are spent): only at them,
-    /// not at every log, so a namespace observer over thousands of names
-    /// with a small buffer pays for the names it waits on.
+    /// Looks again in 1 ms at names held back for their observers (their
+    /// change events are spent): a few of them a pass, oldest first, not at
+    /// every log, so a namespace observer over thousands of names with a
+    /// small buffer pays a pass for what it hands over.
     private func scheduleRecheck() {
         guard !recheckScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         loop.schedule(after: 1_000_000) { [weak self] in

@@ -155,6 +155,11 @@ final class FileReading {
     private var watchedNames: [Int: NotificationName] = [:]
     private var unwatched: Set<NotificationName> = []
     private var due: Set<NotificationName> = []
+    // Names held back for their observers, oldest first (`waitingSet` says
+    // which entries of `waiting` from `waitingHead` on still wait).
+    private var waiting: [NotificationName] = []
+    private var waitingHead = 0
+    private var waitingSet: Set<NotificationName> = []
     // The watch on `DIR/logs` for namespace observers, which names the logs
     // made there; the names made since the last look (`nil`: list it).
     private var logsWatch: Int?
@@ -242,6 +247,34 @@ final class FileReading {
             if let name = watchedNames[index] { names.insert(name) }
         }
         return names
+    }
+
+    /// Names to look at again once their observers have room: after the
+    /// names already waiting, each once.
+    func wait(_ names: [NotificationName]) {
+        for name in names where waitingSet.insert(name).inserted { waiting.append(name) }
+    }
+
+    /// Up to `count` waiting names, oldest first; they no longer wait.
+    func takeWaiting(_ count: Int) -> [NotificationName] {
+        var taken: [NotificationName] = []
+        while taken.count < count, waitingHead < waiting.count {
+            let name = waiting[waitingHead]
+            waitingHead += 1
+            if waitingSet.remove(name) != nil { taken.append(name) }
+        }
+        // Compacted once half of it is spent.
+        if waitingHead > 64, waitingHead * 2 > waiting.count {
+            waiting.removeFirst(waitingHead)
+            waitingHead = 0
+        }
+        return taken
+    }
+
+    /// `names` are looked at now: they no longer wait. Returns those that did.
+    func stopWaiting(for names: [NotificationName]) -> [NotificationName] {
+        guard !waitingSet.isEmpty else { return [] }
+        return names.filter { waitingSet.remove($0) != nil }
     }
 
     /// The logs made in `DIR/logs` since the last look, for namespace
