@@ -163,7 +163,8 @@ extension FileSignalTransport {
         }
         // Behind the handler jobs these records just queued on this thread.
         if !batches.hasMore.isEmpty || !deferred.isEmpty { requestPass() }
-        if !held.isEmpty { scheduleRecheck() }
+        // Names still waiting beyond this pass's few: looked at in 1 ms.
+        if !held.isEmpty || (deferred.isEmpty && checking.hasWaiting) { scheduleRecheck() }
     }
 
     /// How many waiting names a pass looks at, besides those with news.

@@ -271,6 +271,9 @@ final class FileReading {
         return taken
     }
 
+    /// Whether any name waits.
+    var hasWaiting: Bool { !waitingSet.isEmpty }
+
     /// `names` are looked at now: they no longer wait. Returns those that did.
     func stopWaiting(for names: [NotificationName]) -> [NotificationName] {
         guard !waitingSet.isEmpty else { return [] }
