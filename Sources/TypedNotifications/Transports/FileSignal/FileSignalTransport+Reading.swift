@@ -41,19 +41,21 @@ extension FileSignalTransport {
         }
         // Names that waited for their observers first (oldest first, a few a
         // pass), then those the change events name.
-        var candidates = checking.takeWaiting(Self.waitingPerPass)
-        // What may have news: those, and those the events name. The others
-        // a thorough pass reads as a safety net, and if their observers
-        // cannot take more now, they are not made to wait: the next
-        // thorough pass looks again.
-        var mayHaveNews = Set(candidates)
-        if let changed { mayHaveNews.formUnion(changed) }
+        let waited = checking.takeWaiting(Self.waitingPerPass)
+        var candidates = waited
+        // What may have news (`nil`: every candidate): those, and those the
+        // events name. The others a thorough pass reads as a safety net,
+        // and if their observers cannot take more now, they are not made to
+        // wait: the next thorough pass looks again.
+        var mayHaveNews: Set<NotificationName>?
         if thorough || changed == nil {
             candidates += state.withLock { Array($0.shared.readers.keys) }
+            if let changed { mayHaveNews = changed.union(waited) }
         } else {
             candidates += changed ?? []
         }
-        mayHaveNews.formUnion(checking.stopWaiting(for: candidates))
+        let wereWaiting = checking.stopWaiting(for: candidates)
+        mayHaveNews?.formUnion(wereWaiting)
         // Decided under the lock: which readers read. The reading itself
         // happens after, with no lock held, so a subscribe or a post never
         // waits behind a pread.
@@ -75,19 +77,15 @@ extension FileSignalTransport {
         var handedOver = 0
         var full = false
         var read: [(name: NotificationName, reader: LogReader, records: [LogRecord])] = []
-        var examined: Set<NotificationName> = []
-        for (name, reader) in planned where examined.insert(name).inserted {
+        // A name comes twice only when it waited and has news too.
+        var examined: Set<NotificationName>? = waited.isEmpty ? nil : []
+        for (name, reader) in planned where examined?.insert(name).inserted ?? true {
             let covered = sharesRooms && namespaces.contains { $0.contains(name) }
-            let waits = changed == nil || mayHaveNews.contains(name)
+            let waits = mayHaveNews?.contains(name) ?? true
             // A namespace observer's buffer is full: its other names wait,
             // unasked, so a pass costs what it hands over, not the names.
             if covered && full {
-                if !waits {
-                } else if handedOver > 0 {
-                    deferred.append(name)
-                } else {
-                    held.insert(name)
-                }
+                if waits, handedOver > 0 { deferred.append(name) } else if waits { held.insert(name) }
                 continue
             }
             // A name whose observers have a slice waiting is not read now:
@@ -107,12 +105,7 @@ extension FileSignalTransport {
             if identity != nil || covered {
                 room = checking.receiver.room(for: name).map { covered ? $0 - handedOver : $0 }
                 if let left = room, left <= 0 {
-                    if !waits {
-                    } else if handedOver > 0 && covered {
-                        deferred.append(name)
-                    } else {
-                        held.insert(name)
-                    }
+                    if waits, handedOver > 0, covered { deferred.append(name) } else if waits { held.insert(name) }
                     full = full || covered
                     continue
                 }
