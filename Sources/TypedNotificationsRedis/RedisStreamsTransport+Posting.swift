@@ -27,6 +27,11 @@ extension RedisStreamsTransport {
     public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
         var result = TransportBatchResult()
         guard !messages.isEmpty else { return result }
+        if let failure = announceNewNames(of: messages) {
+            result.failure = failure
+            counters.add(messages.count, to: .failedPosts)
+            return result
+        }
         var commands: [RoutedCommand] = []
         commands.reserveCapacity(messages.count + 1)
         let now = SystemClock.monotonicNanoseconds()

@@ -27,7 +27,7 @@ extension RedisStreamsTransport {
         guard !reader.isCancelled, !reader.machine.awaitingReply, let connection = reader.connection,
             let receiver = reader.receiver
         else { return }
-        if receiver.isBackedUp(reader.name) {
+        if reader.discovers == nil, receiver.isBackedUp(reader.name) {
             loop.schedule(after: 5_000_000) { [weak self, weak reader] in
                 guard let self, let reader else { return }
                 requestEntries(of: reader)
@@ -101,7 +101,7 @@ extension RedisStreamsTransport {
     func watchReaders() {
         let readers = state.withLock { state -> [StreamReader]? in
             guard state.lifecycle.isOpen else { return nil }
-            return Array(state.shared.readers.values)
+            return Array(state.shared.readers.values) + Array(state.shared.namespaces.values)
         }
         guard let readers else { return }
         let now = SystemClock.monotonicNanoseconds()
@@ -160,6 +160,11 @@ extension RedisStreamsTransport {
     /// them first, then the group's counter raised past it, then the entries.
     func deliver(_ batch: StreamReaderStateMachine.Batch, of reader: StreamReader) {
         guard let receiver = reader.receiver else { return }
+        if reader.discovers != nil {
+            if let raise = batch.raiseCounter { raiseGroupCounter(raise, of: reader) }
+            discovered(batch, by: reader)
+            return
+        }
         if batch.rewound > 0 { counters.add(batch.rewound, to: .rewoundEntries) }
         if batch.missed > 0 || !batch.missedIsExact {
             counters.add(batch.missed, to: .trimmedUnread)

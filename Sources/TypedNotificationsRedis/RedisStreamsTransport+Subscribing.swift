@@ -6,21 +6,63 @@ import Synchronization
 extension RedisStreamsTransport {
     // MARK: Receiving
 
-    /// Records where reading the name `selector` says starts (the stream's last ID, or this
-    /// identity's consumer group), connects a reading connection for it, and
-    /// hands it to the event loop. Every entry added after this returns is read.
+    /// Subscribes to what `selector` selects: one name, or every name of a
+    /// namespace. Every entry added after this returns is read.
+    ///
+    /// For a name, records where reading starts (the stream's last ID, or
+    /// this identity's consumer group), connects a reading connection for
+    /// it, and hands it to the event loop.
+    ///
+    /// For a namespace, does that for every name announced in it so far,
+    /// and reads its announcements (see the type's documentation): a name
+    /// first posted later, by any process, is read from its first entry.
+    /// Each name has its own reader and connection, whichever way it is
+    /// subscribed; a name subscribed both ways is read once.
     ///
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` when the server
     ///   cannot be reached (in a cluster, after waiting up to
     ///   ``RedisStreamsConfiguration/failoverWait`` for a failover); nothing
-    ///   is subscribed then. ``TypedNotifications/TypedNotificationError/Code/unsupported``
-    ///   for a namespace: this transport observes single names.
+    ///   is subscribed then.
     public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
-        let name = try selector.name(servedBy: "Redis Streams")
+        switch selector {
+        case .name(let name): try subscribe(name: name)
+        case .namespace(let namespace): try subscribe(namespace: namespace)
+        }
+    }
+
+    /// Subscribes to one name: see ``subscribe(to:)``.
+    private func subscribe(name: NotificationName) throws(TypedNotificationError) {
+        // Already read through a namespace: that reader serves the name too.
+        let covered = state.withLock { state in
+            guard state.shared.readers[name] != nil, state.shared.isCovered(name) else { return false }
+            state.shared.named.insert(name)
+            return true
+        }
+        if covered { return }
+        let reader = try makeReader(for: name, failoverDeadline: failoverDeadline())
+        let (receiver, replaced) = try state.withLock {
+            state throws(TypedNotificationError) -> (TransportReceiver, StreamReader?) in
+            let receiver = try state.lifecycle.opened(for: "subscribe")
+            state.shared.named.insert(name)
+            let replaced = state.shared.readers.updateValue(reader, forKey: name)
+            return (receiver, replaced)
+        }
+        if let replaced { endReads(of: replaced) }
+        loop.execute { [weak self] in
+            replaced?.cancel()
+            self?.startReading(reader, receiver: receiver)
+        }
+    }
+
+    /// A reader of `name`, starting where a subscription to it starts (the
+    /// stream's end by ``firstRead``, or this identity's consumer group),
+    /// on its own new connection, not started yet.
+    func makeReader(for name: NotificationName, failoverDeadline deadline: UInt64?) throws(TypedNotificationError)
+        -> StreamReader
+    {
         let key = key(for: name)
         // In a cluster whose slot lost its master, wait for the election as
         // a post does: a watcher started during a failover starts after it.
-        let deadline = failoverDeadline()
         let start: StreamEntryID
         let accounted: Int?
         if let identity {
@@ -30,23 +72,12 @@ extension RedisStreamsTransport {
             (start, accounted) = try startingPoint(of: key, failoverDeadline: deadline)
         }
         let connection = try connectReader(toKey: key, failoverDeadline: deadline)
-        let reader = StreamReader(
+        return StreamReader(
             name: name, key: Array(key.utf8), connection: connection,
             machine: StreamReaderStateMachine(
                 position: identity == nil ? .after(start) : .pendingAfter(.zero), accounted: accounted,
                 isDurable: identity != nil),
             loop: loop)
-        let (receiver, replaced) = try state.withLock {
-            state throws(TypedNotificationError) -> (TransportReceiver, StreamReader?) in
-            let receiver = try state.lifecycle.opened(for: "subscribe")
-            let replaced = state.shared.readers.updateValue(reader, forKey: name)
-            return (receiver, replaced)
-        }
-        if let replaced { endReads(of: replaced) }
-        loop.execute { [weak self] in
-            replaced?.cancel()
-            self?.startReading(reader, receiver: receiver)
-        }
     }
 
     /// Connects a reader to the node of `key`; in a cluster, asks for the
@@ -78,15 +109,27 @@ extension RedisStreamsTransport {
         return wait > .zero ? SystemClock.monotonicNanoseconds() &+ wait.clampedNanoseconds : nil
     }
 
-    /// Stops reading the name `selector` says. A durable identity's entries read but not yet
+    /// Stops reading what `selector` selects. A durable identity's entries read but not yet
     /// handled stay pending in its group and come again, marked as
     /// redeliveries, when it next subscribes. Its reads end at the server
     /// before this returns (a server that does not answer is waited for at
     /// most the connect and command timeouts): an entry posted after that
     /// is left for the identity's next subscription, as a first delivery.
+    ///
+    /// A namespace's names are read no more unless subscribed otherwise (by
+    /// name, or through another namespace); a name that a namespace still
+    /// covers goes on being read when it is unsubscribed by name.
     public func unsubscribe(from selector: NotificationSelector) {
-        guard case .name(let name) = selector else { return }
-        let reader = state.withLock { state in
+        let name: NotificationName
+        switch selector {
+        case .name(let selected): name = selected
+        case .namespace(let namespace):
+            unsubscribe(namespace: namespace)
+            return
+        }
+        let reader = state.withLock { state -> StreamReader? in
+            state.shared.named.remove(name)
+            guard !state.shared.isCovered(name) else { return nil }
             state.shared.readerErrors[name] = nil
             return state.shared.readers.removeValue(forKey: name)
         }

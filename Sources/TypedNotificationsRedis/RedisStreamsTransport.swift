@@ -235,9 +235,11 @@ public final class RedisStreamsTransport: KeepsLatest {
         let (closing, (readers, idle)) = core.close { shared in
             defer {
                 shared.readers = [:]
+                shared.namespaces = [:]
+                shared.named = []
                 shared.idle = [:]
             }
-            return (Array(shared.readers.values), shared.idle)
+            return (Array(shared.readers.values) + Array(shared.namespaces.values), shared.idle)
         }
         guard closing.wasOpen else {
             closing.end(loop)
@@ -318,6 +320,13 @@ public final class RedisStreamsTransport: KeepsLatest {
     // Per node (the one server, unless it is a cluster).
     var idle: [RedisConnectionOptions: [RedisConnection]] = [:]
     var readers: [NotificationName: StreamReader] = [:]
+    /// The names subscribed by name, not only through a namespace.
+    var named: Set<NotificationName> = []
+    /// Per subscribed namespace, the reader of its announcements.
+    var namespaces: [NotificationNamespace: StreamReader] = [:]
+    /// The names this transport announced to namespace observers (at most
+    /// ``RedisStreamsTransport/announcedLimit``).
+    var announced: Set<NotificationName> = []
     var connectBackoff: [RedisConnectionOptions: ConnectBackoff] = [:]
     var nextTrim: [NotificationName: UInt64] = [:]
     /// Per subscribed name whose reader cannot reach its node now, the last

@@ -10,6 +10,9 @@ import Synchronization
 final class StreamReader: Sendable {
     let name: NotificationName
     let key: [UInt8]
+    /// The namespace whose discovery stream this reads, its entries the
+    /// names first posted in it; `nil` for a name's stream.
+    let discovers: NotificationNamespace?
     private let onLoop: LoopBound<LoopState>
 
     /// What only the event loop touches.
@@ -22,7 +25,7 @@ final class StreamReader: Sendable {
         var backoff = ConnectBackoff()
         var isCancelled = false
 
-        init(connection: RedisConnection, machine: StreamReaderStateMachine) {
+        init(connection: RedisConnection?, machine: StreamReaderStateMachine) {
             self.connection = connection
             self.machine = machine
         }
@@ -93,14 +96,17 @@ final class StreamReader: Sendable {
         }
     }
 
+    /// A reader of `key`, on `connection` if it has one yet (else it
+    /// connects when it is started, on the loop).
     init(
-        name: NotificationName, key: [UInt8], connection: RedisConnection, machine: StreamReaderStateMachine,
-        loop: EventLoop
+        name: NotificationName, key: [UInt8], connection: RedisConnection?, machine: StreamReaderStateMachine,
+        loop: EventLoop, discovers: NotificationNamespace? = nil
     ) {
         self.name = name
         self.key = key
+        self.discovers = discovers
         onLoop = LoopBound(LoopState(connection: connection, machine: machine), on: loop)
-        _ = adopt(connection)
+        if let connection { _ = adopt(connection) }
     }
 
     /// Stops for good and closes the connection. On the loop.

@@ -1,0 +1,357 @@
+@_spi(TransportAuthoring) import NotificationPlatform
+import Synchronization
+@_spi(TransportAuthoring) import TypedNotifications
+
+// Namespaces: posters announce each name once to every namespace that
+// contains it; a namespace observer reads that announcement stream and
+// starts a reader per name it finds.
+//
+// Per namespace `NS` two keys share the hash tag `{NS}`, so one slot (and
+// one script) holds both in a cluster: the set `<prefix>:names:{NS}` of
+// every name ever posted in it, and the stream `<prefix>:new:{NS}` with an
+// entry (`n` = the name) per name, added before the name joins the set. A
+// poster announces a name before its first post of it (once per transport
+// while it remembers, `announcedLimit` names): `SISMEMBER`, and for a name
+// not in the set yet `XADD` then `SADD`. The stream grows by one entry per
+// name (two only when posters race or one crashes between the two),
+// never per post, and is never trimmed. A name is not announced to the namespace
+// it starts (`a.b` to `a.b`): that namespace's observer reads it anyway.
+extension RedisStreamsTransport {
+    /// How many names a transport remembers having announced; past it, it
+    /// forgets them all and announces again (the set makes that harmless).
+    static var announcedLimit: Int { 65_536 }
+
+    /// The set of every name ever posted in `namespace`.
+    func namesKey(of namespace: NotificationNamespace) -> String {
+        "\(configuration.keyPrefix):names:{\(namespace.rawValue)}"
+    }
+
+    /// The stream that announces each name of `namespace` once.
+    func discoveryKey(of namespace: NotificationNamespace) -> String {
+        "\(configuration.keyPrefix):new:{\(namespace.rawValue)}"
+    }
+
+    // MARK: Posting
+
+    /// Announces the names of `messages` this transport has not announced
+    /// yet to every namespace that contains them, before they are posted
+    /// (as many namespaces as the name has labels, less one): on the first
+    /// post of a name only, one round trip, and one more where the name is
+    /// new to a namespace. Returns why that failed; nothing is posted then.
+    func announceNewNames(of messages: [TransportMessage]) -> TypedNotificationError? {
+        let fresh = state.withLock { state -> [NotificationName] in
+            var fresh: [NotificationName] = []
+            for message in messages
+            where !state.shared.announced.contains(message.name) && !fresh.contains(message.name) {
+                fresh.append(message.name)
+            }
+            return fresh
+        }
+        guard !fresh.isEmpty else { return nil }
+        var announcements: [(name: NotificationName, namespace: NotificationNamespace)] = []
+        for name in fresh {
+            NotificationNamespace.forEach(containing: name) { namespace in
+                // A namespace's observer reads its first name anyway.
+                if namespace.root != name { announcements.append((name, namespace)) }
+            }
+        }
+        // Which namespaces have the name already; the others get it, in
+        // the stream first: a crash in between announces it again (a
+        // duplicate, which readers skip), never not at all.
+        let deadline = failoverDeadline()
+        var routed = run(
+            announcements.map {
+                let names = namesKey(of: $0.namespace)
+                return RoutedCommand(key: names, "SISMEMBER", names, $0.name.rawValue)
+            }, failoverDeadline: deadline)
+        if routed.failure == nil, routed.replies.count == announcements.count {
+            var commands: [RoutedCommand] = []
+            for (announcement, reply) in zip(announcements, routed.replies) where reply != .integer(1) {
+                let (names, stream) = (namesKey(of: announcement.namespace), discoveryKey(of: announcement.namespace))
+                let name = announcement.name.rawValue
+                commands.append(RoutedCommand(key: stream, "XADD", stream, "*", "n", name))
+                commands.append(RoutedCommand(key: names, "SADD", names, name))
+            }
+            if !commands.isEmpty {
+                let replies = routed.replies
+                routed = run(commands, failoverDeadline: deadline)
+                routed.replies = replies + routed.replies
+            }
+        }
+        let refused = routed.replies.lazy.compactMap { reply -> String? in
+            if case .error(let text) = reply { return text }
+            return nil
+        }.first
+        if let why = refused ?? routed.failure?.message {
+            let code: TypedNotificationError.Code =
+                routed.failure?.code ?? (why.hasPrefix("NOPERM") ? .authenticationFailed : .transportFailure)
+            return TypedNotificationError(
+                code: code,
+                message: "could not announce \(fresh[0].rawValue) to namespace observers, so nothing was posted: \(why)",
+                cause: routed.failure)
+        }
+        state.withLock { state in
+            if state.shared.announced.count + fresh.count > Self.announcedLimit { state.shared.announced = [] }
+            state.shared.announced.formUnion(fresh)
+        }
+        return nil
+    }
+
+    // MARK: Subscribing
+
+    /// Subscribes to every name of `namespace`: a reader per name announced
+    /// so far (each starting as a subscription to that name would), and a
+    /// reader of the namespace's announcements, from where they stand now,
+    /// which starts a reader per name announced later, from its first entry.
+    /// A durable identity reads the announcements through its consumer
+    /// group: a name announced while it was away is read from its first
+    /// entry on its next run, and an announcement is acknowledged only once
+    /// the name's own group exists.
+    func subscribe(namespace: NotificationNamespace) throws(TypedNotificationError) {
+        let namespace = try namespace.validated()
+        let discovery = discoveryKey(of: namespace)
+        let deadline = failoverDeadline()
+        let machine: StreamReaderStateMachine
+        let listedUpTo: StreamEntryID
+        if let identity {
+            let joined = try joinAnnouncements(identity, key: discovery, failoverDeadline: deadline)
+            listedUpTo = joined.position
+            machine = StreamReaderStateMachine(
+                position: .pendingAfter(.zero), accounted: joined.entriesRead, isDurable: true)
+        } else {
+            let (snapshot, _) = try snapshot(of: discovery, newest: nil, failoverDeadline: deadline)
+            listedUpTo = snapshot?.lastGenerated ?? .zero
+            machine = StreamReaderStateMachine(
+                position: .after(listedUpTo), accounted: snapshot?.added, isDurable: false)
+        }
+        // The namespace's first name is read as if announced first: it is
+        // never announced to its own namespace.
+        let listed =
+            [namespace.root]
+            + (try announcedNames(in: namespace, upTo: listedUpTo, failoverDeadline: deadline)).filter {
+                $0 != namespace.root
+            }
+        var unique: Set<NotificationName> = []
+        let unread = state.withLock { state in
+            listed.filter { state.shared.readers[$0] == nil && unique.insert($0).inserted }
+        }
+        var made: [StreamReader] = []
+        for name in unread { made.append(try makeReader(for: name, failoverDeadline: deadline)) }
+        let discoverer = StreamReader(
+            name: namespace.root, key: Array(discovery.utf8),
+            connection: try connectReader(toKey: discovery, failoverDeadline: deadline), machine: machine,
+            loop: loop, discovers: namespace)
+        let (receiver, started, unused) = try state.withLock {
+            state throws(TypedNotificationError) -> (TransportReceiver, [StreamReader], [StreamReader]) in
+            let receiver = try state.lifecycle.opened(for: "subscribe")
+            var started: [StreamReader] = []
+            var unused: [StreamReader] = []
+            for reader in made {
+                if state.shared.readers[reader.name] == nil {
+                    state.shared.readers[reader.name] = reader
+                    started.append(reader)
+                } else {
+                    unused.append(reader)
+                }
+            }
+            if let replaced = state.shared.namespaces.updateValue(discoverer, forKey: namespace) {
+                unused.append(replaced)
+            }
+            return (receiver, started, unused)
+        }
+        for reader in unused { endReads(of: reader) }
+        loop.execute { [weak self] in
+            for reader in unused { reader.cancel() }
+            for reader in started + [discoverer] { self?.startReading(reader, receiver: receiver) }
+        }
+    }
+
+    /// Stops reading `namespace`'s announcements and every name's stream
+    /// that no other subscription (by name, or another namespace) covers.
+    func unsubscribe(namespace: NotificationNamespace) {
+        let stopped = state.withLock { state -> [StreamReader] in
+            guard let discoverer = state.shared.namespaces.removeValue(forKey: namespace) else { return [] }
+            var stopped = [discoverer]
+            for (name, reader) in state.shared.readers
+            where namespace.contains(name) && !state.shared.isCovered(name) {
+                state.shared.readers[name] = nil
+                state.shared.readerErrors[name] = nil
+                stopped.append(reader)
+            }
+            return stopped
+        }
+        for reader in stopped { endReads(of: reader) }
+        loop.execute {
+            for reader in stopped { reader.cancel() }
+        }
+    }
+
+    /// This identity's consumer group on an announcement stream, made at
+    /// its end if it is new: its position (every name announced up to it
+    /// was known to the identity, or there before it first observed the
+    /// namespace) and entries-read.
+    private func joinAnnouncements(
+        _ group: String, key: String, failoverDeadline: UInt64?
+    ) throws(TypedNotificationError) -> (position: StreamEntryID, entriesRead: Int?) {
+        let routed = run(
+            [
+                RoutedCommand(key: key, "XGROUP", "CREATE", key, group, "$", "MKSTREAM"),
+                RoutedCommand(key: key, "XINFO", "GROUPS", key),
+            ], failoverDeadline: failoverDeadline)
+        if let failure = routed.failure { throw failure }
+        if case .error(let text) = routed.replies[0], !text.hasPrefix("BUSYGROUP") {
+            throw Self.failure(text, doing: "create the consumer group \(group) on \(key)")
+        }
+        if case .error(let text) = routed.replies[1] { throw Self.failure(text, doing: "read the groups of \(key)") }
+        if case .array(let groups?) = routed.replies[1] {
+            for case .array(let fields?) in groups where Self.identity(from: fields).name == group {
+                return (Self.lastDelivered(in: fields), Self.identity(from: fields).entriesRead)
+            }
+        }
+        throw TypedNotificationError(
+            code: .transportFailure, message: "Redis did not list the consumer group \(group) it made on \(key)")
+    }
+
+    /// A group's `last-delivered-id` from its `XINFO GROUPS` fields.
+    private static func lastDelivered(in fields: [RESPValue]) -> StreamEntryID {
+        var index = 0
+        while index + 1 < fields.count {
+            defer { index += 2 }
+            if case .bulkString(let field?) = fields[index], field == Array("last-delivered-id".utf8),
+                case .bulkString(let id?) = fields[index + 1]
+            {
+                return StreamEntryID(id) ?? .zero
+            }
+        }
+        return .zero
+    }
+
+    /// The names announced in `namespace` up to `last`, oldest first; an
+    /// entry that is not a valid name of it is skipped.
+    private func announcedNames(
+        in namespace: NotificationNamespace, upTo last: StreamEntryID, failoverDeadline: UInt64?
+    ) throws(TypedNotificationError) -> [NotificationName] {
+        guard last != .zero else { return [] }
+        let key = discoveryKey(of: namespace)
+        let routed = run(
+            [RoutedCommand(key: key, "XRANGE", key, "-", last.description)], failoverDeadline: failoverDeadline)
+        if let failure = routed.failure { throw failure }
+        if case .error(let text) = routed.replies[0] { throw Self.failure(text, doing: "list the names of \(key)") }
+        return StreamReaderStateMachine.entries(in: .array([.array([.bulkString([]), routed.replies[0]])])).compactMap {
+            Self.announcedName(in: $0.1, of: namespace)
+        }
+    }
+
+    /// The name an announcement's fields hold, if it is a valid one of `namespace`.
+    static func announcedName(in fields: [RESPValue]?, of namespace: NotificationNamespace) -> NotificationName? {
+        guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "n")],
+            case .bulkString(let value?) = fields[1],
+            let name = try? NotificationName(validating: String(decoding: value, as: UTF8.self)),
+            namespace.contains(name)
+        else { return nil }
+        return name
+    }
+
+    // MARK: The event loop
+
+    /// Starts a reader, from its stream's first entry, for each name a read
+    /// of `discoverer`'s announcements found that no reader reads yet. On
+    /// the loop. A durable identity's group on the name is made first (at
+    /// the first entry), and the announcement acknowledged after: a crash
+    /// in between announces the name again on the next run. When the
+    /// announcements were trimmed before they were read (by hand: this
+    /// transport never trims them), every name in the namespace's set is
+    /// looked at instead.
+    func discovered(_ batch: StreamReaderStateMachine.Batch, by discoverer: StreamReader) {
+        guard let namespace = discoverer.discovers, let receiver = discoverer.receiver else { return }
+        var found: [(id: StreamEntryID?, name: NotificationName?)] = batch.entries.map {
+            ($0.0, Self.announcedName(in: $0.1, of: namespace))
+        }
+        if batch.missed > 0 || !batch.missedIsExact {
+            let key = namesKey(of: namespace)
+            if let reply = try? call(RoutedCommand(key: key, "SMEMBERS", key)), case .array(let members?) = reply {
+                for case .bulkString(let value?) in members {
+                    let text = String(decoding: value, as: UTF8.self)
+                    if let name = try? NotificationName(validating: text), namespace.contains(name) {
+                        found.append((nil, name))
+                    }
+                }
+            }
+        }
+        for (id, name) in found {
+            if let name { startDiscovered(name, by: discoverer, receiver: receiver) }
+            if let id { acknowledgements?.acknowledge(id, key: discoverer.key) }
+        }
+    }
+
+    /// Starts reading `name` from its first entry for `discoverer`, unless
+    /// a reader reads it already or the namespace was unsubscribed. On the
+    /// loop. A durable identity's group that cannot be made yet is tried
+    /// again after a backoff; the name's reader connects like a reader that
+    /// lost its connection.
+    private func startDiscovered(_ name: NotificationName, by discoverer: StreamReader, receiver: TransportReceiver) {
+        guard let namespace = discoverer.discovers else { return }
+        let current = state.withLock { state in
+            state.shared.readers[name] == nil && state.shared.namespaces[namespace] === discoverer
+        }
+        guard current, !discoverer.isCancelled else { return }
+        let key = key(for: name)
+        var accounted: Int? = 0
+        if let identity {
+            do throws(TypedNotificationError) {
+                accounted = try createGroup(identity, key: key, resumingAfter: (.zero, 0))
+            } catch {
+                counters.add(to: .failedReconnects)
+                loop.schedule(after: 200_000_000) { [weak self, weak discoverer] in
+                    guard let self, let discoverer, !discoverer.isCancelled else { return }
+                    startDiscovered(name, by: discoverer, receiver: receiver)
+                }
+                return
+            }
+        }
+        let reader = StreamReader(
+            name: name, key: Array(key.utf8), connection: nil,
+            machine: StreamReaderStateMachine(
+                position: identity == nil ? .after(.zero) : .pendingAfter(.zero), accounted: accounted,
+                isDurable: identity != nil),
+            loop: loop)
+        reader.receiver = receiver
+        let added = state.withLock { state in
+            guard state.lifecycle.isOpen, state.shared.readers[name] == nil,
+                state.shared.namespaces[namespace] === discoverer
+            else { return false }
+            state.shared.readers[name] = reader
+            return true
+        }
+        guard added else { return }
+        connect(reader)
+    }
+
+    /// Connects a reader made without a connection and starts it; when that
+    /// fails, it tries again as a reader that lost its connection does.
+    private func connect(_ reader: StreamReader) {
+        guard let receiver = reader.receiver else { return }
+        var node = router.options(forKey: reader.key)
+        node.commandTimeout = min(node.commandTimeout, .seconds(1))
+        do throws(TypedNotificationError) {
+            let connection = try RedisConnection.connect(node, clientName: "tn-reader", identifying: identity != nil)
+            guard reader.adopt(connection) else { return }
+            reader.connection = connection
+            startReading(reader, receiver: receiver)
+        } catch {
+            reconnect(reader, because: error.message)
+        }
+    }
+}
+
+extension RedisTransportState {
+    /// Whether `name` is subscribed by name or through a namespace.
+    func isCovered(_ name: NotificationName) -> Bool {
+        if named.contains(name) { return true }
+        var covered = false
+        NotificationNamespace.forEach(containing: name) { namespace in
+            if namespaces[namespace] != nil { covered = true }
+        }
+        return covered
+    }
+}
