@@ -20,6 +20,16 @@ extension TransportEntry {
             guard !streams.isEmpty else { return ["no streams"] }
             var lines: [String] = []
             for stream in streams {
+                if stream.isNamespace {
+                    // Only durable namespace observers leave a trace here.
+                    guard !stream.identities.isEmpty else { continue }
+                    lines.append("\(stream.name).*  namespace, \(stream.length) names announced")
+                    for identity in stream.identities {
+                        let behind = identity.behind.map { "\($0) new names not read yet" } ?? "new names not counted"
+                        lines.append("  identity \(identity.name) observes it: \(behind)")
+                    }
+                    continue
+                }
                 lines.append("\(stream.name)  \(stream.length) entries")
                 for identity in stream.identities {
                     let behind =

@@ -1,6 +1,7 @@
 @_spi(TransportAuthoring) import TypedNotifications
 
-/// One notification name's stream on a Redis server, for `tnotify ls`.
+/// One notification name's stream on a Redis server, or one namespace's
+/// announcements, for `tnotify ls`.
 package struct RedisStreamSummary: Sendable, Hashable {
     /// A durable identity's consumer group on the stream.
     package struct Identity: Sendable, Hashable {
@@ -17,17 +18,23 @@ package struct RedisStreamSummary: Sendable, Hashable {
         package var entriesRead: Int?
     }
 
-    /// The notification name whose stream this is.
+    /// The notification name whose stream this is, or for a namespace's
+    /// announcements the namespace.
     package var name: String
-    /// Entries the stream holds.
+    /// Entries the stream holds: for a namespace, the names announced in it.
     package var length: Int
+    /// Whether this is a namespace's announcements, each identity a durable
+    /// namespace observer (a plain one leaves no trace on the server).
+    package var isNamespace = false
     /// The durable identities reading it.
     package var identities: [Identity]
 }
 
 extension RedisStreamsTransport {
     /// Every stream of notifications under `keyPrefix` on the server, by
-    /// name, with its length and the durable identities reading it.
+    /// name, with its length and the durable identities reading it, then
+    /// every namespace's announcements with the durable identities that
+    /// observe the namespace.
     ///
     /// Lists with `SCAN` (a few keys at a time, never blocking the server;
     /// on every master of a cluster) and reads each stream with `XLEN` and
@@ -53,7 +60,7 @@ extension RedisStreamsTransport {
             var cursor = "0"
             repeat {
                 let reply = try connection.call(
-                    "SCAN", cursor, "MATCH", head + "*}", "COUNT", "1000", "TYPE", "stream")
+                    "SCAN", cursor, "MATCH", keyPrefix + ":*}", "COUNT", "1000", "TYPE", "stream")
                 guard case .array(let parts?) = reply, parts.count == 2, case .bulkString(let next?) = parts[0],
                     case .array(let found?) = parts[1]
                 else { throw failure("\(reply)", doing: "list the streams under \(keyPrefix)") }
@@ -62,10 +69,13 @@ extension RedisStreamsTransport {
             } while cursor != "0"
         }
         var summaries: [RedisStreamSummary] = []
+        let announcements = keyPrefix + ":new:{"
         for key in Set(keys).sorted() {
             // The name between the braces; a key that holds no valid name is
             // not one of ours.
-            let name = String(key.dropFirst(head.count).dropLast())
+            let isNamespace = key.hasPrefix(announcements)
+            guard isNamespace || key.hasPrefix(head) else { continue }
+            let name = String(key.dropFirst(isNamespace ? announcements.count : head.count).dropLast())
             guard (try? NotificationName(validating: name)) != nil else { continue }
             let replies = router.run(
                 [RoutedCommand(key: key, "XLEN", key), RoutedCommand(key: key, "XINFO", "GROUPS", key)],
@@ -78,9 +88,10 @@ extension RedisStreamsTransport {
                     identities.append(identity(from: fields))
                 }
             }
-            summaries.append(RedisStreamSummary(name: name, length: Int(length), identities: identities))
+            summaries.append(
+                RedisStreamSummary(name: name, length: Int(length), isNamespace: isNamespace, identities: identities))
         }
-        return summaries
+        return summaries.filter { !$0.isNamespace } + summaries.filter(\.isNamespace)
     }
 
     /// A group from the field-value pairs `XINFO GROUPS` gives for it.

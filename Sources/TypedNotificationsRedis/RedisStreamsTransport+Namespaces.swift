@@ -31,6 +31,9 @@ extension RedisStreamsTransport {
         "\(configuration.keyPrefix):new:{\(namespace.rawValue)}"
     }
 
+    /// The names read now, by name or through a namespace.
+    var namesRead: Set<NotificationName> { state.withLock { Set($0.shared.readers.keys) } }
+
     // MARK: Posting
 
     /// Announces the names of `messages` this transport has not announced
@@ -87,7 +90,8 @@ extension RedisStreamsTransport {
                 routed.failure?.code ?? (why.hasPrefix("NOPERM") ? .authenticationFailed : .transportFailure)
             return TypedNotificationError(
                 code: code,
-                message: "could not announce \(fresh[0].rawValue) to namespace observers, so nothing was posted: \(why)",
+                message:
+                    "could not announce \(fresh[0].rawValue) to namespace observers, so nothing was posted: \(why)",
                 cause: routed.failure)
         }
         state.withLock { state in
@@ -345,6 +349,15 @@ extension RedisStreamsTransport {
 }
 
 extension RedisTransportState {
+    /// Whether `reader` is the one subscribed for its name or, reading
+    /// announcements, for its namespace. A namespace's reader reports its
+    /// errors in ``RedisStreamsTransport/readerErrors`` under the
+    /// namespace's first name.
+    func isCurrent(_ reader: StreamReader) -> Bool {
+        if let namespace = reader.discovers { return namespaces[namespace] === reader }
+        return readers[reader.name] === reader
+    }
+
     /// Whether `name` is subscribed by name or through a namespace.
     func isCovered(_ name: NotificationName) -> Bool {
         if named.contains(name) { return true }

@@ -224,7 +224,7 @@ extension RedisStreamsTransport {
         if let reason {
             let error = TypedNotificationError(code: .unreachable, message: "reading again: \(reason)")
             state.withLock { state in
-                if state.shared.readers[reader.name] === reader { state.shared.readerErrors[reader.name] = error }
+                if state.shared.isCurrent(reader) { state.shared.readerErrors[reader.name] = error }
             }
         }
         // The first redirection in a row is followed at once; more of them
@@ -263,7 +263,7 @@ extension RedisStreamsTransport {
                 // slots go to a replica the cluster promotes.
                 counters.add(to: .failedReconnects)
                 state.withLock { state in
-                    if state.shared.readers[reader.name] === reader { state.shared.readerErrors[reader.name] = error }
+                    if state.shared.isCurrent(reader) { state.shared.readerErrors[reader.name] = error }
                 }
                 router.refresh(now: SystemClock.monotonicNanoseconds())
                 reconnect(reader)

@@ -179,7 +179,9 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// error: the reader keeps trying (with backoff, to 2 s between tries;
     /// in a cluster, asking every node it knows for the slot's master) and
     /// reads from where it stood once it reaches it, when its entry here is
-    /// removed. Empty while every reader reads. Each failed try is counted
+    /// removed. A namespace's reader of announcements (see
+    /// ``subscribe(to:)``) is listed under the namespace's first name.
+    /// Empty while every reader reads. Each failed try is counted
     /// in ``RedisStreamsStatistics/failedReconnects``.
     public var readerErrors: [NotificationName: TypedNotificationError] {
         state.withLock { $0.shared.readerErrors }

@@ -272,7 +272,8 @@ struct RedisFaultTests {
         let server = try await RedisTestServer()
         for (user, kill) in [("lean", true), ("nokill", false)] {
             let rules =
-                ["on", ">pw", "~tn:*", "+@stream", "+sismember", "+sadd", "+smembers", "+client|setname", "+client|id"] + (kill ? ["+client|kill"] : [])
+                ["on", ">pw", "~tn:*", "+@stream", "+sismember", "+sadd", "+smembers", "+client|setname", "+client|id"]
+                + (kill ? ["+client|kill"] : [])
             let reply = try server.command(bytes: (["ACL", "SETUSER", user] + rules).map { Array($0.utf8) })
             #expect(reply == .simpleString("OK"))
             let (seen, pending) = try await Self.leaveThenPost(

@@ -16,26 +16,7 @@ import Testing
 /// 10,000 names.
 @Suite("File transport: a namespace observer between processes", .serialized, .timeLimit(.minutes(5)))
 struct FileNamespaceTests {
-    /// One notification as `tnotify watch --json` printed it.
-    private struct Seen: Hashable {
-        var name: String
-        var pid: Int
-        var sequence: UInt64
-        var isRedelivery: Bool
-    }
-
-    private func seen(_ lines: [String]) -> [Seen] {
-        lines.compactMap { line in
-            guard line.hasPrefix("{"),
-                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                let name = object["name"] as? String, let sequence = object["sequence"] as? NSNumber,
-                let sender = object["sender"] as? [String: Any], let pid = sender["pid"] as? Int
-            else { return nil }
-            return Seen(
-                name: name, pid: pid, sequence: sequence.uint64Value,
-                isRedelivery: object["redelivery"] as? Bool ?? false)
-        }
-    }
+    private func seen(_ lines: [String]) -> [Watched] { Watched.parse(lines) }
 
     @Test(
         "a long-lived poster and a new process both reach a namespace observer with names first posted after it started; a near miss never"

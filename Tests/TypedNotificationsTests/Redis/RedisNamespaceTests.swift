@@ -1,0 +1,259 @@
+import Foundation
+import Testing
+@_spi(TransportAuthoring) import TypedNotifications
+
+@testable import TypedNotificationsRedis
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The Redis transport's namespaces against the processes and servers that
+/// break them: a name first posted after the observer subscribed, by a
+/// long-lived poster and by a new process; a durable namespace identity
+/// killed mid-backlog and restarted while new names appeared; names spread
+/// over a cluster's masters; announcements trimmed or forged by hand.
+@Suite(
+    "Redis Streams: a namespace observer between processes", .serialized, .timeLimit(.minutes(5)),
+    .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
+struct RedisNamespaceTests {
+    @Test(
+        "a long-lived poster and a new process both reach tnotify watch 'test.jobs.*' with names first posted after it started; no history, a near miss never"
+    )
+    func newNamesFromEveryone() async throws {
+        let server = try await RedisTestServer()
+        let redis = ["--transport", "redis", "--url", server.url()]
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        // A stream there before the watcher, with history it must not print.
+        try poster.post(Ping(index: 0), as: "test.jobs.a")
+        let watcher = try HelperProcess(["watch", "test.jobs.*", "--json"] + redis, executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching", containing: "test.jobs.*")
+        try poster.post(Ping(index: 1), as: "test.jobs.a")
+        try poster.post(Ping(index: 2), as: "test.jobsx")
+        try poster.post(Ping(index: 3), as: "test.jobs.never.posted.before")
+        let fresh = try await tnotify(["post", "test.jobs.from.a.new.process", "--text", "new"] + redis)
+        #expect(fresh.status == 0, "\(fresh.errors)")
+        try poster.post(Ping(index: 4), as: "test.jobs")
+        await watcher.lines.wait(forCount: 5)
+        // One more name after: anything extra would have come by now.
+        try poster.post(Ping(index: 5), as: "test.jobs.last")
+        await watcher.lines.wait(forCount: 6)
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+        let seen = Watched.parse(watcher.lines.values)
+        #expect(
+            seen.map(\.name).sorted()
+                == [
+                    "test.jobs", "test.jobs.a", "test.jobs.from.a.new.process", "test.jobs.last",
+                    "test.jobs.never.posted.before",
+                ])
+        #expect(seen.first { $0.name == "test.jobs.a" }?.sequence == 2, "no history")
+    }
+
+    @Test(
+        "a durable namespace identity killed mid-backlog and restarted gets every notification at least once, names that appeared while it was away from their first entry"
+    )
+    func durableIdentityKilledWhileNamesAppear() async throws {
+        let server = try await RedisTestServer()
+        let redis = ["--transport", "redis", "--url", server.url()]
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let arguments = ["watch", "test.jobs.*", "--cursor", "dashboard", "--json"] + redis
+        let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await first.waitForLine(startingWith: "watching")
+        func post(_ name: NotificationName, _ index: Int) throws { try poster.post(Ping(index: index), as: name) }
+        for index in 0..<300 { try post(NotificationName(validating: "test.jobs.old\(index % 10)"), index) }
+        // Killed with part of the backlog printed, part not.
+        await first.lines.wait(forCount: 60)
+        first.signal(SIGKILL)
+        _ = await first.waitForExit()
+        // Away: old names go on, new names appear, from this process and a new one.
+        for index in 300..<400 { try post(NotificationName(validating: "test.jobs.old\(index % 10)"), index) }
+        for index in 0..<50 { try post(NotificationName(validating: "test.jobs.new\(index % 5)"), index) }
+        try post("test.jobsx", 0)
+        let fresh = try await tnotify(["post", "test.jobs.while.away", "--text", "away"] + redis)
+        #expect(fresh.status == 0, "\(fresh.errors)")
+        let second = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await second.waitForLine(startingWith: "watching")
+        let ownPID = Int(getpid())
+        let complete = await waitUntil {
+            let all = Set(Watched.parse(first.lines.values) + Watched.parse(second.lines.values))
+            return Set(all.filter { $0.pid == ownPID }.map { "\($0.name) \($0.sequence)" }).count >= 450
+                && all.contains { $0.name == "test.jobs.while.away" }
+        }
+        second.signal(SIGTERM)
+        #expect(await second.waitForExit() == 0)
+        let before = Watched.parse(first.lines.values)
+        let after = Watched.parse(second.lines.values)
+        let union = Set((before + after).filter { $0.pid == ownPID }.map { "\($0.name) \($0.sequence)" })
+        #expect(complete, "seen \(union.count) of 450")
+        var expected: Set<String> = []
+        for old in 0..<10 { for sequence in 1...40 { expected.insert("test.jobs.old\(old) \(sequence)") } }
+        for new in 0..<5 { for sequence in 1...10 { expected.insert("test.jobs.new\(new) \(sequence)") } }
+        #expect(union == expected)
+        #expect(!(before + after).contains { $0.name == "test.jobsx" })
+        for new in 0..<5 {
+            let sequences = after.filter { $0.name == "test.jobs.new\(new)" }
+            #expect(sequences.map(\.sequence) == Array(1...10))
+            #expect(!sequences.contains { $0.isRedelivery })
+        }  // ls shows the durable namespace observer, none of the bookkeeping keys.
+        let listed = try await tnotify(["ls"] + redis)
+        let lines = listed.output.map { $0.trimmingCharacters(in: .whitespaces) }
+        // Ten old names, five new, and the new process's.
+        #expect(lines.contains("test.jobs.*  namespace, 16 names announced"), "\(listed.output)")
+        #expect(lines.contains("identity dashboard observes it: 0 new names not read yet"))
+        #expect(!listed.output.contains { $0.contains("names:") || $0.contains("new:") })
+    }
+
+    @Test(
+        "a namespace's announcements hold one entry per name, not per post or poster; a name is not announced to its own namespace"
+    )
+    func oneAnnouncementPerName() async throws {
+        let server = try await RedisTestServer()
+        let names: [NotificationName] = ["test.count.a", "test.count.b.c", "test.count"]
+        for poster in 0..<4 {
+            let hub = try redisHub(server, endpoint: "poster\(poster)")
+            for index in 0..<25 { for name in names { try hub.post(Ping(index: index), as: name) } }
+            hub.close()
+        }
+        let transport = try RedisStreamsTransport(url: server.url())
+        func length(_ namespace: NotificationNamespace) throws -> RESPValue {
+            try server.command("XLEN", transport.discoveryKey(of: namespace))
+        }
+        // `test` holds all three, `test.count` the two below it, `test.count.b` one.
+        #expect(try length("test") == .integer(3))
+        #expect(try length("test.count") == .integer(2))
+        #expect(try length("test.count.b") == .integer(1))
+        #expect(try length("test.count.a") == .integer(0))
+        #expect(try server.command("SCARD", transport.namesKey(of: "test.count")) == .integer(2))
+    }
+
+    @Test(
+        "announcements forged or trimmed by hand: forged entries start nothing, and names whose announcements were trimmed before a durable identity read them are found in the set and read from their first entry"
+    )
+    func forgedAndTrimmedAnnouncements() async throws {
+        let server = try await RedisTestServer()
+        let transport = try RedisStreamsTransport(url: server.url())
+        let stream = transport.discoveryKey(of: "test.trim")
+        let away = try redisHub(server, endpoint: "away", identity: "auditor")
+        _ = try away.deliveries(of: Ping.self, in: "test.trim")
+        away.close()
+        // Hostile entries: another namespace's name, no name, a bad field.
+        _ = try server.command("XADD", stream, "*", "n", "other.name")
+        _ = try server.command("XADD", stream, "*", "n", "test.trim..bad")
+        _ = try server.command("XADD", stream, "*", "x", "test.trim.field")
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        for index in 0..<5 { try poster.post(Ping(index: index), as: "test.trim.a") }
+        for index in 0..<3 { try poster.post(Ping(index: index), as: "test.trim.b.c") }
+        // Trimmed before the identity came back to read them.
+        _ = try server.command("XTRIM", stream, "MAXLEN", "0")
+        let back = try redisHub(server, endpoint: "away", identity: "auditor")
+        defer { back.close() }
+        let got = Collector<String>()
+        let token = try back.addObserver(Ping.self, in: "test.trim") { ping, delivery in
+            got.append("\(delivery.name) \(ping.index)")
+        }
+        defer { token.cancel() }
+        #expect(await got.wait(forCount: 8, upTo: .seconds(30)))
+        try poster.post(Ping(index: 9), as: "test.trim.a")
+        #expect(await got.wait(forCount: 9, upTo: .seconds(30)))
+        #expect(
+            got.values.sorted()
+                == [
+                    "test.trim.a 0", "test.trim.a 1", "test.trim.a 2", "test.trim.a 3", "test.trim.a 4",
+                    "test.trim.a 9",
+                ]
+                + ["test.trim.b.c 0", "test.trim.b.c 1", "test.trim.b.c 2"])
+    }
+
+    @Test(
+        "unsubscribing a namespace stops its names but one still observed by name; posts a namespace no longer covers reach nobody"
+    )
+    func unsubscribeKeepsNamedObservers() async throws {
+        let server = try await RedisTestServer()
+        let observer = try redisHub(server, endpoint: "observer")
+        defer { observer.close() }
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let inNamespace = Collector<String>()
+        let named = Collector<Int>()
+        let namespaceToken = try observer.addObserver(Ping.self, in: "test.both") { _, delivery in
+            inNamespace.append(delivery.name.rawValue)
+        }
+        let nameToken = try observer.addObserver(Ping.self, named: "test.both.kept") { ping, _ in
+            named.append(ping.index)
+        }
+        defer { nameToken.cancel() }
+        try poster.post(Ping(index: 0), as: "test.both.kept")
+        try poster.post(Ping(index: 0), as: "test.both.other")
+        #expect(await inNamespace.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await named.wait(forCount: 1, upTo: .seconds(30)))
+        namespaceToken.cancel()
+        // Readers of names no longer observed are gone; the named one stays.
+        #expect(await waitUntil { observer.transport.namesRead == ["test.both.kept"] })
+        try poster.post(Ping(index: 1), as: "test.both.other")
+        try poster.post(Ping(index: 1), as: "test.both.kept")
+        #expect(await named.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(named.values == [0, 1])
+        #expect(inNamespace.values.sorted() == ["test.both.kept", "test.both.other"])
+    }
+}
+
+@Suite(
+    "Redis Cluster: a namespace across slots", .serialized, .timeLimit(.minutes(5)),
+    .enabled(if: RedisTestCluster.suiteRuns, RedisTestCluster.skipReason))
+struct RedisClusterNamespaceTests {
+    @Test(
+        "names first posted after the subscription, spread over three masters, each reach a namespace observer through another node in order; a durable identity away finds the names made meanwhile"
+    )
+    func namesAcrossMasters() async throws {
+        let cluster = try await RedisTestCluster()
+        let observer = try NotificationHub(
+            endpoint: "observer", transport: RedisStreamsTransport(url: cluster.url(node: 2)))
+        defer { observer.close() }
+        let got = Collector<String>()
+        let token = try observer.addObserver(Ping.self, in: "spread") { ping, delivery in
+            got.append("\(delivery.name) \(ping.index)")
+        }
+        defer { token.cancel() }
+        let durable = try NotificationHub(
+            endpoint: "durable", transport: RedisStreamsTransport(url: cluster.url(node: 1), identity: "audit"))
+        _ = try durable.deliveries(of: Ping.self, in: "spread")
+        durable.close()
+        let poster = try NotificationHub(
+            endpoint: "poster", transport: RedisStreamsTransport(url: cluster.url(node: 0)))
+        defer { poster.close() }
+        let names = try (0..<24).map { try NotificationName(validating: "spread.n\($0)") }
+        for index in 0..<3 { for name in names { try poster.post(Ping(index: index), as: name) } }
+        try poster.post(Ping(index: 0), as: "spreadx")
+        #expect(await got.wait(forCount: 72, upTo: .seconds(60)))
+        for name in names {
+            #expect(got.values.filter { $0.hasPrefix("\(name) ") } == (0..<3).map { "\(name) \($0)" })
+        }
+        var owners = Set<Int>()
+        for name in names {
+            owners.insert(
+                try #require(try cluster.owner(ofSlot: try cluster.slot(of: poster.transport.key(for: name)))))
+        }
+        #expect(owners == [0, 1, 2])
+        // The identity comes back through another node: every name from its first entry.
+        let back = try NotificationHub(
+            endpoint: "durable", transport: RedisStreamsTransport(url: cluster.url(node: 0), identity: "audit"))
+        defer { back.close() }
+        let resumed = Collector<String>()
+        let resumedToken = try back.addObserver(Ping.self, in: "spread") { ping, delivery in
+            resumed.append("\(delivery.name) \(ping.index)")
+        }
+        defer { resumedToken.cancel() }
+        #expect(await resumed.wait(forCount: 72, upTo: .seconds(60)))
+        try poster.post(Ping(index: 3), as: "spread.n0")
+        #expect(await got.wait(forCount: 73, upTo: .seconds(30)))
+        #expect(await resumed.wait(forCount: 73, upTo: .seconds(30)))
+        #expect(Set(resumed.values).count == 73)
+        #expect(!got.values.contains { $0.hasPrefix("spreadx") })
+    }
+}
