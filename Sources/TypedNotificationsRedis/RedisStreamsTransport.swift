@@ -28,6 +28,14 @@ import Synchronization
 ///   (see below).
 /// - Registration is immediate: `subscribe` records the stream's last ID
 ///   before it returns, and the reader reads every entry after it.
+/// - Namespaces: before its first post of a name, a poster announces it
+///   to every namespace that contains it, in a set `tn:names:{NS}` and a
+///   stream `tn:new:{NS}` per namespace (one entry per name, never per
+///   post). A namespace observer reads every name announced so far, and
+///   each name announced later from its first entry; a durable identity
+///   reads the announcements through its consumer group, so names that
+///   appeared while it was away are read on its next run. Each name has
+///   its own reader and connection, as when observed by name.
 /// - A plain observer reads with `XREAD` from there; a durable `identity`
 ///   reads through a consumer group of that name, acknowledging (`XACK`)
 ///   each entry once every observer has handled it. An entry that every
