@@ -10,8 +10,8 @@ import Synchronization
 // one script) holds both in a cluster: the set `<prefix>:names:{NS}` of
 // every name ever posted in it, and the stream `<prefix>:new:{NS}` with an
 // entry (`n` = the name) per name, added before the name joins the set. A
-// poster announces a name before its first post of it (once per transport
-// while it remembers, `announcedLimit` names): `SISMEMBER`, and for a name
+// poster announces a name before its first post of it, and again after
+// `announcementCheckNanoseconds` or a new connection: `SISMEMBER`, and for a name
 // not in the set yet `XADD` then `SADD`. The stream grows by one entry per
 // name (two only when posters race or one crashes between the two),
 // never per post, and is never trimmed. A name is not announced to the namespace
@@ -20,6 +20,14 @@ extension RedisStreamsTransport {
     /// How many names a transport remembers having announced; past it, it
     /// forgets them all and announces again (the set makes that harmless).
     static var announcedLimit: Int { 65_536 }
+
+    /// How long a name counts as announced (10 s): a post after that checks
+    /// the namespaces' sets again, one round trip, so a name whose
+    /// announcement the server lost (a restart without persistence, a
+    /// failover to a replica that lacked it) is announced again. A new
+    /// connection of the poster (its server restarted, or a failover moved
+    /// a slot) forgets every announcement at once.
+    static var announcementCheckNanoseconds: UInt64 { 10_000_000_000 }
 
     /// The set of every name ever posted in `namespace`.
     func namesKey(of namespace: NotificationNamespace) -> String {
@@ -42,10 +50,15 @@ extension RedisStreamsTransport {
     /// post of a name only, one round trip, and one more where the name is
     /// new to a namespace. Returns why that failed; nothing is posted then.
     func announceNewNames(of messages: [TransportMessage]) -> TypedNotificationError? {
+        let now = SystemClock.monotonicNanoseconds()
         let fresh = state.withLock { state -> [NotificationName] in
             var fresh: [NotificationName] = []
-            for message in messages
-            where !state.shared.announced.contains(message.name) && !fresh.contains(message.name) {
+            for message in messages where !fresh.contains(message.name) {
+                if let announced = state.shared.announced[message.name],
+                    now &- announced < Self.announcementCheckNanoseconds
+                {
+                    continue
+                }
                 fresh.append(message.name)
             }
             return fresh
@@ -95,8 +108,8 @@ extension RedisStreamsTransport {
                 cause: routed.failure)
         }
         state.withLock { state in
-            if state.shared.announced.count + fresh.count > Self.announcedLimit { state.shared.announced = [] }
-            state.shared.announced.formUnion(fresh)
+            if state.shared.announced.count + fresh.count > Self.announcedLimit { state.shared.announced = [:] }
+            for name in fresh { state.shared.announced[name] = now }
         }
         return nil
     }

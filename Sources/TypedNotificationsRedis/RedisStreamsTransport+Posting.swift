@@ -27,10 +27,17 @@ extension RedisStreamsTransport {
     public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
         var result = TransportBatchResult()
         guard !messages.isEmpty else { return result }
+        let forgotten = state.withLock { $0.shared.announcementsForgotten }
         if let failure = announceNewNames(of: messages) {
             result.failure = failure
             counters.add(messages.count, to: .failedPosts)
             return result
+        }
+        // A post that needed a new connection may have reached a server
+        // that lost its announcements: they are made again after it (a
+        // name found later is read from its first entry, this post too).
+        defer {
+            if state.withLock({ $0.shared.announcementsForgotten }) != forgotten { _ = announceNewNames(of: messages) }
         }
         var commands: [RoutedCommand] = []
         commands.reserveCapacity(messages.count + 1)
@@ -173,7 +180,13 @@ extension RedisStreamsTransport {
         if let taken, now &- taken.idleSince < Self.idleCheckNanoseconds || taken.isOpenWhileIdle() { return taken }
         do throws(TypedNotificationError) {
             let connection = try RedisConnection.connect(node, clientName: "tn-poster")
-            state.withLock { $0.shared.connectBackoff[node] = nil }
+            // A server that restarted, or a replica that took over, may
+            // have lost announcements: every name is announced again.
+            state.withLock { state in
+                state.shared.connectBackoff[node] = nil
+                state.shared.announced = [:]
+                state.shared.announcementsForgotten += 1
+            }
             counters.add(to: .reconnects)
             return connection
         } catch {

@@ -334,9 +334,11 @@ public final class RedisStreamsTransport: KeepsLatest {
     var named: Set<NotificationName> = []
     /// Per subscribed namespace, the reader of its announcements.
     var namespaces: [NotificationNamespace: StreamReader] = [:]
-    /// The names this transport announced to namespace observers (at most
-    /// ``RedisStreamsTransport/announcedLimit``).
-    var announced: Set<NotificationName> = []
+    /// The names this transport announced to namespace observers, each
+    /// with when (at most ``RedisStreamsTransport/announcedLimit``).
+    var announced: [NotificationName: UInt64] = [:]
+    /// Counts the times ``announced`` was forgotten for a new connection.
+    var announcementsForgotten = 0
     var connectBackoff: [RedisConnectionOptions: ConnectBackoff] = [:]
     var nextTrim: [NotificationName: UInt64] = [:]
     /// Per subscribed name whose reader cannot reach its node now, the last

@@ -171,6 +171,32 @@ struct RedisNamespaceTests {
     }
 
     @Test(
+        "a server restarted without its data: a long-lived poster announces its names again, so a namespace observer started after the restart gets the poster's next post"
+    )
+    func restartLosesAnnouncements() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 0), as: "test.restart.a")
+        await server.kill()
+        // The append-only file goes too: the server comes back empty.
+        try FileManager.default.removeItem(atPath: server.directory + "/appendonlydir")
+        try await server.start()
+        #expect(try server.command("DBSIZE") == .integer(0))
+        let observer = try redisHub(server, endpoint: "observer")
+        defer { observer.close() }
+        let got = Collector<Int>()
+        let token = try observer.addObserver(Ping.self, in: "test.restart") { ping, _ in got.append(ping.index) }
+        defer { token.cancel() }
+        // The poster learns of the restart from its broken connection.
+        try poster.post(Ping(index: 1), as: "test.restart.a")
+        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        try poster.post(Ping(index: 2), as: "test.restart.a")
+        #expect(await got.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(got.values == [1, 2])
+    }
+
+    @Test(
         "unsubscribing a namespace stops its names but one still observed by name; posts a namespace no longer covers reach nobody"
     )
     func unsubscribeKeepsNamedObservers() async throws {
