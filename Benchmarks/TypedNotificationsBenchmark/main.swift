@@ -155,7 +155,9 @@ print("Machine: \(machine.processor), \(machine.cores) cores, \(machine.kernel)\
 
 // The Redis scenarios run against a server of this run's own.
 var redisServer: BenchRedisServer?
-if kinds.contains(where: \.meetsAtServer) && (sections.contains("fanout") || sections.contains("memory")) {
+if (kinds.contains(where: \.meetsAtServer) && (sections.contains("fanout") || sections.contains("memory")))
+    || sections.contains("namespaces")
+{
     if let executable = BenchRedisServer.executable {
         redisServer = BenchRedisServer(executable: executable)
     } else {
@@ -234,7 +236,7 @@ if sections.contains("posters") {
 }
 
 if sections.contains("namespaces") {
-    try measureNamespaces(quick: quick, rounds: max(5, rounds))
+    try measureNamespaces(quick: quick, rounds: max(5, rounds), redis: redisServer)
 }
 
 if sections.contains("stopped") {

@@ -162,7 +162,7 @@ struct FileNamespaceTests {
         defer { observer.close() }
         let poster = try fileHub(directory, endpoint: "poster")
         defer { poster.close() }
-        let count = 10_000
+        let count = manyNames
         let got = Collector<String>()
         let token = try observer.addObserver(Ping.self, in: "test.many") { _, delivery in
             got.append(delivery.name.rawValue)

@@ -135,16 +135,16 @@ struct SocketNamespaceTests {
         let clock = ContinuousClock()
         let start = clock.now
         try await offThePool {
-            for index in 0..<10_000 {
+            for index in 0..<manyNames {
                 try poster.post(Ping(index: index), as: try NotificationName(validating: "test.many.n\(index)"))
             }
         }
         let posted = clock.now - start
-        #expect(await got.wait(forCount: 10_000, upTo: .seconds(240)))
-        #expect(Set(got.values).count == 10_000)
+        #expect(await got.wait(forCount: manyNames, upTo: .seconds(240)))
+        #expect(Set(got.values).count == manyNames)
         #expect(observer.rememberedSenders <= 2 * HubObserverTable.namespaceNameCapacity)
         print(
-            "10,000 new names through one namespace: posted in \(posted), \(poster.transport.statistics.registryScans) registry scans"
+            "\(manyNames) new names through one namespace: posted in \(posted), \(poster.transport.statistics.registryScans) registry scans"
         )
     }
 
