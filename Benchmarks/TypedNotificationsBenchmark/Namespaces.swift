@@ -222,7 +222,9 @@ func measureNamespaces(quick: Bool, rounds: Int, redis: BenchRedisServer?) throw
     }
     none = named["socket"] ?? []
     func median(_ values: [UInt64]) -> UInt64 { values.sorted()[values.count / 2] }
-    func ratio(_ value: UInt64, _ base: UInt64) -> String { String(format: "%.2f", Double(value) / Double(max(1, base))) }
+    func ratio(_ value: UInt64, _ base: UInt64) -> String {
+        String(format: "%.2f", Double(value) / Double(max(1, base)))
+    }
     func list(_ points: [NamespacePoint], _ figure: (NamespacePoint) -> UInt64) -> String {
         points.map { microseconds(figure($0)) }.joined(separator: " ")
     }
@@ -230,14 +232,18 @@ func measureNamespaces(quick: Bool, rounds: Int, redis: BenchRedisServer?) throw
     let postHundred = median(hundred.map(\.post.p50))
     let everything = hundred + named.values.joined() + namespace.values.joined()
     let lost = everything.reduce(0) { $0 + $1.missed + max(0, count - $1.received - $1.missed) }
-    print("  socket post p50, 0 namespaces observed elsewhere:   \(microseconds(postNone)) (rounds: \(list(none) { $0.post.p50 }))")
+    print(
+        "  socket post p50, 0 namespaces observed elsewhere:   \(microseconds(postNone)) (rounds: \(list(none) { $0.post.p50 }))"
+    )
     print(
         "  socket post p50, 100 namespaces on other prefixes: \(microseconds(postHundred)) (\(ratio(postHundred, postNone))× none; rounds: \(list(hundred) { $0.post.p50 }))"
     )
     for kind in kinds {
         let one = median((named[kind] ?? []).map(\.latencyP50))
         let prefix = median((namespace[kind] ?? []).map(\.latencyP50))
-        print("  \(kind) latency p50 to a one-name observer:  \(microseconds(one)) (rounds: \(list(named[kind] ?? []) { $0.latencyP50 }))")
+        print(
+            "  \(kind) latency p50 to a one-name observer:  \(microseconds(one)) (rounds: \(list(named[kind] ?? []) { $0.latencyP50 }))"
+        )
         print(
             "  \(kind) latency p50 to a namespace observer: \(microseconds(prefix)) (\(ratio(prefix, one))× one name; rounds: \(list(namespace[kind] ?? []) { $0.latencyP50 }))"
         )

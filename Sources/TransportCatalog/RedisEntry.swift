@@ -25,8 +25,7 @@ extension TransportEntry {
                     guard !stream.identities.isEmpty else { continue }
                     lines.append("\(stream.name).*  namespace, \(stream.length) names announced")
                     for identity in stream.identities {
-                        let behind = identity.behind.map { "\($0) new names not read yet" } ?? "new names not counted"
-                        lines.append("  identity \(identity.name) observes it: \(behind)")
+                        lines.append("  identity \(identity.name) observes it: \(identity.pending) names being started")
                     }
                     continue
                 }

@@ -100,8 +100,11 @@ package final class RedisConnection: @unchecked Sendable {
                     code: .authenticationFailed,
                     message: "Redis at \(options.redactedDescription) refused the login: \(text)")
             }
+            // A full server (maxclients) or one loading its data takes
+            // connections later: unreachable now, not misconfigured.
+            let busy = text.contains("max number of clients") || text.hasPrefix("LOADING")
             throw TypedNotificationError(
-                code: .invalidConfiguration,
+                code: busy ? .unreachable : .invalidConfiguration,
                 message: "Redis at \(options.redactedDescription) refused \(verb): \(text)")
         }
         return connection

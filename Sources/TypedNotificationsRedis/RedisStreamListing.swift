@@ -21,7 +21,7 @@ package struct RedisStreamSummary: Sendable, Hashable {
     /// The notification name whose stream this is, or for a namespace's
     /// announcements the namespace.
     package var name: String
-    /// Entries the stream holds: for a namespace, the names announced in it.
+    /// Entries the stream holds: for a namespace, the names in its set.
     package var length: Int
     /// Whether this is a namespace's announcements, each identity a durable
     /// namespace observer (a plain one leaves no trace on the server).
@@ -77,8 +77,12 @@ extension RedisStreamsTransport {
             guard isNamespace || key.hasPrefix(head) else { continue }
             let name = String(key.dropFirst(isNamespace ? announcements.count : head.count).dropLast())
             guard (try? NotificationName(validating: name)) != nil else { continue }
+            // A namespace counts its names in its set, not its announcements
+            // (which may hold a name twice).
+            let names = "\(keyPrefix):names:{\(name)}"
+            let count = isNamespace ? RoutedCommand(key: names, "SCARD", names) : RoutedCommand(key: key, "XLEN", key)
             let replies = router.run(
-                [RoutedCommand(key: key, "XLEN", key), RoutedCommand(key: key, "XINFO", "GROUPS", key)],
+                [count, RoutedCommand(key: key, "XINFO", "GROUPS", key)],
                 connection: connect, release: { _ in })
             if let failure = replies.failure { throw failure }
             guard case .integer(let length) = replies.replies[0] else { continue }

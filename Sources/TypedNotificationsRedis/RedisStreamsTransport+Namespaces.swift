@@ -47,7 +47,7 @@ extension RedisStreamsTransport {
     /// Announces the names of `messages` this transport has not announced
     /// yet to every namespace that contains them, before they are posted
     /// (as many namespaces as the name has labels, less one): on the first
-    /// post of a name only, one round trip, and one more where the name is
+    /// post of a name only, one round trip, and two more where the name is
     /// new to a namespace. Returns why that failed; nothing is posted then.
     func announceNewNames(of messages: [TransportMessage]) -> TypedNotificationError? {
         let now = SystemClock.monotonicNanoseconds()
@@ -65,6 +65,8 @@ extension RedisStreamsTransport {
         }
         guard !fresh.isEmpty else { return nil }
         var announcements: [(name: NotificationName, namespace: NotificationNamespace)] = []
+        // Three steps, each on the namespaces the last left: `SISMEMBER`;
+        // for those without the name, `XADD` to the stream; then `SADD`.
         for name in fresh {
             NotificationNamespace.forEach(containing: name) { namespace in
                 // A namespace's observer reads its first name anyway.
@@ -80,19 +82,30 @@ extension RedisStreamsTransport {
                 let names = namesKey(of: $0.namespace)
                 return RoutedCommand(key: names, "SISMEMBER", names, $0.name.rawValue)
             }, failoverDeadline: deadline)
-        if routed.failure == nil, routed.replies.count == announcements.count {
+        // The set only after the stream took the name: a refused `XADD`
+        // (an ACL, a full server) must not leave the name in the set,
+        // where no poster would announce it again.
+        for step in 0..<2 where routed.failure == nil && !routed.replies.contains(where: \.isError) {
+            let answered = routed.replies.suffix(announcements.count)
+            guard answered.count == announcements.count else { break }
             var commands: [RoutedCommand] = []
-            for (announcement, reply) in zip(announcements, routed.replies) where reply != .integer(1) {
-                let (names, stream) = (namesKey(of: announcement.namespace), discoveryKey(of: announcement.namespace))
+            var next: [(name: NotificationName, namespace: NotificationNamespace)] = []
+            for (announcement, reply) in zip(announcements, answered) where step == 1 || reply != .integer(1) {
                 let name = announcement.name.rawValue
-                commands.append(RoutedCommand(key: stream, "XADD", stream, "*", "n", name))
-                commands.append(RoutedCommand(key: names, "SADD", names, name))
+                if step == 0 {
+                    let stream = discoveryKey(of: announcement.namespace)
+                    commands.append(RoutedCommand(key: stream, "XADD", stream, "*", "n", name))
+                } else {
+                    let names = namesKey(of: announcement.namespace)
+                    commands.append(RoutedCommand(key: names, "SADD", names, name))
+                }
+                next.append(announcement)
             }
-            if !commands.isEmpty {
-                let replies = routed.replies
-                routed = run(commands, failoverDeadline: deadline)
-                routed.replies = replies + routed.replies
-            }
+            guard !commands.isEmpty else { break }
+            announcements = next
+            let replies = routed.replies
+            routed = run(commands, failoverDeadline: deadline)
+            routed.replies = replies + routed.replies
         }
         let refused = routed.replies.lazy.compactMap { reply -> String? in
             if case .error(let text) = reply { return text }
@@ -142,18 +155,44 @@ extension RedisStreamsTransport {
                 position: .after(listedUpTo), accounted: snapshot?.added, isDurable: false)
         }
         // The namespace's first name is read as if announced first: it is
-        // never announced to its own namespace.
+        // never announced to its own namespace. Names announced after
+        // `listedUpTo` (a durable identity's position), or whose announcement
+        // the identity read and did not acknowledge (it stopped before their
+        // group was made), are left to the announcements' reader, which
+        // reads them from their first entry. Names in the set with no
+        // announcement left (trimmed by hand) are listed.
+        let announced = try announcedNames(in: namespace, failoverDeadline: deadline)
+        var later = Set(announced.filter { $0.id > listedUpTo }.map(\.name))
+        if let identity {
+            let pending = try pendingAnnouncements(identity, key: discovery, failoverDeadline: deadline)
+            later.formUnion(announced.filter { pending.contains($0.id) }.map(\.name))
+        }
+        let known = Set(announced.map(\.name))
+        // A durable identity cannot tell whether a name whose announcement
+        // was trimmed appeared while it was away: at least once, it reads
+        // such a name without a group of its own from its first entry.
+        let unannounced = Set(
+            (try namesInSet(of: namespace, failoverDeadline: deadline)).filter { !known.contains($0) })
         let listed =
             [namespace.root]
-            + (try announcedNames(in: namespace, upTo: listedUpTo, failoverDeadline: deadline)).filter {
-                $0 != namespace.root
-            }
+            + (announced.map(\.name) + unannounced).filter { $0 != namespace.root && !later.contains($0) }
         var unique: Set<NotificationName> = []
         let unread = state.withLock { state in
             listed.filter { state.shared.readers[$0] == nil && unique.insert($0).inserted }
         }
         var made: [StreamReader] = []
-        for name in unread { made.append(try makeReader(for: name, failoverDeadline: deadline)) }
+        var refused: [NotificationName: TypedNotificationError] = [:]
+        for name in unread {
+            do throws(TypedNotificationError) {
+                made.append(
+                    try makeReader(
+                        for: name, fromFirstEntry: identity != nil && unannounced.contains(name),
+                        failoverDeadline: deadline))
+            } catch  where error.code == .transportFailure && name != namespace.root {
+                // Refused for good (its key is not a stream): said, not read.
+                refused[name] = error
+            }
+        }
         let discoverer = StreamReader(
             name: namespace.root, key: Array(discovery.utf8),
             connection: try connectReader(toKey: discovery, failoverDeadline: deadline), machine: machine,
@@ -161,6 +200,7 @@ extension RedisStreamsTransport {
         let (receiver, started, unused) = try state.withLock {
             state throws(TypedNotificationError) -> (TransportReceiver, [StreamReader], [StreamReader]) in
             let receiver = try state.lifecycle.opened(for: "subscribe")
+            state.shared.readerErrors.merge(refused) { $1 }
             var started: [StreamReader] = []
             var unused: [StreamReader] = []
             for reader in made {
@@ -243,19 +283,57 @@ extension RedisStreamsTransport {
         return .zero
     }
 
-    /// The names announced in `namespace` up to `last`, oldest first; an
-    /// entry that is not a valid name of it is skipped.
+    /// The names announced in `namespace`, oldest first, each with its
+    /// announcement's ID; an entry that is not a valid name of it is skipped.
     private func announcedNames(
-        in namespace: NotificationNamespace, upTo last: StreamEntryID, failoverDeadline: UInt64?
-    ) throws(TypedNotificationError) -> [NotificationName] {
-        guard last != .zero else { return [] }
+        in namespace: NotificationNamespace, failoverDeadline: UInt64?
+    ) throws(TypedNotificationError) -> [(id: StreamEntryID, name: NotificationName)] {
         let key = discoveryKey(of: namespace)
-        let routed = run(
-            [RoutedCommand(key: key, "XRANGE", key, "-", last.description)], failoverDeadline: failoverDeadline)
+        let routed = run([RoutedCommand(key: key, "XRANGE", key, "-", "+")], failoverDeadline: failoverDeadline)
         if let failure = routed.failure { throw failure }
         if case .error(let text) = routed.replies[0] { throw Self.failure(text, doing: "list the names of \(key)") }
         return StreamReaderStateMachine.entries(in: .array([.array([.bulkString([]), routed.replies[0]])])).compactMap {
-            Self.announcedName(in: $0.1, of: namespace)
+            entry in Self.announcedName(in: entry.1, of: namespace).map { (entry.0, $0) }
+        }
+    }
+
+    /// The IDs of the announcements this identity read and has not acknowledged.
+    private func pendingAnnouncements(
+        _ group: String, key: String, failoverDeadline: UInt64?
+    ) throws(TypedNotificationError) -> Set<StreamEntryID> {
+        let routed = run(
+            [RoutedCommand(key: key, "XPENDING", key, group, "-", "+", "1000000")], failoverDeadline: failoverDeadline)
+        if let failure = routed.failure { throw failure }
+        guard case .array(let entries?) = routed.replies[0] else {
+            if case .error(let text) = routed.replies[0] {
+                throw Self.failure(text, doing: "read the pending entries of \(key)")
+            }
+            return []
+        }
+        var pending: Set<StreamEntryID> = []
+        for case .array(let fields?) in entries {
+            if case .bulkString(let id?)? = fields.first, let parsed = StreamEntryID(id) { pending.insert(parsed) }
+        }
+        return pending
+    }
+
+    /// The valid names of `namespace` in its set of names.
+    private func namesInSet(
+        of namespace: NotificationNamespace, failoverDeadline: UInt64?
+    ) throws(TypedNotificationError) -> [NotificationName] {
+        let key = namesKey(of: namespace)
+        let routed = run([RoutedCommand(key: key, "SMEMBERS", key)], failoverDeadline: failoverDeadline)
+        if let failure = routed.failure { throw failure }
+        guard case .array(let members?) = routed.replies[0] else {
+            if case .error(let text) = routed.replies[0] { throw Self.failure(text, doing: "list the names of \(key)") }
+            return []
+        }
+        return members.compactMap { member in
+            guard case .bulkString(let value?) = member,
+                let name = try? NotificationName(validating: String(decoding: value, as: UTF8.self)),
+                namespace.contains(name)
+            else { return nil }
+            return name
         }
     }
 
@@ -284,48 +362,60 @@ extension RedisStreamsTransport {
         var found: [(id: StreamEntryID?, name: NotificationName?)] = batch.entries.map {
             ($0.0, Self.announcedName(in: $0.1, of: namespace))
         }
-        if batch.missed > 0 || !batch.missedIsExact {
-            let key = namesKey(of: namespace)
-            if let reply = try? call(RoutedCommand(key: key, "SMEMBERS", key)), case .array(let members?) = reply {
-                for case .bulkString(let value?) in members {
-                    let text = String(decoding: value, as: UTF8.self)
-                    if let name = try? NotificationName(validating: text), namespace.contains(name) {
-                        found.append((nil, name))
-                    }
-                }
-            }
+        if batch.missed > 0 || !batch.missedIsExact, let names = try? namesInSet(of: namespace, failoverDeadline: nil) {
+            found += names.map { (nil, $0) }
         }
         for (id, name) in found {
-            if let name { startDiscovered(name, by: discoverer, receiver: receiver) }
-            if let id { acknowledgements?.acknowledge(id, key: discoverer.key) }
+            if let name {
+                startDiscovered(name, announcedAt: id, by: discoverer, receiver: receiver)
+            } else if let id {
+                // Not a name of the namespace: nothing to wait for.
+                acknowledgements?.acknowledge(id, key: discoverer.key)
+            }
         }
     }
 
     /// Starts reading `name` from its first entry for `discoverer`, unless
     /// a reader reads it already or the namespace was unsubscribed. On the
     /// loop. A durable identity's group that cannot be made yet is tried
-    /// again after a backoff; the name's reader connects like a reader that
-    /// lost its connection.
-    private func startDiscovered(_ name: NotificationName, by discoverer: StreamReader, receiver: TransportReceiver) {
+    /// again after a backoff, and the announcement (`id`) acknowledged once
+    /// the group exists: a crash before leaves it pending, for the next run.
+    /// A name Redis refuses for good (its key is not a stream) is not read,
+    /// and said in ``readerErrors``: the rest of the namespace goes on. The
+    /// name's reader connects like a reader that lost its connection.
+    private func startDiscovered(
+        _ name: NotificationName, announcedAt id: StreamEntryID?, by discoverer: StreamReader,
+        receiver: TransportReceiver, backoff: UInt64 = 50_000_000
+    ) {
         guard let namespace = discoverer.discovers else { return }
         let current = state.withLock { state in
             state.shared.readers[name] == nil && state.shared.namespaces[namespace] === discoverer
         }
-        guard current, !discoverer.isCancelled else { return }
+        guard current, !discoverer.isCancelled else {
+            if let id { acknowledgements?.acknowledge(id, key: discoverer.key) }
+            return
+        }
         let key = key(for: name)
         var accounted: Int? = 0
         if let identity {
             do throws(TypedNotificationError) {
                 accounted = try createGroup(identity, key: key, resumingAfter: (.zero, 0))
+            } catch  where error.code == .transportFailure {
+                state.withLock { $0.shared.readerErrors[name] = error }
+                if let id { acknowledgements?.acknowledge(id, key: discoverer.key) }
+                return
             } catch {
                 counters.add(to: .failedReconnects)
-                loop.schedule(after: 200_000_000) { [weak self, weak discoverer] in
+                loop.schedule(after: backoff) { [weak self, weak discoverer] in
                     guard let self, let discoverer, !discoverer.isCancelled else { return }
-                    startDiscovered(name, by: discoverer, receiver: receiver)
+                    startDiscovered(
+                        name, announcedAt: id, by: discoverer, receiver: receiver,
+                        backoff: min(backoff * 2, 2_000_000_000))
                 }
                 return
             }
         }
+        if let id { acknowledgements?.acknowledge(id, key: discoverer.key) }
         let reader = StreamReader(
             name: name, key: Array(key.utf8), connection: nil,
             machine: StreamReaderStateMachine(
@@ -358,6 +448,14 @@ extension RedisStreamsTransport {
         } catch {
             reconnect(reader, because: error.message)
         }
+    }
+}
+
+extension RESPValue {
+    /// Whether this is an error reply.
+    var isError: Bool {
+        if case .error = self { return true }
+        return false
     }
 }
 

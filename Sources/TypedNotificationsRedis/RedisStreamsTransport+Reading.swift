@@ -142,7 +142,17 @@ extension RedisStreamsTransport {
                 reconnect(reader, redirected: true)
                 return
             case .fail(let text):
-                reader.receiver?.fail(Self.failure(text, doing: "read \(String(decoding: reader.key, as: UTF8.self))"))
+                let error = Self.failure(text, doing: "read \(String(decoding: reader.key, as: UTF8.self))")
+                // A name read only through a namespace (its key made by
+                // someone else, not a stream) costs that name, not the rest.
+                let alone = state.withLock { state in
+                    guard reader.discovers == nil, !state.shared.named.contains(reader.name),
+                        state.shared.readers[reader.name] === reader
+                    else { return false }
+                    state.shared.readerErrors[reader.name] = error
+                    return true
+                }
+                if !alone { reader.receiver?.fail(error) }
                 reader.cancel()
                 return
             }

@@ -55,11 +55,12 @@ extension RedisStreamsTransport {
     }
 
     /// A reader of `name`, starting where a subscription to it starts (the
-    /// stream's end by ``firstRead``, or this identity's consumer group),
-    /// on its own new connection, not started yet.
-    func makeReader(for name: NotificationName, failoverDeadline deadline: UInt64?) throws(TypedNotificationError)
-        -> StreamReader
-    {
+    /// stream's end by ``firstRead``, or this identity's consumer group;
+    /// `fromFirstEntry`: a new group starts at the first entry), on its own
+    /// new connection, not started yet.
+    func makeReader(
+        for name: NotificationName, fromFirstEntry: Bool = false, failoverDeadline deadline: UInt64?
+    ) throws(TypedNotificationError) -> StreamReader {
         let key = key(for: name)
         // In a cluster whose slot lost its master, wait for the election as
         // a post does: a watcher started during a failover starts after it.
@@ -67,7 +68,8 @@ extension RedisStreamsTransport {
         let accounted: Int?
         if let identity {
             start = .zero
-            accounted = try createGroup(identity, key: key, failoverDeadline: deadline)
+            accounted = try createGroup(
+                identity, key: key, resumingAfter: fromFirstEntry ? (.zero, 0) : nil, failoverDeadline: deadline)
         } else {
             (start, accounted) = try startingPoint(of: key, failoverDeadline: deadline)
         }

@@ -104,7 +104,7 @@ struct RedisNamespaceTests {
         let lines = listed.output.map { $0.trimmingCharacters(in: .whitespaces) }
         // Ten old names, five new, and the new process's.
         #expect(lines.contains("test.jobs.*  namespace, 16 names announced"), "\(listed.output)")
-        #expect(lines.contains("identity dashboard observes it: 0 new names not read yet"))
+        #expect(lines.contains("identity dashboard observes it: 0 names being started"))
         #expect(!listed.output.contains { $0.contains("names:") || $0.contains("new:") })
     }
 
@@ -194,6 +194,104 @@ struct RedisNamespaceTests {
         try poster.post(Ping(index: 2), as: "test.restart.a")
         #expect(await got.wait(forCount: 2, upTo: .seconds(30)))
         #expect(got.values == [1, 2])
+    }
+
+    @Test(
+        "a durable identity stopped after it read a name's announcement and before it made the name's group reads the name from its first entry on its next run"
+    )
+    func killedBetweenAnnouncementAndGroup() async throws {
+        let server = try await RedisTestServer()
+        let transport = try RedisStreamsTransport(url: server.url())
+        let first = try redisHub(server, endpoint: "audit", identity: "audit")
+        _ = try first.deliveries(of: Ping.self, in: "test.det")
+        first.close()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 0), as: "test.det.a")
+        // The killed run's read: the announcement is pending, no group on the name.
+        let stream = transport.discoveryKey(of: "test.det")
+        let read = try server.command("XREADGROUP", "GROUP", "audit", "audit", "COUNT", "10", "STREAMS", stream, ">")
+        #expect(read != .array(nil))
+        try poster.post(Ping(index: 1), as: "test.det.a")
+        let back = try redisHub(server, endpoint: "audit", identity: "audit")
+        defer { back.close() }
+        let got = Collector<Int>()
+        let token = try back.addObserver(Ping.self, in: "test.det") { ping, _ in got.append(ping.index) }
+        defer { token.cancel() }
+        #expect(await got.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(got.values == [0, 1])
+    }
+
+    @Test(
+        "a post whose announcement Redis refuses fails with a typed error, posts nothing and leaves the name unannounced, so a later post announces it"
+    )
+    func refusedAnnouncement() async throws {
+        let server = try await RedisTestServer()
+        // May write names' streams and sets, not announcements.
+        let rules = ["on", ">pw", "~tn:{*", "~tn:names:*", "&*", "+@all"]
+        #expect(
+            try server.command(bytes: (["ACL", "SETUSER", "noannounce"] + rules).map { Array($0.utf8) })
+                == .simpleString("OK"))
+        let observer = try redisHub(server, endpoint: "observer")
+        defer { observer.close() }
+        let got = Collector<Int>()
+        let token = try observer.addObserver(Ping.self, in: "test.acl") { ping, _ in got.append(ping.index) }
+        defer { token.cancel() }
+        let refused = try NotificationHub(
+            endpoint: "refused", transport: RedisStreamsTransport(url: server.url(credentials: "noannounce:pw@")))
+        defer { refused.close() }
+        #expect {
+            try refused.post(Ping(index: 0), as: "test.acl.job")
+        } throws: { error in
+            (error as? TypedNotificationError)?.code == .authenticationFailed
+        }
+        let transport = try RedisStreamsTransport(url: server.url())
+        #expect(try server.command("SCARD", transport.namesKey(of: "test.acl")) == .integer(0))
+        #expect(try server.command("EXISTS", "tn:{test.acl.job}") == .integer(0))
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 1), as: "test.acl.job")
+        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(got.values == [1])
+    }
+
+    @Test(
+        "a name of the namespace whose key is not a stream is not read and is said in readerErrors; the rest of the namespace goes on, plain or durable; names whose announcements were trimmed are found in the set"
+    )
+    func foreignKeyAndTrimmedAnnouncements() async throws {
+        let server = try await RedisTestServer()
+        let transport = try RedisStreamsTransport(url: server.url())
+        _ = try server.command("SET", "tn:{test.odd.string}", "x")
+        _ = try server.command("XADD", transport.discoveryKey(of: "test.odd"), "*", "n", "test.odd.string")
+        _ = try server.command("SADD", transport.namesKey(of: "test.odd"), "test.odd.string")
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 0), as: "test.odd.early")
+        // Announcements trimmed: the set still names both.
+        _ = try server.command("XTRIM", transport.discoveryKey(of: "test.odd"), "MAXLEN", "0")
+        for (round, identity) in [nil, "audit"].enumerated() {
+            let observer = try redisHub(server, endpoint: "observer", identity: identity)
+            defer { observer.close() }
+            let got = Collector<String>()
+            let token = try observer.addObserver(Ping.self, in: "test.odd") { ping, delivery in
+                got.append("\(delivery.name) \(ping.index)")
+            }
+            defer { token.cancel() }
+            #expect(
+                await waitUntil { observer.transport.readerErrors["test.odd.string"] != nil }, "\(identity ?? "plain")")
+            _ = try server.command("XADD", transport.discoveryKey(of: "test.odd"), "*", "n", "test.odd.string")
+            try poster.post(Ping(index: 1 + 10 * round), as: "test.odd.early")
+            try poster.post(Ping(index: 2 + 10 * round), as: "test.odd.late")
+            // A durable identity cannot tell whether a name whose announcement
+            // was trimmed is older than itself: it reads it from the start.
+            let expected =
+                identity == nil
+                ? ["test.odd.early 1", "test.odd.late 2"]
+                : ["test.odd.early 0", "test.odd.early 1", "test.odd.early 11", "test.odd.late 12"]
+            #expect(await got.wait(forCount: expected.count, upTo: .seconds(30)), "\(identity ?? "plain")")
+            #expect(got.values.sorted() == expected, "\(identity ?? "plain")")
+            #expect(observer.failure == nil)
+        }
     }
 
     @Test(
