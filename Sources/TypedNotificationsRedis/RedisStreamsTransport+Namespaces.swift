@@ -186,7 +186,7 @@ extension RedisStreamsTransport {
             do throws(TypedNotificationError) {
                 made.append(
                     try makeReader(
-                        for: name, fromFirstEntry: identity != nil && unannounced.contains(name),
+                        for: name, fromFirstEntry: identity != nil && unannounced.contains(name), inNamespace: true,
                         failoverDeadline: deadline))
             } catch  where error.code == .transportFailure && name != namespace.root {
                 // Refused for good (its key is not a stream): said, not read.
@@ -420,7 +420,7 @@ extension RedisStreamsTransport {
             name: name, key: Array(key.utf8), connection: nil,
             machine: StreamReaderStateMachine(
                 position: identity == nil ? .after(.zero) : .pendingAfter(.zero), accounted: accounted,
-                isDurable: identity != nil),
+                isDurable: identity != nil, recentCountLimit: StreamReaderStateMachine.recentCountLimitInNamespace),
             loop: loop)
         reader.receiver = receiver
         let added = state.withLock { state in

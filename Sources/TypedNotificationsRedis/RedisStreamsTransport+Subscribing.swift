@@ -59,7 +59,8 @@ extension RedisStreamsTransport {
     /// `fromFirstEntry`: a new group starts at the first entry), on its own
     /// new connection, not started yet.
     func makeReader(
-        for name: NotificationName, fromFirstEntry: Bool = false, failoverDeadline deadline: UInt64?
+        for name: NotificationName, fromFirstEntry: Bool = false, inNamespace: Bool = false,
+        failoverDeadline deadline: UInt64?
     ) throws(TypedNotificationError) -> StreamReader {
         let key = key(for: name)
         // In a cluster whose slot lost its master, wait for the election as
@@ -78,7 +79,10 @@ extension RedisStreamsTransport {
             name: name, key: Array(key.utf8), connection: connection,
             machine: StreamReaderStateMachine(
                 position: identity == nil ? .after(start) : .pendingAfter(.zero), accounted: accounted,
-                isDurable: identity != nil),
+                isDurable: identity != nil,
+                recentCountLimit: inNamespace
+                    ? StreamReaderStateMachine.recentCountLimitInNamespace
+                    : StreamReaderStateMachine.recentCountLimitOfName),
             loop: loop)
     }
 

@@ -128,8 +128,14 @@ struct StreamReaderStateMachine {
     /// the oldest first: what the count was where a stream that went back
     /// now ends. At most ``recentCountLimit``.
     private var recentCounts: [(id: StreamEntryID, accounted: Int)] = []
-    /// How many entries' counts are kept: more than a replica lags its master by.
-    static let recentCountLimit = 4_096
+    /// How many entries' counts are kept: more than a replica lags its
+    /// master by. A stream that went back further makes the count inexact.
+    let recentCountLimit: Int
+    /// The limit of a name's reader: 4,096 entries, up to 196 KB.
+    static let recentCountLimitOfName = 4_096
+    /// The limit of a reader started for a namespace, which may read
+    /// thousands of names: 64 entries, 3 KB.
+    static let recentCountLimitInNamespace = 64
     /// The newest entry the group handed this reader with `>`: the group's position.
     private(set) var groupPosition: StreamEntryID?
     /// The group's entries-read in Redis is below ``accounted`` (trimmed
@@ -144,10 +150,13 @@ struct StreamReaderStateMachine {
     /// Whether the reader belongs to a durable identity (a consumer group).
     let isDurable: Bool
 
-    init(position: Position, accounted: Int?, isDurable: Bool) {
+    init(
+        position: Position, accounted: Int?, isDurable: Bool, recentCountLimit: Int = Self.recentCountLimitOfName
+    ) {
         self.position = position
         self.accounted = accounted
         self.isDurable = isDurable
+        self.recentCountLimit = recentCountLimit
     }
 
     // MARK: Reading
@@ -299,11 +308,11 @@ struct StreamReaderStateMachine {
     /// one's being `count`: the newest ``recentCountLimit`` of them.
     private mutating func remember(_ ids: [StreamEntryID], endingAt count: Int) {
         guard !ids.isEmpty else { return }
-        let kept = ids.suffix(Self.recentCountLimit)
+        let kept = ids.suffix(recentCountLimit)
         let first = count - kept.count + 1
         recentCounts += kept.enumerated().map { (id: $0.element, accounted: first + $0.offset) }
-        if recentCounts.count > Self.recentCountLimit * 2 {
-            recentCounts.removeFirst(recentCounts.count - Self.recentCountLimit)
+        if recentCounts.count > recentCountLimit * 2 {
+            recentCounts.removeFirst(recentCounts.count - recentCountLimit)
         }
     }
 

@@ -237,6 +237,33 @@ struct StreamReaderStateMachineTests {
         #expect(trimmed.missed == 5)
     }
 
+    @Test(
+        "a reader started for a namespace keeps the counts of its newest 64 entries: a stream that went back within them is counted exactly, further back inexactly, never silently"
+    )
+    func namespaceReaderKeepsFewerCounts() throws {
+        for (kept, exact) in [(90 as UInt64, true), (20, false)] {
+            var machine = Machine(
+                position: .after(.zero), accounted: 0, isDurable: false,
+                recentCountLimit: Machine.recentCountLimitInNamespace)
+            _ = machine.nextRead()
+            _ = Self.round(&machine, [Self.info(added: 100, length: 100), Self.read((1...100).map { Self.id($0) })])
+            machine.connectionLost()
+            _ = machine.nextRead()
+            // The new master kept entries up to `kept`, and one posted since.
+            let batch = try #require(
+                Self.batch(
+                    Self.round(
+                        &machine,
+                        [
+                            Self.info(added: 100, length: 100),
+                            .array([.array([.bulkString(Array(Self.id(kept).description.utf8)), .array([])])]),
+                            Self.read([Self.id(101)]),
+                        ])))
+            #expect(batch.missedIsExact == exact, "kept \(kept)")
+            if exact { #expect(batch.rewound == 10 && machine.accounted == 91) }
+        }
+    }
+
     @Test("a group made again keeps the reader's own count when it counted further, not Redis's")
     func groupRemadeKeepsCount() {
         var machine = Machine(position: .new, accounted: 40, isDurable: true)
