@@ -6,16 +6,17 @@ import Synchronization
 // contains it; a namespace observer reads that announcement stream and
 // starts a reader per name it finds.
 //
-// Per namespace `NS` two keys share the hash tag `{NS}`, so one slot (and
-// one script) holds both in a cluster: the set `<prefix>:names:{NS}` of
-// every name ever posted in it, and the stream `<prefix>:new:{NS}` with an
-// entry (`n` = the name) per name, added before the name joins the set. A
-// poster announces a name before its first post of it, and again after
-// `announcementCheckNanoseconds` or a new connection: `SISMEMBER`, and for a name
-// not in the set yet `XADD` then `SADD`. The stream grows by one entry per
-// name (two only when posters race or one crashes between the two),
-// never per post, and is never trimmed. A name is not announced to the namespace
-// it starts (`a.b` to `a.b`): that namespace's observer reads it anyway.
+// Per namespace `NS` two keys share the hash tag `{NS}`, so one slot holds
+// both in a cluster: the set `<prefix>:names:{NS}` of every name ever
+// posted in it, and the stream `<prefix>:new:{NS}` with an entry (`n` = the
+// name) per name, added before the name joins the set. A poster announces
+// a name before its first post of it, and again after
+// `announcementCheckNanoseconds` or a new connection: `SISMEMBER`, and for
+// a name not in the set yet `XADD` then `SADD`. The stream grows by one
+// entry per name (two only when posters race or one crashes between the
+// two), never per post, and is never trimmed. A name is not announced to
+// the namespace it starts (`a.b` to `a.b`): that namespace's observer
+// reads it anyway.
 extension RedisStreamsTransport {
     /// How many names a transport remembers having announced; past it, it
     /// forgets them all and announces again (the set makes that harmless).
@@ -65,17 +66,16 @@ extension RedisStreamsTransport {
         }
         guard !fresh.isEmpty else { return nil }
         var announcements: [(name: NotificationName, namespace: NotificationNamespace)] = []
-        // Three steps, each on the namespaces the last left: `SISMEMBER`;
-        // for those without the name, `XADD` to the stream; then `SADD`.
         for name in fresh {
             NotificationNamespace.forEach(containing: name) { namespace in
                 // A namespace's observer reads its first name anyway.
                 if namespace.root != name { announcements.append((name, namespace)) }
             }
         }
-        // Which namespaces have the name already; the others get it, in
-        // the stream first: a crash in between announces it again (a
-        // duplicate, which readers skip), never not at all.
+        // Three steps, each on the namespaces the last left: which have the
+        // name already (`SISMEMBER`); the others get it in the stream
+        // (`XADD`), then in the set (`SADD`). A crash in between announces
+        // it again (a duplicate, which readers skip), never not at all.
         let deadline = failoverDeadline()
         var routed = run(
             announcements.map {
@@ -162,7 +162,9 @@ extension RedisStreamsTransport {
         // reads them from their first entry. Names in the set with no
         // announcement left (trimmed by hand) are listed.
         let announced = try announcedNames(in: namespace, failoverDeadline: deadline)
-        var later = Set(announced.filter { $0.id > listedUpTo }.map(\.name))
+        // (A name announced twice, on both sides of it, is listed: it is older.)
+        let before = Set(announced.filter { $0.id <= listedUpTo }.map(\.name))
+        var later = Set(announced.filter { $0.id > listedUpTo && !before.contains($0.name) }.map(\.name))
         if let identity {
             let pending = try pendingAnnouncements(identity, key: discovery, failoverDeadline: deadline)
             later.formUnion(announced.filter { pending.contains($0.id) }.map(\.name))
