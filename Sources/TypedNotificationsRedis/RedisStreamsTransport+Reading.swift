@@ -169,7 +169,9 @@ extension RedisStreamsTransport {
     /// Passes one read's entries to the center: what was trimmed before
     /// them first, then the group's counter raised past it, then the entries.
     func deliver(_ batch: StreamReaderStateMachine.Batch, of reader: StreamReader) {
-        guard let receiver = reader.receiver else { return }
+        // Unsubscribed, or replaced: exact once `unsubscribe` returned. A
+        // durable reader's entries stay pending for its next subscription.
+        guard let receiver = reader.receiver, !reader.isStopping else { return }
         if reader.discovers != nil {
             if let raise = batch.raiseCounter { raiseGroupCounter(raise, of: reader) }
             discovered(batch, by: reader)
@@ -182,6 +184,7 @@ extension RedisStreamsTransport {
         }
         if let raise = batch.raiseCounter { raiseGroupCounter(raise, of: reader) }
         for (id, fields) in batch.entries {
+            if reader.isStopping { return }
             guard var message = decode(fields, of: reader) else {
                 if let report = oversized(fields, of: reader) {
                     // Over the center's limit: refused, and said whose it was.

@@ -153,9 +153,11 @@ extension RedisStreamsTransport {
             giveBack: putBack(_:))
     }
 
-    /// Marks a durable reader as stopping and ends its connection at the
-    /// server (`CLIENT KILL ID`, on another connection to its node), from
-    /// the calling thread, whether or not the loop got to the reader yet.
+    /// Marks a reader as stopping, so that the loop hands out nothing more
+    /// it read, not even a reply already on its way; for a durable reader,
+    /// also ends its connection at the server (`CLIENT KILL ID`, on another
+    /// connection to its node), from the calling thread, whether or not the
+    /// loop got to the reader yet.
     ///
     /// Closing the socket is not enough: a blocking `XREADGROUP` that Redis
     /// serves before it notices the close (a busy server, or a loop that
@@ -175,7 +177,10 @@ extension RedisStreamsTransport {
         of reader: StreamReader, identity: String?,
         borrowing borrow: (RedisConnectionOptions) -> RedisConnection?, giveBack: (RedisConnection) -> Void
     ) -> RedisConnectionOptions? {
-        guard identity != nil, let (node, clientID) = reader.markStopping() else { return nil }
+        // Marked for every reader: the loop hands nothing of it out after
+        // this, even a reply already on its way (see `deliver`).
+        let connection = reader.markStopping()
+        guard identity != nil, let (node, clientID) = connection else { return nil }
         let kill = [Array("CLIENT".utf8), Array("KILL".utf8), Array("ID".utf8), Array(String(clientID).utf8)]
         guard let borrowed = borrow(node) else { return node }
         let started = SystemClock.monotonicNanoseconds()

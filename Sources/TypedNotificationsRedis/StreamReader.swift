@@ -87,6 +87,9 @@ final class StreamReader: Sendable {
         }
     }
 
+    /// Whether the reader is being stopped: what it read is not handed out.
+    var isStopping: Bool { server.withLock { $0.stopping } }
+
     /// Marks the reader as being stopped; returns its connection's node and
     /// client ID, to end it at the server.
     func markStopping() -> (node: RedisConnectionOptions, clientID: Int)? {

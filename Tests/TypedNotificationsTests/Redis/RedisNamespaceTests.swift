@@ -61,45 +61,10 @@ struct RedisNamespaceTests {
         let redis = ["--transport", "redis", "--url", server.url()]
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
-        let arguments = ["watch", "test.jobs.*", "--cursor", "dashboard", "--json"] + redis
-        let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
-        await first.waitForLine(startingWith: "watching")
-        func post(_ name: NotificationName, _ index: Int) throws { try poster.post(Ping(index: index), as: name) }
-        for index in 0..<300 { try post(NotificationName(validating: "test.jobs.old\(index % 10)"), index) }
-        // Killed with part of the backlog printed, part not.
-        await first.lines.wait(forCount: 60)
-        first.signal(SIGKILL)
-        _ = await first.waitForExit()
-        // Away: old names go on, new names appear, from this process and a new one.
-        for index in 300..<400 { try post(NotificationName(validating: "test.jobs.old\(index % 10)"), index) }
-        for index in 0..<50 { try post(NotificationName(validating: "test.jobs.new\(index % 5)"), index) }
-        try post("test.jobsx", 0)
-        let fresh = try await tnotify(["post", "test.jobs.while.away", "--text", "away"] + redis)
-        #expect(fresh.status == 0, "\(fresh.errors)")
-        let second = try HelperProcess(arguments, executable: HelperProcess.tnotify)
-        await second.waitForLine(startingWith: "watching")
-        let ownPID = Int(getpid())
-        let complete = await waitUntil {
-            let all = Set(Watched.parse(first.lines.values) + Watched.parse(second.lines.values))
-            return Set(all.filter { $0.pid == ownPID }.map { "\($0.name) \($0.sequence)" }).count >= 450
-                && all.contains { $0.name == "test.jobs.while.away" }
+        try await playDurableNamespaceKill(transport: redis) { name, index in
+            try poster.post(Ping(index: index), as: name)
         }
-        second.signal(SIGTERM)
-        #expect(await second.waitForExit() == 0)
-        let before = Watched.parse(first.lines.values)
-        let after = Watched.parse(second.lines.values)
-        let union = Set((before + after).filter { $0.pid == ownPID }.map { "\($0.name) \($0.sequence)" })
-        #expect(complete, "seen \(union.count) of 450")
-        var expected: Set<String> = []
-        for old in 0..<10 { for sequence in 1...40 { expected.insert("test.jobs.old\(old) \(sequence)") } }
-        for new in 0..<5 { for sequence in 1...10 { expected.insert("test.jobs.new\(new) \(sequence)") } }
-        #expect(union == expected)
-        #expect(!(before + after).contains { $0.name == "test.jobsx" })
-        for new in 0..<5 {
-            let sequences = after.filter { $0.name == "test.jobs.new\(new)" }
-            #expect(sequences.map(\.sequence) == Array(1...10))
-            #expect(!sequences.contains { $0.isRedelivery })
-        }  // ls shows the durable namespace observer, none of the bookkeeping keys.
+        // ls shows the durable namespace observer, none of the bookkeeping keys.
         let listed = try await tnotify(["ls"] + redis)
         let lines = listed.output.map { $0.trimmingCharacters(in: .whitespaces) }
         // Ten old names, five new, and the new process's.

@@ -64,55 +64,8 @@ struct FileNamespaceTests {
         defer { removeDirectory(directory) }
         let poster = try fileHub(directory, endpoint: "poster")
         defer { poster.close() }
-        let arguments = [
-            "watch", "test.jobs.*", "--transport", "file", "--dir", directory, "--cursor", "dashboard", "--json",
-        ]
-        let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
-        await first.waitForLine(startingWith: "watching")
-        var posted: Set<String> = []
-        func post(_ name: NotificationName, _ index: Int) throws {
+        try await playDurableNamespaceKill(transport: ["--transport", "file", "--dir", directory]) { name, index in
             try poster.post(Ping(index: index), as: name)
-            posted.insert(name.rawValue)
-        }
-        for index in 0..<300 { try post(NotificationName(checked: "test.jobs.old\(index % 10)"), index) }
-        // Killed with part of the backlog printed, part not.
-        await first.lines.wait(forCount: 60)
-        first.signal(SIGKILL)
-        _ = await first.waitForExit()
-        // Away: old names go on, new names appear, from this process and a new one.
-        for index in 300..<400 { try post(NotificationName(checked: "test.jobs.old\(index % 10)"), index) }
-        for index in 0..<50 { try post(NotificationName(checked: "test.jobs.new\(index % 5)"), index) }
-        try post("test.jobsx", 0)
-        let fresh = try await tnotify([
-            "post", "test.jobs.while.away", "--transport", "file", "--dir", directory, "--text", "away",
-        ])
-        #expect(fresh.status == 0, "\(fresh.errors)")
-        let second = try HelperProcess(arguments, executable: HelperProcess.tnotify)
-        await second.waitForLine(startingWith: "watching")
-        // Every post of this process (400 + 50) and the new process's one.
-        let ownPID = Int(getpid())
-        let complete = await waitUntil {
-            let all = Set(seen(first.lines.values) + seen(second.lines.values))
-            return all.filter { $0.pid == ownPID }.map { "\($0.name) \($0.sequence)" }.count >= 450
-                && all.contains { $0.name == "test.jobs.while.away" }
-        }
-        second.signal(SIGTERM)
-        #expect(await second.waitForExit() == 0)
-        let before = seen(first.lines.values)
-        let after = seen(second.lines.values)
-        let union = Set((before + after).filter { $0.pid == ownPID }.map { "\($0.name) \($0.sequence)" })
-        #expect(complete, "seen \(union.count) of 450")
-        var expected: Set<String> = []
-        for old in 0..<10 { for sequence in 1...40 { expected.insert("test.jobs.old\(old) \(sequence)") } }
-        for new in 0..<5 { for sequence in 1...10 { expected.insert("test.jobs.new\(new) \(sequence)") } }
-        #expect(union == expected)
-        #expect(!(before + after).contains { $0.name == "test.jobsx" })
-        // The second run read the names made while it was away from their
-        // first record, none of it marked as seen before.
-        for new in 0..<5 {
-            let sequences = after.filter { $0.name == "test.jobs.new\(new)" }
-            #expect(sequences.map(\.sequence) == Array(1...10))
-            #expect(!sequences.contains { $0.isRedelivery })
         }
     }
 
