@@ -138,7 +138,7 @@ extension RedisStreamsTransport {
     /// entry on its next run, and an announcement is acknowledged only once
     /// the name's own group exists.
     func subscribe(namespace: NotificationNamespace) throws(TypedNotificationError) {
-        let namespace = try namespace.validated()
+        if let error = namespace.validationError { throw error }
         let discovery = discoveryKey(of: namespace)
         let deadline = failoverDeadline()
         let machine: StreamReaderStateMachine
