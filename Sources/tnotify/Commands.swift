@@ -102,8 +102,9 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     guard !arguments.positional.isEmpty else {
         throw CommandFailure(code: .usage, message: "watch needs at least one NAME")
     }
-    var names: [NotificationSelector] = []
-    for text in arguments.positional { names.append(try notificationSelector(text)) }
+    var given: [NotificationSelector] = []
+    for text in arguments.positional { given.append(try notificationSelector(text)) }
+    let names = distinctSelectors(given)
     let entry = try chosenTransport(arguments)
     let keeping = TransportCatalog.tools.filter(\.keepsPosts).map(\.name).joined(separator: " or ")
     if arguments.option("cursor") != nil && !entry.keepsPosts {

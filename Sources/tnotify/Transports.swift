@@ -91,6 +91,27 @@ func failure(_ error: TypedNotificationError) -> CommandFailure {
     return CommandFailure(code: code, message: error.message)
 }
 
+/// `selectors` without those another one covers (`app.b.x` and `app.b.*`
+/// beside `app.*`) or repeats: each notification matches one of the rest,
+/// so watch prints it once. Namespaces nest or are apart, never overlap
+/// partly, so what is left is disjoint.
+func distinctSelectors(_ selectors: [NotificationSelector]) -> [NotificationSelector] {
+    var kept: [NotificationSelector] = []
+    for (index, selector) in selectors.enumerated() {
+        let covered = selectors.enumerated().contains { other, candidate in
+            guard other != index, case .namespace(let namespace) = candidate else {
+                return other < index && candidate == selector
+            }
+            switch selector {
+            case .name(let name): return namespace.contains(name)
+            case .namespace(let inner): return namespace.contains(inner.root) && (namespace != inner || other < index)
+            }
+        }
+        if !covered { kept.append(selector) }
+    }
+    return kept
+}
+
 /// Validates a name before anything touches the file system.
 /// A name, or with `.*` at its end a namespace (`com.example.*` is every
 /// name under `com.example`, that name included).

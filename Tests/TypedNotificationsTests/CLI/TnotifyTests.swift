@@ -112,6 +112,26 @@ struct TnotifyTests {
         #expect(lines.count == 2)
     }
 
+    @Test("watch of overlapping names and namespaces prints each notification once, under the widest namespace")
+    func overlappingSelectors() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let socket = ["--dir", directory]
+        let watcher = try HelperProcess(
+            ["watch", "ov.b.x", "ov.*", "ov.b.*", "ov.b.x", "ov.*", "other"] + socket, executable: HelperProcess.tnotify
+        )
+        await watcher.waitForLine(startingWith: "watching ov.* other over")
+        #expect(try await tnotify(["post", "ov.b.x", "--text", "once"] + socket).status == 0)
+        #expect(try await tnotify(["post", "other", "--text", "last"] + socket).status == 0)
+        await watcher.lines.wait(forCount: 3)
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+        let lines = watcher.lines.values.dropFirst()
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines.filter { $0.hasSuffix(" once") }.count == 1)
+        #expect(lines.filter { $0.hasSuffix(" last") }.count == 1)
+    }
+
     @Test("watch --from chooses where a file watcher without a saved cursor starts; a bad choice is a usage error")
     func watchFrom() async throws {
         let directory = try makeTemporaryDirectory()
