@@ -263,8 +263,9 @@ extension RedisStreamsTransport {
         }
         if case .error(let text) = routed.replies[1] { throw Self.failure(text, doing: "read the groups of \(key)") }
         if case .array(let groups?) = routed.replies[1] {
-            for case .array(let fields?) in groups where Self.identity(from: fields).name == group {
-                return (Self.lastDelivered(in: fields), Self.identity(from: fields).entriesRead)
+            for case .array(let fields?) in groups {
+                let found = Self.identity(from: fields)
+                if found.name == group { return (Self.lastDelivered(in: fields), found.entriesRead) }
             }
         }
         throw TypedNotificationError(
@@ -330,20 +331,21 @@ extension RedisStreamsTransport {
             if case .error(let text) = routed.replies[0] { throw Self.failure(text, doing: "list the names of \(key)") }
             return []
         }
-        return members.compactMap { member in
-            guard case .bulkString(let value?) = member,
-                let name = try? NotificationName(validating: String(decoding: value, as: UTF8.self)),
-                namespace.contains(name)
-            else { return nil }
-            return name
-        }
+        return members.compactMap { Self.name(in: $0, of: namespace) }
     }
 
     /// The name an announcement's fields hold, if it is a valid one of `namespace`.
     static func announcedName(in fields: [RESPValue]?, of namespace: NotificationNamespace) -> NotificationName? {
-        guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "n")],
-            case .bulkString(let value?) = fields[1],
-            let name = try? NotificationName(validating: String(decoding: value, as: UTF8.self)),
+        guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "n")]
+        else { return nil }
+        return name(in: fields[1], of: namespace)
+    }
+
+    /// The name a bulk string holds, if it is a valid one of `namespace`:
+    /// what anyone may have written to the announcements or the set.
+    private static func name(in value: RESPValue, of namespace: NotificationNamespace) -> NotificationName? {
+        guard case .bulkString(let bytes?) = value,
+            let name = try? NotificationName(validating: String(decoding: bytes, as: UTF8.self)),
             namespace.contains(name)
         else { return nil }
         return name

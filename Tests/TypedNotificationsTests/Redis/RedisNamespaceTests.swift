@@ -27,30 +27,9 @@ struct RedisNamespaceTests {
         let redis = ["--transport", "redis", "--url", server.url()]
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
-        // A stream there before the watcher, with history it must not print.
-        try poster.post(Ping(index: 0), as: "test.jobs.a")
-        let watcher = try HelperProcess(["watch", "test.jobs.*", "--json"] + redis, executable: HelperProcess.tnotify)
-        await watcher.waitForLine(startingWith: "watching", containing: "test.jobs.*")
-        try poster.post(Ping(index: 1), as: "test.jobs.a")
-        try poster.post(Ping(index: 2), as: "test.jobsx")
-        try poster.post(Ping(index: 3), as: "test.jobs.never.posted.before")
-        let fresh = try await tnotify(["post", "test.jobs.from.a.new.process", "--text", "new"] + redis)
-        #expect(fresh.status == 0, "\(fresh.errors)")
-        try poster.post(Ping(index: 4), as: "test.jobs")
-        await watcher.lines.wait(forCount: 5)
-        // One more name after: anything extra would have come by now.
-        try poster.post(Ping(index: 5), as: "test.jobs.last")
-        await watcher.lines.wait(forCount: 6)
-        watcher.signal(SIGTERM)
-        #expect(await watcher.waitForExit() == 0)
-        let seen = Watched.parse(watcher.lines.values)
-        #expect(
-            seen.map(\.name).sorted()
-                == [
-                    "test.jobs", "test.jobs.a", "test.jobs.from.a.new.process", "test.jobs.last",
-                    "test.jobs.never.posted.before",
-                ])
-        #expect(seen.first { $0.name == "test.jobs.a" }?.sequence == 2, "no history")
+        try await playNewNamesFromEveryone(transport: redis) { name, index in
+            try poster.post(Ping(index: index), as: name)
+        }
     }
 
     @Test(

@@ -8,6 +8,43 @@ import TypedNotifications
     import Darwin
 #endif
 
+/// The adversaries of a plain namespace observer, played the same way over
+/// every transport that meets between processes: `tnotify watch
+/// 'test.jobs.*'` (plus `transport`) starts after this process's
+/// long-lived poster (`post`) posted `test.jobs.a`; then that poster posts
+/// to it, to a near miss (`test.jobsx`) and to a name never posted before,
+/// a new `tnotify post` process posts a name of its own, and the poster
+/// posts the namespace's first name and one more. Each arrives once, the
+/// near miss never, and none of the history before the watch.
+func playNewNamesFromEveryone(
+    transport: [String], post: (NotificationName, Int) throws -> Void
+) async throws {
+    // A name there before the watcher, with history it must not print.
+    try post("test.jobs.a", 0)
+    let watcher = try HelperProcess(["watch", "test.jobs.*", "--json"] + transport, executable: HelperProcess.tnotify)
+    await watcher.waitForLine(startingWith: "watching", containing: "test.jobs.*")
+    try post("test.jobs.a", 1)
+    try post("test.jobsx", 2)
+    try post("test.jobs.never.posted.before", 3)
+    let fresh = try await tnotify(["post", "test.jobs.from.a.new.process", "--text", "new"] + transport)
+    #expect(fresh.status == 0, "\(fresh.errors)")
+    try post("test.jobs", 4)
+    await watcher.lines.wait(forCount: 5)
+    // One more name after: anything extra would have come by now.
+    try post("test.jobs.last", 5)
+    await watcher.lines.wait(forCount: 6)
+    watcher.signal(SIGTERM)
+    #expect(await watcher.waitForExit() == 0)
+    let seen = Watched.parse(watcher.lines.values)
+    #expect(
+        seen.map(\.name).sorted()
+            == [
+                "test.jobs", "test.jobs.a", "test.jobs.from.a.new.process", "test.jobs.last",
+                "test.jobs.never.posted.before",
+            ])
+    #expect(seen.first { $0.name == "test.jobs.a" }?.sequence == 2, "no history")
+}
+
 /// The adversary of a durable namespace identity, played the same way over
 /// every transport that keeps posts: `tnotify watch 'test.jobs.*' --cursor
 /// dashboard` (plus `transport`, the flags that choose the transport) is

@@ -16,8 +16,6 @@ import Testing
 /// 10,000 names.
 @Suite("File transport: a namespace observer between processes", .serialized, .timeLimit(.minutes(5)))
 struct FileNamespaceTests {
-    private func seen(_ lines: [String]) -> [Watched] { Watched.parse(lines) }
-
     @Test(
         "a long-lived poster and a new process both reach a namespace observer with names first posted after it started; a near miss never"
     )
@@ -26,34 +24,9 @@ struct FileNamespaceTests {
         defer { removeDirectory(directory) }
         let poster = try fileHub(directory, endpoint: "poster")
         defer { poster.close() }
-        // A log there before the watcher, with history it must not print.
-        try poster.post(Ping(index: 0), as: "test.jobs.a")
-        let watcher = try HelperProcess(
-            ["watch", "test.jobs.*", "--transport", "file", "--dir", directory, "--json"],
-            executable: HelperProcess.tnotify)
-        await watcher.waitForLine(startingWith: "watching", containing: "test.jobs.*")
-        try poster.post(Ping(index: 1), as: "test.jobs.a")
-        try poster.post(Ping(index: 2), as: "test.jobsx")
-        try poster.post(Ping(index: 3), as: "test.jobs.never.posted.before")
-        let fresh = try await tnotify([
-            "post", "test.jobs.from.a.new.process", "--transport", "file", "--dir", directory, "--text", "new",
-        ])
-        #expect(fresh.status == 0, "\(fresh.errors)")
-        try poster.post(Ping(index: 4), as: "test.jobs")
-        await watcher.lines.wait(forCount: 5)
-        // One more name after: anything extra would have come by now.
-        try poster.post(Ping(index: 5), as: "test.jobs.last")
-        await watcher.lines.wait(forCount: 6)
-        watcher.signal(SIGTERM)
-        #expect(await watcher.waitForExit() == 0)
-        let names = seen(watcher.lines.values).map(\.name)
-        #expect(
-            names.sorted()
-                == [
-                    "test.jobs", "test.jobs.a", "test.jobs.from.a.new.process", "test.jobs.last",
-                    "test.jobs.never.posted.before",
-                ])
-        #expect(seen(watcher.lines.values).first { $0.name == "test.jobs.a" }?.sequence == 2, "no history")
+        try await playNewNamesFromEveryone(transport: ["--transport", "file", "--dir", directory]) { name, index in
+            try poster.post(Ping(index: index), as: name)
+        }
     }
 
     @Test(
