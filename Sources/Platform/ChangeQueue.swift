@@ -112,6 +112,12 @@ struct ChangeQueueState {
     private var endedOrder: [CInt] = []
     private static let endedRemembered = 4096
     var inboxes: [UInt64: Inbox] = [:]
+    // Reads of the queue begun and not yet handed out, by ticket. The kernel
+    // hands each event to whichever read comes first, so an event meant for
+    // one monitor may be in another's hands, read and not yet handed over,
+    // when the first asks: it waits for those reads (see ``finishRead``).
+    private var lastRead: UInt64 = 0
+    private var readsInFlight: [UInt64] = []
     private var nextMonitor: UInt64 = 0
     private var wakes: [@Sendable () -> Void] = []
 
@@ -192,6 +198,33 @@ struct ChangeQueueState {
         var taken = Inbox(wake: inboxes.values[slot].wake)
         swap(&taken, &inboxes.values[slot])
         return taken
+    }
+
+    /// A read of the queue begins: its ticket, for ``finishRead(_:by:events:)``.
+    mutating func beginRead() -> UInt64 {
+        lastRead += 1
+        readsInFlight.append(lastRead)
+        return lastRead
+    }
+
+    /// Hands out `events`, read under `ticket` by `reader`. Returns the
+    /// reader's inbox, or, when a read that may have taken one of its events
+    /// before its own read ended is still handing out, `nil` and the ticket
+    /// to wait for: ask again with ``takeInbox(_:settledThrough:)``. Any read
+    /// whose system call came before the end of `reader`'s began before
+    /// now, so waiting for the reads begun so far is enough.
+    mutating func finishRead(_ ticket: UInt64, by reader: UInt64, events: [Event]) -> (Inbox?, waitFor: UInt64) {
+        readsInFlight.removeAll { $0 == ticket }
+        let bound = lastRead
+        return (takeInbox(reader, settledThrough: bound, after: events), bound)
+    }
+
+    /// The reader's inbox, after handing out `events`, once every read with
+    /// a ticket up to `bound` has handed its events out; `nil` until then.
+    mutating func takeInbox(_ reader: UInt64, settledThrough bound: UInt64, after events: [Event] = []) -> Inbox? {
+        for event in events { hand(event, readBy: reader) }
+        guard !readsInFlight.contains(where: { $0 <= bound }) else { return nil }
+        return takeInbox(reader, after: [])
     }
 
     /// The wake-ups queued by ``takeInbox(_:after:)``, to call after unlocking.

@@ -15,7 +15,9 @@
 /// (``ChangeQueue``), which every monitor shares: the kernel allows a user
 /// 128 instances by default, so one per hub would cap a process at 128
 /// hubs. A change made by another process is queued before that process's
-/// call returns, so asking right after sees it. Elsewhere, each directory's
+/// call returns, so asking right after sees it, even while another monitor
+/// of the process is reading the shared queue: a monitor that asks waits
+/// for the reads begun before its own ended to hand out what they read. Elsewhere, each directory's
 /// modification time is compared with the last one seen (one `lstat` per
 /// directory and question).
 ///
@@ -246,12 +248,15 @@ package final class DirectoryMonitor {
     /// every directory must be treated as changed.
     package func changes() -> Set<Int>? {
         #if os(Linux)
+            let ticket = queue.state.withLock { $0.beginRead() }
             readQueue()
-            let (inbox, wakes) = queue.state.withLock { state in
-                (state.takeInbox(identifier, after: events), state.takeWakes())
+            let (taken, bound, wakes) = queue.state.withLock { state in
+                let (inbox, bound) = state.finishRead(ticket, by: identifier, events: events)
+                return (inbox, bound, state.takeWakes())
             }
             events.removeAll(keepingCapacity: true)
             for wake in wakes { wake() }
+            let inbox = taken ?? waitForReadsInFlight(through: bound)
             if !inbox.created.isEmpty { created.formUnion(inbox.created) }
             for (index, names) in inbox.createdEntries where createdEntries[index] != .some(nil) {
                 createdEntries[index, default: []]?.append(contentsOf: names)
@@ -318,6 +323,20 @@ package final class DirectoryMonitor {
                 queue.removeWatch(retire)
             }
             return false
+        }
+
+        /// This monitor's inbox once the queue's reads with tickets up to
+        /// `bound` have handed out what they read: one of them may hold an
+        /// event for this monitor that the kernel queued before it asked.
+        /// Those reads do not block (the queue is non-blocking) and hand
+        /// out at once, so this yields the processor until they have.
+        private func waitForReadsInFlight(through bound: UInt64) -> ChangeQueueState.Inbox {
+            while true {
+                sched_yield()
+                if let inbox = queue.state.withLock({ $0.takeInbox(identifier, settledThrough: bound) }) {
+                    return inbox
+                }
+            }
         }
 
         /// Reads what is queued into ``events``, without a lock: the kernel

@@ -11,6 +11,13 @@ private final class WakeCount: Sendable {
     var value: Int { count.load(ordering: .relaxed) }
 }
 
+/// Tells a thread of the test to end.
+private final class StopFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func set() { value.store(true, ordering: .relaxed) }
+}
+
 /// Adds a subscriber that must be accepted.
 private func subscribe(
     _ state: inout ChangeQueueState, _ subscriber: ChangeQueueState.Subscriber, to watch: CInt,
@@ -171,7 +178,58 @@ struct ChangeQueueTests {
         #expect(state.inboxes[first] == nil && state.inboxes[second] == nil)
     }
 
+    @Test("a monitor that asks while another read of the queue is handing out waits for it, and not for later reads")
+    func readsInFlightWaitedFor() {
+        var state = State()
+        let other = state.addMonitor()
+        let asker = state.addMonitor()
+        subscribe(&state, State.Subscriber(monitor: asker, index: 2, includesModifications: false), to: 5)
+        // The other monitor's read took the asker's event from the kernel first.
+        let othersRead = state.beginRead()
+        let ownRead = state.beginRead()
+        let (early, bound) = state.finishRead(ownRead, by: asker, events: [])
+        #expect(early == nil, "taken before the event it was owed was handed out")
+        #expect(state.takeInbox(asker, settledThrough: bound) == nil)
+        // A read begun after the asker's ended is not waited for.
+        let laterRead = state.beginRead()
+        _ = state.finishRead(othersRead, by: other, events: [Self.event(5, State.creation)])
+        let settled = state.takeInbox(asker, settledThrough: bound)
+        #expect(settled?.changed == [2] && settled?.created == [2])
+        _ = state.finishRead(laterRead, by: other, events: [])
+    }
+
     #if os(Linux)
+        @Test("a change made before a monitor asks is reported, while another thread keeps reading the shared queue")
+        func changeSeenDespiteConcurrentReader() throws {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            try FileManager.default.createDirectory(atPath: directory + "/a", withIntermediateDirectories: false)
+            try FileManager.default.createDirectory(atPath: directory + "/b", withIntermediateDirectories: false)
+            let queue = try ChangeQueue.make()
+            let asker = DirectoryMonitor(queue: queue)
+            let watched = try asker.watch(directory + "/a")
+            // Another monitor's owner reading the queue all the time, as
+            // other hubs' loops of the process do.
+            let stop = StopFlag()
+            let busy = Thread { [queue] in
+                let reader = DirectoryMonitor(queue: queue)
+                _ = try? reader.watch(directory + "/b")
+                while !stop.isSet { _ = reader.changes() }
+            }
+            busy.start()
+            defer { stop.set() }
+            var missed = 0
+            for round in 0..<3000 {
+                let path = directory + "/a/\(round)"
+                guard FileManager.default.createFile(atPath: path, contents: nil) else { continue }
+                // Created before asking: the kernel queued its event first.
+                if asker.changes()?.contains(watched) != true { missed += 1 }
+                unlink(path)
+                _ = asker.changes()
+            }
+            #expect(missed == 0, "changes made before asking, not reported")
+        }
+
         @Test("two monitors sharing one inotify instance each see their own directory")
         func sharedInstance() throws {
             let directory = try makeTemporaryDirectory()
