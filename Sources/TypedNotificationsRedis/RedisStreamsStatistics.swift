@@ -43,6 +43,14 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     /// cannot be known; posts that must survive a failover wait for their
     /// replicas (``RedisStreamsConfiguration/acknowledgement``).
     public var rewoundEntries: Int
+    /// Times a reader of a namespace's name went quiet and gave up its
+    /// connection to wait with other quiet names on one (a plain observer,
+    /// not in a cluster): once per name listed or announced when it starts,
+    /// then once per read that found nothing.
+    public var parkedReaders: Int
+    /// Times a quiet reader woke to read on a connection of its own: its
+    /// name was posted to, or the connection it waited on failed.
+    public var wokenReaders: Int
 }
 
 @_spi(TransportAuthoring) extension RedisStreamsStatistics: CountedStatistics {
@@ -50,7 +58,7 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     public enum Count: Int, CaseIterable, Sendable {
         case posted, failedPosts, unconfirmedPosts, delivered, corruptEntriesSkipped, acknowledged, reconnects,
             failedReconnects,
-            redirections, trimmedUnread, rewoundEntries, refusedOversized
+            redirections, trimmedUnread, rewoundEntries, refusedOversized, parkedReaders, wokenReaders
     }
 
     /// A snapshot of `count(c)` for every count `c`.
@@ -67,6 +75,8 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
             failedReconnects: count(.failedReconnects),
             redirections: count(.redirections),
             trimmedUnread: count(.trimmedUnread),
-            rewoundEntries: count(.rewoundEntries))
+            rewoundEntries: count(.rewoundEntries),
+            parkedReaders: count(.parkedReaders),
+            wokenReaders: count(.wokenReaders))
     }
 }

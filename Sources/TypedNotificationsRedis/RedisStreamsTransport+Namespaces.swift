@@ -42,6 +42,8 @@ extension RedisStreamsTransport {
 
     /// The names read now, by name or through a namespace.
     var namesRead: Set<NotificationName> { state.withLock { Set($0.shared.readers.keys) } }
+    /// How many connections wait for quiet names' posts (see `IdleReaders`).
+    var idleWatchCount: Int { idleWatches.value.load(ordering: .relaxed) }
 
     // MARK: Posting
 
@@ -184,12 +186,15 @@ extension RedisStreamsTransport {
         }
         var made: [StreamReader] = []
         var refused: [NotificationName: TypedNotificationError] = [:]
+        // A plain observer's names start quiet, without a connection each
+        // (see `IdleReaders`).
+        let quiet = identity == nil && !router.isCluster
         for name in unread {
             do throws(TypedNotificationError) {
                 made.append(
                     try makeReader(
                         for: name, fromFirstEntry: identity != nil && unannounced.contains(name), inNamespace: true,
-                        failoverDeadline: deadline))
+                        connecting: !quiet, failoverDeadline: deadline))
             } catch  where error.code == .transportFailure && name != namespace.root {
                 // Refused for good (its key is not a stream): said, not read.
                 refused[name] = error
@@ -221,7 +226,11 @@ extension RedisStreamsTransport {
         for reader in unused { endReads(of: reader) }
         loop.execute { [weak self] in
             for reader in unused { reader.cancel() }
-            for reader in started + [discoverer] { self?.startReading(reader, receiver: receiver) }
+            guard let self else { return }
+            for reader in started + [discoverer] where reader.connection != nil {
+                startReading(reader, receiver: receiver)
+            }
+            startWaiting(started.filter { $0.connection == nil }, receiver: receiver)
         }
     }
 
@@ -425,7 +434,7 @@ extension RedisStreamsTransport {
             machine: StreamReaderStateMachine(
                 position: identity == nil ? .after(.zero) : .pendingAfter(.zero), accounted: accounted,
                 isDurable: identity != nil, recentCountLimit: StreamReaderStateMachine.recentCountLimitInNamespace),
-            loop: loop)
+            loop: loop, parks: true)
         reader.receiver = receiver
         let added = state.withLock { state in
             guard state.lifecycle.isOpen, state.shared.readers[name] == nil,
@@ -435,12 +444,18 @@ extension RedisStreamsTransport {
             return true
         }
         guard added else { return }
-        connect(reader)
+        // A plain observer's new name starts quiet, as listed ones do: its
+        // first entry wakes it (see `IdleReaders`).
+        if mayPark(reader) {
+            startWaiting([reader], receiver: receiver)
+        } else {
+            connect(reader)
+        }
     }
 
     /// Connects a reader made without a connection and starts it; when that
     /// fails, it tries again as a reader that lost its connection does.
-    private func connect(_ reader: StreamReader) {
+    func connect(_ reader: StreamReader) {
         guard let receiver = reader.receiver else { return }
         var node = router.options(forKey: reader.key)
         node.commandTimeout = min(node.commandTimeout, .seconds(1))

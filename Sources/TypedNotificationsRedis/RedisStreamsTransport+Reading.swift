@@ -35,7 +35,8 @@ extension RedisStreamsTransport {
             return
         }
         guard let commands = reader.machine.nextRead() else { return }
-        for command in commands { connection.enqueue(self.command(command, of: reader)) }
+        let blocking = !readsWithoutBlocking(reader)
+        for command in commands { connection.enqueue(self.command(command, of: reader, blocking: blocking)) }
         do throws(TypedNotificationError) {
             try connection.flush()
         } catch {
@@ -45,8 +46,11 @@ extension RedisStreamsTransport {
         reader.requestedAt = SystemClock.monotonicNanoseconds()
     }
 
-    /// The words of one of a reader's commands.
-    func command(_ command: StreamReaderStateMachine.Command, of reader: StreamReader) -> [[UInt8]] {
+    /// The words of one of a reader's commands; a read of new entries waits
+    /// for them up to the block timeout unless not `blocking`.
+    func command(
+        _ command: StreamReaderStateMachine.Command, of reader: StreamReader, blocking: Bool = true
+    ) -> [[UInt8]] {
         let block = String(configuration.blockTimeout.clampedMilliseconds)
         let count = String(configuration.readBatchSize)
         let group = identity ?? ""
@@ -62,7 +66,8 @@ extension RedisStreamsTransport {
             return ["XGROUP", "SETID"].map { Array($0.utf8) } + [reader.key]
                 + [group, position.description, "ENTRIESREAD", String(entriesRead)].map { Array($0.utf8) }
         case .read(.after(let id)):
-            return ["XREAD", "COUNT", count, "BLOCK", block, "STREAMS"].map { Array($0.utf8) }
+            let wait = blocking ? ["BLOCK", block] : []
+            return (["XREAD", "COUNT", count] + wait + ["STREAMS"]).map { Array($0.utf8) }
                 + [reader.key, Array(id.description.utf8)]
         case .read(.pendingAfter(let id)):
             return ["XREADGROUP", "GROUP", group, group, "COUNT", count, "STREAMS"].map { Array($0.utf8) }
@@ -106,9 +111,12 @@ extension RedisStreamsTransport {
         guard let readers else { return }
         let now = SystemClock.monotonicNanoseconds()
         let stuck = readers.filter { $0.machine.awaitingReply && now &- $0.requestedAt > patience }
+        let stuckWatches = stuckWatches(now: now)
         // A node that stopped answering may have been failed over: ask the
         // cluster before connecting again (at most once a refresh interval).
-        if !stuck.isEmpty { router.refresh(now: now) }
+        if !stuck.isEmpty || !stuckWatches.isEmpty { router.refresh(now: now) }
+        for watch in stuckWatches { lose(watch) }
+        releaseCancelledReaders()
         for reader in stuck {
             let node = reader.connection?.options.redactedDescription ?? "Redis"
             reconnect(reader, because: "\(node) did not answer a read within \(patience / 1_000_000) ms")
@@ -133,6 +141,13 @@ extension RedisStreamsTransport {
             case .deliver(let batch):
                 reader.backoff.reset()
                 deliver(batch, of: reader)
+                // A read that found nothing: a name of a namespace goes quiet
+                // and gives up its connection (see `IdleReaders`).
+                if batch.entries.isEmpty, batch.missed == 0, batch.rewound == 0, batch.missedIsExact, reader.parks,
+                    park(reader)
+                {
+                    return
+                }
             case .reconnect:
                 reconnect(reader, because: "\(connection.options.redactedDescription) could not serve a read now")
                 return

@@ -59,7 +59,7 @@ extension RedisStreamsTransport {
     /// `fromFirstEntry`: a new group starts at the first entry), on its own
     /// new connection, not started yet.
     func makeReader(
-        for name: NotificationName, fromFirstEntry: Bool = false, inNamespace: Bool = false,
+        for name: NotificationName, fromFirstEntry: Bool = false, inNamespace: Bool = false, connecting: Bool = true,
         failoverDeadline deadline: UInt64?
     ) throws(TypedNotificationError) -> StreamReader {
         let key = key(for: name)
@@ -74,7 +74,7 @@ extension RedisStreamsTransport {
         } else {
             (start, accounted) = try startingPoint(of: key, failoverDeadline: deadline)
         }
-        let connection = try connectReader(toKey: key, failoverDeadline: deadline)
+        let connection = connecting ? try connectReader(toKey: key, failoverDeadline: deadline) : nil
         return StreamReader(
             name: name, key: Array(key.utf8), connection: connection,
             machine: StreamReaderStateMachine(
@@ -83,7 +83,7 @@ extension RedisStreamsTransport {
                 recentCountLimit: inNamespace
                     ? StreamReaderStateMachine.recentCountLimitInNamespace
                     : StreamReaderStateMachine.recentCountLimitOfName),
-            loop: loop)
+            loop: loop, parks: inNamespace)
     }
 
     /// Connects a reader to the node of `key`; in a cluster, asks for the

@@ -105,6 +105,10 @@ public final class RedisStreamsTransport: KeepsLatest {
     // counters, and the lifecycle with the connections and readers.
     @_spi(TransportAuthoring) public let core: RedisCore
     let router: ClusterRouter
+    // The quiet readers of namespaces' names, waiting together, and how
+    // many connections they wait on (see `IdleReaders`).
+    let idleReaders: LoopBound<IdleReaders>
+    let idleWatches: IdleReaders.Gauge
     // A durable identity's acknowledgements; nil for a plain observer.
     let acknowledgements: AcknowledgementSender?
 
@@ -171,6 +175,9 @@ public final class RedisStreamsTransport: KeepsLatest {
         let router = ClusterRouter(seed: options)
         self.core = core
         self.router = router
+        let idle = IdleReaders()
+        idleWatches = idle.watchCount
+        idleReaders = LoopBound(idle, on: loop)
         acknowledgements = identity.map {
             AcknowledgementSender(identity: $0, router: router, counters: counters, loop: loop)
         }
@@ -275,9 +282,10 @@ public final class RedisStreamsTransport: KeepsLatest {
         // returned, too late for a process that exits after `close()`. On
         // the loop, after the delivery in progress there: the center lets go
         // of a receipt once it handed the message out.
-        let (loop, acknowledgements) = (loop, acknowledgements)
+        let (loop, acknowledgements, idleReaders) = (loop, acknowledgements, idleReaders)
         let finalFlush: @Sendable () -> Void = {
             for reader in readers { reader.cancel() }
+            Self.closeIdleReaders(idleReaders)
             acknowledgements?.finish()
         }
         if loop.isCurrent {

@@ -13,6 +13,9 @@ final class StreamReader: Sendable {
     /// The namespace whose discovery stream this reads, its entries the
     /// names first posted in it; `nil` for a name's stream.
     let discovers: NotificationNamespace?
+    /// Read for a namespace: once quiet, it gives up its connection and
+    /// waits with other quiet readers on one (see ``IdleReaders``).
+    let parks: Bool
     private let onLoop: LoopBound<LoopState>
 
     /// What only the event loop touches.
@@ -24,6 +27,7 @@ final class StreamReader: Sendable {
         var requestedAt: UInt64 = 0
         var backoff = ConnectBackoff()
         var isCancelled = false
+        var idleState = IdleReaders.Membership.reading
 
         init(connection: RedisConnection?, machine: StreamReaderStateMachine) {
             self.connection = connection
@@ -62,6 +66,12 @@ final class StreamReader: Sendable {
         _modify { yield &onLoop.value.backoff }
     }
     var isCancelled: Bool { onLoop.value.isCancelled }
+    /// Whether the reader reads on a connection of its own or waits among
+    /// the quiet ones; on the loop.
+    var idleState: IdleReaders.Membership {
+        get { onLoop.value.idleState }
+        set { onLoop.value.idleState = newValue }
+    }
 
     /// Whether the reader is being stopped, and which server connection it
     /// reads on, under one lock, so a thread stopping it and the loop
@@ -103,11 +113,12 @@ final class StreamReader: Sendable {
     /// connects when it is started, on the loop).
     init(
         name: NotificationName, key: [UInt8], connection: RedisConnection?, machine: StreamReaderStateMachine,
-        loop: EventLoop, discovers: NotificationNamespace? = nil
+        loop: EventLoop, discovers: NotificationNamespace? = nil, parks: Bool = false
     ) {
         self.name = name
         self.key = key
         self.discovers = discovers
+        self.parks = parks
         onLoop = LoopBound(LoopState(connection: connection, machine: machine), on: loop)
         if let connection { _ = adopt(connection) }
     }

@@ -136,6 +136,18 @@ struct StreamReaderStateMachine {
     /// The limit of a reader started for a namespace, which may read
     /// thousands of names: 64 entries, 3 KB.
     static let recentCountLimitInNamespace = 64
+    /// How many counts a quiet reader of a namespace keeps (see
+    /// ``forgetOlderCounts()``): 8 entries, 192 B.
+    static let recentCountLimitWhileQuiet = 8
+
+    /// Keeps only the newest ``recentCountLimitWhileQuiet`` counts, for a
+    /// reader that went quiet among thousands: a stream that goes back
+    /// further while it is quiet is counted inexactly.
+    mutating func forgetOlderCounts() {
+        guard recentCounts.count > Self.recentCountLimitWhileQuiet else { return }
+        recentCounts = Array(recentCounts.suffix(Self.recentCountLimitWhileQuiet))
+    }
+
     /// The newest entry the group handed this reader with `>`: the group's position.
     private(set) var groupPosition: StreamEntryID?
     /// The group's entries-read in Redis is below ``accounted`` (trimmed

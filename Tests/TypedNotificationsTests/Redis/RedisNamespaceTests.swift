@@ -1,4 +1,5 @@
 import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 @_spi(TransportAuthoring) import TypedNotifications
 
@@ -236,6 +237,134 @@ struct RedisNamespaceTests {
             #expect(got.values.sorted() == expected, "\(identity ?? "plain")")
             #expect(observer.failure == nil)
         }
+    }
+
+    @Test(
+        "a plain namespace observer over 300 names holds one connection for its quiet names, not one each; a quiet name posted to, trimmed meanwhile or after a restart, is read in order with its losses counted exactly"
+    )
+    func quietNamesShareOneConnection() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let names = try (0..<300).map { try NotificationName(validating: "test.quiet.n\($0)") }
+        for name in names { try poster.post(Ping(index: 0), as: name) }
+        // Reads come back empty after 200 ms without a post: then a name is quiet.
+        let observer = try redisHub(
+            server, endpoint: "observer", configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(200)))
+        defer { observer.close() }
+        let got = Collector<(name: String, index: Int, missed: Int)>()
+        let token = try observer.addObserver(Ping.self, in: "test.quiet") { ping, delivery in
+            got.append((delivery.name.rawValue, ping.index, delivery.missed))
+        }
+        defer { token.cancel() }
+        func connections(named client: String) throws -> Int {
+            guard case .bulkString(let list?) = try server.command("CLIENT", "LIST") else { return -1 }
+            return String(decoding: list, as: UTF8.self).split(separator: "\n").count {
+                $0.contains(" name=\(client) ")
+            }
+        }
+        // The 300 listed names start quiet: one watch, and the announcements' reader.
+        // (Every connection the observer reads on is named tn-reader.)
+        #expect(await waitUntil { observer.transport.statistics.parkedReaders >= 300 })
+        #expect(await waitUntil { (try? connections(named: "tn-reader")) == 2 })
+
+        // Posts to 30 quiet names, and to a name new to the namespace.
+        let posted = names.prefix(30)
+        for index in 1...3 { for name in posted { try poster.post(Ping(index: index), as: name) } }
+        try poster.post(Ping(index: 1), as: "test.quiet.new")
+        #expect(await got.wait(forCount: 91, upTo: .seconds(30)))
+        for name in posted {
+            #expect(got.values.filter { $0.name == name.rawValue }.map { $0.index } == [1, 2, 3])
+        }
+        #expect(got.values.allSatisfy { $0.missed == 0 })
+        // Quiet again: back to one watch, a few connections kept spare.
+        let quiet = 2 + IdleReaders.spareLimit
+        #expect(await waitUntil { (try? connections(named: "tn-reader")) ?? 99 <= quiet })
+        #expect(await waitUntil { observer.transport.idleWatchCount == 1 })
+
+        // Five entries added and three of them trimmed in one transaction
+        // while the name waits: the wake comes after both.
+        let trimmed = names[100]
+        let key = observer.transport.key(for: trimmed)
+        let forger = try forgedSender(instance: 77)
+        let transaction = try RedisConnection.connect(RedisConnectionOptions(port: server.port))
+        _ = try transaction.call([Array("MULTI".utf8)])
+        for sequence in 1...5 {
+            let message = try forgedMessage(
+                Ping(index: 10 + sequence), named: trimmed, from: forger, sequence: UInt64(sequence))
+            guard case .encoded(let encoded) = message.payload else { throw RedisTestFailure("not encoded") }
+            _ = try transaction.call(["XADD", key, "*", "e"].map { Array($0.utf8) } + [Array(encoded.envelope)])
+        }
+        _ = try transaction.call(["XTRIM", key, "MAXLEN", "2"].map { Array($0.utf8) })
+        _ = try transaction.call([Array("EXEC".utf8)])
+        #expect(await got.wait(forCount: 93, upTo: .seconds(30)))
+        let afterTrim = got.values.filter { $0.name == trimmed.rawValue }
+        #expect(afterTrim.map { $0.index } == [14, 15])
+        #expect(afterTrim.first?.missed == 3)
+        let woken = observer.transport.statistics.wokenReaders
+        #expect(woken >= 31)
+
+        // The server restarts empty while every name waits: the watch's
+        // connection breaks, each name finds its stream gone, and the next
+        // post is read all the same.
+        #expect(await waitUntil { (try? connections(named: "tn-reader")) ?? 99 <= quiet })
+        await server.kill()
+        try FileManager.default.removeItem(atPath: server.directory + "/appendonlydir")
+        try await server.start()
+        try poster.post(Ping(index: 4), as: names[200])
+        #expect(await got.wait(forCount: 94, upTo: .seconds(30)))
+        #expect(got.values.last.map { [$0.name, String($0.index)] } == [names[200].rawValue, "4"])
+        #expect(observer.transport.statistics.wokenReaders > woken)
+    }
+
+    @Test(
+        "10,000 names first posted after a plain observer subscribed, each delivered once, on a bounded number of connections"
+    )
+    func tenThousandNames() async throws {
+        await MachineLoad.acquire()
+        defer { MachineLoad.release() }
+        let server = try await RedisTestServer()
+        let observer = try redisHub(server, endpoint: "observer")
+        defer { observer.close() }
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let count = manyNames
+        let got = Collector<String>()
+        let token = try observer.addObserver(Ping.self, in: "test.many") { _, delivery in
+            got.append(delivery.name.rawValue)
+        }
+        defer { token.cancel() }
+        let mostConnections = Locked(0)
+        @Sendable func connections() -> Int {
+            guard case .bulkString(let list?)? = try? server.command("CLIENT", "LIST") else { return -1 }
+            return String(decoding: list, as: UTF8.self).split(separator: "\n").count {
+                $0.contains(" name=tn-reader ")
+            }
+        }
+        let started = ContinuousClock.now
+        try await offThePool {
+            for index in 0..<count {
+                try poster.post(Ping(index: index), as: NotificationName(validating: "test.many.n\(index)"))
+                if index % 500 == 0 {
+                    let now = connections()
+                    mostConnections.withLock { $0 = max($0, now) }
+                }
+            }
+        }
+        #expect(await got.wait(forCount: count, upTo: .seconds(120)))
+        let elapsed = ContinuousClock.now - started
+        #expect(Set(got.values).count == count)
+        // At most the reading connections, the announcements' reader, the
+        // spare ones and the watches (one per 500 to 1,000 quiet names, 16 more).
+        let bound = IdleReaders.readingLimit + 1 + IdleReaders.spareLimit + 16 + count / 500
+        #expect(mostConnections.withLock { $0 } <= bound)
+        #expect(await waitUntil { connections() <= 2 + IdleReaders.spareLimit + count / 500 })
+        try poster.post(Ping(index: -1), as: "test.many.n0")
+        #expect(await got.wait(forCount: count + 1, upTo: .seconds(30)))
+        #expect(got.values.count == count + 1)
+        print(
+            "\(count) new names through one Redis namespace: delivered in \(elapsed), at most \(mostConnections.withLock { $0 }) reading connections, \(observer.transport.idleWatchCount) watches at the end"
+        )
     }
 
     @Test(

@@ -264,6 +264,34 @@ struct StreamReaderStateMachineTests {
         }
     }
 
+    @Test(
+        "a quiet reader keeps the newest 8 counts: a rewind of up to 8 entries while quiet is exact, one further back is not"
+    )
+    func quietReaderKeepsEightCounts() throws {
+        for (kept, exact) in [(93 as UInt64, true), (91, false)] {
+            var machine = Machine(
+                position: .after(.zero), accounted: 0, isDurable: false,
+                recentCountLimit: Machine.recentCountLimitInNamespace)
+            _ = machine.nextRead()
+            _ = Self.round(&machine, [Self.info(added: 100, length: 100), Self.read((1...100).map { Self.id($0) })])
+            // Quiet: it gives up its connection and the older counts.
+            machine.connectionLost()
+            machine.forgetOlderCounts()
+            _ = machine.nextRead()
+            let batch = try #require(
+                Self.batch(
+                    Self.round(
+                        &machine,
+                        [
+                            Self.info(added: 100, length: 100),
+                            .array([.array([.bulkString(Array(Self.id(kept).description.utf8)), .array([])])]),
+                            Self.read([Self.id(101)]),
+                        ])))
+            #expect(batch.missedIsExact == exact, "kept \(kept)")
+            if exact { #expect(batch.rewound == 7 && machine.accounted == 94) }
+        }
+    }
+
     @Test("a group made again keeps the reader's own count when it counted further, not Redis's")
     func groupRemadeKeepsCount() {
         var machine = Machine(position: .new, accounted: 40, isDurable: true)

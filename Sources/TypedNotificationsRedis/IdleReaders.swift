@@ -1,0 +1,382 @@
+@_spi(TransportAuthoring) import NotificationPlatform
+import Synchronization
+@_spi(TransportAuthoring) import TypedNotifications
+
+/// The readers of a plain observer's namespaces: a bounded number read on
+/// connections of their own, the quiet ones wait together.
+///
+/// A name read for a namespace starts quiet, and goes quiet again when a
+/// read comes back empty. A quiet name waits in a watch: one connection and
+/// one blocking `XREAD COUNT 1` over up to ``capacity`` quiet names, each
+/// after the entry its reader read last. The watch reads nothing for them:
+/// when it answers with an entry of a name, that name's reader wakes and
+/// reads from where it stood, on a connection of its own, counting what was
+/// trimmed meanwhile as after any pause. At most ``readingLimit`` names read
+/// at once; a name woken beyond that waits its turn, and while any waits,
+/// the reading names read without blocking and go quiet as soon as a read
+/// finds nothing, handing their connection to the next. So a namespace
+/// observer holds at most ``readingLimit`` reading connections and one per
+/// thousand quiet names, whatever the number of names; a name pays one
+/// round trip more on its first post after it went quiet. Not in a cluster
+/// (one `XREAD` cannot span hash slots) nor for a durable identity (its
+/// reads take entries for its group): there, each name keeps a connection.
+///
+/// Made on any thread, used on the transport's loop only (through a
+/// ``LoopBound``).
+final class IdleReaders {
+    /// Where a reader of a namespace's name stands.
+    enum Membership: Equatable {
+        /// Reading on a connection of its own.
+        case reading
+        /// Quiet: in this watch's read, or about to join its next one.
+        case waiting(in: ObjectIdentifier)
+        /// Woken, waiting for one of the ``readingLimit`` connections.
+        case queued
+    }
+
+    /// One connection's read over quiet readers.
+    final class Watch {
+        var connection: RedisConnection?
+        /// The readers the read in flight covers, by key.
+        var covered: [[UInt8]: StreamReader] = [:]
+        /// Readers that join when the read is sent again.
+        var joining: [StreamReader] = []
+        /// A read was sent and not answered yet.
+        var awaiting = false
+        /// When it was sent, for the transport's watchdog.
+        var requestedAt: UInt64 = 0
+        /// The loop watches the connection for the read's answer.
+        var isRegistered = false
+
+        var count: Int { covered.count + joining.count }
+    }
+
+    /// The most names one watch reads at once: its read names them all,
+    /// about 50 KB, sent again each time one of them is posted to.
+    static let capacity = 1_000
+    /// The most names of namespaces that read on connections of their own at once.
+    static let readingLimit = 256
+    /// Reading connections kept for the next name to wake.
+    static let spareLimit = 8
+
+    var watches: [Watch] = [] {
+        didSet { watchCount.value.store(watches.count, ordering: .relaxed) }
+    }
+    /// How many watches are open, for any thread (tests).
+    let watchCount = Gauge()
+
+    /// A count any thread may read.
+    final class Gauge: Sendable {
+        let value = Atomic<Int>(0)
+    }
+    /// The readers holding one of the reading connections.
+    var reading: [ObjectIdentifier: StreamReader] = [:]
+    /// Woken readers waiting for a reading connection, first woken first.
+    var queue: [StreamReader] = []
+    var queueStart = 0
+    var spare: [RedisConnection] = []
+
+    var isQueueEmpty: Bool { queueStart == queue.count }
+
+    /// The next queued reader not cancelled meanwhile.
+    func dequeue() -> StreamReader? {
+        while queueStart < queue.count {
+            let reader = queue[queueStart]
+            queueStart += 1
+            if queueStart == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                queueStart = 0
+            }
+            if !reader.isCancelled { return reader }
+        }
+        return nil
+    }
+
+    /// How many watches may be open: one per ``capacity`` quiet names, and
+    /// room for readers going quiet while every watch has a read in flight.
+    var watchLimit: Int {
+        16 + watches.reduce(0) { $0 + $1.count } / (Self.capacity / 2)
+    }
+}
+
+extension RedisStreamsTransport {
+    /// Whether `reader` takes part: a name of a namespace, for a plain
+    /// observer, not in a cluster.
+    func mayPark(_ reader: StreamReader) -> Bool {
+        reader.parks && identity == nil && !router.isCluster && reader.discovers == nil
+    }
+
+    /// Whether the reader should read without blocking: others wait for its
+    /// connection.
+    func readsWithoutBlocking(_ reader: StreamReader) -> Bool {
+        reader.parks && reader.idleState == .reading && !idleReaders.value.isQueueEmpty
+    }
+
+    /// The reader's read came back empty, with nothing in flight on its
+    /// connection: it goes quiet, and its connection goes to the next woken
+    /// reader. Returns `false` when it does not take part. On the loop.
+    func park(_ reader: StreamReader) -> Bool {
+        guard mayPark(reader), reader.idleState == .reading, case .after = reader.machine.position
+        else {
+            return false
+        }
+        let connection = reader.connection
+        if let connection { loop.deregister(connection.descriptor) }
+        reader.connection = nil
+        reader.machine.connectionLost()
+        reader.machine.forgetOlderCounts()
+        // Its connection goes to the next woken reader, else serves as a
+        // new watch's if one is needed, else is kept spare.
+        release(reader, handingOver: connection)
+        wait([reader])
+        return true
+    }
+
+    /// Readers made without a connection, for a namespace's names listed
+    /// when it was subscribed or announced later: they start quiet. On the loop.
+    func startWaiting(_ readers: [StreamReader], receiver: TransportReceiver) {
+        for reader in readers { reader.receiver = receiver }
+        wait(readers.filter { !$0.isCancelled })
+    }
+
+    /// Puts readers without a connection into watches: one with no read in
+    /// flight and room, else a new one while under the limit, else the
+    /// next read of the emptiest. Then sends the reads that must go.
+    private func wait(_ readers: [StreamReader]) {
+        let idle = idleReaders.value
+        var touched: [IdleReaders.Watch] = []
+        for reader in readers {
+            counters.add(to: .parkedReaders)
+            if let watch = idle.watches.first(where: { !$0.awaiting && $0.count < IdleReaders.capacity }) {
+                reader.idleState = .waiting(in: ObjectIdentifier(watch))
+                watch.covered[reader.key] = reader
+                if !touched.contains(where: { $0 === watch }) { touched.append(watch) }
+            } else if idle.watches.count < idle.watchLimit {
+                let watch = IdleReaders.Watch()
+                watch.connection = idle.spare.popLast()
+                idle.watches.append(watch)
+                reader.idleState = .waiting(in: ObjectIdentifier(watch))
+                watch.covered[reader.key] = reader
+                touched.append(watch)
+            } else if let watch = idle.watches.min(by: { $0.count < $1.count }) {
+                reader.idleState = .waiting(in: ObjectIdentifier(watch))
+                watch.joining.append(reader)
+            }
+        }
+        for watch in touched { sendWatchRead(watch) }
+    }
+
+    /// The reader gives up its reading connection (quiet, or cancelled):
+    /// the next queued reader reads on it, else it is kept spare or closed.
+    private func release(_ reader: StreamReader, handingOver connection: RedisConnection?) {
+        let idle = idleReaders.value
+        idle.reading[ObjectIdentifier(reader)] = nil
+        if let next = idle.dequeue() {
+            grant(next, connection: connection)
+        } else if let connection, !connection.isBroken, idle.spare.count < IdleReaders.spareLimit {
+            idle.spare.append(connection)
+        }
+    }
+
+    /// A quiet reader's name was posted to (or its watch failed): it reads
+    /// on a connection of its own, now or once one is free.
+    private func wake(_ reader: StreamReader) {
+        guard !reader.isCancelled else { return }
+        counters.add(to: .wokenReaders)
+        let idle = idleReaders.value
+        if idle.reading.count >= IdleReaders.readingLimit { releaseCancelledReaders() }
+        if idle.reading.count < IdleReaders.readingLimit {
+            grant(reader, connection: idle.spare.popLast())
+        } else {
+            reader.idleState = .queued
+            idle.queue.append(reader)
+        }
+    }
+
+    /// Lets the reader read, on `connection` or a new one.
+    private func grant(_ reader: StreamReader, connection: RedisConnection?) {
+        idleReaders.value.reading[ObjectIdentifier(reader)] = reader
+        reader.idleState = .reading
+        guard let connection, !connection.isBroken, let receiver = reader.receiver else {
+            connect(reader)
+            return
+        }
+        // Not read from when the reader is being stopped.
+        guard reader.adopt(connection) else { return }
+        reader.connection = connection
+        startReading(reader, receiver: receiver)
+    }
+
+    /// Frees the reading connections of readers cancelled while reading
+    /// (unsubscribed, or refused for good). On the loop, from the watchdog
+    /// and when every connection is taken.
+    func releaseCancelledReaders() {
+        for reader in idleReaders.value.reading.values where reader.isCancelled {
+            release(reader, handingOver: nil)
+        }
+    }
+
+    /// Sends the watch's read over the readers it covers and those joining,
+    /// connecting first if it must. A watch left with no reader closes.
+    private func sendWatchRead(_ watch: IdleReaders.Watch) {
+        guard !watch.awaiting else { return }
+        let id = ObjectIdentifier(watch)
+        // A cancelled reader never takes the place of its name's new one.
+        for reader in watch.joining where !reader.isCancelled { watch.covered[reader.key] = reader }
+        watch.joining = []
+        // Watches no bigger than this one are merged into it: readers that
+        // went quiet while every watch had a read in flight got a watch of
+        // their own. A merged watch whose read is in flight closes when it
+        // answers, having nobody left.
+        for other in idleReaders.value.watches
+        where other !== watch && other.count <= watch.count
+            && other.count + watch.count <= IdleReaders.capacity
+        {
+            for reader in Array(other.covered.values) + other.joining
+            where !reader.isCancelled && reader.idleState == .waiting(in: ObjectIdentifier(other)) {
+                reader.idleState = .waiting(in: id)
+                watch.covered[reader.key] = reader
+            }
+            other.covered = [:]
+            other.joining = []
+            if !other.awaiting { closeWatch(other) }
+        }
+        watch.covered = watch.covered.filter {
+            !$0.value.isCancelled && $0.value.idleState == .waiting(in: id)
+        }
+        guard let anyKey = watch.covered.keys.first, state.withLock({ $0.lifecycle.isOpen }) else {
+            closeWatch(watch)
+            return
+        }
+        if watch.connection?.isBroken ?? true {
+            var node = router.options(forKey: anyKey)
+            node.commandTimeout = min(node.commandTimeout, .seconds(1))
+            watch.connection = try? RedisConnection.connect(node, clientName: "tn-reader")
+            watch.isRegistered = false
+        }
+        guard let connection = watch.connection else {
+            lose(watch)
+            return
+        }
+        if !watch.isRegistered {
+            // Found again by identity: the watch is the loop's, not Sendable.
+            let registered = loop.register(connection.descriptor) { [weak self] in
+                guard let self,
+                    let watch = idleReaders.value.watches.first(where: { ObjectIdentifier($0) == id })
+                else { return }
+                readWatchReply(watch)
+            }
+            guard case .success = registered else {
+                lose(watch)
+                return
+            }
+            watch.isRegistered = true
+        }
+        var keys: [[UInt8]] = []
+        var positions: [[UInt8]] = []
+        keys.reserveCapacity(watch.covered.count)
+        positions.reserveCapacity(watch.covered.count)
+        for (key, reader) in watch.covered {
+            guard case .after(let id) = reader.machine.position else { continue }
+            keys.append(key)
+            positions.append(Array(id.description.utf8))
+        }
+        let block = String(configuration.blockTimeout.clampedMilliseconds)
+        connection.enqueue(
+            ["XREAD", "COUNT", "1", "BLOCK", block, "STREAMS"].map { Array($0.utf8) } + keys + positions)
+        do throws(TypedNotificationError) {
+            try connection.flush()
+        } catch {
+            lose(watch)
+            return
+        }
+        watch.awaiting = true
+        watch.requestedAt = SystemClock.monotonicNanoseconds()
+    }
+
+    /// The watch's read answered: the readers of the names it names wake;
+    /// the read goes out again for the rest and those joining.
+    private func readWatchReply(_ watch: IdleReaders.Watch) {
+        guard let connection = watch.connection else { return }
+        let replies: [RESPValue]
+        do throws(TypedNotificationError) {
+            replies = try connection.readAvailable()
+        } catch {
+            lose(watch)
+            return
+        }
+        guard let reply = replies.last else { return }
+        watch.awaiting = false
+        if case .error = reply {
+            lose(watch)
+            return
+        }
+        if case .array(let streams?) = reply {
+            for stream in streams {
+                guard case .array(let pair?) = stream, pair.count == 2,
+                    case .bulkString(let key?) = pair[0],
+                    let reader = watch.covered.removeValue(forKey: key),
+                    reader.idleState == .waiting(in: ObjectIdentifier(watch))
+                else { continue }
+                wake(reader)
+            }
+        }
+        sendWatchRead(watch)
+    }
+
+    /// The watch's connection failed, or its read went unanswered too long:
+    /// every reader in it wakes and reads on a connection of its own, which
+    /// finds out what happened to its stream meanwhile (a rewind, a trim).
+    func lose(_ watch: IdleReaders.Watch) {
+        let readers = (Array(watch.covered.values) + watch.joining).filter {
+            $0.idleState == .waiting(in: ObjectIdentifier(watch))
+        }
+        watch.covered = [:]
+        watch.joining = []
+        Self.close(watch, of: idleReaders, keepingConnection: false)
+        for reader in readers { wake(reader) }
+    }
+
+    /// Forgets a watch with no read in flight, keeping its connection spare.
+    private func closeWatch(_ watch: IdleReaders.Watch) {
+        Self.close(watch, of: idleReaders, keepingConnection: true)
+    }
+
+    /// Forgets the watch; its connection, when `keepingConnection` and no
+    /// read is in flight on it, is kept spare.
+    private static func close(
+        _ watch: IdleReaders.Watch, of idle: LoopBound<IdleReaders>, keepingConnection: Bool
+    ) {
+        if let connection = watch.connection {
+            if watch.isRegistered { idle.loop.deregister(connection.descriptor) }
+            if keepingConnection, !watch.awaiting, !connection.isBroken,
+                idle.value.spare.count < IdleReaders.spareLimit
+            {
+                idle.value.spare.append(connection)
+            }
+        }
+        watch.connection = nil
+        watch.isRegistered = false
+        watch.awaiting = false
+        idle.value.watches.removeAll { $0 === watch }
+    }
+
+    /// Closes every watch and spare connection; when the transport closes.
+    /// On the loop. Static, for `close()`, which may run in `deinit`.
+    static func closeIdleReaders(_ idle: LoopBound<IdleReaders>) {
+        for watch in idle.value.watches {
+            watch.covered = [:]
+            watch.joining = []
+            close(watch, of: idle, keepingConnection: false)
+        }
+        idle.value.spare = []
+        idle.value.reading = [:]
+        idle.value.queue = []
+        idle.value.queueStart = 0
+    }
+
+    /// The watches whose read went unanswered longer than `patience`.
+    func stuckWatches(now: UInt64) -> [IdleReaders.Watch] {
+        idleReaders.value.watches.filter { $0.awaiting && now &- $0.requestedAt > patience }
+    }
+}
