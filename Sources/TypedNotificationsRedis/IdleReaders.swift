@@ -2,24 +2,26 @@
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
 
-/// The readers of a plain observer's namespaces: a bounded number read on
+/// The readers of a transport's namespaces: a bounded number read on
 /// connections of their own, the quiet ones wait together.
 ///
-/// A name read for a namespace starts quiet, and goes quiet again when a
-/// read comes back empty. A quiet name waits in a watch: one connection and
-/// one blocking `XREAD COUNT 1` over up to ``capacity`` quiet names, each
-/// after the entry its reader read last. The watch reads nothing for them:
-/// when it answers with an entry of a name, that name's reader wakes and
-/// reads from where it stood, on a connection of its own, counting what was
-/// trimmed meanwhile as after any pause. At most ``readingLimit`` names read
-/// at once; a name woken beyond that waits its turn, and while any waits,
-/// the reading names read without blocking and go quiet as soon as a read
-/// finds nothing, handing their connection to the next. So a namespace
-/// observer holds at most ``readingLimit`` reading connections and one per
-/// thousand quiet names, whatever the number of names; a name pays one
-/// round trip more on its first post after it went quiet. Not in a cluster
-/// (one `XREAD` cannot span hash slots) nor for a durable identity (its
-/// reads take entries for its group): there, each name keeps a connection.
+/// A name read for a namespace starts quiet (a durable identity's once it
+/// read its pending entries), and goes quiet again when a read comes back
+/// empty. A quiet name waits in a watch: one connection and one blocking
+/// `XREAD COUNT 1` over up to ``capacity`` quiet names, each after the
+/// entry its reader read last (a durable reader's: the stream's newest when
+/// its group's read found nothing). The watch reads nothing for them and
+/// takes nothing from a group: when it answers with an entry of a name,
+/// that name's reader wakes and reads from where it stood, on a connection
+/// of its own, counting what was trimmed meanwhile as after any pause. At
+/// most ``readingLimit`` names read at once; a name woken beyond that waits
+/// its turn, and while any waits, the reading names read without blocking
+/// and go quiet as soon as a read finds nothing, handing their connection
+/// to the next. So a namespace observer holds at most ``readingLimit``
+/// reading connections and one per thousand quiet names, whatever the
+/// number of names; a name pays one round trip more on its first post
+/// after it went quiet. Not in a cluster, where one `XREAD` cannot span
+/// hash slots: there each name keeps a connection.
 ///
 /// Made on any thread, used on the transport's loop only (through a
 /// ``LoopBound``).
@@ -100,10 +102,9 @@ final class IdleReaders {
 }
 
 extension RedisStreamsTransport {
-    /// Whether `reader` takes part: a name of a namespace, for a plain
-    /// observer, not in a cluster.
+    /// Whether `reader` takes part: a name of a namespace, not in a cluster.
     func mayPark(_ reader: StreamReader) -> Bool {
-        reader.parks && identity == nil && !router.isCluster && reader.discovers == nil
+        reader.parks && !router.isCluster && reader.discovers == nil
     }
 
     /// Whether the reader should read without blocking: others wait for its
@@ -116,15 +117,15 @@ extension RedisStreamsTransport {
     /// connection: it goes quiet, and its connection goes to the next woken
     /// reader. Returns `false` when it does not take part. On the loop.
     func park(_ reader: StreamReader) -> Bool {
-        guard mayPark(reader), reader.idleState == .reading, case .after = reader.machine.position
-        else {
+        guard mayPark(reader), reader.idleState == .reading, let after = reader.machine.quietAfter else {
             return false
         }
         let connection = reader.connection
         if let connection { loop.deregister(connection.descriptor) }
         reader.connection = nil
-        reader.machine.connectionLost()
-        reader.machine.forgetOlderCounts()
+        reader.disown()
+        reader.waitAfter = after
+        reader.machine.quieted()
         // Its connection goes to the next woken reader, else serves as a
         // new watch's if one is needed, else is kept spare.
         release(reader, handingOver: connection)
@@ -133,10 +134,21 @@ extension RedisStreamsTransport {
     }
 
     /// Readers made without a connection, for a namespace's names listed
-    /// when it was subscribed or announced later: they start quiet. On the loop.
+    /// when it was subscribed or announced later: a plain observer's start
+    /// quiet; a durable identity's first read their pending entries, on a
+    /// reading connection when one is free. On the loop.
     func startWaiting(_ readers: [StreamReader], receiver: TransportReceiver) {
-        for reader in readers { reader.receiver = receiver }
-        wait(readers.filter { !$0.isCancelled })
+        var quiet: [StreamReader] = []
+        for reader in readers where !reader.isCancelled {
+            reader.receiver = receiver
+            if case .after(let id) = reader.machine.position {
+                reader.waitAfter = id
+                quiet.append(reader)
+            } else {
+                wake(reader, counted: false)
+            }
+        }
+        wait(quiet)
     }
 
     /// Puts readers without a connection into watches: one with no read in
@@ -180,9 +192,9 @@ extension RedisStreamsTransport {
 
     /// A quiet reader's name was posted to (or its watch failed): it reads
     /// on a connection of its own, now or once one is free.
-    private func wake(_ reader: StreamReader) {
+    private func wake(_ reader: StreamReader, counted: Bool = true) {
         guard !reader.isCancelled else { return }
-        counters.add(to: .wokenReaders)
+        if counted { counters.add(to: .wokenReaders) }
         let idle = idleReaders.value
         if idle.reading.count >= IdleReaders.readingLimit { releaseCancelledReaders() }
         if idle.reading.count < IdleReaders.readingLimit {
@@ -251,7 +263,9 @@ extension RedisStreamsTransport {
         if watch.connection?.isBroken ?? true {
             var node = router.options(forKey: anyKey)
             node.commandTimeout = min(node.commandTimeout, .seconds(1))
-            watch.connection = try? RedisConnection.connect(node, clientName: "tn-reader")
+            // Kept spare later, for a reader: a durable one's must say its ID.
+            watch.connection = try? RedisConnection.connect(
+                node, clientName: "tn-reader", identifying: identity != nil)
             watch.isRegistered = false
         }
         guard let connection = watch.connection else {
@@ -277,9 +291,8 @@ extension RedisStreamsTransport {
         keys.reserveCapacity(watch.covered.count)
         positions.reserveCapacity(watch.covered.count)
         for (key, reader) in watch.covered {
-            guard case .after(let id) = reader.machine.position else { continue }
             keys.append(key)
-            positions.append(Array(id.description.utf8))
+            positions.append(Array(reader.waitAfter.description.utf8))
         }
         let block = String(configuration.blockTimeout.clampedMilliseconds)
         connection.enqueue(

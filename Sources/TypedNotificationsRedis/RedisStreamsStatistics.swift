@@ -44,9 +44,9 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     /// replicas (``RedisStreamsConfiguration/acknowledgement``).
     public var rewoundEntries: Int
     /// Times a reader of a namespace's name went quiet and gave up its
-    /// connection to wait with other quiet names on one (a plain observer,
-    /// not in a cluster): once per name listed or announced when it starts,
-    /// then once per read that found nothing.
+    /// connection to wait with other quiet names on one (not in a cluster):
+    /// a plain observer's names start quiet; then once per read that found
+    /// nothing.
     public var parkedReaders: Int
     /// Times a quiet reader woke to read on a connection of its own: its
     /// name was posted to, or the connection it waited on failed.

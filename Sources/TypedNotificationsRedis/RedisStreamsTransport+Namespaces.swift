@@ -186,9 +186,8 @@ extension RedisStreamsTransport {
         }
         var made: [StreamReader] = []
         var refused: [NotificationName: TypedNotificationError] = [:]
-        // A plain observer's names start quiet, without a connection each
-        // (see `IdleReaders`).
-        let quiet = identity == nil && !router.isCluster
+        // Names start without a connection each (see `IdleReaders`).
+        let quiet = !router.isCluster
         for name in unread {
             do throws(TypedNotificationError) {
                 made.append(
@@ -444,8 +443,9 @@ extension RedisStreamsTransport {
             return true
         }
         guard added else { return }
-        // A plain observer's new name starts quiet, as listed ones do: its
-        // first entry wakes it (see `IdleReaders`).
+        // A new name starts as listed ones do (see `IdleReaders`): a plain
+        // observer's quiet, its first entry waking it; a durable identity's
+        // reading from its first entry when a connection is free.
         if mayPark(reader) {
             startWaiting([reader], receiver: receiver)
         } else {

@@ -73,9 +73,9 @@ extension RedisStreamsTransport {
             return ["XREADGROUP", "GROUP", group, group, "COUNT", count, "STREAMS"].map { Array($0.utf8) }
                 + [reader.key, Array(id.description.utf8)]
         case .read(.new):
-            return ["XREADGROUP", "GROUP", group, group, "COUNT", count, "BLOCK", block, "STREAMS"].map {
-                Array($0.utf8)
-            } + [reader.key, [UInt8(ascii: ">")]]
+            let wait = blocking ? ["BLOCK", block] : []
+            return (["XREADGROUP", "GROUP", group, group, "COUNT", count] + wait + ["STREAMS"]).map { Array($0.utf8) }
+                + [reader.key, [UInt8(ascii: ">")]]
         }
     }
 

@@ -34,8 +34,12 @@ import Synchronization
 ///   post). A namespace observer reads every name announced so far, and
 ///   each name announced later from its first entry; a durable identity
 ///   reads the announcements through its consumer group, so names that
-///   appeared while it was away are read on its next run. Each name has
-///   its own reader and connection, as when observed by name.
+///   appeared while it was away are read on its next run. A namespace's
+///   names that go quiet (a read finds nothing) give up their connection
+///   and wait together, 1,000 to a connection, for a post that wakes them;
+///   at most 256 read at once. The first post to a quiet name costs one
+///   round trip more. On a cluster each name keeps its own reader and
+///   connection, as when observed by name.
 /// - A plain observer reads with `XREAD` from there; a durable `identity`
 ///   reads through a consumer group of that name, acknowledging (`XACK`)
 ///   each entry once every observer has handled it. An entry that every
@@ -47,8 +51,8 @@ import Synchronization
 ///   nothing it acknowledged comes again. What Redis itself keeps over a
 ///   server crash depends on its persistence (`appendonly yes` with
 ///   `appendfsync always` keeps every acknowledged post).
-/// - Each subscribed name has its own reading connection, read by one
-///   event-loop thread that also runs the hub's executor. A broken
+/// - Each name subscribed by name has its own reading connection, read by
+///   one event-loop thread that also runs the hub's executor. A broken
 ///   connection is made again with backoff, and reading resumes where it
 ///   stopped. An observer whose buffer is backed up is not read for: the
 ///   stream keeps its entries.

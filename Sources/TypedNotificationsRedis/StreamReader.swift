@@ -28,6 +28,7 @@ final class StreamReader: Sendable {
         var backoff = ConnectBackoff()
         var isCancelled = false
         var idleState = IdleReaders.Membership.reading
+        var waitAfter = StreamEntryID.zero
 
         init(connection: RedisConnection?, machine: StreamReaderStateMachine) {
             self.connection = connection
@@ -66,6 +67,11 @@ final class StreamReader: Sendable {
         _modify { yield &onLoop.value.backoff }
     }
     var isCancelled: Bool { onLoop.value.isCancelled }
+    /// While quiet, the entry after which the one that wakes it will come.
+    var waitAfter: StreamEntryID {
+        get { onLoop.value.waitAfter }
+        set { onLoop.value.waitAfter = newValue }
+    }
     /// Whether the reader reads on a connection of its own or waits among
     /// the quiet ones; on the loop.
     var idleState: IdleReaders.Membership {
@@ -95,6 +101,12 @@ final class StreamReader: Sendable {
             server.connection = connection.clientID.map { (connection.options, $0) }
             return true
         }
+    }
+
+    /// Forgets the reader's connection at the server, which it handed to
+    /// another reader or a watch: stopping it must not end that one.
+    func disown() {
+        server.withLock { $0.connection = nil }
     }
 
     /// Whether the reader is being stopped: what it read is not handed out.

@@ -136,6 +136,27 @@ struct StreamReaderStateMachine {
     /// The limit of a reader started for a namespace, which may read
     /// thousands of names: 64 entries, 3 KB.
     static let recentCountLimitInNamespace = 64
+    /// After a read of new entries that found nothing: the entry after which
+    /// the next new one will come, for a reader that waits for it without
+    /// reading (see ``quieted()``); `nil` after any other read.
+    private(set) var quietAfter: StreamEntryID?
+
+    /// The reader stops reading until its stream has an entry after
+    /// ``quietAfter``, and reads again later, perhaps on another connection
+    /// to another node (a failover meanwhile): that read asks whether its
+    /// last entry is still there and records the group's count again, as
+    /// after a lost connection, but its position stands: the last read ended.
+    mutating func quieted() {
+        checksKept = true
+        recorded = nil
+        snapshotBeforeRead = nil
+        keptBeforeRead = nil
+        expected.removeAll()
+        awaitingReply = false
+        quietAfter = nil
+        forgetOlderCounts()
+    }
+
     /// How many counts a quiet reader of a namespace keeps (see
     /// ``forgetOlderCounts()``): 8 entries, 192 B.
     static let recentCountLimitWhileQuiet = 8
@@ -285,6 +306,8 @@ struct StreamReaderStateMachine {
     private mutating func batch(of reply: RESPValue) -> Batch {
         var batch = Batch()
         batch.entries = Self.entries(in: reply)
+        let seen = snapshotBeforeRead?.lastGenerated
+        quietAfter = nil
         if case .pendingAfter = position {
             // Pending entries past the group's known position were handed to
             // a read whose reply was lost: the group counted them.
@@ -303,6 +326,16 @@ struct StreamReaderStateMachine {
             if let counted = accounted { remember(batch.entries.map(\.0), endingAt: counted) }
             if case .new = position, let last = batch.entries.last?.0 { groupPosition = last }
             batch.raiseCounter = dueCounterRaise()
+            if batch.entries.isEmpty, !positionUncertain {
+                switch position {
+                case .after(let id): quietAfter = id
+                // Nothing new for the group: its position is at least the
+                // stream's newest entry when the counters were read, just
+                // before the read.
+                case .new: quietAfter = seen.map { max($0, groupPosition ?? .zero, lastDelivered) }
+                case .pendingAfter: break
+                }
+            }
         }
         if case .pendingAfter = position { batch.isRedelivery = true }
         for (id, _) in batch.entries {

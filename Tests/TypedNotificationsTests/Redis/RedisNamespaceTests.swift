@@ -257,16 +257,11 @@ struct RedisNamespaceTests {
             got.append((delivery.name.rawValue, ping.index, delivery.missed))
         }
         defer { token.cancel() }
-        func connections(named client: String) throws -> Int {
-            guard case .bulkString(let list?) = try server.command("CLIENT", "LIST") else { return -1 }
-            return String(decoding: list, as: UTF8.self).split(separator: "\n").count {
-                $0.contains(" name=\(client) ")
-            }
-        }
+        let connections = { server.clients(named: "tn-reader") }
         // The 300 listed names start quiet: one watch, and the announcements' reader.
         // (Every connection the observer reads on is named tn-reader.)
         #expect(await waitUntil { observer.transport.statistics.parkedReaders >= 300 })
-        #expect(await waitUntil { (try? connections(named: "tn-reader")) == 2 })
+        #expect(await waitUntil { connections() == 2 })
 
         // Posts to 30 quiet names, and to a name new to the namespace.
         let posted = names.prefix(30)
@@ -279,7 +274,7 @@ struct RedisNamespaceTests {
         #expect(got.values.allSatisfy { $0.missed == 0 })
         // Quiet again: back to one watch, a few connections kept spare.
         let quiet = 2 + IdleReaders.spareLimit
-        #expect(await waitUntil { (try? connections(named: "tn-reader")) ?? 99 <= quiet })
+        #expect(await waitUntil { connections() <= quiet })
         #expect(await waitUntil { observer.transport.idleWatchCount == 1 })
 
         // Five entries added and three of them trimmed in one transaction
@@ -307,7 +302,7 @@ struct RedisNamespaceTests {
         // The server restarts empty while every name waits: the watch's
         // connection breaks, each name finds its stream gone, and the next
         // post is read all the same.
-        #expect(await waitUntil { (try? connections(named: "tn-reader")) ?? 99 <= quiet })
+        #expect(await waitUntil { connections() <= quiet })
         await server.kill()
         try FileManager.default.removeItem(atPath: server.directory + "/appendonlydir")
         try await server.start()
@@ -318,13 +313,66 @@ struct RedisNamespaceTests {
     }
 
     @Test(
-        "10,000 names first posted after a plain observer subscribed, each delivered once, on a bounded number of connections"
+        "a durable namespace identity over 300 names waits on one connection while they are quiet; a quiet name's posts come once, acknowledged, and those posted while it was away come on its next run as first deliveries"
     )
-    func tenThousandNames() async throws {
+    func durableQuietNames() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let names = try (0..<300).map { try NotificationName(validating: "test.still.n\($0)") }
+        for name in names { try poster.post(Ping(index: 0), as: name) }
+        let configuration = RedisStreamsConfiguration(blockTimeout: .milliseconds(200))
+        func observe(_ got: Collector<(name: String, index: Int, again: Bool)>) throws -> (
+            NotificationHub<RedisStreamsTransport>, ObservationToken
+        ) {
+            let hub = try redisHub(server, endpoint: "dashboard", identity: "still", configuration: configuration)
+            let token = try hub.addObserver(Ping.self, in: "test.still") { ping, delivery in
+                got.append((delivery.name.rawValue, ping.index, delivery.isRedelivery))
+            }
+            return (hub, token)
+        }
+        let connections = { server.clients(named: "tn-reader") }
+        let got = Collector<(name: String, index: Int, again: Bool)>()
+        var (observer, token) = try observe(got)
+        // Every name reads its pending entries first, then goes quiet.
+        #expect(await waitUntil { observer.transport.statistics.parkedReaders >= 300 })
+        #expect(await waitUntil { connections() <= 2 + IdleReaders.spareLimit })
+
+        let posted = Array(names.prefix(30))
+        for index in 1...3 { for name in posted { try poster.post(Ping(index: index), as: name) } }
+        #expect(await got.wait(forCount: 90, upTo: .seconds(30)))
+        for name in posted {
+            #expect(got.values.filter { $0.name == name.rawValue }.map { $0.index } == [1, 2, 3])
+        }
+        #expect(got.values.allSatisfy { !$0.again })
+        let key = observer.transport.key(for: posted[0])
+        #expect(await waitUntil { (try? server.pendingCount(key, group: "still")) == 0 })
+        #expect(await waitUntil { connections() <= 2 + IdleReaders.spareLimit })
+
+        // Away: two posts to a quiet name come on the next run, unmarked.
+        token.cancel()
+        observer.close()
+        try poster.post(Ping(index: 4), as: names[150])
+        try poster.post(Ping(index: 5), as: names[150])
+        let next = Collector<(name: String, index: Int, again: Bool)>()
+        (observer, token) = try observe(next)
+        defer {
+            token.cancel()
+            observer.close()
+        }
+        #expect(await next.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(next.values.map { $0.index } == [4, 5])
+        #expect(next.values.allSatisfy { $0.name == names[150].rawValue && !$0.again })
+    }
+
+    @Test(
+        "10,000 names first posted after a plain observer or a durable identity subscribed, each delivered once, on a bounded number of connections",
+        arguments: [nil, "many"] as [String?])
+    func tenThousandNames(identity: String?) async throws {
         await MachineLoad.acquire()
         defer { MachineLoad.release() }
         let server = try await RedisTestServer()
-        let observer = try redisHub(server, endpoint: "observer")
+        let observer = try redisHub(server, endpoint: "observer", identity: identity)
         defer { observer.close() }
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
@@ -335,12 +383,7 @@ struct RedisNamespaceTests {
         }
         defer { token.cancel() }
         let mostConnections = Locked(0)
-        @Sendable func connections() -> Int {
-            guard case .bulkString(let list?)? = try? server.command("CLIENT", "LIST") else { return -1 }
-            return String(decoding: list, as: UTF8.self).split(separator: "\n").count {
-                $0.contains(" name=tn-reader ")
-            }
-        }
+        let connections = { @Sendable in server.clients(named: "tn-reader") }
         let started = ContinuousClock.now
         try await offThePool {
             for index in 0..<count {
@@ -363,7 +406,7 @@ struct RedisNamespaceTests {
         #expect(await got.wait(forCount: count + 1, upTo: .seconds(30)))
         #expect(got.values.count == count + 1)
         print(
-            "\(count) new names through one Redis namespace: delivered in \(elapsed), at most \(mostConnections.withLock { $0 }) reading connections, \(observer.transport.idleWatchCount) watches at the end"
+            "\(count) new names through one Redis namespace (identity \(identity ?? "none")): delivered in \(elapsed), at most \(mostConnections.withLock { $0 }) reading connections, \(observer.transport.idleWatchCount) watches at the end"
         )
     }
 

@@ -131,6 +131,13 @@ final class RedisTestServer: Sendable {
         return try RedisConnection.connect(options).call(arguments.map { Array($0.utf8) })
     }
 
+    /// How many clients named `name` are connected now; -1 when the server
+    /// does not answer.
+    func clients(named name: String) -> Int {
+        guard case .bulkString(let list?)? = try? command("CLIENT", "LIST") else { return -1 }
+        return String(decoding: list, as: UTF8.self).split(separator: "\n").count { $0.contains(" name=\(name) ") }
+    }
+
     /// How many entries `group` read from the stream `key` and has not
     /// acknowledged (the count `XPENDING` gives).
     func pendingCount(_ key: String, group: String) throws -> Int {
