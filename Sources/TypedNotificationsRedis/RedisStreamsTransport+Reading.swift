@@ -223,12 +223,23 @@ extension RedisStreamsTransport {
         }
     }
 
+    /// The loop's one decoder (its caches take 20 KB, too much per name of
+    /// a namespace over thousands), refusing what the reader's center would.
+    func decoder(for reader: StreamReader) -> EnvelopeDecoderBox {
+        let box = decoders.value
+        let limit = reader.receiver?.maximumPayloadSize ?? NotificationEnvelope.payloadSizeHardLimit
+        if box.decoder.maximumPayloadSize != limit { box.decoder = EnvelopeDecoder(maximumPayloadSize: limit) }
+        return box
+    }
+
     /// The envelope in an entry's fields, if it is a valid one of the reader's name.
     func decode(_ fields: [RESPValue]?, of reader: StreamReader) -> TransportMessage? {
         guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "e")],
             case .bulkString(let value?) = fields[1]
         else { return nil }
-        guard let message = try? reader.decoder.decode(value), message.name == reader.name else { return nil }
+        guard let message = try? decoder(for: reader).decode(value), message.name == reader.name else {
+            return nil
+        }
         return message
     }
 
@@ -236,7 +247,7 @@ extension RedisStreamsTransport {
     /// of itself, if it is one of the reader's name.
     func oversized(_ fields: [RESPValue]?, of reader: StreamReader) -> MissedNotifications? {
         guard let fields, fields.count == 2, case .bulkString(let value?) = fields[1] else { return nil }
-        let report = value.withUnsafeBytes { reader.decoder.oversized($0) }
+        let report = value.withUnsafeBytes { decoder(for: reader).oversized($0) }
         guard let report, report.name == reader.name else { return nil }
         return report
     }

@@ -113,6 +113,8 @@ public final class RedisStreamsTransport: KeepsLatest {
     // many connections they wait on (see `IdleReaders`).
     let idleReaders: LoopBound<IdleReaders>
     let idleWatches: IdleReaders.Gauge
+    // The loop's envelope decoder, shared by its readers.
+    let decoders: LoopBound<EnvelopeDecoderBox>
     // A durable identity's acknowledgements; nil for a plain observer.
     let acknowledgements: AcknowledgementSender?
 
@@ -182,6 +184,7 @@ public final class RedisStreamsTransport: KeepsLatest {
         let idle = IdleReaders()
         idleWatches = idle.watchCount
         idleReaders = LoopBound(idle, on: loop)
+        decoders = LoopBound(EnvelopeDecoderBox(), on: loop)
         acknowledgements = identity.map {
             AcknowledgementSender(identity: $0, router: router, counters: counters, loop: loop)
         }

@@ -23,7 +23,6 @@ final class StreamReader: Sendable {
         var connection: RedisConnection?
         var machine: StreamReaderStateMachine
         var receiver: TransportReceiver?
-        var decoder = EnvelopeDecoder()
         var requestedAt: UInt64 = 0
         var backoff = ConnectBackoff()
         var isCancelled = false
@@ -49,13 +48,7 @@ final class StreamReader: Sendable {
         get { onLoop.value.receiver }
         set {
             onLoop.value.receiver = newValue
-            // Refuses what the center would.
-            if let newValue { onLoop.value.decoder = EnvelopeDecoder(maximumPayloadSize: newValue.maximumPayloadSize) }
         }
-    }
-    var decoder: EnvelopeDecoder {
-        get { onLoop.value.decoder }
-        _modify { yield &onLoop.value.decoder }
     }
     /// When the read now waiting was sent, for the transport's watchdog.
     var requestedAt: UInt64 {
@@ -147,5 +140,21 @@ final class StreamReader: Sendable {
         guard let connection else { return }
         onLoop.loop.deregister(connection.descriptor)
         self.connection = nil
+    }
+}
+
+/// The event loop's envelope decoder, one for all its readers.
+final class EnvelopeDecoderBox {
+    var decoder = EnvelopeDecoder()
+
+    /// Decodes one envelope (see ``EnvelopeDecoder/decode(_:)``).
+    func decode(_ bytes: [UInt8]) throws(TypedNotificationError) -> TransportMessage {
+        try decoder.decode(bytes)
+    }
+
+    /// What an envelope over the payload limit says of itself (see
+    /// ``EnvelopeDecoder/oversized(_:)``).
+    func oversized(_ bytes: UnsafeRawBufferPointer) -> MissedNotifications? {
+        decoder.oversized(bytes)
     }
 }

@@ -385,6 +385,7 @@ struct RedisNamespaceTests {
         let mostConnections = Locked(0)
         let connections = { @Sendable in server.clients(named: "tn-reader") }
         let started = ContinuousClock.now
+        let rssBefore = residentKiB()
         try await offThePool {
             for index in 0..<count {
                 try poster.post(Ping(index: index), as: NotificationName(validating: "test.many.n\(index)"))
@@ -406,7 +407,7 @@ struct RedisNamespaceTests {
         #expect(await got.wait(forCount: count + 1, upTo: .seconds(30)))
         #expect(got.values.count == count + 1)
         print(
-            "\(count) new names through one Redis namespace (identity \(identity ?? "none")): delivered in \(elapsed), at most \(mostConnections.withLock { $0 }) reading connections, \(observer.transport.idleWatchCount) watches at the end"
+            "\(count) new names through one Redis namespace (identity \(identity ?? "none")): delivered in \(elapsed), at most \(mostConnections.withLock { $0 }) reading connections, \(observer.transport.idleWatchCount) watches at the end, RSS +\(residentKiB() - rssBefore) KiB"
         )
     }
 
@@ -496,4 +497,12 @@ struct RedisClusterNamespaceTests {
         #expect(Set(resumed.values).count == 73)
         #expect(!got.values.contains { $0.hasPrefix("spreadx") })
     }
+}
+
+/// This process's resident memory, from /proc (0 where there is none).
+private func residentKiB() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+    else { return 0 }
+    return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
 }
