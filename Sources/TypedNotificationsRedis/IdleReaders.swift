@@ -61,6 +61,13 @@ final class IdleReaders {
     /// Reading connections kept for the next name to wake.
     static let spareLimit = 8
 
+    /// How many may read at once now: ``readingLimit``, less once the server
+    /// refused a connection (its `maxclients`), one more per connection made.
+    var readingCap = readingLimit
+    /// Paces the tries to connect again after the server refused one.
+    var backoff = ConnectBackoff()
+    var retryScheduled = false
+
     var watches: [Watch] = [] {
         didSet { watchCount.value.store(watches.count, ordering: .relaxed) }
     }
@@ -126,10 +133,12 @@ extension RedisStreamsTransport {
         reader.disown()
         reader.waitAfter = after
         reader.machine.quieted()
-        // Its connection goes to the next woken reader, else serves as a
-        // new watch's if one is needed, else is kept spare.
+        // Its connection serves a new watch if one is needed, else the next
+        // woken reader, else is kept spare: under the server's `maxclients`,
+        // connections change hands rather than being made.
         release(reader, handingOver: connection)
         wait([reader])
+        fillSlots()
         return true
     }
 
@@ -178,16 +187,25 @@ extension RedisStreamsTransport {
         for watch in touched { sendWatchRead(watch) }
     }
 
-    /// The reader gives up its reading connection (quiet, or cancelled):
-    /// the next queued reader reads on it, else it is kept spare or closed.
+    /// The reader gives up its place among the reading ones (quiet, or
+    /// cancelled), and its connection, kept spare for the next: call
+    /// ``fillSlots()`` after.
     private func release(_ reader: StreamReader, handingOver connection: RedisConnection?) {
         let idle = idleReaders.value
         idle.reading[ObjectIdentifier(reader)] = nil
-        if let next = idle.dequeue() {
-            grant(next, connection: connection)
-        } else if let connection, !connection.isBroken, idle.spare.count < IdleReaders.spareLimit {
-            idle.spare.append(connection)
+        if let connection, !connection.isBroken { idle.spare.append(connection) }
+    }
+
+    /// Lets queued readers read while there is room, or a spare connection
+    /// (which costs the server no client more), then closes the spare
+    /// connections past ``IdleReaders/spareLimit``.
+    private func fillSlots() {
+        let idle = idleReaders.value
+        while idle.reading.count < idle.readingCap || !idle.spare.isEmpty, let next = idle.dequeue() {
+            grant(next, connection: idle.spare.popLast())
         }
+        let extra = idle.spare.count - IdleReaders.spareLimit
+        if extra > 0 { idle.spare.removeFirst(extra) }
     }
 
     /// A quiet reader's name was posted to (or its watch failed): it reads
@@ -196,21 +214,19 @@ extension RedisStreamsTransport {
         guard !reader.isCancelled else { return }
         if counted { counters.add(to: .wokenReaders) }
         let idle = idleReaders.value
-        if idle.reading.count >= IdleReaders.readingLimit { releaseCancelledReaders() }
-        if idle.reading.count < IdleReaders.readingLimit {
-            grant(reader, connection: idle.spare.popLast())
-        } else {
-            reader.idleState = .queued
-            idle.queue.append(reader)
-        }
+        if idle.reading.count >= idle.readingCap { releaseCancelledReaders() }
+        reader.idleState = .queued
+        idle.queue.append(reader)
+        fillSlots()
     }
 
     /// Lets the reader read, on `connection` or a new one.
     private func grant(_ reader: StreamReader, connection: RedisConnection?) {
         idleReaders.value.reading[ObjectIdentifier(reader)] = reader
         reader.idleState = .reading
-        guard let connection, !connection.isBroken, let receiver = reader.receiver else {
-            connect(reader)
+        guard let receiver = reader.receiver else { return }
+        guard let connection, !connection.isBroken else {
+            connectGranted(reader, receiver: receiver)
             return
         }
         // Not read from when the reader is being stopped.
@@ -219,13 +235,76 @@ extension RedisStreamsTransport {
         startReading(reader, receiver: receiver)
     }
 
+    /// Connects a reader let read. When the server refuses (its
+    /// `maxclients`, or it is down), the reader goes back to the head of
+    /// the queue, to read on the next connection another gives up, and no
+    /// more are made than the server took until a try after a backoff: a
+    /// reader does not hold a place it cannot use, nor try in a loop.
+    private func connectGranted(_ reader: StreamReader, receiver: TransportReceiver) {
+        let idle = idleReaders.value
+        var node = router.options(forKey: reader.key)
+        node.commandTimeout = min(node.commandTimeout, .seconds(1))
+        do throws(TypedNotificationError) {
+            let connection = try RedisConnection.connect(
+                node, clientName: "tn-reader", identifying: identity != nil)
+            idle.backoff.succeeded()
+            idle.readingCap = min(IdleReaders.readingLimit, idle.readingCap + 1)
+            guard reader.adopt(connection) else { return }
+            reader.connection = connection
+            if !reader.wasRefused {
+                state.withLock { _ = $0.shared.readerErrors.removeValue(forKey: reader.name) }
+            }
+            startReading(reader, receiver: receiver)
+        } catch {
+            counters.add(to: .failedReconnects)
+            state.withLock { state in
+                if state.shared.isCurrent(reader) { state.shared.readerErrors[reader.name] = error }
+            }
+            idle.reading[ObjectIdentifier(reader)] = nil
+            idle.readingCap = max(1, idle.reading.count)
+            reader.idleState = .queued
+            idle.queue.insert(reader, at: idle.queueStart)
+            idle.backoff.failed(at: SystemClock.monotonicNanoseconds(), error.message)
+            guard !idle.retryScheduled else { return }
+            idle.retryScheduled = true
+            let delay = idle.backoff.nextDelay(after: idle.backoff.failures)
+            loop.schedule(after: delay) { [weak self] in
+                guard let self else { return }
+                let idle = idleReaders.value
+                idle.retryScheduled = false
+                idle.readingCap = max(idle.readingCap, idle.reading.count + 1)
+                fillSlots()
+            }
+        }
+    }
+
+    /// Redis refused to read the reader's name for good (its key is not a
+    /// stream): said in `readerErrors` already; its place goes to others,
+    /// and it reads again in 2 s, from where it stood. On the loop.
+    func readAgainLater(_ reader: StreamReader) {
+        reader.wasRefused = true
+        reader.dropConnection()
+        let parks = mayPark(reader)
+        if parks, reader.idleState == .reading {
+            release(reader, handingOver: nil)
+            reader.idleState = .queued
+            fillSlots()
+        }
+        loop.schedule(after: 2_000_000_000) { [weak self, weak reader] in
+            guard let self, let reader, !reader.isCancelled, state.withLock({ $0.shared.isCurrent(reader) }) else {
+                return
+            }
+            if parks { wake(reader, counted: false) } else { connect(reader) }
+        }
+    }
+
     /// Frees the reading connections of readers cancelled while reading
     /// (unsubscribed, or refused for good). On the loop, from the watchdog
     /// and when every connection is taken.
     func releaseCancelledReaders() {
-        for reader in idleReaders.value.reading.values where reader.isCancelled {
-            release(reader, handingOver: nil)
-        }
+        let cancelled = idleReaders.value.reading.values.filter { $0.isCancelled }
+        for reader in cancelled { release(reader, handingOver: nil) }
+        if !cancelled.isEmpty { fillSlots() }
     }
 
     /// Sends the watch's read over the readers it covers and those joining,

@@ -140,6 +140,10 @@ extension RedisStreamsTransport {
                 continue
             case .deliver(let batch):
                 reader.backoff.reset()
+                if reader.wasRefused {
+                    reader.wasRefused = false
+                    state.withLock { _ = $0.shared.readerErrors.removeValue(forKey: reader.name) }
+                }
                 deliver(batch, of: reader)
                 // A read that found nothing: a name of a namespace goes quiet
                 // and gives up its connection (see `IdleReaders`).
@@ -167,8 +171,13 @@ extension RedisStreamsTransport {
                     state.shared.readerErrors[reader.name] = error
                     return true
                 }
-                if !alone { reader.receiver?.fail(error) }
-                reader.cancel()
+                guard alone else {
+                    reader.receiver?.fail(error)
+                    reader.cancel()
+                    return
+                }
+                // Said, and read again in 2 s: the key may be a stream again.
+                readAgainLater(reader)
                 return
             }
         }

@@ -28,6 +28,7 @@ final class StreamReader: Sendable {
         var isCancelled = false
         var idleState = IdleReaders.Membership.reading
         var waitAfter = StreamEntryID.zero
+        var wasRefused = false
 
         init(connection: RedisConnection?, machine: StreamReaderStateMachine) {
             self.connection = connection
@@ -60,6 +61,12 @@ final class StreamReader: Sendable {
         _modify { yield &onLoop.value.backoff }
     }
     var isCancelled: Bool { onLoop.value.isCancelled }
+    /// Redis refused its last read (its key is not a stream): the error in
+    /// `readerErrors` stays until a read succeeds.
+    var wasRefused: Bool {
+        get { onLoop.value.wasRefused }
+        set { onLoop.value.wasRefused = newValue }
+    }
     /// While quiet, the entry after which the one that wakes it will come.
     var waitAfter: StreamEntryID {
         get { onLoop.value.waitAfter }

@@ -313,6 +313,69 @@ struct RedisNamespaceTests {
     }
 
     @Test(
+        "a server that takes 40 clients: a namespace of 300 names, each posted three times, arrives whole and in order, the observer waiting its turn for connections rather than failing"
+    )
+    func fewClientsAllowed() async throws {
+        let server = try await RedisTestServer(arguments: ["--maxclients", "40"])
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let observer = try redisHub(
+            server, endpoint: "observer", configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(200)))
+        defer { observer.close() }
+        let got = Collector<(name: String, index: Int)>()
+        let token = try observer.addObserver(Ping.self, in: "test.crowd") { ping, delivery in
+            got.append((delivery.name.rawValue, ping.index))
+        }
+        defer { token.cancel() }
+        let names = try (0..<300).map { try NotificationName(validating: "test.crowd.n\($0)") }
+        try await offThePool {
+            for index in 0..<3 { for name in names { try poster.post(Ping(index: index), as: name) } }
+        }
+        #expect(await got.wait(forCount: 900, upTo: .seconds(120)))
+        for name in names {
+            #expect(got.values.filter { $0.name == name.rawValue }.map { $0.index } == [0, 1, 2])
+        }
+        // Refused connections were waited out, not tried in a loop.
+        #expect(observer.transport.statistics.failedReconnects < 1_000)
+        // Once quiet, the observer leaves the server room for others.
+        #expect(await waitUntil { server.clients(named: "tn-reader") <= 2 + IdleReaders.spareLimit })
+    }
+
+    @Test(
+        "a name whose key is replaced by a non-stream is said in readerErrors while the rest goes on, and read again once its key is a stream again"
+    )
+    func keyReplacedAndRestored() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 0), as: "test.swap.a")
+        try poster.post(Ping(index: 0), as: "test.swap.b")
+        let observer = try redisHub(
+            server, endpoint: "observer", configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(200)))
+        defer { observer.close() }
+        let got = Collector<String>()
+        let token = try observer.addObserver(Ping.self, in: "test.swap") { ping, delivery in
+            got.append("\(delivery.name.rawValue):\(ping.index)")
+        }
+        defer { token.cancel() }
+        let key = observer.transport.key(for: "test.swap.b")
+        _ = try server.command("DEL", key)
+        _ = try server.command("SET", key, "junk")
+        try poster.post(Ping(index: 1), as: "test.swap.a")
+        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await waitUntil { observer.transport.readerErrors["test.swap.b"] != nil })
+        try poster.post(Ping(index: 2), as: "test.swap.a")
+        #expect(await got.wait(forCount: 2, upTo: .seconds(30)))
+        // A stream again: its posts come, and the error goes.
+        _ = try server.command("DEL", key)
+        try poster.post(Ping(index: 1), as: "test.swap.b")
+        try poster.post(Ping(index: 2), as: "test.swap.b")
+        #expect(await got.wait(forCount: 4, upTo: .seconds(30)))
+        #expect(got.values == ["test.swap.a:1", "test.swap.a:2", "test.swap.b:1", "test.swap.b:2"])
+        #expect(await waitUntil { observer.transport.readerErrors.isEmpty })
+    }
+
+    @Test(
         "a durable namespace identity over 300 names waits on one connection while they are quiet; a quiet name's posts come once, acknowledged, and those posted while it was away come on its next run as first deliveries"
     )
     func durableQuietNames() async throws {
