@@ -95,6 +95,11 @@ final class IdleReaders {
             if queueStart == queue.count {
                 queue.removeAll(keepingCapacity: true)
                 queueStart = 0
+            } else if queueStart >= 1_024, queueStart * 2 >= queue.count {
+                // Under a long flood the queue never empties: what was taken
+                // goes, so it holds what waits, not every wake since.
+                queue.removeFirst(queueStart)
+                queueStart = 0
             }
             if !reader.isCancelled { return reader }
         }
