@@ -261,10 +261,7 @@ extension RedisStreamsTransport {
             }
             startReading(reader, receiver: receiver)
         } catch {
-            counters.add(to: .failedReconnects)
-            state.withLock { state in
-                if state.shared.isCurrent(reader) { state.shared.readerErrors[reader.name] = error }
-            }
+            reportFailedConnect(error, of: reader)
             idle.reading[ObjectIdentifier(reader)] = nil
             idle.readingCap = max(1, idle.reading.count)
             reader.idleState = .queued

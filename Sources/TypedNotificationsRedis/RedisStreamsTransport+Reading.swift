@@ -261,6 +261,15 @@ extension RedisStreamsTransport {
         return report
     }
 
+    /// A reader could not connect: counted, and its error in
+    /// ``readerErrors`` until it reads again.
+    func reportFailedConnect(_ error: TypedNotificationError, of reader: StreamReader) {
+        counters.add(to: .failedReconnects)
+        state.withLock { state in
+            if state.shared.isCurrent(reader) { state.shared.readerErrors[reader.name] = error }
+        }
+    }
+
     /// Drops the reader's connection and makes a new one after a backoff
     /// (at once after a redirection), on the loop. With a reason (the
     /// connection failed, not a redirection), the reader's entry in
@@ -309,10 +318,7 @@ extension RedisStreamsTransport {
                 // until it reads again. In a cluster, the slot map is asked
                 // for again: a node that died sends no `MOVED`, and its
                 // slots go to a replica the cluster promotes.
-                counters.add(to: .failedReconnects)
-                state.withLock { state in
-                    if state.shared.isCurrent(reader) { state.shared.readerErrors[reader.name] = error }
-                }
+                reportFailedConnect(error, of: reader)
                 router.refresh(now: SystemClock.monotonicNanoseconds())
                 reconnect(reader)
             }

@@ -47,9 +47,7 @@ final class StreamReader: Sendable {
     }
     var receiver: TransportReceiver? {
         get { onLoop.value.receiver }
-        set {
-            onLoop.value.receiver = newValue
-        }
+        set { onLoop.value.receiver = newValue }
     }
     /// When the read now waiting was sent, for the transport's watchdog.
     var requestedAt: UInt64 {

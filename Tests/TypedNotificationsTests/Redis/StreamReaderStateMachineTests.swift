@@ -237,59 +237,78 @@ struct StreamReaderStateMachineTests {
         #expect(trimmed.missed == 5)
     }
 
+    /// A namespace's reader that read entries 1 to 100, then (having lost its
+    /// connection, or gone quiet) finds its stream ending at `kept`, with
+    /// one entry posted since: the batch of that read, and the count after it.
+    private static func rewound(to kept: UInt64, whileQuiet: Bool) throws -> (Machine.Batch, Int?) {
+        var machine = Machine(
+            position: .after(.zero), accounted: 0, isDurable: false,
+            recentCountLimit: Machine.recentCountLimitInNamespace)
+        _ = machine.nextRead()
+        _ = Self.round(&machine, [Self.info(added: 100, length: 100), Self.read((1...100).map { Self.id($0) })])
+        if whileQuiet {
+            _ = machine.nextRead()
+            _ = Self.round(&machine, [Self.info(added: 100, length: 100), .array(nil)])
+            machine.quieted()
+        } else {
+            machine.connectionLost()
+        }
+        _ = machine.nextRead()
+        let batch = try #require(
+            Self.batch(
+                Self.round(
+                    &machine,
+                    [
+                        Self.info(added: 100, length: 100),
+                        .array([.array([.bulkString(Array(Self.id(kept).description.utf8)), .array([])])]),
+                        Self.read([Self.id(101)]),
+                    ])))
+        return (batch, machine.accounted)
+    }
+
     @Test(
         "a reader started for a namespace keeps the counts of its newest 64 entries: a stream that went back within them is counted exactly, further back inexactly, never silently"
     )
     func namespaceReaderKeepsFewerCounts() throws {
-        for (kept, exact) in [(90 as UInt64, true), (20, false)] {
-            var machine = Machine(
-                position: .after(.zero), accounted: 0, isDurable: false,
-                recentCountLimit: Machine.recentCountLimitInNamespace)
-            _ = machine.nextRead()
-            _ = Self.round(&machine, [Self.info(added: 100, length: 100), Self.read((1...100).map { Self.id($0) })])
-            machine.connectionLost()
-            _ = machine.nextRead()
-            // The new master kept entries up to `kept`, and one posted since.
-            let batch = try #require(
-                Self.batch(
-                    Self.round(
-                        &machine,
-                        [
-                            Self.info(added: 100, length: 100),
-                            .array([.array([.bulkString(Array(Self.id(kept).description.utf8)), .array([])])]),
-                            Self.read([Self.id(101)]),
-                        ])))
-            #expect(batch.missedIsExact == exact, "kept \(kept)")
-            if exact { #expect(batch.rewound == 10 && machine.accounted == 91) }
-        }
+        let (within, accounted) = try Self.rewound(to: 90, whileQuiet: false)
+        #expect(within.missedIsExact && within.rewound == 10 && accounted == 91)
+        #expect(try !Self.rewound(to: 20, whileQuiet: false).0.missedIsExact)
     }
 
     @Test(
         "a quiet reader keeps the newest 8 counts: a rewind of up to 8 entries while quiet is exact, one further back is not"
     )
     func quietReaderKeepsEightCounts() throws {
-        for (kept, exact) in [(93 as UInt64, true), (91, false)] {
-            var machine = Machine(
-                position: .after(.zero), accounted: 0, isDurable: false,
-                recentCountLimit: Machine.recentCountLimitInNamespace)
-            _ = machine.nextRead()
-            _ = Self.round(&machine, [Self.info(added: 100, length: 100), Self.read((1...100).map { Self.id($0) })])
-            // Quiet: it gives up its connection and the older counts.
-            machine.connectionLost()
-            machine.forgetOlderCounts()
-            _ = machine.nextRead()
-            let batch = try #require(
-                Self.batch(
-                    Self.round(
-                        &machine,
-                        [
-                            Self.info(added: 100, length: 100),
-                            .array([.array([.bulkString(Array(Self.id(kept).description.utf8)), .array([])])]),
-                            Self.read([Self.id(101)]),
-                        ])))
-            #expect(batch.missedIsExact == exact, "kept \(kept)")
-            if exact { #expect(batch.rewound == 7 && machine.accounted == 94) }
-        }
+        let (within, accounted) = try Self.rewound(to: 93, whileQuiet: true)
+        #expect(within.missedIsExact && within.rewound == 7 && accounted == 94)
+        #expect(try !Self.rewound(to: 91, whileQuiet: true).0.missedIsExact)
+    }
+
+    @Test(
+        "a read that found nothing says where to wait: a plain reader after its position, a durable one after the stream's newest entry as counted before the read; never after a read of pending entries"
+    )
+    func quietAfterEmptyReads() {
+        var plain = Machine(position: .after(Self.id(7)), accounted: 7, isDurable: false)
+        _ = plain.nextRead()
+        _ = Self.round(&plain, [Self.info(added: 7, length: 7), .array(nil)])
+        #expect(plain.quietAfter == Self.id(7))
+
+        var durable = Machine(position: .pendingAfter(.zero), accounted: 9, isDurable: true)
+        _ = durable.nextRead()
+        // Its pending entries, none: not quiet yet, now reading new ones.
+        _ = Self.round(&durable, [.array([.array([.bulkString([]), .array([])])])])
+        #expect(durable.quietAfter == nil)
+        _ = durable.nextRead()
+        let newest: RESPValue = .array([
+            .bulkString(Array("length".utf8)), .integer(9), .bulkString(Array("entries-added".utf8)), .integer(9),
+            .bulkString(Array("last-generated-id".utf8)), .bulkString(Array(Self.id(12).description.utf8)),
+        ])
+        _ = Self.round(&durable, [newest, .array(nil)])
+        #expect(durable.quietAfter == Self.id(12))
+        // Quiet: the position stands, and the next read asks again where the stream ends.
+        durable.quieted()
+        #expect(durable.position == .new && durable.quietAfter == nil)
+        #expect(durable.nextRead()?.contains(.streamInfo) == true)
     }
 
     @Test("a group made again keeps the reader's own count when it counted further, not Redis's")
