@@ -38,6 +38,7 @@ struct Kind: RawRepresentable, Codable, Hashable, Sendable {
     static let hubHandlers = Kind("hub-handlers", .inProcess, "hub, handlers", ours: true)
     static let hubSequences = Kind("hub-sequences", .inProcess, "hub, for await", ours: true)
     static let rawDatagram = Kind("raw-datagram", Group(rawValue: "socket"), "floor: raw datagram")
+    static let rawDatagramEpoll = Kind("raw-datagram-epoll", Group(rawValue: "socket"), "floor: epoll + datagram")
     static let rawAppend = Kind("raw-append", Group(rawValue: "file"), "floor: append + inotify")
     static let rawRedis = Kind("raw-redis", Group(rawValue: "redis"), "floor: bare XADD + XREAD")
     static let redisPubSub = Kind("redis-pubsub", Group(rawValue: "redis"), "Redis PUBLISH/SUBSCRIBE")
@@ -47,7 +48,8 @@ struct Kind: RawRepresentable, Codable, Hashable, Sendable {
 
     /// The floors and peers, each the first of its group (its baseline).
     private static let comparisons: [Kind] = [
-        floor, foundation, asyncMessage, hubHandlers, hubSequences, rawDatagram, rawAppend, rawRedis, redisPubSub,
+        floor, foundation, asyncMessage, hubHandlers, hubSequences, rawDatagram, rawDatagramEpoll, rawAppend, rawRedis,
+        redisPubSub,
     ]
 
     /// The catalog's transport called `name`.
@@ -182,6 +184,10 @@ struct PointResult: Codable, Sendable {
     var posterPeakRSSKiB: Int
     /// The largest peak RSS among observer processes; nil for in-process kinds.
     var observerPeakRSSKiB: Int?
+    /// CPU time of an observer process per notification it received, from
+    /// ready to the end marker, paced and burst phases together (the mean
+    /// over observers); nil for in-process kinds.
+    var observerCPUNanosecondsPerNotification: Double?
     /// (notification, observer) pairs of the measured phases never received.
     var lost: Int
     /// p50 latency to the last observer over the baseline's at the same point.

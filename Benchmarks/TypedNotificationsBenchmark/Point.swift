@@ -98,12 +98,20 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
     // Every observer's receive stamps, and the largest observer peak RSS.
     var observerStamps: [[UInt64]] = []
     var observerPeak: Int?
+    var observerCPU: Double?
     if spec.kind.isCrossProcess {
         for (index, child) in children.enumerated() {
             let done = child.expect("done")
             child.wait()
-            let rss = done.split(separator: " ").first { $0.hasPrefix("rss=") }.flatMap { Int($0.dropFirst(4)) } ?? 0
-            observerPeak = max(observerPeak ?? 0, rss)
+            func figure(_ label: String) -> Int? {
+                done.split(separator: " ").first { $0.hasPrefix(label + "=") }.flatMap {
+                    Int($0.dropFirst(label.count + 1))
+                }
+            }
+            observerPeak = max(observerPeak ?? 0, figure("rss") ?? 0)
+            if let cpu = figure("cpu"), let received = figure("received"), received > 0 {
+                observerCPU = (observerCPU ?? 0) + Double(cpu) / Double(received) / Double(children.count)
+            }
             observerStamps.append(readStamps(stampsPath(spec, index), count: spec.total))
         }
     } else {
@@ -171,6 +179,7 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
         },
         posterPeakRSSKiB: peakResidentKiB(),
         observerPeakRSSKiB: observerPeak,
+        observerCPUNanosecondsPerNotification: observerCPU,
         lost: lost
     )
 }
@@ -264,7 +273,7 @@ private func makeTransportPoster<T: NotificationTransport>(_ transport: T) throw
 /// The floors: this process posts, observer processes are running.
 func makeCrossProcessPoster(_ spec: PointSpec) throws -> Poster {
     switch spec.kind {
-    case .rawDatagram:
+    case .rawDatagram, .rawDatagramEpoll:
         // The floor: a blocking datagram per observer, no framing, no registry.
         let sockets = (0..<spec.observers).map { index in
             let descriptor = rawSocket(AF_UNIX, stream: false)

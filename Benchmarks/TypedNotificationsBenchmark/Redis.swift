@@ -227,7 +227,7 @@ func observeRedis(_ kind: Kind, url: String, recorder: Recorder) throws {
         let bare = BareRedis(port: port)
         defer { bare.close() }
         var last: [UInt8] = Array("0-0".utf8)
-        say("ready")
+        sayReady(recorder)
         while true {
             bare.send(
                 ["XREAD", "COUNT", "1000", "BLOCK", "0", "STREAMS", bareStreamKey].map { Array($0.utf8) } + [last])
@@ -250,7 +250,7 @@ func observeRedis(_ kind: Kind, url: String, recorder: Recorder) throws {
         defer { bare.close() }
         bare.send(["SUBSCRIBE", bareChannel])
         _ = bare.reply()
-        say("ready")
+        sayReady(recorder)
         while true {
             guard case .array(let parts?) = bare.reply(), parts.count == 3, case .bulkString(let value?) = parts[2],
                 value.count >= 8

@@ -108,9 +108,13 @@ func fail(_ message: String) -> Never {
 /// deliveries are serial (one handler loop, one task, one thread or the
 /// posting thread itself). The poster reads `stamps` and `received` only
 /// after `finished` was signalled, which happens after the observer's last
-/// write; the semaphore orders those writes before the reads.
+/// write; the semaphore orders those writes before the reads. An observer
+/// process sets `readyCPUNanoseconds` on its main thread before it says
+/// "ready" and reads it there after `finished`.
 final class Recorder: @unchecked Sendable {
     let stamps: UnsafeMutableBufferPointer<UInt64>
+    /// The observer process's CPU time when it said "ready".
+    var readyCPUNanoseconds: UInt64?
     private(set) var received = 0
     private var isPrimed = false
     private let primedCount: Countdown
