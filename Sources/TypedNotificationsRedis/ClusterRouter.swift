@@ -246,25 +246,69 @@ final class ClusterRouter: Sendable {
 
 }
 
-/// A command and the key that decides which node runs it.
+/// A command, encoded as it is written, and the key that decides which
+/// node runs it.
+///
+/// Encoded once, when it is made: a post's `XADD` is one buffer from the
+/// envelope to the socket, whatever node it goes to and however often a
+/// redirection sends it again.
 struct RoutedCommand: Sendable {
-    var key: [UInt8]
-    var arguments: [[UInt8]]
-    /// A keyless command that must run on the same connection right after
-    /// this one, wherever a redirection sends it (`WAIT`, which waits for
-    /// the writes of its own connection): sent again with it, and its reply
-    /// kept only from where the command ran.
-    var trailer: [[UInt8]]?
+    /// The key's bytes: a slice of ``encoded`` for a post, of its own array
+    /// otherwise.
+    var key: ArraySlice<UInt8>
+    /// The command in RESP.
+    var encoded: [UInt8]
+    /// A keyless command, in RESP, that must run on the same connection
+    /// right after this one, wherever a redirection sends it (`WAIT`,
+    /// which waits for the writes of its own connection): sent again with
+    /// it, and its reply kept only from where the command ran.
+    var trailer: [UInt8]?
 
-    init(key: [UInt8], _ arguments: [[UInt8]], trailer: [[UInt8]]? = nil) {
-        self.key = key
-        self.arguments = arguments
+    init(key: [UInt8], _ arguments: [[UInt8]], trailer: [UInt8]? = nil) {
+        self.key = key[...]
+        var encoded: [UInt8] = []
+        RESPWriter.command(arguments, into: &encoded)
+        self.encoded = encoded
         self.trailer = trailer
     }
 
     init(key: String, _ arguments: String...) {
-        self.key = Array(key.utf8)
-        self.arguments = arguments.map { Array($0.utf8) }
+        self.init(key: Array(key.utf8), arguments.map { Array($0.utf8) })
+    }
+
+    /// `XADD key [MAXLEN ~ maximumLength] * e envelope` in one buffer, the
+    /// key being `prefix:{name}`.
+    static func post(
+        prefix: String, name: String, maximumLength: Int?, envelope: ArraySlice<UInt8>, trailer: [UInt8]?
+    ) -> RoutedCommand {
+        var encoded: [UInt8] = []
+        let keyLength = prefix.utf8.count + 3 + name.utf8.count
+        encoded.reserveCapacity(envelope.count + keyLength + 80)
+        RESPWriter.header(UInt8(ascii: "*"), maximumLength == nil ? 5 : 8, into: &encoded)
+        RESPWriter.argument("XADD".utf8, into: &encoded)
+        RESPWriter.header(UInt8(ascii: "$"), keyLength, into: &encoded)
+        let keyStart = encoded.count
+        encoded.append(contentsOf: prefix.utf8)
+        encoded.append(contentsOf: ":{".utf8)
+        encoded.append(contentsOf: name.utf8)
+        encoded.append(UInt8(ascii: "}"))
+        let keyEnd = encoded.count
+        encoded.append(contentsOf: "\r\n".utf8)
+        if let maximumLength {
+            RESPWriter.argument("MAXLEN".utf8, into: &encoded)
+            RESPWriter.argument("~".utf8, into: &encoded)
+            RESPWriter.argument(String(maximumLength).utf8, into: &encoded)
+        }
+        RESPWriter.argument("*".utf8, into: &encoded)
+        RESPWriter.argument("e".utf8, into: &encoded)
+        RESPWriter.argument(envelope, into: &encoded)
+        return RoutedCommand(key: encoded[keyStart..<keyEnd], encoded: encoded, trailer: trailer)
+    }
+
+    private init(key: ArraySlice<UInt8>, encoded: [UInt8], trailer: [UInt8]?) {
+        self.key = key
+        self.encoded = encoded
+        self.trailer = trailer
     }
 }
 
@@ -297,6 +341,9 @@ extension ClusterRouter {
     /// wait for a failover: 50 ms, doubling to 500 ms.
     static let shortestFailoverPause = 50_000
     static let longestFailoverPause = 500_000
+
+    /// `ASKING`, which goes before a command an `ASK` redirection sent on.
+    private static let asking = RESPWriter.command("ASKING")
 
     /// Error replies that say a command did not run because the cluster
     /// cannot serve its slot now (down, electing, loading, or migrating
@@ -362,12 +409,10 @@ extension ClusterRouter {
                 {
                     end += 1
                 }
-                var pipelined: [[[UInt8]]] = []
-                pipelined.reserveCapacity(asked == nil ? end - start : 2 * (end - start))
-                for entry in pending[start..<end] {
-                    if asked != nil { pipelined.append([Array("ASKING".utf8)]) }
-                    pipelined.append(commands[entry.index].arguments)
-                    if let trailer = commands[entry.index].trailer { pipelined.append(trailer) }
+                let group = pending[start..<end]
+                var count = 0
+                for entry in group {
+                    count += (asked != nil ? 2 : 1) + (commands[entry.index].trailer != nil ? 1 : 0)
                 }
                 let replies: [RESPValue]
                 do throws(TypedNotificationError) {
@@ -382,7 +427,13 @@ extension ClusterRouter {
                         throw error
                     }
                     do throws(TypedNotificationError) {
-                        replies = try open.pipeline(pipelined)
+                        replies = try open.pipeline(count: count) { outgoing in
+                            for entry in group {
+                                if asked != nil { outgoing.append(contentsOf: Self.asking) }
+                                outgoing.append(contentsOf: commands[entry.index].encoded)
+                                if let trailer = commands[entry.index].trailer { outgoing.append(contentsOf: trailer) }
+                            }
+                        }
                     } catch {
                         result.mayHaveRun = true
                         refresh(now: SystemClock.monotonicNanoseconds())
@@ -395,8 +446,7 @@ extension ClusterRouter {
                 }
                 // Each command's own reply and its trailer's, past `ASKING`'s.
                 var cursor = 0
-                var own: [(reply: RESPValue, trailer: RESPValue?)] = []
-                for entry in pending[start..<end] {
+                for entry in group {
                     if asked != nil { cursor += 1 }
                     guard cursor < replies.count else { break }
                     let reply = replies[cursor]
@@ -406,9 +456,6 @@ extension ClusterRouter {
                         trailer = replies[cursor]
                         cursor += 1
                     }
-                    own.append((reply, trailer))
-                }
-                for (entry, (reply, trailer)) in zip(pending[start..<end], own) {
                     if case .error(let text) = reply, round < Self.maximumRedirections,
                         let redirection = Redirection(text, fallbackHost: target.host)
                     {

@@ -186,11 +186,7 @@ package enum RESPWriter {
     /// Appends `arguments` as one command to `buffer`.
     package static func command(_ arguments: [[UInt8]], into buffer: inout [UInt8]) {
         header(UInt8(ascii: "*"), arguments.count, into: &buffer)
-        for argument in arguments {
-            header(UInt8(ascii: "$"), argument.count, into: &buffer)
-            buffer.append(contentsOf: argument)
-            buffer.append(contentsOf: [13, 10])
-        }
+        for argument in arguments { self.argument(argument, into: &buffer) }
     }
 
     /// The command `arguments`, each given as text.
@@ -200,9 +196,19 @@ package enum RESPWriter {
         return buffer
     }
 
-    private static func header(_ kind: UInt8, _ count: Int, into buffer: inout [UInt8]) {
+    /// Appends one argument of a command, as a bulk string.
+    package static func argument(_ bytes: some Collection<UInt8>, into buffer: inout [UInt8]) {
+        header(UInt8(ascii: "$"), bytes.count, into: &buffer)
+        buffer.append(contentsOf: bytes)
+        buffer.append(13)
+        buffer.append(10)
+    }
+
+    /// Appends a count's line: `*3\r\n` (an array) or `$5\r\n` (a bulk string).
+    package static func header(_ kind: UInt8, _ count: Int, into buffer: inout [UInt8]) {
         buffer.append(kind)
         buffer.append(contentsOf: String(count).utf8)
-        buffer.append(contentsOf: [13, 10])
+        buffer.append(13)
+        buffer.append(10)
     }
 }

@@ -127,11 +127,25 @@ package final class RedisConnection: @unchecked Sendable {
     ///   connection broke or the server took longer than the command
     ///   timeout; the message says how many replies had arrived.
     package func pipeline(_ commands: [[[UInt8]]]) throws(TypedNotificationError) -> [RESPValue] {
-        try write(commands)
+        try pipeline(count: commands.count) { outgoing in
+            for command in commands { RESPWriter.command(command, into: &outgoing) }
+        }
+    }
+
+    /// Sends the `count` commands `write` appends, already encoded, in one
+    /// write, and waits for all their replies, in order: a command encoded
+    /// once is copied once more, into the connection's own buffer.
+    ///
+    /// - Throws: as ``pipeline(_:)``.
+    package func pipeline(count: Int, writing write: (inout [UInt8]) -> Void) throws(TypedNotificationError)
+        -> [RESPValue]
+    {
+        write(&outgoing)
+        try flush()
         var replies: [RESPValue] = []
-        replies.reserveCapacity(commands.count)
+        replies.reserveCapacity(count)
         let deadline = SystemClock.monotonicNanoseconds() &+ options.commandTimeout.clampedNanoseconds
-        while replies.count < commands.count {
+        while replies.count < count {
             if let reply = try nextReply() {
                 replies.append(reply)
                 continue
@@ -140,7 +154,7 @@ package final class RedisConnection: @unchecked Sendable {
             guard now < deadline else {
                 throw broken(
                     "Redis at \(options.redactedDescription) did not answer within \(options.commandTimeout)"
-                        + " (\(replies.count) of \(commands.count) replies arrived)", nil)
+                        + " (\(replies.count) of \(count) replies arrived)", nil)
             }
             if waitsInReceive {
                 // Returns with bytes, or empty once the timeout passed and
@@ -173,11 +187,6 @@ package final class RedisConnection: @unchecked Sendable {
         if case .failure(let error) = result {
             throw broken("could not send to Redis at \(options.redactedDescription)", error)
         }
-    }
-
-    private func write(_ commands: [[[UInt8]]]) throws(TypedNotificationError) {
-        for command in commands { enqueue(command) }
-        try flush()
     }
 
     /// Reads what the socket has without blocking and returns every complete

@@ -52,7 +52,7 @@ extension RedisStreamsTransport {
     /// (as many namespaces as the name has labels, less one): on the first
     /// post of a name only, one round trip, and two more where the name is
     /// new to a namespace. Returns why that failed; nothing is posted then.
-    func announceNewNames(of messages: [TransportMessage]) -> TypedNotificationError? {
+    func announceNewNames(of messages: some Collection<TransportMessage>) -> TypedNotificationError? {
         let now = SystemClock.monotonicNanoseconds()
         let fresh = state.withLock { state -> [NotificationName] in
             var fresh: [NotificationName] = []

@@ -13,7 +13,7 @@ extension RedisStreamsTransport {
     ///   been stored then: the message says), or
     ///   ``TypedNotifications/TypedNotificationError/Code/transportFailure`` for an error reply.
     public func send(_ message: TransportMessage) throws(TypedNotificationError) {
-        let result = send(batch: [message])
+        let result = post(CollectionOfOne(message))
         if let failure = result.failure ?? result.undelivered.first?.error { throw failure }
     }
 
@@ -25,6 +25,12 @@ extension RedisStreamsTransport {
     /// stored. A server error reply stops the count at that post, although
     /// Redis went on with the pipelined posts after it.
     public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
+        post(messages)
+    }
+
+    /// What ``send(batch:)`` does, for any collection: one post makes no
+    /// array of its own.
+    private func post(_ messages: some Collection<TransportMessage>) -> TransportBatchResult {
         var result = TransportBatchResult()
         guard !messages.isEmpty else { return result }
         let forgotten = state.withLock { $0.shared.announcementsForgotten }
@@ -43,11 +49,6 @@ extension RedisStreamsTransport {
         commands.reserveCapacity(messages.count + 1)
         let now = SystemClock.monotonicNanoseconds()
         var trims: [NotificationName] = []
-        // `WAIT`, right after each post on its connection, when replicas must confirm.
-        var confirmation: [[UInt8]]?
-        if case .replicas(let count, let timeout) = configuration.acknowledgement {
-            confirmation = ["WAIT", String(count), String(timeout.clampedMilliseconds)].map { Array($0.utf8) }
-        }
         for message in messages {
             let encoded: EncodedNotification
             do throws(TypedNotificationError) {
@@ -56,13 +57,10 @@ extension RedisStreamsTransport {
                 result.failure = error
                 break
             }
-            let key = Array(key(for: message.name).utf8)
-            var command: [[UInt8]] = [Array("XADD".utf8), key]
-            if let maximumLength = configuration.maximumLength {
-                command += [Array("MAXLEN".utf8), [UInt8(ascii: "~")], Array(String(maximumLength).utf8)]
-            }
-            command += [[UInt8(ascii: "*")], [UInt8(ascii: "e")], Array(encoded.envelope)]
-            commands.append(RoutedCommand(key: key, command, trailer: confirmation))
+            commands.append(
+                RoutedCommand.post(
+                    prefix: configuration.keyPrefix, name: message.name.rawValue,
+                    maximumLength: configuration.maximumLength, envelope: encoded.envelope, trailer: confirmation))
             if configuration.maximumAge != nil, !trims.contains(message.name) { trims.append(message.name) }
         }
         let posts = commands.count

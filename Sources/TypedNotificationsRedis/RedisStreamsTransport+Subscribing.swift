@@ -259,8 +259,9 @@ extension RedisStreamsTransport {
         } else {
             (start, accounted) = try startingPoint(of: key)
         }
-        var create = RoutedCommand(key: key, "XGROUP", "CREATE", key, group, start.description, "MKSTREAM")
-        if let accounted { create.arguments += [Array("ENTRIESREAD".utf8), Array(String(accounted).utf8)] }
+        var arguments = ["XGROUP", "CREATE", key, group, start.description, "MKSTREAM"]
+        if let accounted { arguments += ["ENTRIESREAD", String(accounted)] }
+        let create = RoutedCommand(key: Array(key.utf8), arguments.map { Array($0.utf8) })
         let routed = run([create, RoutedCommand(key: key, "XINFO", "GROUPS", key)], failoverDeadline: failoverDeadline)
         if let failure = routed.failure { throw failure }
         if case .error(let text) = routed.replies[0], !text.hasPrefix("BUSYGROUP") {

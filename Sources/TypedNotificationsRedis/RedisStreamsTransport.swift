@@ -117,6 +117,9 @@ public final class RedisStreamsTransport: KeepsLatest {
     let decoders: LoopBound<EnvelopeDecoderBox>
     // A durable identity's acknowledgements; nil for a plain observer.
     let acknowledgements: AcknowledgementSender?
+    // `WAIT`, encoded, to follow each post on its connection when replicas
+    // must confirm it; nil otherwise.
+    let confirmation: [UInt8]?
 
     /// Checks the URL, the identity and the configuration; connects only when opened.
     ///
@@ -187,6 +190,11 @@ public final class RedisStreamsTransport: KeepsLatest {
         decoders = LoopBound(EnvelopeDecoderBox(), on: loop)
         acknowledgements = identity.map {
             AcknowledgementSender(identity: $0, router: router, counters: counters, loop: loop)
+        }
+        if case .replicas(let count, let timeout) = configuration.acknowledgement {
+            confirmation = RESPWriter.command("WAIT", String(count), String(timeout.clampedMilliseconds))
+        } else {
+            confirmation = nil
         }
     }
 

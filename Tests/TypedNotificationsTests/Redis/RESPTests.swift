@@ -126,4 +126,23 @@ struct RESPTests {
             try RESPReader.read(buffer)?.value
                 == .array([.bulkString(Array("XADD".utf8)), .bulkString([0, 13, 10, 255])]))
     }
+
+    @Test(
+        "a post's XADD, encoded in one buffer, is the command its words make, its key a slice of it",
+        arguments: [nil, 1, 10_000] as [Int?])
+    func postInOneBuffer(maximumLength: Int?) {
+        let envelope: [UInt8] = [0, 13, 10, 255] + Array(repeating: 0x5A, count: 300)
+        let command = RoutedCommand.post(
+            prefix: "tn", name: "com.example.jobs", maximumLength: maximumLength, envelope: envelope[1...],
+            trailer: nil)
+        var words = ["XADD", "tn:{com.example.jobs}"]
+        if let maximumLength { words += ["MAXLEN", "~", String(maximumLength)] }
+        words += ["*", "e"]
+        var expected: [UInt8] = []
+        RESPWriter.command(words.map { Array($0.utf8) } + [Array(envelope[1...])], into: &expected)
+        #expect(command.encoded == expected)
+        #expect(Array(command.key) == Array("tn:{com.example.jobs}".utf8))
+        #expect(HashSlot.of(command.key) == HashSlot.of(Array("com.example.jobs".utf8)))
+        #expect(command.trailer == nil)
+    }
 }
