@@ -150,7 +150,11 @@ int ctn_receive_datagrams_at_once(void) {
 #endif
 }
 
-int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results) {
+// Receives up to `count` datagrams; with `wait`, the call blocks until the
+// first arrives (or the socket's receive timeout passes), then takes what
+// else is waiting without blocking (Linux's MSG_WAITFORONE).
+static int receive_datagrams(
+    int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results, int wait) {
     if (count == 0) return 0;
 #ifdef __linux__
     if (count > CTN_RECEIVE_BATCH_MAX) count = CTN_RECEIVE_BATCH_MAX;
@@ -166,7 +170,8 @@ int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned cou
         messages[index].msg_hdr.msg_control = controls[index].space;
         messages[index].msg_hdr.msg_controllen = sizeof(controls[index].space);
     }
-    int received = recvmmsg(fd, messages, count, CTN_RECEIVE_FLAGS, NULL);
+    int flags = wait ? (MSG_WAITFORONE | MSG_CMSG_CLOEXEC) : CTN_RECEIVE_FLAGS;
+    int received = recvmmsg(fd, messages, count, flags, NULL);
     if (received < 0) return -1;
     for (int index = 0; index < received; index++) {
         results[index].length = messages[index].msg_len;
@@ -175,11 +180,23 @@ int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned cou
     }
     return received;
 #else
+    if (wait) {
+        errno = ENOTSUP;
+        return -1;
+    }
     ssize_t received = receive_one(fd, buffer, slot_length, &results[0].credentials, &results[0].truncated);
     if (received < 0) return -1;
     results[0].length = (size_t)received;
     return 1;
 #endif
+}
+
+int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results) {
+    return receive_datagrams(fd, buffer, slot_length, count, results, 0);
+}
+
+int ctn_receive_datagrams_waiting(int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results) {
+    return receive_datagrams(fd, buffer, slot_length, count, results, 1);
 }
 
 // A non-blocking, close-on-exec socket; on Apple platforms also without SIGPIPE.

@@ -39,10 +39,23 @@ package final class DatagramBatch {
     ///
     /// The corresponding C function is `recvmmsg` (`recvmsg` elsewhere).
     package func receive(_ descriptor: borrowing FileDescriptor) -> Result<Int, Errno> {
+        receive(descriptor, waiting: false)
+    }
+
+    /// Receives what is waiting, up to ``slots`` datagrams; with `waiting`,
+    /// on a socket in blocking mode (Linux only), first waits until one
+    /// arrives or the socket's receive timeout passes (`EAGAIN`).
+    ///
+    /// The corresponding C function is `recvmmsg`, with `MSG_WAITFORONE`
+    /// when waiting.
+    package func receive(_ descriptor: borrowing FileDescriptor, waiting: Bool) -> Result<Int, Errno> {
         count = 0
         let received = SystemCalls.retrying {
-            ctn_receive_datagrams(
-                descriptor.rawValue, buffer.bytes.baseAddress, slotLength, CUnsignedInt(slots), results)
+            waiting
+                ? ctn_receive_datagrams_waiting(
+                    descriptor.rawValue, buffer.bytes.baseAddress, slotLength, CUnsignedInt(slots), results)
+                : ctn_receive_datagrams(
+                    descriptor.rawValue, buffer.bytes.baseAddress, slotLength, CUnsignedInt(slots), results)
         }
         if case .success(let taken) = received { count = Int(taken) }
         return received.map { Int($0) }

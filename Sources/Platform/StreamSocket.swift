@@ -116,15 +116,9 @@ extension SystemCalls {
         _ descriptor: borrowing FileDescriptor, timeoutMilliseconds: Int
     ) -> Bool {
         #if os(Linux)
-            guard timeoutMilliseconds > 0 else { return false }
-            // A day at most: a caller waiting longer receives again.
-            let bounded = min(timeoutMilliseconds, 86_400_000)
-            var time = timeval(tv_sec: bounded / 1000, tv_usec: (bounded % 1000) * 1000)
-            count()
-            guard
-                setsockopt(
-                    descriptor.rawValue, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size)) == 0
-            else { return false }
+            guard timeoutMilliseconds > 0, setReceiveTimeout(descriptor, milliseconds: timeoutMilliseconds) else {
+                return false
+            }
             count()
             let flags = fcntl(descriptor.rawValue, F_GETFL)
             count()
@@ -132,6 +126,19 @@ extension SystemCalls {
         #else
             return false
         #endif
+    }
+
+    /// Sets how long a receive that waits on `descriptor` waits at most:
+    /// `milliseconds`, or without limit for `nil` (a day at most: a caller
+    /// waiting longer receives again). Returns whether it was set.
+    ///
+    /// The corresponding C function is `setsockopt(SO_RCVTIMEO)`.
+    package static func setReceiveTimeout(_ descriptor: borrowing FileDescriptor, milliseconds: Int?) -> Bool {
+        let bounded = milliseconds.map { min(max($0, 1), 86_400_000) } ?? 0
+        var time = timeval(tv_sec: bounded / 1000, tv_usec: .init((bounded % 1000) * 1000))
+        count()
+        return setsockopt(
+            descriptor.rawValue, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size)) == 0
     }
 
     /// Receives from a stream socket made waiting by

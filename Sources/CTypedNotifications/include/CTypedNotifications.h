@@ -58,6 +58,12 @@ typedef struct {
 /// one datagram is received per call.
 int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results);
 
+/// Like `ctn_receive_datagrams`, on a socket in blocking mode: waits until
+/// the first datagram arrives, or the socket's receive timeout (SO_RCVTIMEO)
+/// passes (-1 with EAGAIN), then takes what else is waiting without
+/// waiting (MSG_WAITFORONE). Linux only: elsewhere -1 with ENOTSUP.
+int ctn_receive_datagrams_waiting(int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results);
+
 /// 1 where `ctn_receive_datagrams` receives several in one call (Linux).
 int ctn_receive_datagrams_at_once(void);
 
