@@ -69,7 +69,13 @@ final class SpoolFileLock {
 /// Used only on the transport's event loop, through a ``LoopBound``.
 final class SocketReceiving {
     let receiver: TransportReceiver
-    let spoolMonitor: DirectoryMonitor
+    /// The spool's inotify watch, where the thread sleeps in the event
+    /// queue; nil where it sleeps in its receive, and learns of the spool
+    /// from posters.
+    let spoolMonitor: DirectoryMonitor?
+    /// The socket's receive timeout now, in milliseconds, where the thread
+    /// sleeps in its receive.
+    var receiveTimeout = 1_000
     var decoder: EnvelopeDecoder
     // Slots sized for the largest datagram, resident only as far as datagrams reach.
     let batch: DatagramBatch
@@ -89,7 +95,7 @@ final class SocketReceiving {
     var linksBeyondEntries = 1
 
     init(
-        receiver: TransportReceiver, spoolMonitor: DirectoryMonitor, maximumEnvelopeSize: Int,
+        receiver: TransportReceiver, spoolMonitor: DirectoryMonitor?, maximumEnvelopeSize: Int,
         watchedFiles: [RecordedPath], registration: consuming FileDescriptor
     ) {
         self.registration = registration
@@ -99,7 +105,8 @@ final class SocketReceiving {
         // A slot holds the largest envelope the center takes, and a byte
         // more: a longer datagram is cut there by the kernel, never copied
         // whole, and refused from its header (see `accept`).
-        self.batch = DatagramBatch(slots: 8, slotLength: min(maximumEnvelopeSize, decoder.largestEnvelope) + 1)
+        self.batch = DatagramBatch(
+            slots: SocketTransport.receiveBatch, slotLength: min(maximumEnvelopeSize, decoder.largestEnvelope) + 1)
         self.removalWatch = RemovalWatch(watchedFiles)
     }
 }

@@ -63,17 +63,62 @@ final class SocketRoutingSlot: @unchecked Sendable {
 /// One endpoint this transport sends to: a socket connected to it, and this
 /// poster's spool for it.
 final class SocketPeer: @unchecked Sendable {
-    // Sendable: its own properties are constants; its spool's mutable state
-    // is touched by the send in progress only, except the current file,
-    // which the spool keeps behind a lock.
+    // Sendable: its own properties are constants but `nudgeSocket`, which,
+    // like its spool's mutable state, is touched by the send in progress
+    // only (one at a time, see SocketRoutingSlot), except the spool's
+    // current file, which the spool keeps behind a lock.
     let id: String
     let descriptor: FileDescriptor
     let spool: SpoolWriter
+    private let path: String
+    private let sharing: DirectorySharing
+    // A socket of its own for nudges, made at the first: the one that sends
+    // notifications may have a full send buffer when a spool starts.
+    private var nudgeSocket: NudgeSocket?
 
-    private init(id: String, descriptor: consuming FileDescriptor, spool: SpoolWriter) {
+    private init(
+        id: String, descriptor: consuming FileDescriptor, spool: SpoolWriter, path: String, sharing: DirectorySharing
+    ) {
         self.id = id
         self.descriptor = descriptor
         self.spool = spool
+        self.path = path
+        self.sharing = sharing
+    }
+
+    /// Tells the endpoint that this poster started a spool file, if it did
+    /// since the last call: an empty datagram, after which a receiving
+    /// thread that sleeps in its receive looks at its spool. Sent from a
+    /// socket of its own, whose send buffer is empty, so a refusal means
+    /// the endpoint's queue is full: it then receives a full queue's worth
+    /// in one call, and looks at its spool for that too.
+    ///
+    /// The corresponding C function is `send`, and `connect` the first time.
+    func nudgeIfSpoolStarted() {
+        guard spool.takeStartedFile() else { return }
+        if nudgeSocket == nil {
+            let socket: FileDescriptor
+            do throws(Errno) {
+                socket = try SystemCalls.datagramSocket().get()
+            } catch {
+                return
+            }
+            let ownUser = SystemProcess.userID
+            let sharing = sharing
+            guard
+                case .success(.some) = SystemCalls.connectSocket(
+                    socket, toSocketFile: path, accepting: { sharing == .group || $0.owner == ownUser })
+            else { return }
+            nudgeSocket = NudgeSocket(socket)
+        }
+        guard let nudgeSocket else { return }
+        _ = SystemCalls.sendDatagram(nudgeSocket.descriptor, UnsafeRawBufferPointer(start: nil, count: 0))
+    }
+
+    /// A socket that sends nudges only.
+    private final class NudgeSocket {
+        let descriptor: FileDescriptor
+        init(_ descriptor: consuming FileDescriptor) { self.descriptor = descriptor }
     }
 
     enum Connection {
@@ -119,7 +164,7 @@ final class SocketPeer: @unchecked Sendable {
         }
         _ = SystemCalls.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
         let spool = SpoolWriter(directory: spoolDirectory, poster: poster, sharing: sharing, limit: spoolLimit)
-        return .connected(SocketPeer(id: id, descriptor: socket, spool: spool))
+        return .connected(SocketPeer(id: id, descriptor: socket, spool: spool, path: path, sharing: sharing))
     }
 
     enum SendResult {

@@ -37,7 +37,9 @@ extension SocketTransport {
                 reap(peer.id, in: &routing)
                 return .taken
             }
-            switch peer.spool.append(encoded, of: message) {
+            let appended = peer.spool.append(encoded, of: message)
+            peer.nudgeIfSpoolStarted()
+            switch appended {
             case .spooled:
                 counters.add(to: .spooled)
                 return .taken
@@ -81,7 +83,9 @@ extension SocketTransport {
     func startSpool(_ encoded: EncodedNotification, of message: TransportMessage, for peer: SocketPeer)
         -> String?
     {
-        switch peer.spool.start(with: encoded, of: message) {
+        let started = peer.spool.start(with: encoded, of: message)
+        peer.nudgeIfSpoolStarted()
+        switch started {
         case .spooled:
             counters.add(to: .spooled)
             return nil

@@ -12,7 +12,7 @@ extension SocketTransport {
             guard let self, isOpen else { return }
             let receiving = bound.value
             if repeating {
-                _ = receiving.spoolMonitor.changes()
+                _ = receiving.spoolMonitor?.changes()
                 scheduleSpoolLook(bound, after: nanoseconds, repeating: true)
             } else {
                 receiving.recheckScheduled = false
@@ -34,6 +34,9 @@ extension SocketTransport {
             // A registry removed whole takes its generation file with it:
             // from then on posts here read the registry's change events.
             registryGeneration?.noteIfReplaced()
+            // A thread that sleeps in its receive learns of a spool from
+            // the poster's nudge; a poster of an earlier version sends none.
+            if receiveCall != nil, configuration.looksAtSpoolEverySecond { takeSpool(bound) }
             do throws(TypedNotificationError) {
                 try checkRegistrations(receiving)
             } catch {
@@ -154,7 +157,7 @@ extension SocketTransport {
 
     /// Reads the spool's change events, then takes what the spool holds.
     func lookAtSpool(_ bound: LoopBound<SocketReceiving>) {
-        _ = bound.value.spoolMonitor.changes()
+        _ = bound.value.spoolMonitor?.changes()
         takeSpool(bound)
     }
 
@@ -163,7 +166,10 @@ extension SocketTransport {
         let pending = takeSpool(
             datagrams: receiving.batch, decoder: &receiving.decoder, receiver: receiving.receiver,
             firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
-        if pending, !receiving.recheckScheduled, receiving.spoolMonitor.pollDescriptor != nil {
+        // Looked at again shortly, unless it is looked at every 20 ms anyway
+        // (Apple platforms, without inotify).
+        let looksAnyway = receiving.spoolMonitor.map { $0.pollDescriptor == nil } ?? false
+        if pending, !receiving.recheckScheduled, !looksAnyway {
             receiving.recheckScheduled = true
             scheduleSpoolLook(bound, after: 1_000_000, repeating: false)
         }
@@ -243,12 +249,16 @@ extension SocketTransport {
                 lockedFiles += locks.count
             }
             if lockedFiles >= Spool.filesPerPass {
-                deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, receiver: receiver)
+                if deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, receiver: receiver) {
+                    unsettled = true
+                }
                 batch = []
                 lockedFiles = 0
             }
         }
-        if !batch.isEmpty { deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, receiver: receiver) }
+        if !batch.isEmpty, deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, receiver: receiver) {
+            unsettled = true
+        }
         if lockedAny { lastTake = now }
         return busy || unsettled
     }
@@ -292,14 +302,16 @@ extension SocketTransport {
 
     /// Drains the socket, reads every locked file, hands their records over
     /// merged by post time, then unlinks the files (only then: an empty spool
-    /// means everything in it reached the center) and unlocks them.
+    /// means everything in it reached the center) and unlocks them. Returns
+    /// whether the drain said the spool needs another look: a file started
+    /// after these were listed.
     func deliverSpoolBatch(
         _ posters: [[SpoolFileLock]], datagrams: DatagramBatch, decoder: inout EnvelopeDecoder,
         receiver: TransportReceiver
-    ) {
+    ) -> Bool {
         // Datagrams already queued were sent before these files were started:
         // they go first, so each poster's order holds.
-        receiveAll(into: datagrams, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
+        let signals = receiveAll(into: datagrams, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
         // (key, poster, index): keys are post times made non-decreasing per
         // poster, so sorting merges posters without reordering any one.
         var merged: [(key: UInt64, poster: Int, index: Int, record: Spool.Record)] = []
@@ -339,6 +351,7 @@ extension SocketTransport {
         for files in posters {
             for file in files { _ = SystemCalls.removeFile(file.path) }
         }
+        return signals.spoolNeedsLook
     }
 
     /// Removes the sockets (and spools) in the directory that nobody is bound
@@ -359,68 +372,120 @@ extension SocketTransport {
         }
     }
 
-    func receiveAll(into bound: LoopBound<SocketReceiving>, limit: Int) {
+    /// The loop's receive where its thread sleeps in it (Linux): waits at
+    /// most `timeoutMilliseconds` (-1: without limit, 0: not at all) for a
+    /// datagram, then takes what else is waiting.
+    ///
+    /// The wait is the socket's receive timeout, changed only when the
+    /// wait crosses a power of two (``receiveTimeout(forWaitOf:)``). A
+    /// wake-up datagram ends it; so does a nudge, an empty datagram a
+    /// poster sends once it started a spool file, after which the spool is
+    /// looked at. A poster whose nudge the socket refused found its queue
+    /// full: this receive, or a later one, then takes a full queue's worth
+    /// in one call, and the spool is looked at after that too. So a spool
+    /// started while this thread slept is seen without inotify and
+    /// without waiting for a timer.
+    func receiveWaiting(_ bound: LoopBound<SocketReceiving>, timeoutMilliseconds: CInt) {
         let receiving = bound.value
-        receiveAll(into: receiving.batch, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit)
+        let waits = timeoutMilliseconds != 0
+        if waits {
+            let timeout = Self.receiveTimeout(forWaitOf: timeoutMilliseconds)
+            if timeout != receiving.receiveTimeout, SystemCalls.setReceiveTimeout(receiveSocket, milliseconds: timeout)
+            {
+                receiving.receiveTimeout = timeout
+            }
+        }
+        receiveAll(into: bound, limit: HandlerLoopBudget.deliveries, waitingFirst: waits)
+    }
+
+    /// Receives up to about `limit` datagrams, the first waited for when
+    /// `waitingFirst`, then looks at the spool if what arrived says so.
+    func receiveAll(into bound: LoopBound<SocketReceiving>, limit: Int, waitingFirst: Bool) {
+        let receiving = bound.value
+        let signals = receiveAll(
+            into: receiving.batch, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit,
+            waitingFirst: waitingFirst)
+        if signals.spoolNeedsLook { takeSpool(bound) }
     }
 
     /// Receives what is waiting, a batch per system call, until the socket
-    /// is drained or about `limit` datagrams were taken.
+    /// is drained or about `limit` datagrams were taken; with
+    /// `waitingFirst`, the first call waits for a datagram. Returns the
+    /// signs that the spool needs a look.
+    @discardableResult
     func receiveAll(
-        into datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int
-    ) {
+        into datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int,
+        waitingFirst: Bool = false
+    ) -> ReceiveSignals {
+        var signals = ReceiveSignals()
         var taken = 0
+        var waits = waitingFirst
         while taken < limit {
-            guard case .success(let count) = datagrams.receive(receiveSocket) else { return }
+            guard case .success(let count) = datagrams.receive(receiveSocket, waiting: waits) else { return signals }
+            waits = false
+            if count >= fullQueueSign { signals.sawFullQueue = true }
             for index in 0..<count {
-                accept(datagrams.datagram(index), datagrams.bytes(index), decoder: &decoder, receiver: receiver)
+                if accept(datagrams.datagram(index), datagrams.bytes(index), decoder: &decoder, receiver: receiver) {
+                    signals.nudged = true
+                }
                 // Once it is decoded: its slot's pages above the first 64 KiB go back.
                 datagrams.shrink(index)
             }
             taken += count
             // Fewer than a batch: nothing else was waiting, and no call is
             // needed to learn it. The loop comes back if more arrive.
-            if DatagramBatch.drainsInOneCall, count < datagrams.slots { return }
+            if DatagramBatch.drainsInOneCall, count < datagrams.slots { return signals }
         }
+        return signals
     }
 
     /// Checks one received datagram and hands its notification over.
+    /// Returns whether it was a nudge: an empty datagram, which a poster
+    /// sends once it started a spool file.
     private func accept(
         _ datagram: SystemCalls.Datagram, _ bytes: UnsafeRawBufferPointer, decoder: inout EnvelopeDecoder,
         receiver: TransportReceiver
-    ) {
+    ) -> Bool {
         let kernelSays = configuration.usesKernelCredentials
         if kernelSays {
             // No credentials where the kernel always attaches them: refused.
             guard let user = datagram.senderUserID else {
                 counters.add(to: .refusedForeignSender)
-                return
+                return false
             }
             let allowed =
                 user == ownUser
                 || (configuration.sharing == .group && datagram.senderGroupID == ownGroup)
             guard allowed else {
                 counters.add(to: .refusedForeignSender)
-                return
+                return false
             }
+        }
+        if !datagram.truncated, bytes.isEmpty { return true }
+        if let wake, !datagram.truncated, bytes.count == SocketWake.length,
+            !kernelSays || datagram.senderProcessID == ownProcess
+        {
+            wake.taken()
+            return false
         }
         guard !datagram.truncated else {
             refuseOversized(bytes, datagram, decoder: &decoder, receiver: receiver)
-            return
+            return false
         }
         let message: TransportMessage
         do {
             message = try decoder.decode(Array(bytes))
         } catch {
             refuseOversized(bytes, datagram, decoder: &decoder, receiver: receiver, requiringWhole: true)
-            return
+            return false
         }
         guard !isForged(message.sender, datagram) else {
             counters.add(to: .refusedForeignSender)
-            return
+            return false
         }
         counters.add(to: .received)
         receiver.receive(message)
+        return false
     }
 
     /// A datagram that was cut by its slot, or would not decode: refused

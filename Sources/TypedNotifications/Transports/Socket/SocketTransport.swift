@@ -15,6 +15,13 @@ import Dispatch
 ///   generation counter in a file all processes map (`names/.generation`),
 ///   and a post reads the change events only when it moved: otherwise the
 ///   sends are its only system calls.
+/// - **Woken by the datagram itself:** on Linux the receiving thread sleeps in
+///   its batch receive (`recvmmsg`), not in `epoll`, so the datagram that
+///   wakes it is taken by the same call. Its other work reaches it through
+///   its socket: a one-byte wake-up datagram of its own (at most one queued),
+///   timers as the socket's receive timeout, and an empty datagram from a
+///   poster that started spooling for it (see *Design decisions*). Apple
+///   platforms wait in `kqueue`.
 /// - **Nothing lost to a suspended observer, whoever posts:** a socket queues
 ///   only a few datagrams (`net.unix.max_dgram_qlen`, 10 by default). When an
 ///   endpoint's socket is full, the poster appends to that endpoint's spool, a
@@ -94,6 +101,11 @@ public final class SocketTransport: NotificationTransport {
     let identifier: String
     let spoolDirectory: String
     let receiveSocket: FileDescriptor
+    // Where the loop's thread sleeps in its receive call (Linux): its
+    // wake-up, and the receive `open` sets. Nil where it sleeps in the
+    // system's event queue (Apple platforms).
+    let wake: SocketWake?
+    let receiveCall: SocketReceiveCall?
     // The thread, the counters, and the lifecycle with what the threads share.
     @_spi(TransportAuthoring) public let core: SocketCore
     // The registry cache and the endpoints, for the send in progress.
@@ -107,6 +119,11 @@ public final class SocketTransport: NotificationTransport {
     // Read once: a getuid per datagram showed in profiles.
     let ownUser = SystemProcess.userID
     let ownGroup = SystemProcess.groupID
+    let ownProcess = SystemProcess.id
+    // Datagrams one receive takes, and how many of them say the socket's
+    // queue was full (see `receiveWaiting`).
+    static let receiveBatch = 8
+    let fullQueueSign = SocketTransport.fullQueueSign(batch: SocketTransport.receiveBatch)
 
     /// A directory for this user that survives as long as the login session:
     /// `$XDG_RUNTIME_DIR/typed-notifications`, else `/tmp/typed-notifications-<uid>`.
@@ -172,17 +189,33 @@ public final class SocketTransport: NotificationTransport {
         _ = SystemCalls.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
         let sendBuffer = (try? SystemCalls.sendBufferSize(socket).get()) ?? 212_992
         maximumEnvelopeSize = min(SocketRegistry.largestEnvelope, max(1024, sendBuffer - 1024))
+        // On Linux the loop's thread sleeps in the receive itself: the
+        // socket blocks (receives that must not wait say so), and a wake-up
+        // is a datagram of the transport's own. Elsewhere, or should either
+        // fail, it sleeps in the system's event queue.
+        var wake: SocketWake?
+        if configuration.sleepsInReceive, SystemCalls.enableWaitingReceives(socket, timeoutMilliseconds: 1_000) {
+            wake = SocketWake(connectingTo: socketPath)
+        }
         receiveSocket = socket
         watchedFiles = [RecordedPath(directory), RecordedPath(socketPath)].compactMap { $0 }
 
         // Receives, reads the spool and runs the jobs of the hub's executor.
         let loop: EventLoop
+        let receiveCall = wake.map { _ in SocketReceiveCall() }
         do throws(TypedNotificationError) {
-            loop = try SocketCore.makeLoop(named: "TypedNotifications.SocketTransport", for: directory)
+            var waiting = LoopWaiting.events
+            if let wake, let receiveCall {
+                waiting = .receiving({ receiveCall($0) }, wake: { wake.wake() })
+            }
+            loop = try SocketCore.makeLoop(
+                named: "TypedNotifications.SocketTransport", for: directory, waiting: waiting)
         } catch {
             undo()
             throw error
         }
+        self.wake = wake
+        self.receiveCall = receiveCall
         core = SocketCore(kind: "socket", loop: loop, shared: SocketState())
         let monitor: DirectoryMonitor
         do throws(ChangeMonitorError) {
@@ -221,12 +254,18 @@ public final class SocketTransport: NotificationTransport {
     /// Starts receiving on the transport's event-loop thread.
     public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
         try core.checkOpenable()
-        let spoolMonitor: DirectoryMonitor
-        do throws(ChangeMonitorError) {
-            spoolMonitor = try DirectoryMonitor()
-            _ = try spoolMonitor.watch(spoolDirectory)
-        } catch {
-            throw SharedDirectory.failure(error, "could not watch the spool \(spoolDirectory)")
+        // A thread that sleeps in its receive learns of the spool from
+        // posters (see `receiveWaiting`); one that sleeps in the event
+        // queue watches it, with inotify where there is one.
+        var spoolMonitor: DirectoryMonitor?
+        if receiveCall == nil {
+            do throws(ChangeMonitorError) {
+                let monitor = try DirectoryMonitor()
+                _ = try monitor.watch(spoolDirectory)
+                spoolMonitor = monitor
+            } catch {
+                throw SharedDirectory.failure(error, "could not watch the spool \(spoolDirectory)")
+            }
         }
         let registration = try SocketRegistry.makeRegistration(
             identifier, in: directory, sender: sender, sharing: configuration.sharing)
@@ -244,7 +283,7 @@ public final class SocketTransport: NotificationTransport {
         // endpoints that were dead when it started, and never reaps later
         // ones behind its caller's back.
         sweepDeadSockets()
-        if let descriptor = spoolMonitor.pollDescriptor {
+        if let spoolMonitor, let descriptor = spoolMonitor.pollDescriptor {
             // The process's hubs share one change queue: a spool change
             // that another one read comes by this call.
             spoolMonitor.whenChangedElsewhere = { [loop] in loop.markReadable(descriptor) }
@@ -253,23 +292,27 @@ public final class SocketTransport: NotificationTransport {
             SocketReceiving(
                 receiver: receiver, spoolMonitor: spoolMonitor, maximumEnvelopeSize: maximumEnvelopeSize,
                 watchedFiles: watchedFiles, registration: registration))
-        do throws(Errno) {
-            try loop.register(receiveSocket.rawValue) { [unowned self] in
-                // As many as a handler loop delivers in one slice: a handler on
-                // the hub's executor, which runs on this thread too, keeps up
-                // with a flood instead of watching its buffer fill (it dropped
-                // when this read 4,096 at a time). The loop comes back while
-                // datagrams are waiting, and the spool is read in between.
-                receiveAll(into: receiving, limit: HandlerLoopBudget.deliveries)
-            }.get()
-            if let descriptor = spoolMonitor.pollDescriptor {
-                try loop.register(descriptor, exclusive: true) { [unowned self] in lookAtSpool(receiving) }.get()
-            } else {
-                // Without inotify (Apple platforms) the spool is looked at every 20 ms.
-                scheduleSpoolLook(receiving, after: 20_000_000, repeating: true)
+        if let receiveCall {
+            receiveCall.set { [weak self] timeout in self?.receiveWaiting(receiving, timeoutMilliseconds: timeout) }
+        } else {
+            do throws(Errno) {
+                try loop.register(receiveSocket.rawValue) { [unowned self] in
+                    // As many as a handler loop delivers in one slice: a handler on
+                    // the hub's executor, which runs on this thread too, keeps up
+                    // with a flood instead of watching its buffer fill (it dropped
+                    // when this read 4,096 at a time). The loop comes back while
+                    // datagrams are waiting, and the spool is read in between.
+                    receiveAll(into: receiving, limit: HandlerLoopBudget.deliveries, waitingFirst: false)
+                }.get()
+                if let spoolMonitor, let descriptor = spoolMonitor.pollDescriptor {
+                    try loop.register(descriptor, exclusive: true) { [unowned self] in lookAtSpool(receiving) }.get()
+                } else {
+                    // Without inotify (Apple platforms) the spool is looked at every 20 ms.
+                    scheduleSpoolLook(receiving, after: 20_000_000, repeating: true)
+                }
+            } catch {
+                throw SharedDirectory.failure(error, "could not watch \(socketPath)")
             }
-        } catch {
-            throw SharedDirectory.failure(error, "could not watch \(socketPath)")
         }
         scheduleRemovalLook(receiving)
         loop.start()

@@ -33,6 +33,17 @@ public struct SocketTransportConfiguration: Sendable {
     /// not public: no application should give up the kernel's word.
     package var usesKernelCredentials = SystemCalls.credentialsSupported
 
+    /// Whether the receiving thread sleeps in its receive call where it can
+    /// (Linux), rather than in the system's event queue. Tests turn it off
+    /// to run, on Linux, the path Apple platforms take.
+    package var sleepsInReceive = true
+
+    /// Whether an endpoint whose thread sleeps in its receive also looks at
+    /// its spool once a second, for posters that send no nudge (an earlier
+    /// version of this package). Tests turn it off to show that nudges and
+    /// full queues alone find every spool.
+    package var looksAtSpoolEverySecond = true
+
     /// Creates a configuration.
     public init(
         sharing: DirectorySharing = .ownerOnly,

@@ -247,7 +247,7 @@ final class SpoolFile: @unchecked Sendable {
 /// other threads only look at ``file``, which is behind a lock. Makes only
 /// non-blocking calls (`flock` with `LOCK_NB`).
 final class SpoolWriter: @unchecked Sendable {
-    // Sendable: `nextGeneration` and `nextLivenessCheck` are read and
+    // Sendable: `nextGeneration`, `nextLivenessCheck` and `startedFile` are read and
     // written only by the send in progress (one at a time, see
     // SocketRoutingSlot); the current file is behind `current`'s lock,
     // which no system call is made under.
@@ -263,6 +263,15 @@ final class SpoolWriter: @unchecked Sendable {
     }
     private var nextGeneration: UInt32 = 0
     private var nextLivenessCheck: UInt64 = 0
+    // A file was started since `takeStartedFile` was last asked.
+    private var startedFile = false
+
+    /// Whether a file was started since the last call (see
+    /// `SocketPeer.nudgeIfSpoolStarted`).
+    func takeStartedFile() -> Bool {
+        defer { startedFile = false }
+        return startedFile
+    }
 
     /// How often a poster that spools for an endpoint checks that the
     /// endpoint still lives: 20 ms.
@@ -353,6 +362,7 @@ final class SpoolWriter: @unchecked Sendable {
             return .failed(error)
         }
         file = created
+        startedFile = true
         return outcome
     }
 
