@@ -131,10 +131,11 @@ import Synchronization
     /// share (the process's change queue), whose event another loop read
     /// for this one. I/O, not a job: it is not counted in ``handOffs``.
     package func markReadable(_ descriptor: CInt) {
+        let current = ThreadIdentity.current
         let wakes = state { state -> Bool in
             guard state.handlers[descriptor] != nil else { return false }
             if !state.marked.contains(descriptor) { state.marked.append(descriptor) }
-            return state.takeWakeUp()
+            return state.takeWakeUp(from: current)
         }
         if wakes { wake() }
     }
@@ -143,9 +144,10 @@ import Synchronization
     /// end when the loop stops.
     @_spi(TransportAuthoring) public func schedule(after nanoseconds: UInt64, _ body: @escaping @Sendable () -> Void) {
         let deadline = SystemClock.monotonicNanoseconds() &+ nanoseconds
+        let current = ThreadIdentity.current
         let wakes = state { state in
             state.timers.append(LoopTimer(deadline: deadline, body: body))
-            return state.takeWakeUp()
+            return state.takeWakeUp(from: current)
         }
         if wakes { wake() }
     }
@@ -188,7 +190,7 @@ import Synchronization
                 // A thread that is not asleep sees the phase before it
                 // sleeps again; one asleep is woken once, as for a job.
                 state.phase = .stopping
-                return state.takeWakeUp() ? .wakeThread : .nothing
+                return state.takeWakeUp(from: ThreadIdentity.current) ? .wakeThread : .nothing
             case .stopping, .stopped:
                 return .nothing
             }
@@ -261,7 +263,7 @@ import Synchronization
             if state.thread != current { handOffCount.add(1, ordering: .relaxed) }
             switch state.phase {
             case .created, .running, .stopping:
-                return state.takeWakeUp() ? .wake : .none
+                return state.takeWakeUp(from: current) ? .wake : .none
             case .stopped:
                 guard !state.isDraining else { return .none }
                 state.isDraining = true
@@ -482,10 +484,14 @@ private struct LoopState {
     // Descriptors another thread said are readable for this loop (see markReadable).
     var marked: [CInt] = []
 
-    /// Whether the caller must wake the poller: only when the loop sleeps,
-    /// once per sleep.
-    mutating func takeWakeUp() -> Bool {
-        guard isSleeping, !wakePending else { return false }
+    /// Whether `caller` must wake the poller: only when the loop sleeps,
+    /// once per sleep, and never from the loop's own thread. That thread
+    /// looks at its jobs and timers before it sleeps again; and a loop
+    /// that waits in a receive call of its driver's handles what it
+    /// received inside that call, while it still counts as asleep, so a
+    /// wake-up from there would only make its next receive return at once.
+    mutating func takeWakeUp(from caller: ThreadIdentity) -> Bool {
+        guard isSleeping, !wakePending, caller != thread else { return false }
         wakePending = true
         return true
     }
