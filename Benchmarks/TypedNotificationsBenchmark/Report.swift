@@ -61,6 +61,14 @@ extension Report {
             let ratios = zip(ours, floors).map { String(format: "%.2f×", Double($0) / Double(max($1, 1))) }
             return "; by round: " + ratios.joined(separator: ", ")
         }
+        // A transport's p50 latency at N=1, 16 B, against a floor's in the same run.
+        func p50(_ target: String, of ours: Kind, against floor: Kind, atMost limit: Double) {
+            guard let mine = point(ours, 1), let base = point(floor, 1) else { return }
+            ratio(
+                target, Double(mine.latencyToLast.p50) / Double(max(base.latencyToLast.p50, 1)), atMost: limit,
+                detail: "\(microseconds(mine.latencyToLast.p50)) against \(microseconds(base.latencyToLast.p50))"
+                    + rounds(mine, against: base))
+        }
         if let hub = point(.hubHandlers, 1), let peer = point(.asyncMessage, 1), hub.throughputPerSecond > 0 {
             let times = hub.throughputPerSecond / max(peer.throughputPerSecond, 1)
             targets.append(
@@ -102,20 +110,10 @@ extension Report {
                         met: bytes / encode >= 8 && bytes / decode >= 8))
             }
         }
-        if let socket = point(.socket, 1), let raw = point(.rawDatagram, 1) {
-            ratio(
-                "socket: p50 latency at N=1 ≤ 1.5× raw datagram",
-                Double(socket.latencyToLast.p50) / Double(max(raw.latencyToLast.p50, 1)), atMost: 1.5,
-                detail: "\(microseconds(socket.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))"
-                    + rounds(socket, against: raw))
-        }
-        if let socket = point(.socket, 1), let waiting = point(.rawDatagramEpoll, 1) {
-            ratio(
-                "socket: p50 latency at N=1 ≤ the epoll + datagram floor",
-                Double(socket.latencyToLast.p50) / Double(max(waiting.latencyToLast.p50, 1)), atMost: 1,
-                detail: "\(microseconds(socket.latencyToLast.p50)) against \(microseconds(waiting.latencyToLast.p50))"
-                    + rounds(socket, against: waiting))
-        }
+        p50("socket: p50 latency at N=1 ≤ 1.5× raw datagram", of: .socket, against: .rawDatagram, atMost: 1.5)
+        p50(
+            "socket: p50 latency at N=1 ≤ the epoll + datagram floor", of: .socket, against: .rawDatagramEpoll,
+            atMost: 1)
         observerCPU("socket", point(.socket, 1), against: point(.rawDatagram, 1))
         if let socket = point(.socket, 16), let raw = point(.rawDatagram, 16) {
             ratio(
@@ -123,13 +121,7 @@ extension Report {
                 Double(socket.latencyToLast.p99) / Double(max(raw.latencyToLast.p99, 1)), atMost: 2,
                 detail: "\(microseconds(socket.latencyToLast.p99)) against \(microseconds(raw.latencyToLast.p99))")
         }
-        if let file = point(.file, 1), let raw = point(.rawAppend, 1) {
-            ratio(
-                "file: p50 latency at N=1 ≤ 2× raw append + inotify",
-                Double(file.latencyToLast.p50) / Double(max(raw.latencyToLast.p50, 1)), atMost: 2,
-                detail: "\(microseconds(file.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))"
-                    + rounds(file, against: raw))
-        }
+        p50("file: p50 latency at N=1 ≤ 2× raw append + inotify", of: .file, against: .rawAppend, atMost: 2)
         observerCPU("file", point(.file, 1), against: point(.rawAppend, 1))
         if let file = point(.file, 1) {
             targets.append(
@@ -138,13 +130,7 @@ extension Report {
                     measured: String(format: "%.0f/s", file.throughputPerSecond),
                     met: file.throughputPerSecond >= 250_000))
         }
-        if let redis = point(.redis, 1), let raw = point(.rawRedis, 1) {
-            ratio(
-                "redis: p50 latency at N=1 ≤ 1.2× bare XADD + blocking XREAD",
-                Double(redis.latencyToLast.p50) / Double(max(raw.latencyToLast.p50, 1)), atMost: 1.2,
-                detail: "\(microseconds(redis.latencyToLast.p50)) against \(microseconds(raw.latencyToLast.p50))"
-                    + rounds(redis, against: raw))
-        }
+        p50("redis: p50 latency at N=1 ≤ 1.2× bare XADD + blocking XREAD", of: .redis, against: .rawRedis, atMost: 1.2)
         if let memory {
             for series in memory.series {
                 targets.append(
