@@ -74,7 +74,7 @@ final class SocketPeer: @unchecked Sendable {
     private let sharing: DirectorySharing
     // A socket of its own for nudges, made at the first: the one that sends
     // notifications may have a full send buffer when a spool starts.
-    private var nudgeSocket: NudgeSocket?
+    private var nudgeSocket: ConnectedDatagramSocket?
 
     private init(
         id: String, descriptor: consuming FileDescriptor, spool: SpoolWriter, path: String, sharing: DirectorySharing
@@ -97,28 +97,12 @@ final class SocketPeer: @unchecked Sendable {
     func nudgeIfSpoolStarted() {
         guard spool.takeStartedFile() else { return }
         if nudgeSocket == nil {
-            let socket: FileDescriptor
-            do throws(Errno) {
-                socket = try SystemCalls.datagramSocket().get()
-            } catch {
-                return
-            }
             let ownUser = SystemProcess.userID
             let sharing = sharing
-            guard
-                case .success(.some) = SystemCalls.connectSocket(
-                    socket, toSocketFile: path, accepting: { sharing == .group || $0.owner == ownUser })
-            else { return }
-            nudgeSocket = NudgeSocket(socket)
+            nudgeSocket = ConnectedDatagramSocket(to: path) { sharing == .group || $0.owner == ownUser }
         }
         guard let nudgeSocket else { return }
         _ = SystemCalls.sendDatagram(nudgeSocket.descriptor, UnsafeRawBufferPointer(start: nil, count: 0))
-    }
-
-    /// A socket that sends nudges only.
-    private final class NudgeSocket {
-        let descriptor: FileDescriptor
-        init(_ descriptor: consuming FileDescriptor) { self.descriptor = descriptor }
     }
 
     enum Connection {
@@ -218,5 +202,26 @@ final class SocketPeer: @unchecked Sendable {
             lastSendError: Int32(truncatingIfNeeded: count(.lastSendError)),
             registryScans: count(.registryScans),
             connectedEndpoints: 0)
+    }
+}
+
+/// A datagram socket connected to the socket file at `path`, which must be
+/// a socket of an owner `accepting` takes (see
+/// ``SystemCalls/connectSocket(_:toSocketFile:accepting:)``); for a socket
+/// that sends only signs: a poster's nudges, a transport's own wake-ups.
+final class ConnectedDatagramSocket: Sendable {
+    let descriptor: FileDescriptor
+
+    /// Nil where the socket cannot be made or connected.
+    init?(to path: String, accepting: (FileStatus) -> Bool) {
+        let socket: FileDescriptor
+        do throws(Errno) {
+            socket = try SystemCalls.datagramSocket().get()
+        } catch {
+            return nil
+        }
+        guard case .success(.some) = SystemCalls.connectSocket(socket, toSocketFile: path, accepting: accepting)
+        else { return nil }
+        descriptor = socket
     }
 }

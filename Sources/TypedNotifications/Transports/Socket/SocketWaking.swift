@@ -20,19 +20,12 @@ import Synchronization
 /// to return with. It carries no command: a woken loop looks at its jobs,
 /// its timers and whether it was stopped, as after any receive.
 final class SocketWake: Sendable {
-    private let socket: FileDescriptor
+    private let socket: ConnectedDatagramSocket
     private let inFlight = Atomic<Bool>(false)
 
     /// A socket connected to `path`, the transport's own socket.
     init?(connectingTo path: String) {
-        let socket: FileDescriptor
-        do throws(Errno) {
-            socket = try SystemCalls.datagramSocket().get()
-        } catch {
-            return nil
-        }
-        guard case .success(.some) = SystemCalls.connectSocket(socket, toSocketFile: path, accepting: { _ in true })
-        else { return nil }
+        guard let socket = ConnectedDatagramSocket(to: path, accepting: { _ in true }) else { return nil }
         self.socket = socket
     }
 
@@ -46,7 +39,7 @@ final class SocketWake: Sendable {
     func wake() {
         guard !inFlight.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var byte: UInt8 = 0
-        let sent = withUnsafeBytes(of: &byte) { SystemCalls.sendDatagram(socket, $0) }
+        let sent = withUnsafeBytes(of: &byte) { SystemCalls.sendDatagram(socket.descriptor, $0) }
         // Refused (the queue is full): the receive returns for what is
         // queued, and nothing is in flight.
         if case .failure = sent { inFlight.store(false, ordering: .releasing) }
