@@ -337,6 +337,11 @@ struct SocketTransportSecurityTests {
         let longName = try NotificationName(validating: String(repeating: "n", count: NotificationName.maximumLength))
         let hub = try socketHub(directory, endpoint: "longest")
         defer { hub.close() }
+        #if os(Linux)
+            // Its wake-up socket reaches its own socket at this length too:
+            // the thread sleeps in its receive, as in a short directory.
+            #expect(hub.transport.receiveCall != nil)
+        #endif
         let named = try hub.deliveries(of: String.self, named: longName)
         try hub.post("deepest", as: longName)
         var iterator = named.makeAsyncIterator()
