@@ -389,3 +389,26 @@ void ctn_name_current_thread(const char *name) {
     pthread_setname_np(pthread_self(), kept);
 #endif
 }
+
+int ctn_open_unnamed_file(const char *directory) {
+#ifdef O_TMPFILE
+    return open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#else
+    (void)directory;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
+int ctn_skip_access_time(int fd) {
+#ifdef O_NOATIME
+    int flags = fcntl(fd, F_GETFL);
+    if (flags == -1) return -1;
+    if (flags & O_NOATIME) return 0;
+    return fcntl(fd, F_SETFL, flags | O_NOATIME);
+#else
+    (void)fd;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}

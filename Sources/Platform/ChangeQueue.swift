@@ -33,12 +33,46 @@
             }
         }
 
-        /// A new queue of its own.
-        static func make() throws(ChangeMonitorError) -> ChangeQueue {
+        /// A new queue of its own; with `blocking`, a read of it waits for
+        /// an event (see ``ChangeSleeper``).
+        static func make(blocking: Bool = false) throws(ChangeMonitorError) -> ChangeQueue {
             SystemCalls.count()
-            let descriptor = inotify_init1(CInt(IN_NONBLOCK | IN_CLOEXEC))
+            let descriptor = inotify_init1(blocking ? CInt(IN_CLOEXEC) : CInt(IN_NONBLOCK | IN_CLOEXEC))
             guard descriptor != -1 else { throw ChangeMonitorError(creating: Errno.current) }
             return ChangeQueue(FileDescriptor(adopting: descriptor))
+        }
+
+        /// Appends the events in the first `count` bytes of `buffer`, as
+        /// `read` returned them, to `events`, leaving out those of `skipped`.
+        /// Returns whether the read emptied the queue: it left room for one
+        /// more event of the longest name (an event arriving later makes
+        /// the queue readable again).
+        static func parse(
+            _ buffer: [UInt8], count: Int, into events: inout [ChangeQueueState.Event], skipping skipped: CInt? = nil
+        ) -> Bool {
+            let headerSize = 16
+            var offset = 0
+            while offset + headerSize <= count {
+                let (descriptor, mask, nameLength) = buffer.withUnsafeBytes { raw in
+                    (
+                        raw.loadUnaligned(fromByteOffset: offset, as: CInt.self),
+                        raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
+                        Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
+                    )
+                }
+                defer { offset += headerSize + nameLength }
+                if descriptor == skipped { continue }
+                // The name (NUL-padded) only of an entry created or moved in.
+                var name: String?
+                if mask & ChangeQueueState.creation != 0, nameLength > 0, offset + headerSize + nameLength <= count {
+                    name = buffer.withUnsafeBytes { raw in
+                        let bytes = raw[(offset + headerSize)..<(offset + headerSize + nameLength)]
+                        return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+                    }
+                }
+                events.append(ChangeQueueState.Event(watch: descriptor, mask: mask, name: name))
+            }
+            return count <= buffer.count - (headerSize + 256)
         }
 
         /// Removes a watch no monitor listens to any more, then lets adders

@@ -35,6 +35,10 @@ package final class DirectoryMonitor {
         private var identities: [Int: FileIdentity] = [:]
         private var buffer = [UInt8](repeating: 0, count: 4096)
         private var events: [ChangeQueueState.Event] = []
+        /// The queue's sleeper, for a monitor whose owner sleeps in its queue.
+        private let sleeper: ChangeSleeper?
+        // The last sleep read the queue empty: the next `changes()` need not read it.
+        private var sleptAndDrained = false
     #else
         private var lastModified: [Int: Int64] = [:]
     #endif
@@ -67,6 +71,7 @@ package final class DirectoryMonitor {
         #if os(Linux)
             queue = sharingQueue ? try ChangeQueue.shared() : try ChangeQueue.make()
             identifier = queue.state.withLock { $0.addMonitor() }
+            sleeper = nil
         #endif
     }
 
@@ -76,8 +81,62 @@ package final class DirectoryMonitor {
             includesModifications = includingModifications
             self.queue = queue
             identifier = queue.state.withLock { $0.addMonitor() }
+            sleeper = nil
+        }
+
+        private init(includingModifications: Bool, sleeper: ChangeSleeper) {
+            includesModifications = includingModifications
+            queue = sleeper.queue
+            identifier = queue.state.withLock { $0.addMonitor() }
+            self.sleeper = sleeper
         }
     #endif
+
+    /// A monitor with a queue of its own that its owner's thread sleeps in,
+    /// with ``sleep(timeoutMilliseconds:)``, woken by ``ChangeSleeper/wake()``
+    /// (see ``ChangeSleeper``); `nil` where there is none (not Linux), or
+    /// none can be made now: make a shared one and wait for ``pollDescriptor``.
+    /// With `beyondLimit` (for tests), whatever the process holds already.
+    package static func sleeping(includingModifications: Bool, beyondLimit: Bool = false) -> DirectoryMonitor? {
+        #if os(Linux)
+            guard let sleeper = ChangeSleeper.make(beyondLimit: beyondLimit) else { return nil }
+            return DirectoryMonitor(includingModifications: includingModifications, sleeper: sleeper)
+        #else
+            return nil
+        #endif
+    }
+
+    /// The wake-up of a monitor made with ``sleeping(includingModifications:beyondLimit:)``
+    /// (``ChangeSleeper/wake()``), callable from any thread; `nil` for others.
+    package var wakeUp: (@Sendable () -> Void)? {
+        #if os(Linux)
+            guard let sleeper else { return nil }
+            return { sleeper.wake() }
+        #else
+            nil
+        #endif
+    }
+
+    /// Sleeps in the queue until a change or a wake-up arrives, or for at
+    /// most `timeoutMilliseconds` (-1: without limit, 0: not at all).
+    /// Returns whether a change came: ``changes()`` then reports it without
+    /// reading the queue again. Only for a monitor made with
+    /// ``sleeping(includingModifications:beyondLimit:)``; others return `false` at once.
+    ///
+    /// The corresponding C function is `read`.
+    package func sleep(timeoutMilliseconds: CInt) -> Bool {
+        #if os(Linux)
+            guard let sleeper, sleeper.prepareSleep(timeoutMilliseconds: timeoutMilliseconds) else { return false }
+            let count = readOnce()
+            sleeper.didRead()
+            guard count > 0 else { return false }
+            let before = events.count
+            sleptAndDrained = ChangeQueue.parse(buffer, count: count, into: &events, skipping: sleeper.wakeWatch)
+            return events.count > before
+        #else
+            return false
+        #endif
+    }
 
     deinit {
         #if os(Linux)
@@ -234,10 +293,11 @@ package final class DirectoryMonitor {
     /// A descriptor that becomes readable when a change is waiting, for
     /// `poll`; `nil` where changes are found by comparing times instead.
     /// Shared by every monitor of the process that shares its queue: an
-    /// event loop should register it with `exclusive` set.
+    /// event loop should register it with `exclusive` set. `nil` too for a
+    /// monitor whose owner sleeps in its queue (``sleeping(includingModifications:beyondLimit:)``).
     package var pollDescriptor: CInt? {
         #if os(Linux)
-            queue.descriptor.rawValue
+            sleeper == nil ? queue.descriptor.rawValue : nil
         #else
             nil
         #endif
@@ -340,41 +400,33 @@ package final class DirectoryMonitor {
         }
 
         /// Reads what is queued into ``events``, without a lock: the kernel
-        /// hands each event to exactly one reader.
+        /// hands each event to exactly one reader. A sleeping monitor's
+        /// queue blocks: it is read only while the kernel says events wait,
+        /// and not at all right after a sleep that emptied it.
         private func readQueue() {
-            let headerSize = 16
+            if let sleeper {
+                defer { sleptAndDrained = false }
+                guard !sleptAndDrained else { return }
+                while sleeper.queuedBytes() > 0 {
+                    let count = readOnce()
+                    sleeper.didRead()
+                    guard count > 0,
+                        !ChangeQueue.parse(buffer, count: count, into: &events, skipping: sleeper.wakeWatch)
+                    else { return }
+                }
+                return
+            }
             while true {
-                SystemCalls.count()
-                let count = buffer.withUnsafeMutableBytes { raw in
-                    read(queue.descriptor.rawValue, raw.baseAddress, raw.count)
-                }
+                let count = readOnce()
                 guard count > 0 else { return }
-                // Room for one more event of the longest name was left: the
-                // queue is drained (an event arriving later makes the
-                // descriptor readable again), so no second read to learn it.
-                let drained = count <= buffer.count - (headerSize + 256)
-                var offset = 0
-                while offset + headerSize <= count {
-                    let (descriptor, mask, nameLength) = buffer.withUnsafeBytes { raw in
-                        (
-                            raw.loadUnaligned(fromByteOffset: offset, as: CInt.self),
-                            raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
-                            Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-                        )
-                    }
-                    // The name (NUL-padded) only of an entry created or moved in.
-                    var name: String?
-                    if mask & ChangeQueueState.creation != 0, nameLength > 0, offset + headerSize + nameLength <= count
-                    {
-                        name = buffer.withUnsafeBytes { raw in
-                            let bytes = raw[(offset + headerSize)..<(offset + headerSize + nameLength)]
-                            return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-                        }
-                    }
-                    events.append(ChangeQueueState.Event(watch: descriptor, mask: mask, name: name))
-                    offset += headerSize + nameLength
-                }
-                if drained { return }
+                if ChangeQueue.parse(buffer, count: count, into: &events) { return }
+            }
+        }
+
+        private func readOnce() -> Int {
+            SystemCalls.count()
+            return buffer.withUnsafeMutableBytes { raw in
+                read(queue.descriptor.rawValue, raw.baseAddress, raw.count)
             }
         }
     #endif

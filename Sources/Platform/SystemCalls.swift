@@ -299,6 +299,18 @@ import Synchronization
         _ = flock(descriptor.rawValue, LOCK_UN)
     }
 
+    /// Asks that reads through `descriptor` leave its file's access time
+    /// alone, where the caller owns the file (Linux's `O_NOATIME`); does
+    /// nothing elsewhere, or for another user's file.
+    ///
+    /// The corresponding C function is `fcntl(F_SETFL)`.
+    package static func skipAccessTime(_ descriptor: borrowing FileDescriptor) {
+        #if os(Linux)
+            count(2)
+            _ = ctn_skip_access_time(descriptor.rawValue)
+        #endif
+    }
+
     /// The size and identity of an open file.
     ///
     /// The corresponding C function is `fstat`.

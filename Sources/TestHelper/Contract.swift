@@ -13,8 +13,9 @@ import TypedNotifications
 //                               once: no close, no flush
 //
 // KIND is the name of an entry of the transport catalog that meets across
-// processes (socket, socket-without-credentials, file,
-// file-without-change-events, redis, and any added there); PLACE is the
+// processes (socket, socket-without-credentials, file, file-sleeping-in-read,
+// file-in-event-queue, file-without-change-events, redis, and any added
+// there); PLACE is the
 // shared directory, of any length, or the server's URL.
 
 /// What a contract role does with a hub, whatever its transport.

@@ -32,7 +32,9 @@ import TypedNotificationsRedis
 //   tnotify-test-helper connect-as USER PATH     switches to USER, then connects a datagram
 //                                                socket to PATH itself: "connected" or "refused ERRNO"
 //   tnotify-test-helper fobserve DIR COUNT [ID]  like observe, over the file transport,
-//                                                with a durable identity if given
+//                                                with a durable identity if given; its "ready"
+//                                                says "sleeping=true" when its reading thread
+//                                                sleeps in the read of its change events
 //   tnotify-test-helper fdurable DIR ID LAST sequence|handler
 //                                                a durable observer with identity ID: "got INDEX 0|1"
 //                                                per handled ping (1: a redelivery), "done" after LAST
@@ -118,16 +120,14 @@ func observeFiles(
     directory: String, count: Int, identity: String?, pollInterval: Duration = .seconds(1),
     countingMissed: Bool = false
 ) async throws {
-    let hub = try NotificationHub(
-        endpoint: "observer",
-        transport: FileSignalTransport(
-            directory: directory,
-            identity: identity,
-            configuration: FileSignalConfiguration(pollInterval: pollInterval)
-        )
+    let transport = try FileSignalTransport(
+        directory: directory,
+        identity: identity,
+        configuration: FileSignalConfiguration(pollInterval: pollInterval)
     )
+    let hub = try NotificationHub(endpoint: "observer", transport: transport)
     let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
-    say("ready")
+    say("ready sleeping=\(transport.sleepsInRead)")
     var received = 0
     var missed = 0
     var inOrder = true

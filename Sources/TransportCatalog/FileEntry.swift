@@ -44,6 +44,34 @@ extension TransportEntry {
             }
         })
 
+    /// The file transport whose reading thread sleeps in the read of its
+    /// change events (Linux), however many other file transports the
+    /// process has: the contract suite on that path whatever runs beside it.
+    package static let fileSleepingInRead = TransportEntry(
+        name: "file-sleeping-in-read", typeName: "FileSignalTransport", meeting: file.meeting, keepsPosts: true,
+        isVariant: true,
+        make: { (place, request) throws(TypedNotificationError) in
+            var configuration = FileSignalConfiguration()
+            configuration.sleepsInReadBeyondLimit = true
+            return try FileSignalTransport(
+                directory: place.text, identity: request.identity, firstRead: request.firstRead,
+                configuration: configuration)
+        })
+
+    /// The file transport whose reading thread sleeps in the system's event
+    /// queue, as a process's file transports past its first few do on Linux,
+    /// and every one does on Apple platforms.
+    package static let fileInEventQueue = TransportEntry(
+        name: "file-in-event-queue", typeName: "FileSignalTransport", meeting: file.meeting, keepsPosts: true,
+        isVariant: true,
+        make: { (place, request) throws(TypedNotificationError) in
+            var configuration = FileSignalConfiguration()
+            configuration.sleepsInRead = false
+            return try FileSignalTransport(
+                directory: place.text, identity: request.identity, firstRead: request.firstRead,
+                configuration: configuration)
+        })
+
     /// What a coalesced or lost notify(3) leaves on Apple platforms: no
     /// change events, only a 20 ms poll wakes a reader.
     package static let fileWithoutChangeEvents = TransportEntry(

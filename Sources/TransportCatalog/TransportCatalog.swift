@@ -199,7 +199,8 @@ private func erase<T: NotificationTransport>(
 package enum TransportCatalog {
     /// Every entry, variants included, in the order tools list them.
     package static let entries: [TransportEntry] = [
-        .inProcess, .envelopeLoopback, .socket, .socketWithoutCredentials, .file, .fileWithoutChangeEvents, .redis,
+        .inProcess, .envelopeLoopback, .socket, .socketWithoutCredentials, .file, .fileSleepingInRead,
+        .fileInEventQueue, .fileWithoutChangeEvents, .redis,
     ]
 
     /// The transports `tnotify` offers: between processes, no variants.

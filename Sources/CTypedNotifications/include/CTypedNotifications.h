@@ -64,6 +64,17 @@ int ctn_receive_datagrams(int fd, void *buffer, size_t slot_length, unsigned cou
 /// waiting (MSG_WAITFORONE). Linux only: elsewhere -1 with ENOTSUP.
 int ctn_receive_datagrams_waiting(int fd, void *buffer, size_t slot_length, unsigned count, ctn_received *results);
 
+/// Asks that reads through `fd` leave the file's access time alone
+/// (O_NOATIME, Linux), where the caller owns the file: 0, or -1 with errno
+/// (EPERM: another user's file; ENOTSUP elsewhere). The descriptor works as
+/// before either way.
+int ctn_skip_access_time(int fd);
+
+/// Opens an unnamed regular file in `directory` for reading and writing,
+/// mode 0600, close-on-exec (O_TMPFILE): a descriptor, or -1 with errno.
+/// Linux only: elsewhere -1 with ENOTSUP.
+int ctn_open_unnamed_file(const char *directory);
+
 /// 1 where `ctn_receive_datagrams` receives several in one call (Linux).
 int ctn_receive_datagrams_at_once(void);
 

@@ -11,7 +11,7 @@ struct SelectorContractTests {
     /// The transports that serve namespaces today; the others refuse them.
     static let servingNamespaces: Set<String> = [
         "in-process", "envelope-loopback", "socket", "socket-without-credentials", "file",
-        "file-without-change-events", "redis",
+        "file-sleeping-in-read", "file-in-event-queue", "file-without-change-events", "redis",
     ]
 
     /// Posts from `poster` under each of `names`, one sequence each.

@@ -94,7 +94,7 @@ private final class DatagramReceiving: Sendable {
 
 /// The system call the thread of this process named `name` is in now, by
 /// its number (`/proc/self/task/*/syscall`), or `nil` when none is found.
-private func systemCall(ofThreadNamed name: String) -> Int? {
+func systemCall(ofThreadNamed name: String) -> Int? {
     #if os(Linux)
         guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
         for task in tasks {

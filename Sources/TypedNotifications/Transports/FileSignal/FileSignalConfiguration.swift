@@ -43,6 +43,18 @@ public struct FileSignalConfiguration: Sendable {
     /// then only ``pollInterval`` wakes readers. Default `true`.
     public var usesChangeEvents: Bool
 
+    /// Whether the reading thread sleeps in the read of its change events
+    /// where it can (Linux), rather than in the system's event queue. Tests
+    /// turn it off to run, on Linux, the path a process with many file
+    /// transports takes (and Apple platforms' loop).
+    package var sleepsInRead = true
+
+    /// Whether the reading thread sleeps in the read of its change events
+    /// however many such threads the process has already (see
+    /// `ChangeSleeper.ownQueuesAllowed`): tests run the contract suite on
+    /// that path whatever else runs beside them.
+    package var sleepsInReadBeyondLimit = false
+
     /// Creates a configuration.
     public init(
         sharing: DirectorySharing = .ownerOnly,

@@ -4,6 +4,14 @@ import Synchronization
 // The receive path: read passes on the transport's event loop, the
 // hand-over to the center, and a durable identity's commits.
 extension FileSignalTransport {
+    /// The loop's wait on Linux: sleeps in the read of the change events,
+    /// at most `timeoutMilliseconds` (-1: without limit), and makes a read
+    /// pass when a change came.
+    func sleepForChanges(_ timeoutMilliseconds: CInt) {
+        guard let bound = state.withLock({ $0.shared.receiving }) else { return }
+        if bound.value.sleep(timeoutMilliseconds: timeoutMilliseconds) { readPass() }
+    }
+
     /// Reads subscribed logs and hands what is new to the center: a change
     /// event only says when to look, and which log to look at.
     ///

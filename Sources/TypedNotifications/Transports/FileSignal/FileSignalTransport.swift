@@ -69,6 +69,9 @@ public final class FileSignalTransport: KeepsLatest {
     // FileLog.signalName): read when opened and again whenever a log is
     // started, so a directory made anew under the same path is followed.
     private let signalDirectory: Locked<FileIdentity?>
+    // On Linux the loop's thread sleeps in the read of its change events
+    // (see `sleepForChanges`): what it does there, set by `open`.
+    private let receiveCall: LoopReceiveCall?
 
     /// A directory for this user: `$XDG_RUNTIME_DIR/typed-notifications-files`,
     /// else `/tmp/typed-notifications-files-<uid>`.
@@ -115,11 +118,32 @@ public final class FileSignalTransport: KeepsLatest {
         }
         root = RecordedPath(directory)
         signalDirectory = Locked(FileLog.directoryIdentity(directory))
-        let loop = try FileCore.makeLoop(named: "TypedNotifications.FileSignalTransport", for: directory)
+        // On Linux the loop's thread sleeps in the read of an inotify
+        // instance of its own, so the change that wakes it is taken by the
+        // same call; work for the loop and timers come in through it too
+        // (see ChangeSleeper). Elsewhere, or when the process already has
+        // its few such instances, it sleeps in the system's event queue.
+        let sleeping =
+            configuration.usesChangeEvents && configuration.sleepsInRead
+            ? DirectoryMonitor.sleeping(
+                includingModifications: true, beyondLimit: configuration.sleepsInReadBeyondLimit) : nil
+        let wakeUp = sleeping?.wakeUp
+        let receiveCall = wakeUp.map { _ in LoopReceiveCall() }
+        var waiting = LoopWaiting.events
+        if let wakeUp, let receiveCall {
+            waiting = .receiving({ receiveCall($0) }, wake: wakeUp)
+        }
+        self.receiveCall = receiveCall
+        let loop = try FileCore.makeLoop(
+            named: "TypedNotifications.FileSignalTransport", for: directory, waiting: waiting)
         do throws(ChangeMonitorError) {
-            core = FileCore(
-                kind: "file", loop: loop,
-                shared: FileSignalState(monitor: try DirectoryMonitor(includingModifications: true)))
+            let monitor: DirectoryMonitor
+            if let sleeping {
+                monitor = sleeping
+            } else {
+                monitor = try DirectoryMonitor(includingModifications: true)
+            }
+            core = FileCore(kind: "file", loop: loop, shared: FileSignalState(monitor: monitor))
         } catch {
             throw SharedDirectory.failure(error, "could not set up change notifications for \(directory)")
         }
@@ -132,6 +156,11 @@ public final class FileSignalTransport: KeepsLatest {
 
     /// Counters since the transport was created.
     public var statistics: FileSignalStatistics { counters.snapshot }
+
+    /// Whether the reading thread sleeps in the read of its change events
+    /// (Linux, for the process's first few file transports), rather than in
+    /// the system's event queue.
+    package var sleepsInRead: Bool { receiveCall != nil }
 
     /// File-plus-signal transports carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
@@ -170,6 +199,7 @@ public final class FileSignalTransport: KeepsLatest {
                 throw SharedDirectory.failure(error, "could not watch the logs in \(directory)")
             }
         }
+        receiveCall?.set { [weak self] timeout in self?.sleepForChanges(timeout) }
         // Also the safety net where change events are used: a pass at least
         // once a second.
         let interval = UInt64(max(1, min(configuration.pollInterval.clampedMilliseconds, 1_000))) * 1_000_000

@@ -89,6 +89,10 @@ final class LogReader {
                 let path = FileLog.segmentPath(root, name, segment)
                 switch FileLog.open(path, create: false, sharing: sharing) {
                 case .success(let file):
+                    // A reader's reads do not change the segment's access
+                    // time (where it owns the segment): with a status read
+                    // per pass, each read would otherwise write the inode.
+                    SystemCalls.skipAccessTime(file)
                     open = OpenSegment(file: file, path: path)
                     event = .opened
                 case .failure(let error):
@@ -167,6 +171,12 @@ final class FileReading {
     // Apple platforms: the posters' signal descriptor, once made, until the
     // read pass registers it with the loop.
     private var newSignalDescriptor: CInt?
+
+    /// Sleeps in the change events, for a monitor made to sleep in (see
+    /// `DirectoryMonitor.sleeping`); whether a change came.
+    func sleep(timeoutMilliseconds: CInt) -> Bool {
+        monitor.sleep(timeoutMilliseconds: timeoutMilliseconds)
+    }
 
     init(receiver: TransportReceiver, root: RecordedPath?, monitor: DirectoryMonitor) {
         self.receiver = receiver

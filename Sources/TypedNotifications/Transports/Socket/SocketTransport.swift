@@ -105,7 +105,7 @@ public final class SocketTransport: NotificationTransport {
     // wake-up, and the receive `open` sets. Nil where it sleeps in the
     // system's event queue (Apple platforms).
     let wake: SocketWake?
-    let receiveCall: SocketReceiveCall?
+    let receiveCall: LoopReceiveCall?
     // The thread, the counters, and the lifecycle with what the threads share.
     @_spi(TransportAuthoring) public let core: SocketCore
     // The registry cache and the endpoints, for the send in progress.
@@ -202,7 +202,7 @@ public final class SocketTransport: NotificationTransport {
 
         // Receives, reads the spool and runs the jobs of the hub's executor.
         let loop: EventLoop
-        let receiveCall = wake.map { _ in SocketReceiveCall() }
+        let receiveCall = wake.map { _ in LoopReceiveCall() }
         do throws(TypedNotificationError) {
             var waiting = LoopWaiting.events
             if let wake, let receiveCall {

@@ -51,32 +51,6 @@ final class SocketWake: Sendable {
     }
 }
 
-/// The receive call of a loop made before the transport opened: set by
-/// `open`, before the loop's thread starts, and read by that thread only.
-final class SocketReceiveCall: Sendable {
-    // The closure is kept in a class: a function value read and written
-    // through a generic lock's `inout` is wrapped in two conversion thunks
-    // at every access, and a closure read on every receive grew without
-    // bound (seen in a profile as nested `Int32` thunks).
-    private final class Body: Sendable {
-        let receive: @Sendable (CInt) -> Void
-        init(_ receive: @escaping @Sendable (CInt) -> Void) { self.receive = receive }
-    }
-
-    private let body = Locked<Body?>(nil)
-
-    /// What the loop's receive does from now on.
-    func set(_ receive: @escaping @Sendable (CInt) -> Void) {
-        let made = Body(receive)
-        body.withLock { $0 = made }
-    }
-
-    /// Runs the receive, waiting at most `timeoutMilliseconds` (-1: without limit).
-    func callAsFunction(_ timeoutMilliseconds: CInt) {
-        body.withLock { $0 }?.receive(timeoutMilliseconds)
-    }
-}
-
 /// Signs that the spool needs a look, seen while receiving.
 struct ReceiveSignals {
     /// An empty datagram: a poster started a spool file.
