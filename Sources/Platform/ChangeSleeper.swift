@@ -200,7 +200,8 @@ import Synchronization
             pthread_mutex_unlock(mutex)
             if starts {
                 let thread = Thread { [self] in run() }
-                thread.name = "TypedNotifications.SleepDeadlines"
+                // Short enough for Linux's 15-byte thread names.
+                thread.name = "SleepDeadlines"
                 thread.start()
             } else if signals {
                 pthread_cond_signal(condition)

@@ -99,7 +99,12 @@ package final class DirectoryMonitor {
     /// With `beyondLimit` (for tests), whatever the process holds already.
     package static func sleeping(includingModifications: Bool, beyondLimit: Bool = false) -> DirectoryMonitor? {
         #if os(Linux)
-            guard let sleeper = ChangeSleeper.make(beyondLimit: beyondLimit) else { return nil }
+            // The process's shared instance first: a sleeper never takes the
+            // last instance the user may make, which every file transport
+            // past the first two needs.
+            guard (try? ChangeQueue.shared()) != nil,
+                let sleeper = ChangeSleeper.make(beyondLimit: beyondLimit)
+            else { return nil }
             return DirectoryMonitor(includingModifications: includingModifications, sleeper: sleeper)
         #else
             return nil
@@ -110,8 +115,11 @@ package final class DirectoryMonitor {
     /// (``ChangeSleeper/wake()``), callable from any thread; `nil` for others.
     package var wakeUp: (@Sendable () -> Void)? {
         #if os(Linux)
+            // Weakly: the monitor's owner decides how long the sleeper
+            // lives (a closed transport lets it go); a loop that is stopping
+            // needs no wake-up once its sleeper is gone.
             guard let sleeper else { return nil }
-            return { sleeper.wake() }
+            return { [weak sleeper] in sleeper?.wake() }
         #else
             nil
         #endif
@@ -451,7 +459,7 @@ package struct ChangeMonitorError: Error, CustomStringConvertible, Sendable {
                 description =
                     "\(error): this user's processes already hold the most inotify instances the kernel allows"
                     + " (fs.inotify.max_user_instances = \(limit)); raise it with sysctl, or run fewer processes"
-                    + " that watch files (each holds one)"
+                    + " that watch files (each holds one to three)"
                 return
             }
         #endif

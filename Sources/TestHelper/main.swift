@@ -47,6 +47,14 @@ import TypedNotificationsRedis
 //                                                after COUNT
 //   tnotify-test-helper fobserve-events DIR COUNT like fobserve, but polls only once an hour:
 //                                                only change events can wake it
+//   tnotify-test-helper fsleepers DIR            opens two file transports on DIR, closes the first
+//                                                while still holding it, opens a third:
+//                                                "sleeping first=… second=… third=…"
+//   tnotify-test-helper fsleepers-scarce USER FREE
+//                                                switches to USER, holds every inotify instance the
+//                                                user may make but FREE, then opens three file
+//                                                transports in a directory of its own: "made 3
+//                                                sleeping=…" or "failed N: ERROR"
 //   tnotify-test-helper fpost DIR COUNT POSTER [SEGMENT]
 //                                                like post, over the file transport,
 //                                                starting a segment every SEGMENT bytes
@@ -422,6 +430,11 @@ do {
         spawnGrandchildAndHold()
     case "hold" where arguments.count == 1:
         holdForever()
+    case "fsleepers" where arguments.count == 2:
+        sleepersAfterClose(directory: arguments[1])
+    case "fsleepers-scarce" where arguments.count == 3:
+        guard let free = Int32(arguments[2]) else { fail("FREE must be a number") }
+        sleepersWithScarceInstances(user: arguments[1], free: free)
     case "hubs" where arguments.count == 5 || arguments.count == 6:
         guard let hubs = Int(arguments[3]), let total = Int(arguments[4]) else {
             fail("HUBS and TOTAL must be numbers")
@@ -433,9 +446,65 @@ do {
         fail(
             "usage: observe | observe-total | post | post-exit | send-forged | send-forged-pid | send-as"
                 + " | fobserve | fobserve-total | fobserve-names | fobserve-events | fdurable | fpost | ftorn"
+                + " | fsleepers | fsleepers-scarce"
                 + " | fpost-limited | hubs | contract | reaper | spawn-and-hold | hold (arguments: see the comment at the top of Sources/TestHelper/main.swift)"
         )
     }
 } catch {
     fail("\(error)")
+}
+
+/// Two file transports, the first closed but still held, then a third:
+/// whether each one's thread sleeps in the read of its change events.
+func sleepersAfterClose(directory: String) {
+    do {
+        let first = try FileSignalTransport(directory: directory)
+        let second = try FileSignalTransport(directory: directory)
+        let sleptFirst = first.sleepsInRead
+        first.close()
+        let third = try FileSignalTransport(directory: directory)
+        say("sleeping first=\(sleptFirst) second=\(second.sleepsInRead) third=\(third.sleepsInRead)")
+        withExtendedLifetime((first, second, third)) {}
+    } catch {
+        fail("\(error)")
+    }
+}
+
+/// As `user`, with all but `free` of the user's inotify instances held,
+/// opens three file transports (and their hubs) in a directory of its own.
+func sleepersWithScarceInstances(user: String, free: Int32) {
+    #if os(Linux)
+        guard let entry = getpwnam(user) else { fail("no user \(user)") }
+        let (uid, gid) = (entry.pointee.pw_uid, entry.pointee.pw_gid)
+        guard setgid(gid) == 0, setuid(uid) == 0 else { fail("cannot switch to \(user): errno \(errno)") }
+        var template = Array("/tmp/tn-scarce-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { fail("mkdtemp: errno \(errno)") }
+        let directory = String(cString: made)
+        var held: [CInt] = []
+        while true {
+            let descriptor = inotify_init1(CInt(IN_CLOEXEC))
+            if descriptor == -1 { break }
+            held.append(descriptor)
+        }
+        guard held.count >= Int(free) else { fail("only \(held.count) instances") }
+        for _ in 0..<free { close(held.removeLast()) }
+        var hubs: [NotificationHub<FileSignalTransport>] = []
+        var sleeping: [Bool] = []
+        for index in 0..<3 {
+            do {
+                let transport = try FileSignalTransport(directory: directory + "/shared")
+                sleeping.append(transport.sleepsInRead)
+                hubs.append(try NotificationHub(endpoint: "scarce\(index)", transport: transport))
+            } catch {
+                say("failed \(index): \(error)")
+                exit(0)
+            }
+        }
+        say("made 3 sleeping=\(sleeping.map(String.init).joined(separator: ","))")
+        for hub in hubs { hub.close() }
+        for descriptor in held { close(descriptor) }
+        _ = try? FileManager.default.removeItem(atPath: directory)
+    #else
+        say("made 3 sleeping=")
+    #endif
 }

@@ -12,6 +12,15 @@ import Synchronization
 /// the log is the truth, a lost or coalesced signal loses nothing, and two
 /// quick posts are both kept and delivered, in order.
 ///
+/// - **Woken by the change itself:** on Linux the reading thread of the
+///   process's first two file transports sleeps in a blocking `read` of an
+///   inotify instance of its own, not in `epoll`, so the event that wakes it
+///   is taken by the same call. Its other work reaches it through that
+///   instance: a one-byte write to an unnamed file of its own that the
+///   instance watches, and, for timers, a wake-up from one deadline thread
+///   per process (see *Design decisions*). Further file transports in the
+///   process share its one instance and wait in `epoll`; Apple platforms
+///   wait in `kqueue`.
 /// - A plain observer starts at the end of the log, new notifications only,
 ///   unless the transport's ``firstRead`` says the beginning or the newest records.
 /// - A transport created with an `identity` (say `"widget"`) keeps a durable
@@ -480,16 +489,36 @@ public final class FileSignalTransport: KeepsLatest {
     /// Called on that thread (a center released while it delivered), it
     /// does not wait for itself. Idempotent.
     public func close() {
-        let (closing, _) = core.close { $0.readers = [:] }
+        // The read state is let go after the lock: its descriptors (the
+        // segments, a sleeper's inotify instance) close when it goes, and a
+        // sleeper gives its place back to the process's later transports.
+        let (closing, receiving) = core.close { shared in
+            shared.readers = [:]
+            defer { shared.receiving = nil }
+            // Never opened: its change events go with it.
+            return (shared.receiving, ReleasedMonitor(shared.unopenedMonitor.take()))
+        }
         appenders.withLock { table in
             table.isOpen = false
             table.idle = [:]
         }
         // Closed from a handler on the loop: it does not wait for itself.
-        guard closing.end(loop) else { return }
+        let ended = closing.end(loop)
+        withExtendedLifetime(receiving) {}
+        guard ended else { return }
         // What was handled so far is saved; later commits save themselves.
         saveDueCursors(closing: true)
     }
+}
+
+/// The change events of a transport closed without being opened, let go
+/// after the state's lock: its descriptors close when it goes.
+private final class ReleasedMonitor: @unchecked Sendable {
+    // Sendable: made under the state's lock from the only reference to a
+    // monitor that no loop ever used (the transport was never opened), and
+    // never read: only its deinit touches it, on the thread that drops it.
+    private let monitor: DirectoryMonitor?
+    init(_ monitor: DirectoryMonitor?) { self.monitor = monitor }
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.

@@ -104,6 +104,34 @@ struct FileSignalProcessTests {
         #expect(done.map(parseDone)?["count"] == "3")
     }
 
+    @Test("a closed file transport gives its place to sleep in read back to the process's next one, though still held")
+    func closedTransportGivesPlaceBack() async throws {
+        #if os(Linux)
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            // A process of its own: the test process's other file transports
+            // hold places of their own.
+            let helper = try HelperProcess(["fsleepers", directory])
+            #expect(await helper.waitForExit() == 0)
+            #expect(helper.lines.values.contains("sleeping first=true second=true third=true"))
+        #endif
+    }
+
+    @Test(
+        "with the user's inotify instances all but used up, sleeping never takes the last: every file transport opens",
+        .enabled(if: getuid() == 0, "needs root, to run the helper as the user nobody, whose instances it uses up"),
+        arguments: [1, 2, 3])
+    func scarceInstances(free: Int) async throws {
+        #if os(Linux)
+            let helper = try HelperProcess(["fsleepers-scarce", "nobody", "\(free)"])
+            #expect(await helper.waitForExit() == 0)
+            // One free: the process's shared instance takes it, and nothing
+            // sleeps in read. Each more lets one more transport sleep, up to two.
+            let sleeping = (0..<3).map { String($0 < free - 1) }.joined(separator: ",")
+            #expect(helper.lines.values.contains("made 3 sleeping=\(sleeping)"), "\(helper.lines.values)")
+        #endif
+    }
+
     @Test("a reader that keeps up with a poster rolling segments every 4 KiB misses nothing at the rollovers")
     func readerFollowsRollovers() async throws {
         let directory = try makeTemporaryDirectory()
