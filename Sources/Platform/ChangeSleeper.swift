@@ -23,7 +23,8 @@ import Synchronization
     /// the process (``SleepDeadlines``), which wakes the sleeper when it
     /// passes; a sleep armed for about the same deadline as the last one
     /// (within a millisecond) arms nothing, so a loop whose next timer is a
-    /// second away arms once a second, however many changes wake it.
+    /// second away arms once a second, however many changes wake it. A timer
+    /// nearer than ``nearTimer`` is waited for in `poll` on the queue instead.
     ///
     /// Few are made (``ownQueuesAllowed`` at a time per process): each is
     /// an inotify instance, and the kernel allows a user 128 of them. A
@@ -114,13 +115,27 @@ import Synchronization
             if written != 1 { inFlight.store(false, ordering: .releasing) }
         }
 
+        /// A timer nearer than this many milliseconds is waited for in
+        /// `poll` on the queue, not with the deadline thread: a loop whose
+        /// observers are full looks again every millisecond, and a futex
+        /// wake of that thread, its wake-up write and a second read for
+        /// each would cost more than the `poll` saves.
+        static let nearTimer: CInt = 100
+
         /// Prepares a sleep of at most `timeoutMilliseconds` (-1: without
         /// limit, 0: not at all): whether to read now. A sleep of no time
-        /// reads only what is queued already.
+        /// reads only what is queued already; a sleep until a near timer
+        /// waits in `poll`, and reads only if the queue became readable.
         ///
-        /// The corresponding C function, for a sleep of no time, is `ioctl(FIONREAD)`.
+        /// The corresponding C functions are `ioctl(FIONREAD)` for a sleep
+        /// of no time, and `poll` for one until a near timer.
         func prepareSleep(timeoutMilliseconds: CInt) -> Bool {
-            guard timeoutMilliseconds != 0 else { return queuedBytes() > 0 }
+            if timeoutMilliseconds == 0 { return queuedBytes() > 0 }
+            if timeoutMilliseconds > 0, timeoutMilliseconds < Self.nearTimer {
+                let readable = SystemCalls.waitUntilReadable(
+                    queue.descriptor.rawValue, milliseconds: timeoutMilliseconds)
+                return (try? readable.get()) == true
+            }
             arm(timeoutMilliseconds)
             return true
         }

@@ -88,12 +88,16 @@ import Testing
             #expect(sleeping.changes.values.isEmpty, "a wake-up is not a change")
         }
 
-        @Test("a timer fires while nothing changes: a read has no timeout, the process's deadline thread wakes it")
+        @Test(
+            "a timer fires while nothing changes: a near one in poll, a later one woken by the process's deadline thread"
+        )
         func timerWakesIt() async throws {
             let sleeping = try SleepingLoop(named: "test.timerWakes")
             sleeping.loop.start()
             defer { sleeping.loop.stopAndJoin() }
-            for delay: UInt64 in [5_000_000, 50_000_000, 2_000_000] {
+            // A read has no timeout: from 100 ms on, only the deadline
+            // thread's wake-up ends it.
+            for delay: UInt64 in [5_000_000, 150_000_000, 2_000_000, 400_000_000] {
                 let fired = Signal()
                 sleeping.loop.schedule(after: delay) { fired.fire() }
                 #expect(await fired.wait(upTo: .seconds(20)), "a timer \(delay / 1_000_000) ms away never fired")
