@@ -493,32 +493,44 @@ public final class FileSignalTransport: KeepsLatest {
         // segments, a sleeper's inotify instance) close when it goes, and a
         // sleeper gives its place back to the process's later transports.
         let (closing, receiving) = core.close { shared in
-            shared.readers = [:]
-            defer { shared.receiving = nil }
+            defer {
+                shared.readers = [:]
+                shared.receiving = nil
+            }
             // Never opened: its change events go with it.
-            return (shared.receiving, ReleasedMonitor(shared.unopenedMonitor.take()))
+            return (shared.receiving, ReleasedReading(shared.readers, shared.unopenedMonitor.take()))
         }
-        appenders.withLock { table in
+        // The idle appenders too: their files close after the lock.
+        let idle = appenders.withLock { table in
             table.isOpen = false
-            table.idle = [:]
+            defer { table.idle = [:] }
+            return table.idle
         }
         // Closed from a handler on the loop: it does not wait for itself.
         let ended = closing.end(loop)
-        withExtendedLifetime(receiving) {}
+        withExtendedLifetime((receiving, idle)) {}
         guard ended else { return }
         // What was handled so far is saved; later commits save themselves.
         saveDueCursors(closing: true)
     }
 }
 
-/// The change events of a transport closed without being opened, let go
-/// after the state's lock: its descriptors close when it goes.
-private final class ReleasedMonitor: @unchecked Sendable {
-    // Sendable: made under the state's lock from the only reference to a
-    // monitor that no loop ever used (the transport was never opened), and
-    // never read: only its deinit touches it, on the thread that drops it.
+/// What a closed transport read with, let go after the state's lock, so
+/// that no descriptor closes under it: the readers (their segments), and
+/// the change events of a transport never opened.
+private final class ReleasedReading: @unchecked Sendable {
+    // Sendable: made under the state's lock from the state's references,
+    // which it then drops, and never read: it only holds them until the
+    // thread that drops it releases them (a read pass on the loop may still
+    // hold a reader; whichever lets go last closes its segment). The monitor
+    // is one no loop ever used: the transport was never opened.
+    private let readers: [NotificationName: LogReader]
     private let monitor: DirectoryMonitor?
-    init(_ monitor: DirectoryMonitor?) { self.monitor = monitor }
+
+    init(_ readers: [NotificationName: LogReader], _ monitor: DirectoryMonitor?) {
+        self.readers = readers
+        self.monitor = monitor
+    }
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.
