@@ -44,10 +44,10 @@ import Synchronization
         /// when the process already has ``ownQueuesAllowed`` of them, or
         /// either cannot be made (the user's instances are used up, no
         /// writable temporary directory): the caller shares the process's queue.
+        /// With `beyondLimit` (for tests), made whatever the process holds.
         ///
         /// The corresponding C functions are `inotify_init1`, `open` with
         /// `O_TMPFILE` and `inotify_add_watch`.
-        /// With `beyondLimit` (for tests), made whatever the process holds.
         package static func make(beyondLimit: Bool = false) -> ChangeSleeper? {
             let counted = !beyondLimit
             if counted {

@@ -95,6 +95,23 @@ enum FileLog {
             : SharedFile.open(path, .readOnly, sharing: sharing)
     }
 
+    /// Opens a segment at `path` to read it, asking that the reads leave its
+    /// access time alone where this user owns it (`O_NOATIME`): a reader
+    /// reads a segment's status on every pass, and with the multigrain
+    /// timestamps of recent Linux kernels each read after an append would
+    /// otherwise write the inode (see *Design decisions*).
+    static func openForReading(_ path: String, sharing: DirectorySharing) -> Result<
+        FileDescriptor, TypedNotificationError
+    > {
+        switch SharedFile.open(path, .readOnly, sharing: sharing) {
+        case .success(let file):
+            SystemCalls.skipAccessTime(file)
+            return .success(file)
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
     /// Reads `count` bytes at `offset` (fewer at the end of the file).
     static func read(_ file: borrowing FileDescriptor, at offset: Int, count: Int) -> Result<[UInt8], Errno> {
         var bytes = [UInt8](repeating: 0, count: count)

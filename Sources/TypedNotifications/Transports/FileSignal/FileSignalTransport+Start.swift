@@ -72,8 +72,8 @@ extension FileSignalTransport {
     /// the end of what the segment holds), or `nil` when that cannot be told.
     private func index(at position: LogPosition, of name: NotificationName) -> UInt64? {
         guard
-            case .success(let file) = FileLog.open(
-                FileLog.segmentPath(directory, name, position.segment), create: false, sharing: configuration.sharing),
+            case .success(let file) = FileLog.openForReading(
+                FileLog.segmentPath(directory, name, position.segment), sharing: configuration.sharing),
             case .success(let info) = SystemCalls.fileStatus(file), position.offset <= info.size
         else { return nil }
         let from = LogFormat.blockStart(of: position.offset)
@@ -103,8 +103,8 @@ extension FileSignalTransport {
         // that finds those deleted before it read them counts them.
         guard let newest = segments.last else { return LogPosition(segment: 1, offset: 0, index: 0) }
         guard
-            case .success(let file) = FileLog.open(
-                FileLog.segmentPath(directory, name, newest), create: false, sharing: configuration.sharing),
+            case .success(let file) = FileLog.openForReading(
+                FileLog.segmentPath(directory, name, newest), sharing: configuration.sharing),
             let end = FileLog.end(of: file, number: newest)
         else { return LogPosition(segment: newest, offset: 0) }
         return end
@@ -114,8 +114,8 @@ extension FileSignalTransport {
     /// cannot be opened or read (it may have been deleted meanwhile).
     func wholeSegment(_ number: UInt64, of name: NotificationName) -> [UInt8]? {
         guard
-            case .success(let file) = FileLog.open(
-                FileLog.segmentPath(directory, name, number), create: false, sharing: configuration.sharing),
+            case .success(let file) = FileLog.openForReading(
+                FileLog.segmentPath(directory, name, number), sharing: configuration.sharing),
             case .success(let info) = SystemCalls.fileStatus(file),
             case .success(let bytes) = FileLog.read(file, at: 0, count: info.size)
         else { return nil }
@@ -154,8 +154,8 @@ extension FileSignalTransport {
     /// the position keeps its index and nothing handled is counted missed.
     private func recordBoundary(atOrBefore position: LogPosition, of name: NotificationName) -> LogPosition {
         guard position.offset > 0,
-            case .success(let file) = FileLog.open(
-                FileLog.segmentPath(directory, name, position.segment), create: false, sharing: configuration.sharing),
+            case .success(let file) = FileLog.openForReading(
+                FileLog.segmentPath(directory, name, position.segment), sharing: configuration.sharing),
             case .success(let bytes) = FileLog.read(file, at: 0, count: position.offset)
         else { return position }
         var boundary = 0

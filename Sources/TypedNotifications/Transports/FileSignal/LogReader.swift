@@ -87,12 +87,8 @@ final class LogReader {
             case .open(let segment):
                 open = nil
                 let path = FileLog.segmentPath(root, name, segment)
-                switch FileLog.open(path, create: false, sharing: sharing) {
+                switch FileLog.openForReading(path, sharing: sharing) {
                 case .success(let file):
-                    // A reader's reads do not change the segment's access
-                    // time (where it owns the segment): with a status read
-                    // per pass, each read would otherwise write the inode.
-                    SystemCalls.skipAccessTime(file)
                     open = OpenSegment(file: file, path: path)
                     event = .opened
                 case .failure(let error):
