@@ -182,21 +182,19 @@ import Synchronization
     /// sleeps towards does not wake it.
     final class SleepDeadlines: @unchecked Sendable {
         // Sendable: `deadlines`, `target` and `started` are touched only
-        // between lock and unlock of `mutex`; the pthread objects exist to be
-        // shared between threads and their addresses never change. The
-        // wakes run after the unlock.
+        // between lock and unlock of `mutex`; the mutex and the condition
+        // exist to be shared between threads and their addresses never
+        // change. The wakes run after the unlock.
         static let shared = SleepDeadlines()
 
-        private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        private let mutex = SystemMutex()
         private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
         private var deadlines: [ObjectIdentifier: (at: UInt64, wake: @Sendable () -> Void)] = [:]
         private var target = UInt64.max
         private var started = false
 
         private init() {
-            mutex.initialize(to: pthread_mutex_t())
             condition.initialize(to: pthread_cond_t())
-            pthread_mutex_init(mutex, nil)
             var attributes = pthread_condattr_t()
             pthread_condattr_init(&attributes)
             pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
@@ -207,12 +205,12 @@ import Synchronization
         /// Calls `wake` once `deadline` (monotonic nanoseconds) has passed,
         /// instead of what `owner` asked before.
         func arm(_ owner: ObjectIdentifier, at deadline: UInt64, wake: @escaping @Sendable () -> Void) {
-            pthread_mutex_lock(mutex)
+            mutex.lock()
             deadlines[owner] = (deadline, wake)
             let starts = !started
             started = true
             let signals = deadline < target
-            pthread_mutex_unlock(mutex)
+            mutex.unlock()
             if starts {
                 let thread = Thread { [self] in run() }
                 // Short enough for Linux's 15-byte thread names.
@@ -225,13 +223,13 @@ import Synchronization
 
         /// Forgets what `owner` asked for.
         func disarm(_ owner: ObjectIdentifier) {
-            pthread_mutex_lock(mutex)
+            mutex.lock()
             deadlines[owner] = nil
-            pthread_mutex_unlock(mutex)
+            mutex.unlock()
         }
 
         private func run() {
-            pthread_mutex_lock(mutex)
+            mutex.lock()
             while true {
                 let now = SystemClock.monotonicNanoseconds()
                 var due: [@Sendable () -> Void] = []
@@ -246,18 +244,18 @@ import Synchronization
                 }
                 if !due.isEmpty {
                     target = 0
-                    pthread_mutex_unlock(mutex)
+                    mutex.unlock()
                     for wake in due { wake() }
-                    pthread_mutex_lock(mutex)
+                    mutex.lock()
                     continue
                 }
                 target = next
                 if next == .max {
-                    pthread_cond_wait(condition, mutex)
+                    pthread_cond_wait(condition, mutex.pointer)
                 } else {
                     var until = timespec(
                         tv_sec: Int(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
-                    _ = pthread_cond_timedwait(condition, mutex, &until)
+                    _ = pthread_cond_timedwait(condition, mutex.pointer, &until)
                 }
             }
         }

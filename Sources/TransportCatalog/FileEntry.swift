@@ -47,34 +47,30 @@ extension TransportEntry {
     /// The file transport whose reading thread sleeps in the read of its
     /// change events (Linux), however many other file transports the
     /// process has: the contract suite on that path whatever runs beside it.
-    package static let fileSleepingInRead = fileVariant(
-        named: "file-sleeping-in-read",
-        configuration: {
-            var configuration = FileSignalConfiguration()
-            configuration.sleepsInReadBeyondLimit = true
-            return configuration
-        }())
+    package static let fileSleepingInRead = fileVariant(named: "file-sleeping-in-read") {
+        $0.sleepsInReadBeyondLimit = true
+    }
 
     /// The file transport whose reading thread sleeps in the system's event
     /// queue, as a process's file transports past its first few do on Linux,
     /// and every one does on Apple platforms.
-    package static let fileInEventQueue = fileVariant(
-        named: "file-in-event-queue",
-        configuration: {
-            var configuration = FileSignalConfiguration()
-            configuration.sleepsInRead = false
-            return configuration
-        }())
+    package static let fileInEventQueue = fileVariant(named: "file-in-event-queue") { $0.sleepsInRead = false }
 
     /// What a coalesced or lost notify(3) leaves on Apple platforms: no
     /// change events, only a 20 ms poll wakes a reader.
-    package static let fileWithoutChangeEvents = fileVariant(
-        named: "file-without-change-events",
-        configuration: FileSignalConfiguration(pollInterval: .milliseconds(20), usesChangeEvents: false))
+    package static let fileWithoutChangeEvents = fileVariant(named: "file-without-change-events") {
+        $0.pollInterval = .milliseconds(20)
+        $0.usesChangeEvents = false
+    }
 
     /// A variant of the file transport: the same directory, another configuration.
-    private static func fileVariant(named name: String, configuration: FileSignalConfiguration) -> TransportEntry {
-        TransportEntry(
+    private static func fileVariant(
+        named name: String, _ configure: (inout FileSignalConfiguration) -> Void
+    ) -> TransportEntry {
+        var configured = FileSignalConfiguration()
+        configure(&configured)
+        let configuration = configured
+        return TransportEntry(
             name: name, typeName: "FileSignalTransport", meeting: file.meeting, keepsPosts: true, isVariant: true,
             make: { (place, request) throws(TypedNotificationError) in
                 try FileSignalTransport(
