@@ -16,6 +16,10 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#ifdef __linux__
+#include <sys/sysmacros.h>
+#endif
 #include <unistd.h>
 
 // Darwin has no MSG_CMSG_CLOEXEC: a descriptor a hostile peer passes is
@@ -398,6 +402,42 @@ int ctn_open_unnamed_file(const char *directory) {
     errno = ENOTSUP;
     return -1;
 #endif
+}
+
+static int extent_from_fstat(int fd, int64_t *size, uint64_t *links, uint64_t *device, uint64_t *inode) {
+    struct stat info;
+    if (fstat(fd, &info) != 0) return -1;
+    *size = (int64_t)info.st_size;
+    *links = (uint64_t)info.st_nlink;
+    *device = (uint64_t)info.st_dev;
+    *inode = (uint64_t)info.st_ino;
+    return 0;
+}
+
+int ctn_file_extent(int fd, int64_t *size, uint64_t *links, uint64_t *device, uint64_t *inode) {
+#if defined(__linux__) && defined(STATX_SIZE)
+    // Once statx is found missing or refused, every later call goes
+    // straight to fstat; a race between threads costs one extra try.
+    static _Atomic int statx_unusable = 0;
+    if (!statx_unusable) {
+        struct statx info;
+        unsigned int wanted = STATX_SIZE | STATX_NLINK | STATX_INO;
+        if (statx(fd, "", AT_EMPTY_PATH, wanted, &info) == 0) {
+            if ((info.stx_mask & wanted) == wanted) {
+                *size = (int64_t)info.stx_size;
+                *links = (uint64_t)info.stx_nlink;
+                *device = (uint64_t)makedev(info.stx_dev_major, info.stx_dev_minor);
+                *inode = (uint64_t)info.stx_ino;
+                return 0;
+            }
+        } else if (errno == ENOSYS || errno == EPERM) {
+            statx_unusable = 1;
+        } else {
+            return -1;
+        }
+    }
+#endif
+    return extent_from_fstat(fd, size, links, device, inode);
 }
 
 int ctn_skip_access_time(int fd) {

@@ -121,6 +121,18 @@ package struct FileIdentity: Hashable, Sendable {
     package var inode: UInt64
 }
 
+/// What a reader or writer of a growing file looks at between its reads and
+/// writes: its size, its names and which file it is, never its timestamps
+/// (see ``SystemCalls/fileExtent(_:)``).
+package struct FileExtent: Sendable, Equatable {
+    /// Its size in bytes.
+    package var size: Int
+    /// Names it has: 0 once an open file was removed.
+    package var links: Int
+    /// Which file it is.
+    package var identity: FileIdentity
+}
+
 /// The parts of `stat` this package reads, in Swift types.
 package struct FileStatus: Sendable, Equatable {
     /// Regular file, directory, socket, …

@@ -319,6 +319,27 @@ import Synchronization
         return retrying { fstat(descriptor.rawValue, &info) }.map { _ in FileStatus(info) }
     }
 
+    /// The size, link count and identity of an open file, read without its
+    /// timestamps. Reading a file's times, as ``fileStatus(_:)`` does,
+    /// makes its next write stamp a fine-grained time and dirty its inode
+    /// where timestamps are multigrain (Linux 6.13 and later): for a log
+    /// that one process appends to while others watch its size, that is a
+    /// third of each append's cost. Use this between the reads or writes of
+    /// a file that grows.
+    ///
+    /// The corresponding C function is `statx` (Linux; `fstat` where it is
+    /// missing or refused, and elsewhere).
+    package static func fileExtent(_ descriptor: borrowing FileDescriptor) -> Result<FileExtent, Errno> {
+        var size: Int64 = 0
+        var links: UInt64 = 0
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        return retrying { ctn_file_extent(descriptor.rawValue, &size, &links, &device, &inode) }.map { _ in
+            FileExtent(
+                size: Int(size), links: Int(clamping: links), identity: FileIdentity(device: device, inode: inode))
+        }
+    }
+
     /// Cuts a file to `length` bytes.
     ///
     /// The corresponding C function is `ftruncate`.

@@ -70,6 +70,17 @@ int ctn_receive_datagrams_waiting(int fd, void *buffer, size_t slot_length, unsi
 /// before either way.
 int ctn_skip_access_time(int fd);
 
+/// The size, link count and identity (device, inode) of the open file `fd`,
+/// read without its timestamps: 0, or -1 with errno. On Linux this is
+/// `statx` asking for those fields only. Asking for a file's modification
+/// or change time, as `fstat` does, marks it queried on file systems with
+/// multigrain timestamps (Linux 6.13 and later), so that the file's next
+/// write stamps a fine-grained time and dirties its inode; a size and a
+/// link count leave the next write as cheap as if nobody had looked. Where
+/// `statx` is missing or refused (ENOSYS, EPERM under an old seccomp
+/// filter), and on other systems, it is `fstat`.
+int ctn_file_extent(int fd, int64_t *size, uint64_t *links, uint64_t *device, uint64_t *inode);
+
 /// Opens an unnamed regular file in `directory` for reading and writing,
 /// mode 0600, close-on-exec (O_TMPFILE): a descriptor, or -1 with errno.
 /// Linux only: elsewhere -1 with ENOTSUP.

@@ -51,6 +51,32 @@ struct FileStatusTests {
         #expect(throws: Errno.noSuchFile) { try SystemCalls.linkStatus(file).get() }
     }
 
+    @Test("a growing file's extent: size, links and identity as fstat reads them, until it is removed")
+    func extentOfAGrowingFile() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let file = directory + "/log"
+        let opened = try SystemCalls.openFile(file, .readWrite, options: [.create, .exclusive]).get()
+        for round in 1...3 {
+            try SystemCalls.writeAll(opened, [UInt8](repeating: 7, count: 1_000 * round)).get()
+            let extent = try SystemCalls.fileExtent(opened).get()
+            let status = try SystemCalls.fileStatus(opened).get()
+            #expect(extent.size == status.size)
+            #expect(extent.size == 1_000 * (1...round).reduce(0, +))
+            #expect(extent.links == 1)
+            #expect(extent.identity == status.identity)
+        }
+        // Another name for it, then both removed: the count follows.
+        #expect(link(file, directory + "/other") == 0)
+        #expect(try SystemCalls.fileExtent(opened).get().links == 2)
+        try SystemCalls.removeFile(file).get()
+        try SystemCalls.removeFile(directory + "/other").get()
+        #expect(try SystemCalls.fileExtent(opened).get().links == 0)
+        // A descriptor that is not open is a typed error, not a trap (-1:
+        // never another test's descriptor, and closing it does nothing).
+        #expect(throws: Errno.self) { try SystemCalls.fileExtent(FileDescriptor(adopting: -1)).get() }
+    }
+
     @Test("permissions keep only permission bits and print as chmod takes them")
     func permissions() {
         #expect(FilePermissions(rawValue: 0o100644) == 0o644)

@@ -149,7 +149,7 @@ enum FileLog {
     /// that block does not tell the index. `nil` when it cannot be read or
     /// is of format 1.
     static func end(of file: borrowing FileDescriptor, number: UInt64) -> LogPosition? {
-        guard case .success(let info) = SystemCalls.fileStatus(file), info.size <= LogFormat.maximumSegmentBytes,
+        guard case .success(let info) = SystemCalls.fileExtent(file), info.size <= LogFormat.maximumSegmentBytes,
             case .success(let head) = read(file, at: 0, count: LogFormat.startSize)
         else { return nil }
         // Not a segment of this log unless it opens with a start mark (an

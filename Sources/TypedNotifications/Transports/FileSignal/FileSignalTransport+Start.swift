@@ -74,7 +74,7 @@ extension FileSignalTransport {
         guard
             case .success(let file) = FileLog.openForReading(
                 FileLog.segmentPath(directory, name, position.segment), sharing: configuration.sharing),
-            case .success(let info) = SystemCalls.fileStatus(file), position.offset <= info.size
+            case .success(let info) = SystemCalls.fileExtent(file), position.offset <= info.size
         else { return nil }
         let from = LogFormat.blockStart(of: position.offset)
         let count = min(info.size, position.offset + LogFormat.blockSize) - from
@@ -116,7 +116,7 @@ extension FileSignalTransport {
         guard
             case .success(let file) = FileLog.openForReading(
                 FileLog.segmentPath(directory, name, number), sharing: configuration.sharing),
-            case .success(let info) = SystemCalls.fileStatus(file),
+            case .success(let info) = SystemCalls.fileExtent(file),
             case .success(let bytes) = FileLog.read(file, at: 0, count: info.size)
         else { return nil }
         return bytes

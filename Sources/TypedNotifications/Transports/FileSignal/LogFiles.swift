@@ -153,7 +153,7 @@ final class SystemSegmentFile: LogSegmentFile {
     }
 
     func status() -> (size: Int, links: Int)? {
-        guard case .success(let info) = SystemCalls.fileStatus(file) else { return nil }
+        guard case .success(let info) = SystemCalls.fileExtent(file) else { return nil }
         return (info.size, info.links)
     }
 

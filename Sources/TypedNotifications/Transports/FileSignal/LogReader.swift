@@ -32,9 +32,9 @@ final class LogReader {
         /// it is as good as unlinked, though it still has a link.
         ///
         /// The corresponding C function is `lstat`.
-        func leftItsPath(_ open: FileStatus) -> Bool {
+        func leftItsPath(_ open: FileIdentity) -> Bool {
             guard case .success(let atPath) = SystemCalls.linkStatus(path) else { return true }
-            return atPath.identity != open.identity
+            return atPath.identity != open
         }
     }
 
@@ -103,11 +103,11 @@ final class LogReader {
                         nextSegment: !refused && segments.contains(segment) ? nil : segments.first { $0 > segment })
                 }
             case .measure:
-                if let current = open, case .success(let info) = SystemCalls.fileStatus(current.file) {
+                if let current = open, case .success(let info) = SystemCalls.fileExtent(current.file) {
                     // Checked only when the directory reported new entries
                     // or was watched anew (a log made again there), so a
                     // wake-up for an append costs no extra call.
-                    let gone = info.links > 0 && segmentsChanged && current.leftItsPath(info)
+                    let gone = info.links > 0 && segmentsChanged && current.leftItsPath(info.identity)
                     event = .measured(size: info.size, links: gone ? 0 : info.links)
                 } else {
                     event = .measureFailed
