@@ -62,6 +62,32 @@ struct LogSimulationTests {
     }
 }
 
+extension LogSimulationTests {
+    /// The append in one call that *Design decisions* rules out: writers
+    /// that learn where the log ends from a shared page they all keep
+    /// exactly, instead of from the segment's status before each append.
+    /// The page tells every writer's append and rollover; it cannot tell
+    /// that another process removed the segment. The same schedules must
+    /// catch posts that returned and are lost; if they did not, the status
+    /// the real writer pays for on every append would be proven by nothing.
+    @Test("writers that take the log's end from a shared page lose posts after rm, and the schedules catch it")
+    func aSharedEndLosesPostsAfterRemoval() async throws {
+        let failures = try await offThePool { () -> [String] in
+            var failures: [String] = []
+            for seed in (0..<UInt64(2_000)).map({ 0x5EED_0000 &+ $0 }) {
+                var simulation = Simulation(seed: seed, writersTrustASharedEnd: true)
+                simulation.run()
+                if let failure = simulation.failure { failures.append("seed \(seed): \(failure)") }
+                if failures.count >= 3 { break }
+            }
+            return failures
+        }
+        #expect(failures.count >= 3)
+        // Lost, not merely miscounted: a post that returned is gone.
+        #expect(failures.contains { $0.contains("never got") || $0.contains("is gone from the log") })
+    }
+}
+
 /// The schedule's numbers: SplitMix64, small, fast and the same everywhere.
 struct SimulationRandom {
     private var generator: SplitMix64
@@ -88,6 +114,11 @@ final class SimulatedDirectory {
     var random: SimulatedRandomBox
     var retentionKeeps = 3
     var totals = Simulation.Totals()
+    /// Whether writers learn where the log ends from a shared page that
+    /// every writer keeps exactly, instead of from the segment's status: the
+    /// append in one call that *Design decisions* rules out. Such a page
+    /// knows what writers did, never what `rm` did to a segment's links.
+    var writersTrustASharedEnd = false
     /// Bytes a crashed or failed write left, so the model knows which
     /// records in them are whole.
     var onTornWrite: ([UInt8], Int) -> Void = { _, _ in }
@@ -186,7 +217,9 @@ final class SimulatedSegmentFile: LogSegmentFile {
         self.process = process
     }
 
-    func status() -> (size: Int, links: Int)? { (file.bytes.count, file.linked ? 1 : 0) }
+    func status() -> (size: Int, links: Int)? {
+        (file.bytes.count, file.linked || process.directory.writersTrustASharedEnd ? 1 : 0)
+    }
 
     func read(at offset: Int, count: Int) -> [UInt8]? {
         let end = min(file.bytes.count, offset + count)
@@ -309,11 +342,12 @@ struct Simulation {
 
     var totals: Totals { directory.totals }
 
-    init(seed: UInt64, tracing: Bool = false) {
+    init(seed: UInt64, tracing: Bool = false, writersTrustASharedEnd: Bool = false) {
         self.seed = seed
         self.tracing = tracing
         box = SimulatedRandomBox(seed: seed)
         directory = SimulatedDirectory(random: box)
+        directory.writersTrustASharedEnd = writersTrustASharedEnd
         let sizes = [1_024, 8 * 1_024, 64 * 1_024, 200 * 1_024]
         segmentSize = sizes[box.random.below(sizes.count)]
         box.killPercent = [0, 2, 8][box.random.below(3)]
