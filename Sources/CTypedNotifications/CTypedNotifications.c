@@ -404,40 +404,62 @@ int ctn_open_unnamed_file(const char *directory) {
 #endif
 }
 
-static int extent_from_fstat(int fd, int64_t *size, uint64_t *links, uint64_t *device, uint64_t *inode) {
-    struct stat info;
-    if (fstat(fd, &info) != 0) return -1;
-    *size = (int64_t)info.st_size;
-    *links = (uint64_t)info.st_nlink;
-    *device = (uint64_t)info.st_dev;
-    *inode = (uint64_t)info.st_ino;
+static int extent_from_stat(const struct stat *info, int64_t *size, uint64_t *links, uint64_t *device,
+                            uint64_t *inode) {
+    *size = (int64_t)info->st_size;
+    *links = (uint64_t)info->st_nlink;
+    *device = (uint64_t)info->st_dev;
+    *inode = (uint64_t)info->st_ino;
     return 0;
 }
 
+#if defined(__linux__) && defined(STATX_SIZE)
+// Once statx is found missing or refused, every later call goes straight
+// to fstat or lstat; a race between threads costs one extra try.
+static _Atomic int statx_unusable = 0;
+
+// 1: answered (0 or -1 with errno in *result); 0: use the old call.
+static int extent_from_statx(int at, const char *path, int flags, int *result, int64_t *size, uint64_t *links,
+                             uint64_t *device, uint64_t *inode) {
+    if (statx_unusable) return 0;
+    struct statx info;
+    unsigned int wanted = STATX_SIZE | STATX_NLINK | STATX_INO;
+    if (statx(at, path, flags, wanted, &info) == 0) {
+        if ((info.stx_mask & wanted) != wanted) return 0;
+        *size = (int64_t)info.stx_size;
+        *links = (uint64_t)info.stx_nlink;
+        *device = (uint64_t)makedev(info.stx_dev_major, info.stx_dev_minor);
+        *inode = (uint64_t)info.stx_ino;
+        *result = 0;
+        return 1;
+    }
+    if (errno == ENOSYS || errno == EPERM) {
+        statx_unusable = 1;
+        return 0;
+    }
+    *result = -1;
+    return 1;
+}
+#endif
+
 int ctn_file_extent(int fd, int64_t *size, uint64_t *links, uint64_t *device, uint64_t *inode) {
 #if defined(__linux__) && defined(STATX_SIZE)
-    // Once statx is found missing or refused, every later call goes
-    // straight to fstat; a race between threads costs one extra try.
-    static _Atomic int statx_unusable = 0;
-    if (!statx_unusable) {
-        struct statx info;
-        unsigned int wanted = STATX_SIZE | STATX_NLINK | STATX_INO;
-        if (statx(fd, "", AT_EMPTY_PATH, wanted, &info) == 0) {
-            if ((info.stx_mask & wanted) == wanted) {
-                *size = (int64_t)info.stx_size;
-                *links = (uint64_t)info.stx_nlink;
-                *device = (uint64_t)makedev(info.stx_dev_major, info.stx_dev_minor);
-                *inode = (uint64_t)info.stx_ino;
-                return 0;
-            }
-        } else if (errno == ENOSYS || errno == EPERM) {
-            statx_unusable = 1;
-        } else {
-            return -1;
-        }
-    }
+    int result;
+    if (extent_from_statx(fd, "", AT_EMPTY_PATH, &result, size, links, device, inode)) return result;
 #endif
-    return extent_from_fstat(fd, size, links, device, inode);
+    struct stat info;
+    if (fstat(fd, &info) != 0) return -1;
+    return extent_from_stat(&info, size, links, device, inode);
+}
+
+int ctn_path_extent(const char *path, int64_t *size, uint64_t *links, uint64_t *device, uint64_t *inode) {
+#if defined(__linux__) && defined(STATX_SIZE)
+    int result;
+    if (extent_from_statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, &result, size, links, device, inode)) return result;
+#endif
+    struct stat info;
+    if (lstat(path, &info) != 0) return -1;
+    return extent_from_stat(&info, size, links, device, inode);
 }
 
 int ctn_skip_access_time(int fd) {

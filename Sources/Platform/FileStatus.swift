@@ -121,6 +121,15 @@ package struct FileIdentity: Hashable, Sendable {
     package var inode: UInt64
 }
 
+/// A path in the form C functions take it, NUL-terminated, made once.
+package struct SystemPath: Sendable {
+    /// The path's bytes and a NUL.
+    package let bytes: ContiguousArray<CChar>
+
+    /// `path` in C form.
+    package init(_ path: String) { bytes = path.utf8CString }
+}
+
 /// What a reader or writer of a growing file looks at between its reads and
 /// writes: its size, its names and which file it is, never its timestamps
 /// (see ``SystemCalls/fileExtent(_:)``).

@@ -340,6 +340,36 @@ import Synchronization
         }
     }
 
+    /// ``fileExtent(_:)`` of the file at `path`; a symbolic link as its last
+    /// part is not followed.
+    ///
+    /// The corresponding C function is `statx` (Linux; `lstat` where it is
+    /// missing or refused, and elsewhere).
+    package static func pathExtent(_ path: String) -> Result<FileExtent, Errno> {
+        pathExtent(SystemPath(path))
+    }
+
+    /// ``pathExtent(_:)`` of a path kept in C form, for a path looked up
+    /// again and again: nothing is converted or allocated per call.
+    package static func pathExtent(_ path: SystemPath) -> Result<FileExtent, Errno> {
+        var size: Int64 = 0
+        var links: UInt64 = 0
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        return retrying {
+            path.bytes.withUnsafeBufferPointer { bytes in
+                guard let start = bytes.baseAddress else {
+                    errno = EINVAL
+                    return CInt(-1)
+                }
+                return ctn_path_extent(start, &size, &links, &device, &inode)
+            }
+        }.map { _ in
+            FileExtent(
+                size: Int(size), links: Int(clamping: links), identity: FileIdentity(device: device, inode: inode))
+        }
+    }
+
     /// Cuts a file to `length` bytes.
     ///
     /// The corresponding C function is `ftruncate`.

@@ -81,6 +81,11 @@ int ctn_skip_access_time(int fd);
 /// filter), and on other systems, it is `fstat`.
 int ctn_file_extent(int fd, int64_t *size, uint64_t *links, uint64_t *device, uint64_t *inode);
 
+/// Like `ctn_file_extent`, for the file at `path`, whose last part is not
+/// followed if it is a symbolic link (`lstat` where `statx` is missing or
+/// refused, and on other systems).
+int ctn_path_extent(const char *path, int64_t *size, uint64_t *links, uint64_t *device, uint64_t *inode);
+
 /// Opens an unnamed regular file in `directory` for reading and writing,
 /// mode 0600, close-on-exec (O_TMPFILE): a descriptor, or -1 with errno.
 /// Linux only: elsewhere -1 with ENOTSUP.

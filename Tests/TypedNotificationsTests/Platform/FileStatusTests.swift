@@ -66,12 +66,21 @@ struct FileStatusTests {
             #expect(extent.links == 1)
             #expect(extent.identity == status.identity)
         }
+        // At its path: the same file; a link there is not followed; a C
+        // path made once answers the same.
+        let atPath = try SystemCalls.pathExtent(file).get()
+        #expect(atPath == (try SystemCalls.fileExtent(opened).get()))
+        #expect(try SystemCalls.pathExtent(SystemPath(file)).get() == atPath)
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link", withDestinationPath: file)
+        #expect(try SystemCalls.pathExtent(directory + "/link").get().identity != atPath.identity)
+        #expect(throws: Errno.noSuchFile) { try SystemCalls.pathExtent(directory + "/missing").get() }
         // Another name for it, then both removed: the count follows.
         #expect(link(file, directory + "/other") == 0)
         #expect(try SystemCalls.fileExtent(opened).get().links == 2)
         try SystemCalls.removeFile(file).get()
         try SystemCalls.removeFile(directory + "/other").get()
         #expect(try SystemCalls.fileExtent(opened).get().links == 0)
+        #expect(throws: Errno.noSuchFile) { try SystemCalls.pathExtent(file).get() }
         // A descriptor that is not open is a typed error, not a trap (-1:
         // never another test's descriptor, and closing it does nothing).
         #expect(throws: Errno.self) { try SystemCalls.fileExtent(FileDescriptor(adopting: -1)).get() }

@@ -71,9 +71,18 @@ final class SystemLogFiles: LogFiles {
 
     func unlock() { SystemCalls.unlockFile(lockFile) }
 
+    /// Removed, or renamed away with its directory (`mv logs/NAME
+    /// elsewhere`, perhaps a log made again at the path since): the lock
+    /// file at the path is not this one, or there is none. Appending here
+    /// would write where no reader of the path looks.
     var isRemoved: Bool {
-        guard case .success(let info) = SystemCalls.fileStatus(lockFile) else { return false }
-        return info.links == 0
+        guard case .success(let info) = SystemCalls.fileExtent(lockFile) else { return false }
+        if info.links == 0 { return true }
+        switch SystemCalls.pathExtent(FileLog.lockPath(root, name)) {
+        case .success(let atPath): return atPath.identity != info.identity
+        case .failure(.noSuchFile), .failure(.notADirectory): return true
+        case .failure: return false
+        }
     }
 
     func segments() -> [UInt64] { FileLog.segments(root, name) }
@@ -88,10 +97,9 @@ final class SystemLogFiles: LogFiles {
     /// Never creates it: a segment removed between a listing and this open
     /// is an error, not an empty file under its name.
     func open(_ number: UInt64) throws(TypedNotificationError) -> any LogSegmentFile {
-        SystemSegmentFile(
-            try SharedFile.open(
-                FileLog.segmentPath(root, name, number), .readWrite, sharing: configuration.sharing
-            ).get())
+        let path = FileLog.segmentPath(root, name, number)
+        return SystemSegmentFile(
+            try SharedFile.open(path, .readWrite, sharing: configuration.sharing).get(), path: path)
     }
 
     /// Written under a temporary name, then renamed into place, so no
@@ -117,7 +125,7 @@ final class SystemLogFiles: LogFiles {
             // starts again at the newest number left.
             _ = withUnsafeBytes(of: number.littleEndian) { SystemCalls.writeAll(lockFile, $0, at: 0) }
         }
-        return SystemSegmentFile(file)
+        return SystemSegmentFile(file, path: path)
     }
 
     func newestCreated() -> UInt64? {
@@ -147,14 +155,26 @@ final class SystemLogFiles: LogFiles {
 /// A segment open for appending.
 final class SystemSegmentFile: LogSegmentFile {
     private let file: FileDescriptor
+    private let path: SystemPath
+    // Which file it is, learned when it was opened.
+    private let identity: FileIdentity?
 
-    init(_ file: consuming FileDescriptor) {
+    init(_ file: consuming FileDescriptor, path: String) {
+        identity = try? SystemCalls.fileExtent(file).get().identity
         self.file = file
+        self.path = SystemPath(path)
     }
 
+    /// Looked up at its path, in one call: its size and links while it is
+    /// the file there. A segment no longer at its path (removed, renamed
+    /// away with its directory, replaced) has no link for the log: the
+    /// writer looks where the log goes on, as after `rm`.
     func status() -> (size: Int, links: Int)? {
+        if let identity, case .success(let atPath) = SystemCalls.pathExtent(path), atPath.identity == identity {
+            return (atPath.size, atPath.links)
+        }
         guard case .success(let info) = SystemCalls.fileExtent(file) else { return nil }
-        return (info.size, info.links)
+        return (info.size, identity == nil ? info.links : 0)
     }
 
     func read(at offset: Int, count: Int) -> [UInt8]? {

@@ -42,6 +42,59 @@ struct LogAdversaryTests {
     }
 
     @Test(
+        "a log directory renamed away under a long-lived poster: its next posts go to the log at the path, made again by it or by another process"
+    )
+    func logDirectoryRenamedUnderPoster() async throws {
+        // The adversary: `mv logs/NAME elsewhere` by another process, between
+        // two posts of a poster that lives on. The segment and the lock file
+        // it holds keep their links; only their paths say the log left.
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try fileHub(directory, endpoint: "watcher")
+        defer { watcher.close() }
+        let got = Collector<(poster: Int, index: Int)>()
+        let token = try watcher.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, _ in
+            got.append((ping.poster, ping.index))
+        }
+        defer { token.cancel() }
+        let poster = try fileHub(directory, endpoint: "app")
+        defer { poster.close() }
+        let log = directory + "/logs/" + HelperPing.name.rawValue
+        func move(to place: String) async throws {
+            let mover = try HelperProcess([log, directory + "/" + place], executable: "/bin/mv")
+            #expect(await mover.waitForExit() == 0, "\(mover.errors.values)")
+        }
+        // The bytes of a log's segments, to see that nothing was written to
+        // a log after it was moved away.
+        func segmentBytes(_ path: String) throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: path).filter { $0.hasSuffix(".log") }.reduce(0) {
+                $0 + ((try FileManager.default.attributesOfItem(atPath: path + "/" + $1)[.size] as? Int) ?? 0)
+            }
+        }
+        for index in 0..<10 { try poster.post(HelperPing(poster: 0, index: index)) }
+        #expect(await got.wait(forCount: 10, upTo: .seconds(30)))
+
+        // Nobody makes the log again: the poster's next post does.
+        let before = try segmentBytes(log)
+        try await move(to: "moved-1")
+        for index in 10..<30 { try poster.post(HelperPing(poster: 0, index: index)) }
+        #expect(await got.wait(forCount: 30, upTo: .seconds(30)))
+        #expect(try segmentBytes(directory + "/moved-1") == before)
+
+        // Another process makes it again first; the poster goes on in it.
+        let again = try segmentBytes(log)
+        try await move(to: "moved-2")
+        let other = try HelperProcess(["fpost", directory, "5", "3"])
+        #expect(await other.waitForExit() == 0, "\(other.errors.values)")
+        for index in 30..<50 { try poster.post(HelperPing(poster: 0, index: index)) }
+        #expect(await got.wait(forCount: 55, upTo: .seconds(30)))
+        #expect(try segmentBytes(directory + "/moved-2") == again)
+
+        #expect(got.values.filter { $0.poster == 0 }.map(\.index) == Array(0..<50))
+        #expect(got.values.filter { $0.poster == 3 }.map(\.index) == Array(0..<5))
+    }
+
+    @Test(
         "a long-lived poster keeps posting while other processes roll the log under it: nothing throws, nothing is lost"
     )
     func longLivedPosterAcrossRollovers() async throws {
