@@ -403,8 +403,9 @@ public final class FileSignalTransport: KeepsLatest {
         var appended = 0
         while appended < envelopes.count {
             if appender == nil || appender?.isRemoved == true {
-                // The first post of this name, or its log was removed since
-                // (rm -rf): start it (again), never writing into deleted files.
+                // The first post of this name, or its log was removed or
+                // renamed away since (rm -rf, mv): start it (again) at its
+                // path, never writing into files no reader there opens.
                 do throws(TypedNotificationError) {
                     appender = try LogAppender(
                         root: directory, name: name, configuration: configuration, counters: counters)

@@ -8,7 +8,8 @@ protocol LogFiles: AnyObject {
     /// Takes the log's exclusive lock, shared with every other process.
     func lock() throws(TypedNotificationError)
     func unlock()
-    /// Whether the log itself was removed (its lock file has no name left).
+    /// Whether the log itself was removed (its lock file has no name left)
+    /// or renamed away: the lock file at its path is not this one.
     var isRemoved: Bool { get }
     /// The segment numbers present, oldest first.
     func segments() -> [UInt64]
@@ -36,7 +37,8 @@ protocol LogFiles: AnyObject {
 
 /// One open segment.
 protocol LogSegmentFile: AnyObject {
-    /// Its size and how many names it has (0: removed).
+    /// Its size and how many names it has (0: removed, or no longer the
+    /// file at its path).
     func status() -> (size: Int, links: Int)?
     func read(at offset: Int, count: Int) -> [UInt8]?
     func write(_ bytes: [UInt8], at offset: Int) -> Result<Void, Errno>
