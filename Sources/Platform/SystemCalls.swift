@@ -330,14 +330,8 @@ import Synchronization
     /// The corresponding C function is `statx` (Linux; `fstat` where it is
     /// missing or refused, and elsewhere).
     package static func fileExtent(_ descriptor: borrowing FileDescriptor) -> Result<FileExtent, Errno> {
-        var size: Int64 = 0
-        var links: UInt64 = 0
-        var device: UInt64 = 0
-        var inode: UInt64 = 0
-        return retrying { ctn_file_extent(descriptor.rawValue, &size, &links, &device, &inode) }.map { _ in
-            FileExtent(
-                size: Int(size), links: Int(clamping: links), identity: FileIdentity(device: device, inode: inode))
-        }
+        let descriptor = descriptor.rawValue
+        return extent { ctn_file_extent(descriptor, $0, $1, $2, $3) }
     }
 
     /// ``fileExtent(_:)`` of the file at `path`; a symbolic link as its last
@@ -352,19 +346,25 @@ import Synchronization
     /// ``pathExtent(_:)`` of a path kept in C form, for a path looked up
     /// again and again: nothing is converted or allocated per call.
     package static func pathExtent(_ path: SystemPath) -> Result<FileExtent, Errno> {
+        path.bytes.withUnsafeBufferPointer { bytes in
+            guard let start = bytes.baseAddress else { return .failure(.invalidArgument) }
+            return extent { ctn_path_extent(start, $0, $1, $2, $3) }
+        }
+    }
+
+    /// Makes one of the C extent calls, which fill in a size, a link count,
+    /// a device and an inode, and returns what it filled in.
+    private static func extent(
+        _ call: (
+            UnsafeMutablePointer<Int64>, UnsafeMutablePointer<UInt64>, UnsafeMutablePointer<UInt64>,
+            UnsafeMutablePointer<UInt64>
+        ) -> CInt
+    ) -> Result<FileExtent, Errno> {
         var size: Int64 = 0
         var links: UInt64 = 0
         var device: UInt64 = 0
         var inode: UInt64 = 0
-        return retrying {
-            path.bytes.withUnsafeBufferPointer { bytes in
-                guard let start = bytes.baseAddress else {
-                    errno = EINVAL
-                    return CInt(-1)
-                }
-                return ctn_path_extent(start, &size, &links, &device, &inode)
-            }
-        }.map { _ in
+        return retrying { call(&size, &links, &device, &inode) }.map { _ in
             FileExtent(
                 size: Int(size), links: Int(clamping: links), identity: FileIdentity(device: device, inode: inode))
         }
