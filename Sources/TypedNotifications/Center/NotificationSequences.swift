@@ -41,6 +41,13 @@ public struct DeliverySequence<Notification: DarwinPayload>: AsyncSequence, Send
         /// The next delivery, or `nil` once the observation has ended.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
             guard let iteration else { return nil }
+            // Asking for more means the body has run for the delivery in
+            // hand: handled, even under a cancel. Let go of it before the
+            // cancellation handler, which for a task already cancelled runs
+            // at once and removes the observer; a durable transport forgets
+            // what is still in hand when a name's last observer goes, and
+            // would give a handled delivery again.
+            iteration.cursor.releaseHandedOut()
             let observation = iteration.registration.observation
             return await withTaskCancellationHandler(
                 operation: { await iteration.cursor.next(isolation: actor) },

@@ -134,6 +134,20 @@ struct RedisFaultTests {
     }
 
     @Test(
+        "a loop whose task is cancelled while its body runs has handled that delivery: it is acknowledged, and the next run starts after it, unmarked"
+    )
+    func cancelledWhileBodyRuns() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let (handled, next) = try await playCancelWhileLoopBodyRuns(
+            durable: { try redisHub(server, endpoint: "durable", identity: "w") }, poster: poster)
+        #expect(handled == [0, 1, 2])
+        #expect(next?.notification.index == 3)
+        #expect(next?.delivery.isRedelivery == false)
+    }
+
+    @Test(
         "a durable loop that leaves after the first of 20 acknowledges only that one: the 19 it took and never handled come again, marked, when the name is observed again"
     )
     func abandonedEntries() async throws {

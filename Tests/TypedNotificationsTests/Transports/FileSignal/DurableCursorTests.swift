@@ -151,6 +151,21 @@ struct DurableCursorTests {
     }
 
     @Test(
+        "a loop whose task is cancelled while its body runs has handled that delivery: the next run starts after it, unmarked"
+    )
+    func cancelledWhileBodyRuns() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        let (handled, next) = try await playCancelWhileLoopBodyRuns(
+            durable: { try fileHub(directory, endpoint: "durable", identity: "w") }, poster: poster)
+        #expect(handled == [0, 1, 2])
+        #expect(next?.notification.index == 3)
+        #expect(next?.delivery.isRedelivery == false)
+    }
+
+    @Test(
         "a durable watcher killed with SIGKILL at random points while it handles a backlog of 1,500, 25 times each way: all 1,500 handled, each duplicate marked as a redelivery",
         arguments: ["sequence", "handler"])
     func killedWhileHandling(mode: String) async throws {
