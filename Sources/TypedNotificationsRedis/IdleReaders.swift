@@ -79,7 +79,16 @@ final class IdleReaders {
         let value = Atomic<Int>(0)
     }
     /// The readers holding one of the reading connections.
-    var reading: [ObjectIdentifier: StreamReader] = [:]
+    var reading: [ObjectIdentifier: StreamReader] = [:] {
+        didSet {
+            if reading.count > mostReading.value.load(ordering: .relaxed) {
+                mostReading.value.store(reading.count, ordering: .relaxed)
+            }
+        }
+    }
+    /// The most readers that held reading connections at once, for any
+    /// thread (tests). Written on the loop only.
+    let mostReading = Gauge()
     /// Woken readers waiting for a reading connection, first woken first.
     var queue: [StreamReader] = []
     var queueStart = 0
@@ -202,11 +211,20 @@ extension RedisStreamsTransport {
     }
 
     /// Lets queued readers read while there is room, or a spare connection
-    /// (which costs the server no client more), then closes the spare
-    /// connections past ``IdleReaders/spareLimit``.
+    /// (which costs the server no client more) and fewer than
+    /// ``IdleReaders/readingLimit`` read, then closes the spare connections
+    /// past ``IdleReaders/spareLimit``.
+    ///
+    /// A spare connection never takes a reader past the limit: a watch that
+    /// closed leaves its connection spare, and the next watch connects
+    /// again, so granting spares past it would let the reading connections
+    /// grow by one each time, beyond the bound the type promises.
     private func fillSlots() {
         let idle = idleReaders.value
-        while idle.reading.count < idle.readingCap || !idle.spare.isEmpty, let next = idle.dequeue() {
+        while idle.reading.count < idle.readingCap
+            || (!idle.spare.isEmpty && idle.reading.count < IdleReaders.readingLimit),
+            let next = idle.dequeue()
+        {
             grant(next, connection: idle.spare.popLast())
         }
         let extra = idle.spare.count - IdleReaders.spareLimit

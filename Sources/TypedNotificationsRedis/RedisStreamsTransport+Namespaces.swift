@@ -44,6 +44,9 @@ extension RedisStreamsTransport {
     var namesRead: Set<NotificationName> { state.withLock { Set($0.shared.readers.keys) } }
     /// How many connections wait for quiet names' posts (see `IdleReaders`).
     var idleWatchCount: Int { idleWatches.value.load(ordering: .relaxed) }
+    /// The most names of namespaces that read on connections of their own
+    /// at once so far (see `IdleReaders`).
+    var mostNamesReadingAtOnce: Int { idleMostReading.value.load(ordering: .relaxed) }
 
     // MARK: Posting
 

@@ -113,6 +113,7 @@ public final class RedisStreamsTransport: KeepsLatest {
     // many connections they wait on (see `IdleReaders`).
     let idleReaders: LoopBound<IdleReaders>
     let idleWatches: IdleReaders.Gauge
+    let idleMostReading: IdleReaders.Gauge
     // The loop's envelope decoder, shared by its readers.
     let decoders: LoopBound<EnvelopeDecoderBox>
     // A durable identity's acknowledgements; nil for a plain observer.
@@ -186,6 +187,7 @@ public final class RedisStreamsTransport: KeepsLatest {
         self.router = router
         let idle = IdleReaders()
         idleWatches = idle.watchCount
+        idleMostReading = idle.mostReading
         idleReaders = LoopBound(idle, on: loop)
         decoders = LoopBound(EnvelopeDecoderBox(), on: loop)
         acknowledgements = identity.map {

@@ -446,6 +446,7 @@ struct RedisNamespaceTests {
         }
         defer { token.cancel() }
         let mostConnections = Locked(0)
+        let mostListed = Locked(0)
         let connections = { @Sendable in server.clients(named: "tn-reader") }
         let started = ContinuousClock.now
         let rssBefore = residentKiB()
@@ -453,8 +454,10 @@ struct RedisNamespaceTests {
             for index in 0..<count {
                 try poster.post(Ping(index: index), as: NotificationName(validating: "test.many.n\(index)"))
                 if index % 500 == 0 {
+                    let listed = server.clients(named: "tn-reader", everyListed: true)
                     let now = connections()
                     mostConnections.withLock { $0 = max($0, now) }
+                    mostListed.withLock { $0 = max($0, listed) }
                 }
             }
         }
@@ -463,6 +466,7 @@ struct RedisNamespaceTests {
         #expect(Set(got.values).count == count)
         // At most the reading connections, the announcements' reader, the
         // spare ones and the watches (one per 500 to 1,000 quiet names, 16 more).
+        #expect(observer.transport.mostNamesReadingAtOnce <= IdleReaders.readingLimit)
         let bound = IdleReaders.readingLimit + 1 + IdleReaders.spareLimit + 16 + count / 500
         #expect(mostConnections.withLock { $0 } <= bound)
         #expect(await waitUntil { connections() <= 2 + IdleReaders.spareLimit + count / 500 })
@@ -470,7 +474,7 @@ struct RedisNamespaceTests {
         #expect(await got.wait(forCount: count + 1, upTo: .seconds(30)))
         #expect(got.values.count == count + 1)
         print(
-            "\(count) new names through one Redis namespace (identity \(identity ?? "none")): delivered in \(elapsed), at most \(mostConnections.withLock { $0 }) reading connections, \(observer.transport.idleWatchCount) watches at the end, RSS +\(residentKiB() - rssBefore) KiB"
+            "\(count) new names through one Redis namespace (identity \(identity ?? "none")): delivered in \(elapsed), at most \(mostConnections.withLock { $0 }) reading connections (the server listed up to \(mostListed.withLock { $0 }), closed ones too; names reading at once: up to \(observer.transport.mostNamesReadingAtOnce)), \(observer.transport.idleWatchCount) watches at the end, RSS +\(residentKiB() - rssBefore) KiB"
         )
     }
 

@@ -131,11 +131,56 @@ final class RedisTestServer: Sendable {
         return try RedisConnection.connect(options).call(arguments.map { Array($0.utf8) })
     }
 
-    /// How many clients named `name` are connected now; -1 when the server
-    /// does not answer.
-    func clients(named name: String) -> Int {
+    /// How many clients named `name` are connected now and held open by
+    /// this process; -1 when the server does not answer.
+    ///
+    /// The server lists a connection the client has closed until it has
+    /// read the close, which under load can come after a `CLIENT LIST` sent
+    /// later: a transport handing connections over would seem to hold more
+    /// than it does. So a listed connection counts only while this process
+    /// has a socket open at its client port (`/proc/self/fd` and
+    /// `/proc/net/tcp`); `everyListed` counts them all.
+    func clients(named name: String, everyListed: Bool = false) -> Int {
         guard case .bulkString(let list?)? = try? command("CLIENT", "LIST") else { return -1 }
-        return String(decoding: list, as: UTF8.self).split(separator: "\n").count { $0.contains(" name=\(name) ") }
+        let named = String(decoding: list, as: UTF8.self).split(separator: "\n").filter {
+            $0.contains(" name=\(name) ")
+        }
+        guard !everyListed else { return named.count }
+        let held = Self.openLocalPorts()
+        return named.count { line in
+            guard let address = line.split(separator: " ").first(where: { $0.hasPrefix("addr=") }),
+                let port = address.split(separator: ":").last.flatMap({ Int($0) })
+            else { return false }
+            return held.contains(port)
+        }
+    }
+
+    /// The local ports of the TCP sockets this process has open now.
+    private static func openLocalPorts() -> Set<Int> {
+        let files = FileManager.default
+        var inodes: Set<Substring> = []
+        for descriptor in (try? files.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            guard let target = try? files.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + descriptor),
+                target.hasPrefix("socket:[")
+            else { continue }
+            inodes.insert(target.dropFirst("socket:[".count).dropLast())
+        }
+        var ports: Set<Int> = []
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            // Read to its end: `String(contentsOfFile:)` stops at the first
+            // page of a file in /proc, whose size is 0.
+            guard let bytes = try? FileHandle(forReadingAtPath: table)?.readToEnd() else { continue }
+            let text = String(decoding: bytes, as: UTF8.self)
+            // sl local_address rem_address st tx_queue:rx_queue tr:tm retrnsmt uid timeout inode
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                guard fields.count > 9, inodes.contains(fields[9]),
+                    let port = fields[1].split(separator: ":").last.flatMap({ Int($0, radix: 16) })
+                else { continue }
+                ports.insert(port)
+            }
+        }
+        return ports
     }
 
     /// How many entries `group` read from the stream `key` and has not
