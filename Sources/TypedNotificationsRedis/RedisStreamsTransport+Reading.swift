@@ -36,7 +36,16 @@ extension RedisStreamsTransport {
         }
         guard let commands = reader.machine.nextRead() else { return }
         let blocking = !readsWithoutBlocking(reader)
-        for command in commands { connection.enqueue(self.command(command, of: reader, blocking: blocking)) }
+        // A durable identity reads no more than every observer can still
+        // buffer, so no buffer drops what the group would then hold pending
+        // until the next run: the stream keeps the rest.
+        var count = configuration.readBatchSize
+        if identity != nil, reader.discovers == nil, let room = receiver.room(for: reader.name) {
+            count = max(1, min(count, room))
+        }
+        for command in commands {
+            connection.enqueue(self.command(command, of: reader, blocking: blocking, count: count))
+        }
         do throws(TypedNotificationError) {
             try connection.flush()
         } catch {
@@ -47,12 +56,14 @@ extension RedisStreamsTransport {
     }
 
     /// The words of one of a reader's commands; a read of new entries waits
-    /// for them up to the block timeout unless not `blocking`.
+    /// for them up to the block timeout unless not `blocking`, and takes at
+    /// most `count` (the configured batch size when `nil`).
     func command(
-        _ command: StreamReaderStateMachine.Command, of reader: StreamReader, blocking: Bool = true
+        _ command: StreamReaderStateMachine.Command, of reader: StreamReader, blocking: Bool = true,
+        count: Int? = nil
     ) -> [[UInt8]] {
         let block = String(configuration.blockTimeout.clampedMilliseconds)
-        let count = String(configuration.readBatchSize)
+        let count = String(count ?? configuration.readBatchSize)
         let group = identity ?? ""
         switch command {
         case .asking:
@@ -224,8 +235,11 @@ extension RedisStreamsTransport {
             if let acknowledgements {
                 let key = reader.key
                 // Not acknowledged when every observer holding it ended
-                // without handling it: it stays pending and comes again.
-                message.receipt = DeliveryReceipt.unlessAbandoned { acknowledgements.acknowledge(id, key: key) }
+                // without handling it, nor when a buffer dropped it: it
+                // stays pending and comes again, marked.
+                message.receipt = DeliveryReceipt.unlessAbandonedOrDropped {
+                    acknowledgements.acknowledge(id, key: key)
+                }
             }
             counters.add(to: .delivered)
             receiver.receive(message)

@@ -243,6 +243,16 @@ public final class DeliveryReceipt: Sendable {
         DeliveryReceipt(whenHandled: whenHandled, skipsAbandoned: true, skipsDropped: false)
     }
 
+    /// Like ``init(whenHandled:)``, but `whenHandled` runs neither when the
+    /// observers that queued the message all ended holding it unhandled, nor
+    /// once an observer's buffering policy dropped it: for a durable
+    /// transport that leaves both to be read again, marked as redeliveries.
+    @_spi(TransportAuthoring) public static func unlessAbandonedOrDropped(
+        _ whenHandled: @escaping @Sendable () -> Void
+    ) -> DeliveryReceipt {
+        DeliveryReceipt(whenHandled: whenHandled, skipsAbandoned: true, skipsDropped: true)
+    }
+
     /// Like ``init(whenHandled:)``, but `whenHandled` never runs once an
     /// observer's buffering policy dropped the message: for a durable
     /// transport whose position must not move past what an observer lost,

@@ -43,4 +43,29 @@ struct DurableReceiptTests {
         #expect(acknowledged.values == [0, 1])
         #expect(handled.values == [0])
     }
+
+    @Test("a durable message a buffer dropped is not acknowledged; the one it kept is, once handled")
+    func droppedByBuffer() async throws {
+        let transport = InjectingTransport()
+        let hub = try NotificationHub(endpoint: "durable", transport: transport)
+        defer { hub.close() }
+        let acknowledged = Collector<Int>()
+        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(1))
+        for index in 0..<2 {
+            var message = try forgedMessage(
+                Ping(index: index), from: forgedSender(instance: 7), sequence: UInt64(index + 1))
+            message.receipt = DeliveryReceipt.unlessAbandonedOrDropped { acknowledged.append(index) }
+            transport.inject(message)
+        }
+        var iterator = sequence.makeAsyncIterator()
+        let kept = await iterator.next()
+        #expect(kept?.notification.index == 1)
+        #expect(kept?.delivery.missed == 1)
+        // Asking for the next lets go of the one handled.
+        let waiting = Task { _ = await iterator.next() }
+        #expect(await acknowledged.wait(forCount: 1, upTo: .seconds(30)))
+        waiting.cancel()
+        _ = await waiting.value
+        #expect(acknowledged.values == [1])
+    }
 }

@@ -134,6 +134,48 @@ struct RedisFaultTests {
     }
 
     @Test(
+        "a durable identity with a buffer of 100 gets a backlog of 3,000 whole, none dropped, and its next run starts after it"
+    )
+    func durableIdentityWithSmallBuffer() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        for index in 0..<3_000 { try poster.post(Ping(index: index)) }
+        let first = try redisHub(server, endpoint: "durable", identity: "small", firstRead: .beginning)
+        let sequence = try first.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(100))
+        // The loop starts once a first read of the backlog was handed over:
+        // a read bigger than the buffer would drop at once, and the group
+        // would hold what was dropped as read.
+        #expect(await waitUntil { first.transport.statistics.delivered >= 50 })
+        let loop = Task {
+            var seen: (indexes: [Int], missed: Int) = ([], 0)
+            for await delivered in sequence {
+                seen.indexes.append(delivered.notification.index)
+                seen.missed += delivered.delivery.missed
+                if seen.indexes.count == 3_000 { break }
+            }
+            return seen
+        }
+        // A safety net for a loop that waits for what was lost.
+        let safetyNet = Task {
+            try await Task.sleep(for: .seconds(60))
+            loop.cancel()
+        }
+        let (indexes, missed) = await loop.value
+        safetyNet.cancel()
+        first.close()
+        #expect(indexes == Array(0..<3_000))
+        #expect(missed == 0)
+        try poster.post(Ping(index: 3_000))
+        let second = try redisHub(server, endpoint: "durable", identity: "small", firstRead: .beginning)
+        defer { second.close() }
+        var again = try second.deliveries(of: Ping.self).makeAsyncIterator()
+        let next = await again.next()
+        #expect(next?.notification.index == 3_000)
+        #expect(next?.delivery.isRedelivery == false)
+    }
+
+    @Test(
         "a loop whose task is cancelled while its body runs has handled that delivery: it is acknowledged, and the next run starts after it, unmarked"
     )
     func cancelledWhileBodyRuns() async throws {
