@@ -415,8 +415,12 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         if delivery.gap > 0 {
             counters.addSaturating(delivery.gap, to: .sequenceGaps)
         }
-        for observer in delivery.observers {
-            observer.offer(message, gap: delivery.gap)
+        var passedBy = false
+        for observer in delivery.observers where !observer.offer(message, gap: delivery.gap) {
+            passedBy = true
         }
+        // An observer chose not to see it: handled, as far as it goes, even
+        // if every observer that took it ends holding it.
+        if passedBy { message.receipt?.passedBy() }
     }
 }

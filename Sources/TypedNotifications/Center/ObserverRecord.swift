@@ -4,8 +4,9 @@ import Synchronization
 /// What a center's observer table holds for each observer: it takes messages
 /// of one name and can be finished when the center closes.
 protocol ObservationSink: AnyObject, Sendable {
-    /// Filters, decodes and queues one message. Never runs user code, never blocks.
-    func offer(_ message: TransportMessage, gap: Int)
+    /// Filters and queues one message. Returns `false` when the filter
+    /// passed it by. Never runs user code, never blocks.
+    @discardableResult func offer(_ message: TransportMessage, gap: Int) -> Bool
     /// Adds `count` notifications that will never arrive to the next
     /// delivery's missed count; not `isExact`: a loss that could not be
     /// counted, at least `count`. Never runs user code, never blocks.
@@ -164,14 +165,16 @@ final class ObserverRecord<N: DarwinPayload>: ObservationSink, ObservationContro
 
     var room: Int? { queue.room }
 
-    func offer(_ message: TransportMessage, gap: Int) {
-        guard filter.accepts(message.sender, observer: observer) else { return }
+    @discardableResult
+    func offer(_ message: TransportMessage, gap: Int) -> Bool {
+        guard filter.accepts(message.sender, observer: observer) else { return false }
         // Held until this observer is done with it; the queue lets go of a
         // message it drops or refuses.
         message.receipt?.hold()
         if queue.enqueue(message, missedBefore: gap) {
             metrics.add(to: .dropped)
         }
+        return true
     }
 
     func noteMissed(_ count: Int, isExact: Bool, for name: NotificationName) {

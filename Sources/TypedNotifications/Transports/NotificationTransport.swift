@@ -289,6 +289,14 @@ public final class DeliveryReceipt: Sendable {
         releaseHold()
     }
 
+    /// An observer's sender filter passed the message by: for a receipt
+    /// that skips abandoned messages, it counts as handled by that
+    /// observer, so observers that took it and then ended holding it do not
+    /// keep it from being handled.
+    func passedBy() {
+        if skipsAbandoned { outcomes.bitwiseOr(2, ordering: .relaxed) }
+    }
+
     /// Lets go of an observer's hold on a message it ended with in hand and
     /// never handled.
     func abandon() {

@@ -44,6 +44,26 @@ struct DurableReceiptTests {
         #expect(handled.values == [0])
     }
 
+    @Test(
+        "a durable message one observer's filter passed by is handled, though the only observer that took it ended holding it"
+    )
+    func passedByThenAbandoned() async throws {
+        let transport = InjectingTransport()
+        let hub = try NotificationHub(endpoint: "durable", transport: transport)
+        defer { hub.close() }
+        let acknowledged = Collector<Int>()
+        let elsewhere = try hub.addObserver(Ping.self, from: .endpoint("someone-else")) { _, _ in }
+        defer { elsewhere.cancel() }
+        var sequence: DeliverySequence<Ping>? = try hub.deliveries(of: Ping.self)
+        var message = try forgedMessage(Ping(index: 0), from: forgedSender(instance: 7), sequence: 1)
+        message.receipt = DeliveryReceipt.unlessAbandonedOrDropped { acknowledged.append(0) }
+        transport.inject(message)
+        #expect(acknowledged.values.isEmpty)
+        // The sequence goes without being iterated: it abandons what it holds.
+        withExtendedLifetime(sequence) { sequence = nil }
+        #expect(await acknowledged.wait(forCount: 1, upTo: .seconds(30)))
+    }
+
     @Test("a durable message a buffer dropped is not acknowledged; the one it kept is, once handled")
     func droppedByBuffer() async throws {
         let transport = InjectingTransport()

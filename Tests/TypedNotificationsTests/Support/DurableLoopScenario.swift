@@ -49,3 +49,95 @@ func playCancelWhileLoopBodyRuns<Durable: NotificationTransport, Posting: Notifi
     _ = await arrived.wait(forCount: 1, upTo: .seconds(30))
     return (handled, arrived.values.first)
 }
+
+/// What ``playCancelsAtRandomMoments(rounds:make:)`` saw.
+struct CancelRounds {
+    /// Posts made (indexes 0 to `posted - 1`).
+    var posted = 0
+    /// Deliveries of an index already handled, and how many of them were
+    /// not marked as redeliveries.
+    var repeated = 0
+    var repeatedUnmarked = 0
+    /// Indexes that never came (a later one came first).
+    var skipped: [Int] = []
+    /// The last index handled, in order.
+    var last = -1
+}
+
+/// The adversary of a durable identity's `for await` loop that is stopped
+/// often: `rounds` runs of the identity, each a new hub whose loop's task is
+/// cancelled at a random moment (0 to 3 ms after a burst of 0 to 40 posts,
+/// while another hub posts to the same name), with a body
+/// that spins, yields or sleeps. A last run takes what is left. Across the
+/// runs, each index must come in order, none skipped (posts returned, so a
+/// skip is a loss) and none handled twice (a body that ran handled it).
+func playCancelsAtRandomMoments<T: NotificationTransport>(
+    rounds: Int, make: (_ identity: String?) throws -> T
+) async throws -> CancelRounds {
+    let poster = try NotificationHub(endpoint: "poster", transport: make(nil))
+    defer { poster.close() }
+    let other = try NotificationHub(endpoint: "other", transport: make(nil))
+    defer { other.close() }
+    var seen = CancelRounds()
+    func tally(_ indexes: [(index: Int, redelivery: Bool)]) {
+        for (index, redelivery) in indexes where index >= 0 {
+            if index <= seen.last {
+                seen.repeated += 1
+                if !redelivery { seen.repeatedUnmarked += 1 }
+                continue
+            }
+            seen.skipped += Array((seen.last + 1)..<index)
+            seen.last = index
+        }
+    }
+    for round in 0...rounds {
+        let hub = try NotificationHub(endpoint: "durable", transport: make("w"))
+        defer { hub.close() }
+        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .unbounded)
+        let burst = round == rounds ? 0 : Int.random(in: 0...40)
+        for _ in 0..<burst {
+            try poster.post(Ping(index: seen.posted))
+            seen.posted += 1
+        }
+        let posted = seen.posted
+        let style = round % 3
+        let loop = Task {
+            var handled: [(index: Int, redelivery: Bool)] = []
+            for await delivered in sequence {
+                handled.append((delivered.notification.index, delivered.delivery.isRedelivery))
+                // The last run takes everything.
+                if round == rounds, delivered.notification.index == posted - 1 { break }
+                switch style {
+                case 0: for _ in 0..<Int.random(in: 0...2_000) { blackHole(round) }
+                case 1: await Task.yield()
+                default: try? await Task.sleep(for: .microseconds(Int.random(in: 0...300)))
+                }
+            }
+            return handled
+        }
+        let noise = Task {
+            for _ in 0..<Int.random(in: 0...10) { try? other.post(Ping(index: -1)) }
+        }
+        if round < rounds {
+            try? await Task.sleep(for: .microseconds(Int.random(in: 0...3_000)))
+            loop.cancel()
+        } else if posted > 0, seen.last < posted - 1 {
+            // A safety net for a last run that waits for what was lost.
+            let safetyNet = Task {
+                try await Task.sleep(for: .seconds(60))
+                loop.cancel()
+            }
+            defer { safetyNet.cancel() }
+            tally(await loop.value)
+        } else {
+            loop.cancel()
+        }
+        _ = await noise.value
+        if round < rounds { tally(await loop.value) } else { _ = await loop.value }
+        hub.close()
+    }
+    return seen
+}
+
+/// Keeps a busy loop from being optimized away.
+@inline(never) private func blackHole(_ value: Int) { _ = value }

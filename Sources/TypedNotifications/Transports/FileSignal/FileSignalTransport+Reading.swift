@@ -233,9 +233,11 @@ extension FileSignalTransport {
             var message = record.message
             let token = handedOver.firstToken &+ UInt64(index)
             let generation = handedOver.generation
-            // A message an observer's buffer dropped is never committed: it
-            // comes again, marked, on the next run.
-            message.receipt = DeliveryReceipt.unlessDropped { [weak self] in
+            // A message an observer's buffer dropped is never committed, nor
+            // one that every observer holding it ended with unhandled (or
+            // that came when nobody observed the name): it comes again,
+            // marked, on the next run.
+            message.receipt = DeliveryReceipt.unlessAbandonedOrDropped { [weak self] in
                 self?.handled(token, of: name, generation: generation)
             }
             receiver.report(missed: record.missedBefore, refused: record.refusedBefore, of: name)
@@ -246,21 +248,25 @@ extension FileSignalTransport {
 
     /// Every observer handled the record with `token`: commit it. The cursor
     /// file is written by the reader thread (woken once for many commits), or
-    /// here once the transport is closed.
+    /// here once the transport is closed or the name unsubscribed: a loop
+    /// body or a handler that was running when its observer was cancelled
+    /// has handled its record when it ends, after the unsubscribe.
     private func handled(_ token: UInt64, of name: NotificationName, generation: UInt64) {
-        let action = commits.withLock { table -> (wake: Bool, save: FileCursor?) in
-            guard table.slots[name]?.generation == generation,
-                table.slots[name]?.machine.handled(token) == true
-            else { return (false, nil) }
-            if table.isClosed { return (false, table.slots[name]?.cursor) }
-            guard table.slots[name]?.savePending == false else { return (false, nil) }
+        let action = commits.withLock { table -> (wake: Bool, save: Bool) in
+            guard table.slots[name]?.generation == generation else {
+                let moved =
+                    table.departed[name]?.generation == generation
+                    && table.departed[name]?.machine.handled(token) == true
+                return (false, moved)
+            }
+            guard table.slots[name]?.machine.handled(token) == true else { return (false, false) }
+            if table.isClosed { return (false, true) }
+            guard table.slots[name]?.savePending == false else { return (false, false) }
             table.slots[name]?.savePending = true
-            return (true, nil)
+            return (true, false)
         }
         if action.wake { loop.execute { [weak self] in self?.saveDueCursors() } }
-        if action.save != nil {
-            saveCursor(of: name)
-        }
+        if action.save { saveCursor(of: name) }
     }
 
     /// Writes `name`'s cursor as it is now in the commit table (`fallback`,
@@ -276,7 +282,8 @@ extension FileSignalTransport {
         defer { cursorSaves.unlock() }
         // Unsubscribed: only unsubscribe's own save (the fallback) writes; a
         // save that was due before must not put its older position back.
-        guard let latest = commits.withLock({ $0.slots[name]?.cursor }) ?? fallback else { return }
+        guard let latest = commits.withLock({ $0.slots[name]?.cursor ?? $0.departed[name]?.cursor }) ?? fallback
+        else { return }
         latest.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
     }
 
@@ -300,6 +307,9 @@ struct CommitTable {
     /// Counts subscriptions, so receipts of an earlier one are ignored.
     var generation: UInt64 = 0
     var slots: [NotificationName: CommitSlot] = [:]
+    /// Names unsubscribed with records still in hand, until subscribed
+    /// again: what is handled after the unsubscribe is still committed.
+    var departed: [NotificationName: CommitSlot] = [:]
     /// Why a saved cursor could not be used, by name.
     var problems: [NotificationName: String] = [:]
     /// Set once the reader thread has ended: commits are saved by the thread

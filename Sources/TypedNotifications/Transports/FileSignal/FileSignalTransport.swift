@@ -300,6 +300,7 @@ public final class FileSignalTransport: KeepsLatest {
         let cursor = FileCursor(committed: start.position, delivered: start.redeliverThrough ?? start.position)
         commits.withLock { table in
             table.generation &+= 1
+            table.departed[name] = nil
             table.slots[name] = CommitSlot(
                 generation: table.generation,
                 machine: CursorCommitStateMachine(committed: cursor.committed, delivered: cursor.delivered))
@@ -310,9 +311,10 @@ public final class FileSignalTransport: KeepsLatest {
 
     /// Stops reading what `selector` says: a name no subscribed namespace
     /// covers, or every name of a namespace that nothing else covers. A
-    /// durable cursor stays where its handled notifications left it; what
-    /// was in flight is delivered again (marked as a redelivery) to the
-    /// next subscription.
+    /// durable cursor stays where its handled notifications left it, and
+    /// still moves past one a handler or loop body was handling meanwhile;
+    /// the rest of what was in flight is delivered again (marked as a
+    /// redelivery) to the next subscription.
     public func unsubscribe(from selector: NotificationSelector) {
         let stopped = state.withLock { state -> [NotificationName] in
             let stopped = Self.stopped(by: selector, in: &state.shared)
@@ -325,7 +327,11 @@ public final class FileSignalTransport: KeepsLatest {
             // (and cleared the flag for) finds the slot gone and writes
             // nothing, and the last commits would be lost (once in a few
             // hundred stops of a busy durable watcher).
-            let slot = commits.withLock { $0.slots.removeValue(forKey: name) }
+            let slot = commits.withLock { table -> CommitSlot? in
+                let slot = table.slots.removeValue(forKey: name)
+                if let slot, slot.machine.inFlight > 0 { table.departed[name] = slot }
+                return slot
+            }
             if identity != nil, let slot {
                 saveCursor(of: name, else: slot.cursor)
             }
