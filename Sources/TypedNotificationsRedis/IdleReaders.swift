@@ -18,7 +18,8 @@ import Synchronization
 /// its turn, and while any waits, the reading names read without blocking
 /// and go quiet as soon as a read finds nothing, handing their connection
 /// to the next. So a namespace observer holds at most ``readingLimit``
-/// reading connections and one per thousand quiet names, whatever the
+/// reading connections, ``spareLimit`` spare ones, and between one per
+/// thousand quiet names and 16 plus one per 500 (``watchLimit``), whatever the
 /// number of names; a name pays one round trip more on its first post
 /// after it went quiet. Not in a cluster, where one `XREAD` cannot span
 /// hash slots: there each name keeps a connection.
