@@ -290,6 +290,24 @@ public final class FileSignalTransport: KeepsLatest {
             // before it reads, on the event loop: an append before the watch
             // is read by that pass, and one after it wakes the loop.
             readersChanged.wrappingAdd(1, ordering: .releasing)
+            // A durable reader's commit slot is there before the reader: a
+            // read pass may run the moment the reader is in the table, and
+            // what it reads must be handed over into the slot. Read into no
+            // slot, its records were passed by, and the commits of the next
+            // ones moved the cursor over them (a backlog lost, seen under load).
+            // The commit lock nests in the state lock here only; it never
+            // takes the state lock.
+            if identity != nil {
+                let cursor = FileCursor(
+                    committed: start.position, delivered: start.redeliverThrough ?? start.position)
+                commits.withLock { table in
+                    table.generation &+= 1
+                    table.departed[name] = nil
+                    table.slots[name] = CommitSlot(
+                        generation: table.generation,
+                        machine: CursorCommitStateMachine(committed: cursor.committed, delivered: cursor.delivered))
+                }
+            }
             state.shared.newlySubscribed.append(name)
             state.shared.readers[name] = LogReader(
                 name: name, start: start.position, redeliveringThrough: start.redeliverThrough,
@@ -297,14 +315,6 @@ public final class FileSignalTransport: KeepsLatest {
             return true
         }
         guard added, identity != nil else { return }
-        let cursor = FileCursor(committed: start.position, delivered: start.redeliverThrough ?? start.position)
-        commits.withLock { table in
-            table.generation &+= 1
-            table.departed[name] = nil
-            table.slots[name] = CommitSlot(
-                generation: table.generation,
-                machine: CursorCommitStateMachine(committed: cursor.committed, delivered: cursor.delivered))
-        }
         // Saved now, so retention keeps what this identity has yet to read.
         saveCursor(of: name)
     }

@@ -1,4 +1,5 @@
 import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
@@ -163,6 +164,72 @@ struct DurableCursorTests {
         #expect(handled == [0, 1, 2])
         #expect(next?.notification.index == 3)
         #expect(next?.delivery.isRedelivery == false)
+    }
+
+    @Test(
+        "a name subscribed while the loop reads another's flood starts at its cursor, 500 times: no backlog passed by"
+    )
+    func subscribeBesideBusyPasses() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let durable = try fileHub(directory, endpoint: "durable", identity: "w")
+        defer { durable.close() }
+        // The flood keeps the durable transport's loop in read passes, so
+        // one may start the moment a new reader is in its table.
+        let flooded = Counter()
+        let token = try durable.addObserver(Note.self) { _, _ in flooded.increment() }
+        let flooder = try fileHub(directory, endpoint: "flooder")
+        defer { flooder.close() }
+        let flooding = Flag()
+        // Threads of their own: busy, they would hold the cooperative
+        // pool's two threads that the test's task needs.
+        let flood = startThread {
+            while !flooding.isSet { try? flooder.post(Note(text: "x")) }
+        }
+        // And the commit table's lock is kept busy, so a subscribe may wait
+        // for it with its reader already in the table.
+        let transport = durable.transport
+        let contending = startThread {
+            while !flooding.isSet { _ = transport.committedPosition(of: Ping.name) }
+        }
+        defer {
+            flooding.set()
+            withExtendedLifetime(token) {}
+        }
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        // The identity's first run, so later ones resume at its cursor.
+        _ = try durable.deliveries(of: Ping.self)
+        var next = 0
+        for round in 0..<500 {
+            // A backlog of three, then a subscription, then one more.
+            for _ in 0..<3 {
+                try poster.post(Ping(index: next))
+                next += 1
+            }
+            let sequence = try durable.deliveries(of: Ping.self, bufferingPolicy: .unbounded)
+            try poster.post(Ping(index: next))
+            next += 1
+            var got: [Int] = []
+            var unmarkedRepeats = 0
+            for await delivered in sequence {
+                let index = delivered.notification.index
+                // The last round's last may come again (its commit can land
+                // after this subscription read the cursor): marked.
+                if index < next - 4 {
+                    if !delivered.delivery.isRedelivery { unmarkedRepeats += 1 }
+                    continue
+                }
+                got.append(index)
+                if index == next - 1 { break }
+            }
+            #expect(got == Array((next - 4)..<next), "round \(round)")
+            #expect(unmarkedRepeats == 0, "round \(round)")
+            if got != Array((next - 4)..<next) || unmarkedRepeats > 0 { break }
+        }
+        flooding.set()
+        flood.wait()
+        contending.wait()
     }
 
     @Test(
