@@ -22,12 +22,14 @@ extension RedisStreamsTransport {
         requestEntries(of: reader)
     }
 
-    /// Sends the reader's next blocking read, unless its observers are backed up.
+    /// Sends the reader's next blocking read, unless its observers are
+    /// backed up or it holds entries they had no room for: then it looks
+    /// again in 5 ms.
     func requestEntries(of reader: StreamReader) {
         guard !reader.isCancelled, !reader.machine.awaitingReply, let connection = reader.connection,
             let receiver = reader.receiver
         else { return }
-        if reader.discovers == nil, receiver.isBackedUp(reader.name) {
+        if reader.discovers == nil, !handOutHeld(of: reader, to: receiver) || receiver.isBackedUp(reader.name) {
             loop.schedule(after: 5_000_000) { [weak self, weak reader] in
                 guard let self, let reader else { return }
                 requestEntries(of: reader)
@@ -36,11 +38,12 @@ extension RedisStreamsTransport {
         }
         guard let commands = reader.machine.nextRead() else { return }
         let blocking = !readsWithoutBlocking(reader)
-        // A durable identity reads no more than every observer can still
-        // buffer, so no buffer drops what the group would then hold pending
-        // until the next run: the stream keeps the rest.
+        // A read takes no more than every observer can still buffer, so no
+        // buffer drops what the stream keeps: a plain observer gets a
+        // backlog whole, and a durable identity's group holds nothing
+        // pending for the next run. The stream keeps the rest.
         var count = configuration.readBatchSize
-        if identity != nil, reader.discovers == nil, let room = receiver.room(for: reader.name) {
+        if reader.discovers == nil, let room = receiver.room(for: reader.name) {
             count = max(1, min(count, room))
         }
         for command in commands {
@@ -218,8 +221,24 @@ extension RedisStreamsTransport {
             receiver.missed(MissedNotifications(count: batch.missed, name: reader.name, isExact: batch.missedIsExact))
         }
         if let raise = batch.raiseCounter { raiseGroupCounter(raise, of: reader) }
-        for (id, fields) in batch.entries {
-            if reader.isStopping { return }
+        reader.held = HeldEntries(entries: batch.entries[...], isRedelivery: batch.isRedelivery)
+        handOutHeld(of: reader, to: receiver)
+    }
+
+    /// Hands out the reader's held entries while its observers have room;
+    /// returns whether none is left. Entries come held when one read asked
+    /// for more than there is room for now: several names of a namespace
+    /// read at once, each asking for the room its observers had, fill one
+    /// buffer. A durable identity's held entries are not acknowledged: if
+    /// the reader stops first, they come again, marked, on the next run.
+    @discardableResult
+    func handOutHeld(of reader: StreamReader, to receiver: TransportReceiver) -> Bool {
+        guard var held = reader.held else { return true }
+        reader.held = nil
+        var room = receiver.room(for: reader.name) ?? Int.max
+        while room > 0, let (id, fields) = held.entries.first {
+            if reader.isStopping { return true }
+            held.entries.removeFirst()
             guard var message = decode(fields, of: reader) else {
                 if let report = oversized(fields, of: reader) {
                     // Over the center's limit: refused, and said whose it was.
@@ -231,7 +250,7 @@ extension RedisStreamsTransport {
                 acknowledgements?.acknowledge(id, key: reader.key)
                 continue
             }
-            message.isRedelivery = batch.isRedelivery
+            message.isRedelivery = held.isRedelivery
             if let acknowledgements {
                 let key = reader.key
                 // Not acknowledged when every observer holding it ended
@@ -243,7 +262,11 @@ extension RedisStreamsTransport {
             }
             counters.add(to: .delivered)
             receiver.receive(message)
+            room -= 1
         }
+        guard !held.entries.isEmpty else { return true }
+        reader.held = held
+        return false
     }
 
     /// The loop's one decoder (its caches take 20 KB, too much per name of

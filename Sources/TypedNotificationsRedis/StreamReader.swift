@@ -29,6 +29,7 @@ final class StreamReader: Sendable {
         var idleState = IdleReaders.Membership.reading
         var waitAfter = StreamEntryID.zero
         var wasRefused = false
+        var held: HeldEntries?
 
         init(connection: RedisConnection?, machine: StreamReaderStateMachine) {
             self.connection = connection
@@ -64,6 +65,12 @@ final class StreamReader: Sendable {
     var wasRefused: Bool {
         get { onLoop.value.wasRefused }
         set { onLoop.value.wasRefused = newValue }
+    }
+    /// Entries read that its observers had no room for yet: handed out
+    /// before the next read is sent (see `handOutHeld`).
+    var held: HeldEntries? {
+        get { onLoop.value.held }
+        set { onLoop.value.held = newValue }
     }
     /// While quiet, the entry after which the one that wakes it will come.
     var waitAfter: StreamEntryID {
@@ -146,6 +153,12 @@ final class StreamReader: Sendable {
         onLoop.loop.deregister(connection.descriptor)
         self.connection = nil
     }
+}
+
+/// A read's entries not handed out yet, oldest first.
+struct HeldEntries {
+    var entries: ArraySlice<(StreamEntryID, [RESPValue]?)>
+    var isRedelivery: Bool
 }
 
 /// The event loop's envelope decoder, one for all its readers.

@@ -392,8 +392,8 @@ public struct TransportReceiver: Sendable {
 
     /// How many more notifications of `name` every observer can buffer
     /// before its buffering policy drops one; `nil` when none would. A
-    /// durable reader hands over no more than this, so a buffer never drops
-    /// what it must deliver at least once.
+    /// transport that keeps what it has not read yet (a log, a stream)
+    /// hands over no more than this, so a buffer never drops what it keeps.
     @_spi(TransportAuthoring) public func room(for name: NotificationName) -> Int? {
         roomBody(name)
     }

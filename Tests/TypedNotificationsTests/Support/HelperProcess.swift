@@ -22,6 +22,9 @@ final class HelperProcess: Sendable {
     /// Lines it wrote to standard error, for failure messages.
     let errors = Collector<String>()
     let pid: pid_t
+    /// Closed, the thread that reads standard output reads no more, so the
+    /// helper's writes block once the pipe is full: a consumer that stalls.
+    let outputGate = ThreadGate()
     private let exitStatus = Locked<Int32?>(nil)
     private let exited = Signal()
     private let outputEnded = Signal()
@@ -46,10 +49,11 @@ final class HelperProcess: Sendable {
     /// reads its output as soon as that line is read, before any later one,
     /// and its output pipe holds only one page: so it dies at most a few
     /// hundred short lines past that line, however late the test's own task
-    /// is scheduled.
+    /// is scheduled. With `smallPipe`, the pipe holds one page too, so a
+    /// closed ``outputGate`` stalls the helper within a few lines.
     init(
         _ arguments: [String], executable: String = HelperProcess.executable, standardInput: CInt? = nil,
-        killedAtLine: Int? = nil, lifeline: Lifeline? = Lifeline.shared
+        killedAtLine: Int? = nil, smallPipe: Bool = false, lifeline: Lifeline? = Lifeline.shared
     ) throws {
         var output: [CInt] = [-1, -1]
         var errorOutput: [CInt] = [-1, -1]
@@ -57,7 +61,7 @@ final class HelperProcess: Sendable {
             throw POSIXError(.EMFILE)
         }
         #if os(Linux)
-            if killedAtLine != nil {
+            if killedAtLine != nil || smallPipe {
                 // F_SETPIPE_SZ (1031): the smallest pipe Linux allows, one page.
                 _ = fcntl(output[1], 1031, 4096)
             }
@@ -89,7 +93,9 @@ final class HelperProcess: Sendable {
         }
         pid = child
         lifeline?.watch(child)
-        Self.readLines(from: output[0], into: lines, then: outputEnded, killing: killedAtLine.map { (child, $0) })
+        Self.readLines(
+            from: output[0], into: lines, then: outputEnded, gate: outputGate, killing: killedAtLine.map { (child, $0) }
+        )
         Self.readLines(from: errorOutput[0], into: errors, then: errorsEnded)
         let (pid, exitStatus, exited) = (child, self.exitStatus, self.exited)
         Thread.detachNewThread {
@@ -114,7 +120,7 @@ final class HelperProcess: Sendable {
     /// Reads `descriptor` to its end on a thread of its own, one line at a time;
     /// with `killing`, sends that process SIGKILL once that many lines are read.
     private static func readLines(
-        from descriptor: CInt, into lines: Collector<String>, then ended: Signal,
+        from descriptor: CInt, into lines: Collector<String>, then ended: Signal, gate: ThreadGate? = nil,
         killing: (process: pid_t, line: Int)? = nil
     ) {
         Thread.detachNewThread {
@@ -126,6 +132,7 @@ final class HelperProcess: Sendable {
             var buffer = [UInt8](repeating: 0, count: 65_536)
             var linesRead = 0
             while true {
+                gate?.passThrough()
                 let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
                 guard count > 0 else { break }
@@ -189,6 +196,36 @@ final class HelperProcess: Sendable {
             kill(-pid, SIGKILL)
             kill(pid, SIGKILL)
         }
+    }
+}
+
+/// A gate a thread passes through, or waits at while it is closed.
+final class ThreadGate: Sendable {
+    private let state = Locked<(closed: Bool, waiting: Int)>((false, 0))
+    private let opened = DispatchSemaphore(value: 0)
+
+    /// Threads that come to the gate from now on wait there.
+    func close() {
+        state.withLock { $0.closed = true }
+    }
+
+    /// Lets every waiting thread go, and the later ones pass.
+    func open() {
+        let waiting = state.withLock { state in
+            state.closed = false
+            defer { state.waiting = 0 }
+            return state.waiting
+        }
+        for _ in 0..<waiting { opened.signal() }
+    }
+
+    /// Returns at once while the gate is open; else once it is opened.
+    func passThrough() {
+        let waits = state.withLock { state in
+            if state.closed { state.waiting += 1 }
+            return state.closed
+        }
+        if waits { opened.wait() }
     }
 }
 

@@ -105,18 +105,16 @@ extension FileSignalTransport {
                 full = full || covered
                 continue
             }
-            // A durable identity hands over no more than its observers can
-            // buffer: a buffering policy never drops what it must deliver.
-            // Nor does a pass to a namespace observer, whose buffer takes the
+            // No pass hands a name's observers more than they can still
+            // buffer, so a buffering policy never drops what the log keeps:
+            // a durable identity must deliver it, and a plain observer gets
+            // a backlog whole. A namespace observer's buffer takes the
             // records of many names: each name's count against the next's.
-            var room: Int?
-            if identity != nil || covered {
-                room = checking.receiver.room(for: name).map { covered ? $0 - handedOver : $0 }
-                if let left = room, left <= 0 {
-                    if waits, handedOver > 0, covered { deferred.append(name) } else if waits { held.insert(name) }
-                    full = full || covered
-                    continue
-                }
+            let room = checking.receiver.room(for: name).map { covered ? $0 - handedOver : $0 }
+            if let left = room, left <= 0 {
+                if waits, handedOver > 0, covered { deferred.append(name) } else if waits { held.insert(name) }
+                full = full || covered
+                continue
             }
             let records = reader.readNew(
                 root: directory, decoder: &checking.decoder, counters: counters, maximumRecords: room,

@@ -206,7 +206,7 @@ struct LogCursorStateMachine {
 
     /// Starts a pass that hands over at most `maximumRecords` records (the
     /// room its observers' buffers have; `nil`: no limit), so a buffering
-    /// policy never drops what a durable reader must deliver.
+    /// policy never drops what the log keeps.
     ///
     /// `segmentsChanged`: a segment may have been created in the log's
     /// directory since the last pass: once at the clean end of its segment,
