@@ -23,4 +23,6 @@ package protocol ReportsReaderErrors: NotificationTransport {
 package protocol ReportsCursorProblems: NotificationTransport {
     /// Why the cursor of `name` could not be used, if it could not.
     func cursorProblem(for name: NotificationName) -> String?
+    /// Why the marker of `namespace` could not be used, if it could not.
+    func cursorProblem(in namespace: NotificationNamespace) -> String?
 }

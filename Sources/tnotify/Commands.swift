@@ -146,21 +146,35 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
         for warning in entry.warnings(name, entry.place(arguments).text) { warn("tnotify: " + warning) }
     }
     for case .name(let name) in names {
-        if let problem = hub.cursorProblem(for: name) {
+        if let problem = hub.cursorProblem(for: name) { warn(cursorWarning(name.description, problem)) }
+    }
+    for case .namespace(let namespace) in names {
+        if let problem = hub.cursorProblem(in: namespace) {
             warn(
-                "tnotify: the cursor of \(name) could not be used (\(problem)); reading from the oldest notification kept, each marked as a redelivery"
+                "tnotify: the marker of \(namespace.rawValue).* could not be used (\(problem)); each of its names without a cursor of its own is read from the oldest notification kept, each marked as a redelivery"
             )
         }
     }
     let asJSON = arguments.flag("json")
+    let durable = arguments.option("cursor") != nil
     // Each line is written before the loop asks for the next delivery, and
     // asking, or leaving the loop, acknowledges: a durable cursor moves past
     // a notification only once its line was printed.
     let watching = Task {
         await withTaskGroup(of: Void.self) { group in
-            for sequence in sequences {
+            for (selector, sequence) in zip(names, sequences) {
                 group.addTask {
+                    // A namespace's names start reading as they are found:
+                    // a cursor of one that could not be used is said before
+                    // its first line.
+                    var told: Set<NotificationName>?
+                    if durable, case .namespace = selector { told = [] }
                     for await delivered in sequence {
+                        if told?.insert(delivered.name).inserted == true,
+                            let problem = hub.cursorProblem(for: delivered.name)
+                        {
+                            warn(cursorWarning(delivered.name.description, problem))
+                        }
                         emit(asJSON ? jsonLine(delivered.name, delivered) : textLine(delivered.name, delivered))
                     }
                 }
@@ -190,6 +204,11 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
         exit(0)
     }
     if let failure = hub.failure { throw CommandFailure(code: .unavailable, message: failure.message) }
+}
+
+/// What `watch` says of a durable cursor that could not be used.
+private func cursorWarning(_ name: String, _ problem: String) -> String {
+    "tnotify: the cursor of \(name) could not be used (\(problem)); reading from the oldest notification kept, each marked as a redelivery"
 }
 
 /// Exits 0 when SIGINT or SIGTERM arrives: runs the action given to

@@ -75,6 +75,11 @@ extension AnyHub {
     func cursorProblem(for name: NotificationName) -> String? {
         (transport as? any ReportsCursorProblems)?.cursorProblem(for: name)
     }
+
+    /// Why a durable identity's marker for a namespace could not be used.
+    func cursorProblem(in namespace: NotificationNamespace) -> String? {
+        (transport as? any ReportsCursorProblems)?.cursorProblem(in: namespace)
+    }
 }
 
 /// The exit code for a library error.

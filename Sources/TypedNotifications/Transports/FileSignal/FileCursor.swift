@@ -84,19 +84,44 @@ struct FileCursor: Equatable, Sendable {
     static let namespaceStart = FileCursor(
         committed: LogPosition(segment: 1, offset: 0, index: 0), delivered: LogPosition(segment: 1, offset: 0))
 
-    /// Writes `identity`'s marker for `namespace` unless it is there;
-    /// returns whether it was there before (`nil`: it could not be written).
+    /// What a durable identity found where its marker for a namespace is kept.
+    enum Marked: Equatable {
+        /// None: the identity's first run in the namespace. It is written now.
+        case created
+        /// A valid marker: the identity observed the namespace before.
+        case existed
+        /// Something that is not a marker (the reason): the identity may
+        /// have observed the namespace before, or not.
+        case damaged(String)
+    }
+
+    /// Looks at `identity`'s marker for `namespace` and writes it when it
+    /// is missing; `nil` when it was missing and could not be written. A
+    /// damaged one is left for ``repairNamespaceMark(root:identity:namespace:sharing:)``.
     static func markNamespace(
         root: String, identity: String, namespace: NotificationNamespace, sharing: DirectorySharing
-    ) -> Bool? {
+    ) -> Marked? {
         let path = namespacePath(root: root, identity: identity, namespace: namespace)
-        if case .valid = load(at: path, sharing: sharing) { return true }
-        return namespaceStart.save(at: path, sharing: sharing) ? false : nil
+        switch load(at: path, sharing: sharing) {
+        case .valid: return .existed
+        case .invalid(let reason): return .damaged(reason)
+        case .missing: return namespaceStart.save(at: path, sharing: sharing) ? .created : nil
+        }
+    }
+
+    /// Replaces a damaged marker with a valid one; returns whether it could
+    /// (not when a directory is in its place).
+    static func repairNamespaceMark(
+        root: String, identity: String, namespace: NotificationNamespace, sharing: DirectorySharing
+    ) -> Bool {
+        namespaceStart.save(at: namespacePath(root: root, identity: identity, namespace: namespace), sharing: sharing)
     }
 
     /// `name`'s cursor, or, when it has none, the marker of the nearest
     /// namespace that contains it and that `identity` observes (`except`
-    /// one, whose marker is being written by its first run).
+    /// one, whose marker is being written by its first run). With no valid
+    /// marker but one that cannot be read, `.invalid`: the name may have
+    /// appeared while the identity was away, so it is not taken for new.
     static func loadCovering(
         root: String, identity: String, name: NotificationName, sharing: DirectorySharing,
         except: NotificationNamespace? = nil
@@ -107,7 +132,11 @@ struct FileCursor: Equatable, Sendable {
         NotificationNamespace.forEach(containing: name) { namespace in
             guard namespace != except else { return }
             let path = namespacePath(root: root, identity: identity, namespace: namespace)
-            if case .valid(let marker) = load(at: path, sharing: sharing) { found = .valid(marker) }
+            switch (load(at: path, sharing: sharing), found) {
+            case (.valid(let marker), _): found = .valid(marker)
+            case (.invalid(let reason), .missing): found = .invalid("its namespace marker cannot be used: \(reason)")
+            default: break
+            }
         }
         return found
     }
@@ -117,9 +146,15 @@ struct FileCursor: Equatable, Sendable {
         load(at: path(root: root, identity: identity, name: name), sharing: sharing)
     }
 
-    /// Reads the cursor file at `path`.
+    /// Reads the cursor file at `path`. Only a path that names nothing is
+    /// `.missing`; one that cannot be looked at (`EACCES`, `ENOTDIR`, a
+    /// path too long) is `.invalid`, never taken for a new identity.
     static func load(at path: String, sharing: DirectorySharing) -> Loaded {
-        guard case .success = SystemCalls.linkStatus(path) else { return .missing }
+        switch SystemCalls.linkStatus(path) {
+        case .success: break
+        case .failure(.noSuchFile): return .missing
+        case .failure(let error): return .invalid("could not look at \(path): \(error)")
+        }
         let file: FileDescriptor
         switch SharedFile.open(path, .readOnly, sharing: sharing) {
         case .success(let opened): file = opened

@@ -22,11 +22,14 @@ extension FileSignalTransport {
         do throws(TypedNotificationError) {
             // A durable identity's first run in the namespace reads its
             // names as `firstRead` says; later runs read a name that appeared
-            // while it was away from its first record (its marker).
-            var firstRun = false
+            // while it was away from its first record (its marker). A marker
+            // that cannot be read may stand for such names: each name without
+            // a cursor of its own is then read from its oldest record, marked
+            // (see `loadCovering`), and the marker is written anew after.
+            var marked = FileCursor.Marked.existed
             if let identity {
                 guard
-                    let existed = FileCursor.markNamespace(
+                    let found = FileCursor.markNamespace(
                         root: directory, identity: identity, namespace: namespace, sharing: configuration.sharing)
                 else {
                     throw TypedNotificationError(
@@ -35,11 +38,20 @@ extension FileSignalTransport {
                             "could not save \(FileCursor.namespacePath(root: directory, identity: identity, namespace: namespace))"
                     )
                 }
-                firstRun = !existed
+                marked = found
             }
             for name in FileLog.names(directory) where namespace.contains(name) {
-                let start = startingPoint(for: name, except: firstRun ? namespace : nil)
+                let start = startingPoint(for: name, except: marked == .created ? namespace : nil)
                 try startReading(name, from: start, subscribedAt: subscribedAt, byName: false)
+            }
+            if let identity, case .damaged(var problem) = marked {
+                counters.add(to: .invalidCursors)
+                if !FileCursor.repairNamespaceMark(
+                    root: directory, identity: identity, namespace: namespace, sharing: configuration.sharing)
+                {
+                    problem += "; it could not be replaced, so every run reads these names so"
+                }
+                commits.withLock { $0.namespaceProblems[namespace] = problem }
             }
         } catch {
             unsubscribe(from: .namespace(namespace))

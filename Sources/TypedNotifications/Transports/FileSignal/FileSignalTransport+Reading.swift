@@ -310,6 +310,8 @@ struct CommitTable {
     var departed: [NotificationName: CommitSlot] = [:]
     /// Why a saved cursor could not be used, by name.
     var problems: [NotificationName: String] = [:]
+    /// Why a namespace's marker could not be used, by namespace.
+    var namespaceProblems: [NotificationNamespace: String] = [:]
     /// Set once the reader thread has ended: commits are saved by the thread
     /// that makes them.
     var isClosed = false

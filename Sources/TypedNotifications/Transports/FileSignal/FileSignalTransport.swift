@@ -38,7 +38,8 @@ import Synchronization
 /// - An observer of a namespace reads every log of a name in it: those there
 ///   when it subscribed as above, and each log made later from its first
 ///   record. A durable identity in a namespace reads a name that appeared
-///   while it was away from its first record, at least once.
+///   while it was away from its first record, at least once; with its
+///   marker unreadable (``cursorProblem(in:)``), from its oldest, marked.
 /// - `NotificationHub.latest(of:)` reads the newest notification without observing.
 /// - Segments roll by size and are deleted by ``FileRetentionPolicy`` once every
 ///   durable cursor is past them, so disk use stays bounded.
@@ -359,6 +360,17 @@ public final class FileSignalTransport: KeepsLatest {
     /// still had, every record up to the end marked as a redelivery.
     public func cursorProblem(for name: NotificationName) -> String? {
         commits.withLock { $0.problems[name] }
+    }
+
+    /// Why this identity's marker for `namespace` could not be used when it
+    /// subscribed (garbage, a FIFO, a link, another user's file), or `nil`.
+    /// The marker says the identity observed the namespace before, so that
+    /// a name that appeared while it was away is read from its first record;
+    /// unreadable, every name of the namespace without a cursor of its own
+    /// was read from its oldest record, each marked as a redelivery (see
+    /// ``cursorProblem(for:)`` for each), and the marker was written anew.
+    public func cursorProblem(in namespace: NotificationNamespace) -> String? {
+        commits.withLock { $0.namespaceProblems[namespace] }
     }
 
     /// Appends the envelope to its name's log.
