@@ -21,6 +21,8 @@ extension TransportEntry {
                     if let problem = cursor.problem {
                         lines.append(
                             "  cursor \(cursor.identity): unusable (\(problem)); its next run reads from the oldest kept"
+                                + (cursor.holdsRetention
+                                    ? ", kept from retention for it" : ", past the limit: retention goes on without it")
                         )
                     } else if cursor.holdsRetention {
                         lines.append(

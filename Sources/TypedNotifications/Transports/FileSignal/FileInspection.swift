@@ -60,6 +60,9 @@ extension FileSignalTransport {
             }
             let cursors = identities.sorted().compactMap { identity -> FileCursorSummary? in
                 let position: LogPosition
+                // Its next run starts at the oldest record: it holds the
+                // whole log, within the limit (see `FileRetention.holders`).
+                let holdsAll = limit.map { all <= $0 } ?? true
                 switch FileCursor.loadCovering(
                     root: directory, identity: identity, name: name, sharing: configuration.sharing)
                 {
@@ -67,20 +70,20 @@ extension FileSignalTransport {
                     return nil
                 case .invalid(let problem):
                     return FileCursorSummary(
-                        identity: identity, bytesBehind: all, holdsRetention: false, problem: problem)
+                        identity: identity, bytesBehind: all, holdsRetention: holdsAll, problem: problem)
                 case .valid(let cursor):
                     position = cursor.committed
                 }
                 if let saved = position.log, let current, saved != current {
                     return FileCursorSummary(
-                        identity: identity, bytesBehind: all, holdsRetention: false,
+                        identity: identity, bytesBehind: all, holdsRetention: holdsAll,
                         problem:
                             "it was saved in a log since removed and started again"
                     )
                 }
                 guard position <= end else {
                     return FileCursorSummary(
-                        identity: identity, bytesBehind: all, holdsRetention: false,
+                        identity: identity, bytesBehind: all, holdsRetention: holdsAll,
                         problem: "it points past the end of the log (\(position), the end is \(end))")
                 }
                 let behind = FileRetention.bytesBehind(position, sizes: sizes)

@@ -42,11 +42,17 @@ enum FileRetention {
         }
     }
 
-    /// Every usable durable cursor of `name`: its identity, the segment it is
-    /// in, how many bytes of the log it has not handled, and whether it
-    /// holds the segments from there on (it is within the policy's
-    /// ``FileRetentionPolicy/maximumBytesBehind``, and in the log there is
-    /// now: a position in a removed log says nothing about this one).
+    /// Every durable cursor of `name`: its identity, the segment its next
+    /// run starts in, how many bytes of the log it has not handled, and
+    /// whether it holds the segments from there on (it is within the
+    /// policy's ``FileRetentionPolicy/maximumBytesBehind``).
+    ///
+    /// A cursor whose next run starts at the oldest record (it cannot be
+    /// read, it is in a log since removed and started again, or past the
+    /// end) stands there: what it has not read is not known, so none of it
+    /// goes before that run, within the same limit. Taken for no cursor at
+    /// all, its identity would find on its return that retention deleted
+    /// what it never read, with no count of it.
     static func holders(
         root: String, name: NotificationName, sizes: [UInt64: Int], configuration: FileSignalConfiguration
     ) -> [(identity: String, segment: UInt64, bytesBehind: Int, holds: Bool)] {
@@ -56,15 +62,20 @@ enum FileRetention {
         let current = sizes.keys.max().flatMap {
             FileLog.logIdentifier(root, name, $0, sharing: configuration.sharing)
         }
+        let oldest = LogPosition(segment: sizes.keys.min() ?? 1, offset: 0)
+        let end = LogPosition(segment: sizes.keys.max() ?? 1, offset: sizes[sizes.keys.max() ?? 1] ?? 0)
         return identities.sorted().compactMap { identity in
-            guard
-                case .valid(let cursor) = FileCursor.loadCovering(
-                    root: root, identity: identity, name: name, sharing: configuration.sharing)
-            else { return nil }
-            let behind = bytesBehind(cursor.committed, sizes: sizes)
-            let sameLog = cursor.committed.log == nil || current == nil || cursor.committed.log == current
-            let holds = sameLog && (configuration.retention.maximumBytesBehind.map { behind <= $0 } ?? true)
-            return (identity, cursor.committed.segment, behind, holds)
+            let position: LogPosition
+            switch FileCursor.loadCovering(root: root, identity: identity, name: name, sharing: configuration.sharing) {
+            case .missing: return nil
+            case .invalid: position = oldest
+            case .valid(let cursor):
+                let sameLog = cursor.committed.log == nil || current == nil || cursor.committed.log == current
+                position = sameLog && cursor.committed <= end ? cursor.committed : oldest
+            }
+            let behind = bytesBehind(position, sizes: sizes)
+            let holds = configuration.retention.maximumBytesBehind.map { behind <= $0 } ?? true
+            return (identity, position.segment, behind, holds)
         }
     }
 

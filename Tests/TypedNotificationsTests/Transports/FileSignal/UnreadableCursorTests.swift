@@ -107,4 +107,34 @@ struct UnreadableCursorTests {
             #expect(said("could not be used", by: third))
         }
     }
+
+    @Test(
+        "retention while a cursor cannot be read: what its identity has not read stays, and its next run gets all of it, marked"
+    )
+    func retentionKeepsForAnUnreadableCursor() async throws {
+        let directory = try directoryWithBacklog(identity: "c", [Ping]())
+        defer { removeDirectory(directory) }
+        try UnreadableFile.garbage.plant(at: directory + "/cursors/c/" + Ping.name.rawValue)
+        let configuration = FileSignalConfiguration(
+            segmentSize: 4096, retention: FileRetentionPolicy(maximumBytes: 8 * 1024))
+        let poster = try fileHub(directory, endpoint: "poster", configuration: configuration)
+        for index in 0..<1_000 { try poster.post(Ping(index: index)) }
+        poster.close()
+        let list = try await tnotify(["ls", "--transport", "file", "--dir", directory])
+        #expect(list.output.contains { $0.contains("cursor c: unusable") && $0.contains("kept from retention") })
+        #expect(try await tnotify(["gc", "--transport", "file", "--dir", directory]).status == 0)
+
+        let hub = try fileHub(directory, endpoint: "durable", identity: "c", configuration: configuration)
+        defer { hub.close() }
+        var seen: [Int] = []
+        var missed = 0
+        for await delivered in try hub.deliveries(of: Ping.self, bufferingPolicy: .unbounded) {
+            #expect(delivered.delivery.isRedelivery)
+            missed += delivered.delivery.missed
+            seen.append(delivered.notification.index)
+            if delivered.notification.index == 999 { break }
+        }
+        #expect(seen == Array(0..<1_000))
+        #expect(missed == 0)
+    }
 }
