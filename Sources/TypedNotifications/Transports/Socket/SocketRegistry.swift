@@ -1,4 +1,5 @@
 @_spi(TransportAuthoring) import NotificationPlatform
+import Synchronization
 
 /// The layout of a socket transport's shared directory:
 ///
@@ -43,8 +44,9 @@ enum SocketRegistry {
     /// Bytes a socket path adds to the directory: `/sockets/`, 16 hex digits, `.sock`.
     static let socketSuffix = 30
     /// Bytes the longest path below the directory adds: a registry entry for
-    /// the longest name, `/names/` + 200 bytes + `/` + 16 hex digits. (A
-    /// spool file adds at most 60.)
+    /// the longest name, `/names/` + 200 bytes + `/` + 16 hex digits. Every
+    /// other path is shorter, temporary ones included: a spool file adds at
+    /// most 56 bytes, an entry staged for a repair at most 51.
     static let longestSuffix = 7 + NotificationName.maximumLength + 1 + 16
 
     /// The longest namespace the registry holds, in bytes: its entry's path
@@ -117,6 +119,15 @@ enum SocketRegistry {
         Spool.directory(directory, endpoint: id) + "/.registration"
     }
 
+    /// Where an entry is made before it is renamed into place: a name of
+    /// its own per call, in the endpoint's spool directory, so two threads
+    /// that repair entries at once never take each other's.
+    static func stagingPath(_ directory: String, _ id: String) -> String {
+        Spool.directory(directory, endpoint: id) + "/.entry." + String(stagings.add(1, ordering: .relaxed).oldValue)
+    }
+
+    private static let stagings = Atomic<UInt64>(0)
+
     /// Creates this endpoint's registration file, which every entry is a
     /// hard link to, and returns it open (to count its links and know it).
     static func makeRegistration(
@@ -167,7 +178,11 @@ enum SocketRegistry {
             guard info.kind == .regular, info.owner == SystemProcess.userID else {
                 throw SharedDirectory.failure(.fileExists, "could not register for \(name) at \(path)")
             }
-            let staged = path + ".new"
+            // Staged in the endpoint's own spool directory, which only it
+            // writes (its reader skips dot names), not beside the entry: a
+            // name there (`ID.new`) would be 4 bytes past the longest path
+            // the directory's length was checked for.
+            let staged = stagingPath(directory, id)
             _ = SystemCalls.removeFile(staged)
             let replaced = SystemCalls.hardLink(source, to: staged).flatMap { SystemCalls.renameFile(staged, to: path) }
             if case .failure(let error) = replaced {

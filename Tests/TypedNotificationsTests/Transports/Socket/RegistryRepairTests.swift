@@ -271,4 +271,73 @@ struct RegistryRepairTests {
         #expect(observer.failure == nil)
         #expect(observer.transport.statistics.repairedEntries > before)
     }
+
+    @Test(
+        "in a directory of exactly the longest length, for the longest name and namespace: register, repair, reap and gc each work, with real processes"
+    )
+    func everyRegistryWriteAtTheLimit() async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        let directory = try makeLongDirectory(in: base, length: SocketRegistry.maximumDirectoryLength())
+        let socket = ["--transport", "socket", "--dir", directory]
+        // The deepest entries: a 200-byte name's, and the longest namespace's.
+        let name = try NotificationName(validating: String(repeating: "n", count: NotificationName.maximumLength))
+        let namespace = try NotificationNamespace(
+            validating: String(repeating: "s", count: SocketRegistry.longestNamespace))
+        let inNamespace = try NotificationName(validating: namespace.rawValue + ".x")
+        #expect(SocketRegistry.entryPath(directory, .name(name), "0123456789abcdef").utf8.count == 4_095)
+        #expect(SocketRegistry.entryPath(directory, .namespace(namespace), "0123456789abcdef").utf8.count == 4_095)
+
+        // Register: an observer process of each.
+        let watcher = try HelperProcess(
+            ["watch", name.rawValue, namespace.rawValue + ".*"] + socket, executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        let poster = try socketHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post("registered", as: name)
+        try poster.post("registered", as: inNamespace)
+        #expect(await watcher.lines.wait(forCount: 3, upTo: .seconds(30)))
+
+        // Repair: each entry replaced by a copy of itself, as a backup's
+        // restore would, is made a link to the registration file again.
+        for selector in [NotificationSelector.name(name), .namespace(namespace)] {
+            let folder = SocketRegistry.nameDirectory(directory, selector)
+            let entries = try FileManager.default.contentsOfDirectory(atPath: folder)
+            let entry = folder + "/" + (try #require(entries.first))
+            let copy = try Data(contentsOf: URL(fileURLWithPath: entry))
+            #expect(unlink(entry) == 0)
+            try copy.write(to: URL(fileURLWithPath: entry))
+            chmod(entry, 0o600)
+            #expect(
+                await waitUntil {
+                    var info = stat()
+                    return lstat(entry, &info) == 0 && info.st_nlink > 1
+                }, "\(selector) was not repaired: \(watcher.errors.values)")
+        }
+        try poster.post("repaired", as: name)
+        try poster.post("repaired", as: inNamespace)
+        #expect(await watcher.lines.wait(forCount: 5, upTo: .seconds(30)), "\(watcher.errors.values)")
+
+        // Reap: the watcher killed, the next post removes its entries.
+        watcher.signal(SIGKILL)
+        _ = await watcher.waitForExit()
+        try? poster.post("to nobody", as: name)
+        try? poster.post("to nobody", as: inNamespace)
+        #expect(poster.transport.statistics.reapedEndpoints > 0)
+        #expect(registryEntries(directory, name).isEmpty)
+        #expect(
+            (try? FileManager.default.contentsOfDirectory(
+                atPath: SocketRegistry.nameDirectory(directory, .namespace(namespace)))) ?? [] == [])
+
+        // gc: another watcher killed, its entries removed by `tnotify gc`.
+        let second = try HelperProcess(
+            ["watch", name.rawValue, namespace.rawValue + ".*"] + socket, executable: HelperProcess.tnotify)
+        await second.waitForLine(startingWith: "watching")
+        second.signal(SIGKILL)
+        _ = await second.waitForExit()
+        let gc = try await tnotify(["gc"] + socket)
+        #expect(gc.status == 0, "\(gc.errors)")
+        #expect(gc.output.first == "socket transport: reaped 1 dead endpoint(s)")
+        #expect(registryEntries(directory, name).isEmpty)
+    }
 }

@@ -328,6 +328,32 @@ struct SocketTransportSecurityTests {
         #expect(!fileExists(deep))
     }
 
+    @Test("every path the registry and spool make, temporary ones included, fits in PATH_MAX at the longest directory")
+    func everyPathFits() throws {
+        let directory = "/" + String(repeating: "d", count: SocketRegistry.maximumDirectoryLength() - 1)
+        let id = "0123456789abcdef"
+        let name = try NotificationName(validating: String(repeating: "n", count: NotificationName.maximumLength))
+        let namespace = try NotificationNamespace(
+            validating: String(repeating: "s", count: SocketRegistry.longestNamespace))
+        let spool = Spool.directory(directory, endpoint: id)
+        let paths = [
+            SocketRegistry.socketPath(directory, id),
+            SocketRegistry.generationPath(directory),
+            SocketRegistry.entryPath(directory, .name(name), id),
+            SocketRegistry.entryPath(directory, .namespace(namespace), id),
+            SocketRegistry.registrationPath(directory, id),
+            SocketRegistry.stagingPath(directory, id),
+            spool + "/." + Spool.fileName(poster: id, generation: .max),
+            spool + "/" + Spool.fileName(poster: id, generation: .max),
+        ]
+        for path in paths {
+            #expect(path.utf8.count <= SystemCalls.maximumPathLength, "\(path.utf8.count): \(path.suffix(60))")
+        }
+        // The deepest are the entries, as the limit was computed for.
+        #expect(
+            paths.map(\.utf8.count).max() == SocketRegistry.maximumDirectoryLength() + SocketRegistry.longestSuffix)
+    }
+
     @Test("the longest directory it takes holds every path it makes: the longest name, a stopped observer's spool")
     func longestDirectory() async throws {
         let base = try makeTemporaryDirectory()
