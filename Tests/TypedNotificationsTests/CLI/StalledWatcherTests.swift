@@ -4,6 +4,12 @@ import TypedNotifications
 
 @testable import TypedNotificationsRedis
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A watcher whose output stalls with a buffer of 8 while a backlog of 3,000
 /// arrives (see ``playStalledWatcher(transport:selector:names:count:durable:post:)``).
 /// Where posts are kept (a log, a stream) nothing is dropped for being read
@@ -49,6 +55,43 @@ struct StalledWatcherTests {
         }
         #expect(watch.printedCount + watch.missed == 3_000)
         #expect(watch.printedCount >= 8)
+    }
+
+    @Test(
+        "socket: a watcher stopped while 3,000 are posted gets them from its spool on resume, its buffer's worth printed, the rest counted"
+    )
+    func stoppedSocketWatcher() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try HelperProcess(
+            ["watch", "test.slow", "--buffer", "8", "--json", "--transport", "socket", "--dir", directory],
+            executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        watcher.signal(SIGSTOP)
+        await waitUntilStopped(watcher.pid)
+        let poster = try socketHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        for index in 1...3_000 { try poster.post(RawNotification(bytes: Array("\(index)".utf8)), as: "test.slow") }
+        #expect(poster.transport.statistics.spooled > 0)
+        watcher.signal(SIGCONT)
+        var printed = 0
+        var missed = 0
+        var seen = 0
+        while printed + missed < 3_000 {
+            guard await watcher.lines.wait(forCount: seen + 1, upTo: .seconds(60)) else { break }
+            let lines = watcher.lines.values
+            for line in Watched.jsonObjects(lines[seen...]) {
+                printed += 1
+                missed += line["missed"] as? Int ?? 0
+            }
+            seen = lines.count
+        }
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+        // The spool kept every post; the buffer of 8 takes what the spool
+        // hands it at once, and what it drops is counted, never lost silently.
+        #expect(printed + missed == 3_000)
+        #expect(printed >= 8)
     }
 }
 

@@ -21,3 +21,13 @@ struct Watched: Hashable {
         }
     }
 }
+
+extension Watched {
+    /// The JSON objects among `lines`, in order; other lines are skipped.
+    static func jsonObjects(_ lines: some Sequence<String>) -> [[String: Any]] {
+        lines.compactMap { line in
+            guard line.hasPrefix("{") else { return nil }
+            return try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        }
+    }
+}
