@@ -12,6 +12,35 @@
 /// checksummed fragments (``LogFormat``), which let a reader tell a complete
 /// record from a torn or corrupt one; the wake-up signal carries nothing.
 enum FileLog {
+    /// Bytes the longest path below the directory adds: the temporary file
+    /// a namespace marker is saved through, `/cursors/` + an identity (64
+    /// bytes) + `/` + a namespace (200) + `.*` + `.tmp.` + a process ID (up
+    /// to 10 digits) + `.` + a save count (up to 20). A segment's temporary
+    /// file adds at most 246.
+    static let longestSuffix = 9 + 64 + 1 + NotificationName.maximumLength + 2 + 5 + 10 + 1 + 20
+
+    /// The longest directory the file transport takes, in bytes, where files
+    /// reach `pathLimit`-byte paths: 3,783 on Linux, 711 on Apple platforms.
+    static func maximumDirectoryLength(pathLimit: Int = SystemCalls.maximumPathLength) -> Int {
+        pathLimit - longestSuffix
+    }
+
+    /// Throws ``TypedNotificationError/Code/pathTooLong``, naming the
+    /// directory and the limit, for a directory longer than
+    /// ``maximumDirectoryLength(pathLimit:)``: every path the transport makes
+    /// later fits, so none fails, or a cursor goes unsaved, for its length.
+    static func checkDirectory(
+        _ directory: String, pathLimit: Int = SystemCalls.maximumPathLength
+    ) throws(TypedNotificationError) {
+        let limit = maximumDirectoryLength(pathLimit: pathLimit)
+        guard directory.utf8.count > limit else { return }
+        throw TypedNotificationError(
+            code: .pathTooLong,
+            message:
+                "the directory \(directory) is \(directory.utf8.count) bytes; the file transport takes at most \(limit) here (files reach \(pathLimit)-byte paths, and a cursor's temporary file adds up to \(longestSuffix) bytes). Choose a shorter directory"
+        )
+    }
+
     static func logsDirectory(_ root: String) -> String { root + "/logs" }
     static func cursorsDirectory(_ root: String) -> String { root + "/cursors" }
     static func nameDirectory(_ root: String, _ name: NotificationName) -> String { root + "/logs/" + name.rawValue }

@@ -101,7 +101,11 @@ public final class FileSignalTransport: KeepsLatest {
     ///     beginning, or its newest records. A durable identity with a saved
     ///     cursor always resumes there.
     ///   - configuration: Limits and policies.
-    /// - Throws: ``TypedNotificationError`` for an insecure directory or an invalid identity.
+    /// - Throws: ``TypedNotificationError`` for an insecure directory or an
+    ///   invalid identity; ``TypedNotificationError/Code/pathTooLong`` for a
+    ///   directory so long that a path the transport makes below it would
+    ///   not fit in `PATH_MAX` (on Linux, more than 3,783 bytes), before
+    ///   anything is created.
     public init(
         directory: String = FileSignalTransport.defaultDirectory,
         identity: String? = nil,
@@ -113,6 +117,7 @@ public final class FileSignalTransport: KeepsLatest {
             throw TypedNotificationError(
                 code: .invalidEndpoint, message: "identity \(TypedNotificationError.quote(identity)) \(problem)")
         }
+        try FileLog.checkDirectory(directory)
         self.directory = directory
         self.identity = identity
         self.firstRead = firstRead
