@@ -29,23 +29,26 @@ extension RedisStreamsTransport {
         guard !reader.isCancelled, !reader.machine.awaitingReply, let connection = reader.connection,
             let receiver = reader.receiver
         else { return }
-        if reader.discovers == nil, !handOutHeld(of: reader, to: receiver) || receiver.isBackedUp(reader.name) {
-            loop.schedule(after: 5_000_000) { [weak self, weak reader] in
-                guard let self, let reader else { return }
-                requestEntries(of: reader)
-            }
-            return
-        }
-        guard let commands = reader.machine.nextRead() else { return }
-        let blocking = !readsWithoutBlocking(reader)
         // A read takes no more than every observer can still buffer, so no
         // buffer drops what the stream keeps: a plain observer gets a
         // backlog whole, and a durable identity's group holds nothing
-        // pending for the next run. The stream keeps the rest.
+        // pending for the next run. The stream keeps the rest. With no room
+        // (or nobody observing: the name's unsubscribe is on its way),
+        // nothing is read.
         var count = configuration.readBatchSize
-        if reader.discovers == nil, let room = receiver.room(for: reader.name) {
-            count = max(1, min(count, room))
+        if reader.discovers == nil {
+            let room = handOutHeld(of: reader, to: receiver) ? receiver.room(for: reader.name) : 0
+            if room == 0 || receiver.isBackedUp(reader.name) {
+                loop.schedule(after: 5_000_000) { [weak self, weak reader] in
+                    guard let self, let reader else { return }
+                    requestEntries(of: reader)
+                }
+                return
+            }
+            if let room { count = min(count, room) }
         }
+        guard let commands = reader.machine.nextRead() else { return }
+        let blocking = !readsWithoutBlocking(reader)
         for command in commands {
             connection.enqueue(self.command(command, of: reader, blocking: blocking, count: count))
         }

@@ -47,8 +47,10 @@ let help: [String: String] = [
     group; what it printed is acknowledged, the rest comes again marked as a
     redelivery). --from (file or Redis) says where to start without a saved
     cursor: the end (default), the beginning, or the newest N notifications. --buffer N (default 10000)
-    is how many notifications wait while output is slow; beyond it the oldest
-    are dropped and the next line says how many were missed. Ctrl-C or SIGTERM
+    is how many notifications wait while output is slow. Over the file and
+    Redis transports nothing is dropped for that: the log or stream keeps the
+    rest until there is room. Over sockets the oldest beyond it are dropped,
+    and the next line says how many were missed. Ctrl-C or SIGTERM
     unregisters and exits.
     """,
     "latest": """

@@ -371,9 +371,12 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         return observers.contains { $0.isBackedUp }
     }
 
-    /// How many notifications of `name` every observer can still buffer.
+    /// How many notifications of `name` every observer can still buffer:
+    /// 0 while nobody observes it (its last observer left, and the
+    /// transport has yet to hear), so nothing is read for nobody.
     private func room(for name: NotificationName) -> Int? {
         let observers = table.withLock { $0.observers(of: name) }
+        guard !observers.isEmpty else { return 0 }
         return observers.compactMap(\.room).min()
     }
 

@@ -391,9 +391,12 @@ public struct TransportReceiver: Sendable {
     }
 
     /// How many more notifications of `name` every observer can buffer
-    /// before its buffering policy drops one; `nil` when none would. A
-    /// transport that keeps what it has not read yet (a log, a stream)
-    /// hands over no more than this, so a buffer never drops what it keeps.
+    /// before its buffering policy drops one; `nil` when none would, 0 while
+    /// nobody observes the name (its last observer left and the transport's
+    /// unsubscribe has not come yet). A transport that keeps what it has
+    /// not read yet (a log, a stream) hands over no more than this, and
+    /// reads nothing while it is 0, so a buffer never drops what it keeps
+    /// and nothing is taken for nobody.
     @_spi(TransportAuthoring) public func room(for name: NotificationName) -> Int? {
         roomBody(name)
     }
