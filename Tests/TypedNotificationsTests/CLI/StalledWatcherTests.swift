@@ -117,4 +117,40 @@ struct RedisStalledWatcherTests {
         #expect(watch.printedCount == 3_000)
         #expect(watch.redeliveries == 0)
     }
+
+    @Test(
+        "Redis: a durable namespace identity stopped with SIGTERM, three times: its next run marks as redeliveries at most what its buffer and readers held"
+    )
+    func stoppedIdentityMarksLittle() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let redis = ["--transport", "redis", "--url", server.url()]
+        let arguments = ["watch", "test.slow.*", "--cursor", "slow", "--buffer", "8", "--json"] + redis
+        let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await first.waitForLine(startingWith: "watching")
+        first.signal(SIGTERM)
+        #expect(await first.waitForExit() == 0)
+        for index in 0..<600 {
+            try poster.post(
+                RawNotification(bytes: Array("\(index)".utf8)), as: StalledWatcherTests.namespace[index % 3])
+        }
+        var printed: Set<String> = []
+        for run in 1...3 {
+            let watcher = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+            #expect(await watcher.lines.wait(forCount: 151, upTo: .seconds(30)))
+            watcher.signal(SIGTERM)
+            #expect(await watcher.waitForExit() == 0)
+            var unprintedButMarked = 0
+            for line in Watched.jsonObjects(watcher.lines.values) {
+                guard let name = line["name"] as? String, let sequence = line["sequence"] as? NSNumber else { continue }
+                let key = name + " " + sequence.stringValue
+                if line["redelivery"] as? Bool == true, !printed.contains(key) { unprintedButMarked += 1 }
+                printed.insert(key)
+            }
+            // Its buffer of 8, and a read's worth for each of three names.
+            #expect(unprintedButMarked <= 8 + 3 * 8, "run \(run)")
+        }
+        #expect(printed.count >= 450)
+    }
 }
