@@ -138,7 +138,11 @@ struct RedisStalledWatcherTests {
         var printed: Set<String> = []
         for run in 1...3 {
             let watcher = try HelperProcess(arguments, executable: HelperProcess.tnotify)
-            #expect(await watcher.lines.wait(forCount: 151, upTo: .seconds(30)))
+            let arrived = await watcher.lines.wait(forCount: 151, upTo: .seconds(60))
+            #expect(
+                arrived,
+                "run \(run): \(watcher.lines.values.count) lines, \(printed.count) printed before; \(watcher.errors.values)"
+            )
             watcher.signal(SIGTERM)
             #expect(await watcher.waitForExit() == 0)
             var unprintedButMarked = 0
