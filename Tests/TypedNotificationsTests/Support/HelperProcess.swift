@@ -174,6 +174,12 @@ final class HelperProcess: Sendable {
         await errorsEnded.wait()
     }
 
+    /// Waits for the process to exit, not for its output to be read (which
+    /// a closed ``outputGate`` holds back).
+    func waitForProcessExit() async {
+        await exited.wait()
+    }
+
     /// Waits for the process to exit and for every line it wrote to be read;
     /// returns its exit code, or 128 + the signal that ended it.
     func waitForExit() async -> Int32 {
