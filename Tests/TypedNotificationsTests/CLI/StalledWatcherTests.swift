@@ -137,13 +137,15 @@ struct RedisStalledWatcherTests {
         }
         var printed: Set<String> = []
         for run in 1...3 {
-            let watcher = try HelperProcess(arguments, executable: HelperProcess.tnotify, smallPipe: true)
+            // Its output stalls at its 151st line (the thread reading it
+            // stops there, and the pipe takes a page at most more), however
+            // late this task runs: so each run leaves a backlog.
+            let watcher = try HelperProcess(
+                arguments, executable: HelperProcess.tnotify, smallPipe: true, stalledAtLine: 151)
             let arrived = await watcher.lines.wait(forCount: 151, upTo: .seconds(60))
             #expect(arrived, "run \(run): \(watcher.lines.values.count) lines; \(watcher.errors.values)")
-            // Stopped with a backlog left: its output stalls from here (a
-            // page at most more), and SIGTERM ends it with the line it is
-            // writing unfinished (it closes its hub and exits after 2 s).
-            watcher.outputGate.close()
+            // Stopped with a backlog left, SIGTERM ends it with the line it
+            // is writing unfinished (it closes its hub and exits after 2 s).
             watcher.signal(SIGTERM)
             await watcher.waitForProcessExit()
             watcher.outputGate.open()

@@ -50,10 +50,14 @@ final class HelperProcess: Sendable {
     /// and its output pipe holds only one page: so it dies at most a few
     /// hundred short lines past that line, however late the test's own task
     /// is scheduled. With `smallPipe`, the pipe holds one page too, so a
-    /// closed ``outputGate`` stalls the helper within a few lines.
+    /// closed ``outputGate`` stalls the helper within a few lines. With
+    /// `stalledAtLine` (and `smallPipe`), the thread that reads the output
+    /// closes ``outputGate`` itself as soon as that line is read, however
+    /// late the test's own task is scheduled.
     init(
         _ arguments: [String], executable: String = HelperProcess.executable, standardInput: CInt? = nil,
-        killedAtLine: Int? = nil, smallPipe: Bool = false, lifeline: Lifeline? = Lifeline.shared
+        killedAtLine: Int? = nil, smallPipe: Bool = false, stalledAtLine: Int? = nil,
+        lifeline: Lifeline? = Lifeline.shared
     ) throws {
         var output: [CInt] = [-1, -1]
         var errorOutput: [CInt] = [-1, -1]
@@ -94,8 +98,8 @@ final class HelperProcess: Sendable {
         pid = child
         lifeline?.watch(child)
         Self.readLines(
-            from: output[0], into: lines, then: outputEnded, gate: outputGate, killing: killedAtLine.map { (child, $0) }
-        )
+            from: output[0], into: lines, then: outputEnded, gate: outputGate, closingAt: stalledAtLine,
+            killing: killedAtLine.map { (child, $0) })
         Self.readLines(from: errorOutput[0], into: errors, then: errorsEnded)
         let (pid, exitStatus, exited) = (child, self.exitStatus, self.exited)
         Thread.detachNewThread {
@@ -118,10 +122,11 @@ final class HelperProcess: Sendable {
     }
 
     /// Reads `descriptor` to its end on a thread of its own, one line at a time;
-    /// with `killing`, sends that process SIGKILL once that many lines are read.
+    /// with `killing`, sends that process SIGKILL once that many lines are
+    /// read; with `closingAt`, closes `gate` once that many are.
     private static func readLines(
         from descriptor: CInt, into lines: Collector<String>, then ended: Signal, gate: ThreadGate? = nil,
-        killing: (process: pid_t, line: Int)? = nil
+        closingAt: Int? = nil, killing: (process: pid_t, line: Int)? = nil
     ) {
         Thread.detachNewThread {
             defer {
@@ -147,6 +152,7 @@ final class HelperProcess: Sendable {
                     searchFrom = lineStart
                     linesRead += 1
                     if let killing, linesRead == killing.line { kill(killing.process, SIGKILL) }
+                    if linesRead == closingAt { gate?.close() }
                 }
                 pending.removeSubrange(..<lineStart)
             }
