@@ -17,6 +17,7 @@ import TypedNotificationsRedis
 //   soak-senders COUNT                               the memory run, distinct senders
 //   hubs KIND COUNT [URL]                            many hubs in one process, per-hub cost
 //   stopped-observer DIR TOTAL                       the observer the stopped section stops
+//   idle-observer KIND SHAPE DURABLE PLACE ROOT      an observer the idle section leaves idle
 
 #if DEBUG
     let buildWarning: String? =
@@ -35,7 +36,8 @@ let usage = """
     the fixed costs (envelope, post-to-handler); and a memory run. A full run takes
     about 7 minutes; --quick about 1. Build it in release: swift run -c release TypedNotificationsBenchmark
 
-      --only       any of envelope, delivery, fanout, posters, stopped, namespaces, memory (default: all)
+      --only       any of envelope, delivery, fanout, posters, stopped, namespaces, idle, memory
+                   (default: all)
       --kinds      fan-out scenarios, e.g. socket,raw-datagram (default: all; the Redis ones,
                    redis,raw-redis,redis-pubsub, only where redis-server is installed)
       --observers  observer counts (default 1,4,16)
@@ -75,6 +77,9 @@ case "hubs":
     exit(0)
 case "stopped-observer":
     try runStoppedObserver(arguments.dropFirst(2))
+    exit(0)
+case "idle-observer":
+    try runIdleObserver(arguments.dropFirst(2))
     exit(0)
 case "ns-observer":
     try runNamespaceObserver(arguments.dropFirst(2))
@@ -120,7 +125,7 @@ func list(_ flag: String) -> [String]? { option(flag)?.split(separator: ",").map
 
 let quick = arguments.contains("--quick")
 let sections = Set(
-    list("--only") ?? ["envelope", "delivery", "fanout", "posters", "stopped", "namespaces", "memory"])
+    list("--only") ?? ["envelope", "delivery", "fanout", "posters", "stopped", "namespaces", "idle", "memory"])
 /// Refuses a `--kinds` list, saying why and which kinds there are; never a trap.
 func refuseKinds(_ problem: String) -> Never {
     let known = Kind.allCases.map(\.rawValue).joined(separator: ", ")
@@ -157,7 +162,7 @@ print("Machine: \(machine.processor), \(machine.cores) cores, \(machine.kernel)\
 // The Redis scenarios run against a server of this run's own.
 var redisServer: BenchRedisServer?
 if (kinds.contains(where: \.meetsAtServer) && (sections.contains("fanout") || sections.contains("memory")))
-    || sections.contains("namespaces")
+    || sections.contains("namespaces") || sections.contains("idle")
 {
     if let executable = BenchRedisServer.executable {
         redisServer = BenchRedisServer(executable: executable)
@@ -266,6 +271,10 @@ if sections.contains("stopped") {
     print("  close with all of it unread: \(microseconds(stopped.closeNanoseconds))")
     print(
         "  on resume the observer received \(stopped.received) of \(2 * count), missed \(stopped.missed)")
+}
+
+if sections.contains("idle") {
+    _ = try measureIdle(quick: quick, redis: redisServer)
 }
 
 var memory: MemoryResults?
