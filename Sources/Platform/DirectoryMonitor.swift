@@ -250,17 +250,6 @@ package final class DirectoryMonitor {
         #endif
     }
 
-    /// Whether every change to a watched directory comes as an event, so
-    /// that nothing needs a periodic look (inotify, on Linux). Elsewhere a
-    /// change is found by comparing times when something wakes the owner.
-    package static var reportsEveryChange: Bool {
-        #if os(Linux)
-            true
-        #else
-            false
-        #endif
-    }
-
     /// Whether appends are signalled with notify(3) names (Apple platforms),
     /// rather than seen as file changes (inotify).
     package static var usesSignals: Bool {
@@ -290,20 +279,6 @@ package final class DirectoryMonitor {
     package func takeLostWatches() -> Set<Int> {
         defer { lost = [] }
         return lost
-    }
-
-    /// Looks whether each of the directories watched as `indices` is still
-    /// the one at its path, for an owner told that an enclosing directory
-    /// changed (renamed away, say: the watches follow the directories, and
-    /// no event comes for them). One that is not counts as lost (see
-    /// ``takeLostWatches()``). Nothing where changes are found by comparing
-    /// times: that look is made on every ``changes()``.
-    ///
-    /// The corresponding C function is `lstat`, once per index.
-    package func recheckPaths(_ indices: some Sequence<Int>) {
-        #if os(Linux)
-            for index in indices where !lost.contains(index) && !isStillAtItsPath(index) { lost.insert(index) }
-        #endif
     }
 
     /// The indices of the directories where an entry was created or moved

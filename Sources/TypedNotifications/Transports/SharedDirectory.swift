@@ -175,12 +175,11 @@ struct RemovalWatch {
     }
 
     /// The error to report if, at this look, one of the files is gone; `nil`
-    /// when they are all there or the last look was under a second ago,
-    /// unless `now` (an event said one of them may be gone).
-    mutating func removal(now: Bool = false) -> TypedNotificationError? {
-        let time = SystemClock.monotonicNanoseconds()
-        guard now || time &- lastLook >= 1_000_000_000 else { return nil }
-        lastLook = time
+    /// when they are all there or the last look was under a second ago.
+    mutating func removal() -> TypedNotificationError? {
+        let now = SystemClock.monotonicNanoseconds()
+        guard now &- lastLook >= 1_000_000_000 else { return nil }
+        lastLook = now
         guard let gone = files.first(where: { !$0.isStillThere }) else { return nil }
         return TypedNotificationError(
             code: .transportFailure,

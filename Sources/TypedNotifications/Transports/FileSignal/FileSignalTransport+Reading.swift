@@ -15,7 +15,7 @@ extension FileSignalTransport {
     /// Reads subscribed logs and hands what is new to the center: a change
     /// event only says when to look, and which log to look at.
     ///
-    /// With `thorough` (the poll, where there is one), every subscribed log is
+    /// With `thorough` (the poll, the safety net), every subscribed log is
     /// read; else only those whose directory changed, new subscriptions and
     /// readers with more to read, so a wake-up costs the same however many
     /// names are observed.
@@ -150,7 +150,7 @@ extension FileSignalTransport {
         // Looked at again after the others waiting: in 1 ms when their
         // observers were full, at once when this pass filled them.
         checking.wait(deferred + held)
-        if let removal = checking.removalWatch.removal(now: checking.directoryMayBeGone) {
+        if let removal = checking.removalWatch.removal() {
             checking.receiver.fail(removal)
             return
         }

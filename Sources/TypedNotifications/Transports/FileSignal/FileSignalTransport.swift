@@ -6,13 +6,11 @@ import Synchronization
 /// model, done right.
 ///
 /// A post appends its envelope to the name's log and the append itself is the
-/// wake-up signal (inotify on Linux, where an idle observer makes no system
-/// call until something changes in its directory; notify(3) on Apple
-/// platforms, with a look every ``FileSignalConfiguration/pollInterval``, at
-/// most a second, as a safety net; the poll alone where there are no change
-/// events). Observers read what is new past their cursor. Because the log is
-/// the truth, a lost or coalesced signal loses nothing, and two quick posts
-/// are both kept and delivered, in order.
+/// wake-up signal (inotify on Linux; a poll every
+/// ``FileSignalConfiguration/pollInterval`` as a safety net and where there are
+/// no change events). Observers read what is new past their cursor. Because
+/// the log is the truth, a lost or coalesced signal loses nothing, and two
+/// quick posts are both kept and delivered, in order.
 ///
 /// - **Woken by the change itself:** on Linux the reading thread of the
 ///   process's first two file transports sleeps in a blocking `read` of an
@@ -217,16 +215,10 @@ public final class FileSignalTransport: KeepsLatest {
             }
         }
         receiveCall?.set { [weak self] timeout in self?.sleepForChanges(timeout) }
-        // Where every change comes as an event (inotify), an idle reader
-        // sleeps until one does: `FileReading.changedNames` watches what a
-        // look would find. Without change events the poll is what wakes
-        // readers; where events do not say everything (Apple platforms, for
-        // now), it is also the safety net, at least once a second.
-        if !configuration.usesChangeEvents {
-            schedulePolls(every: UInt64(max(1, configuration.pollInterval.clampedMilliseconds)) * 1_000_000)
-        } else if !DirectoryMonitor.reportsEveryChange {
-            schedulePolls(every: UInt64(max(1, min(configuration.pollInterval.clampedMilliseconds, 1_000))) * 1_000_000)
-        }
+        // Also the safety net where change events are used: a pass at least
+        // once a second.
+        let interval = UInt64(max(1, min(configuration.pollInterval.clampedMilliseconds, 1_000))) * 1_000_000
+        schedulePolls(every: interval)
         loop.start()
     }
 

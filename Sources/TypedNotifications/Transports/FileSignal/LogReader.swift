@@ -164,17 +164,6 @@ final class FileReading {
     // made there; the names made since the last look (`nil`: list it).
     private var logsWatch: Int?
     private var newLogEntries: [String]? = []
-    // What stands in for a periodic look: a watch on the transport's
-    // directory itself (its end says it may be gone; an entry made or
-    // removed there may be `logs`), and one on `DIR/logs`, whose entries
-    // made say a name's directory was made again at its path.
-    private var rootWatch: Int?
-    private var parentWatch: Int?
-    /// Something the last ``changedNames(newlySubscribed:in:)`` saw may
-    /// mean the transport's directory is gone (a watch ended, the directory
-    /// changed, events overflowed): whether it is still there is looked at
-    /// now, not at most once a second.
-    private(set) var directoryMayBeGone = false
     // Apple platforms: the posters' signal descriptor, once made, until the
     // read pass registers it with the loop.
     private var newSignalDescriptor: CInt?
@@ -224,66 +213,25 @@ final class FileReading {
     func changedNames(newlySubscribed: [NotificationName], in root: String) -> Set<NotificationName>? {
         let changed = monitor.changes()
         var created = Set(monitor.takeCreations().compactMap { watchedNames[$0] })
-        let createdEntries = monitor.takeCreatedEntries()
-        if let logsWatch, let entries = createdEntries[logsWatch] {
+        if let logsWatch, let entries = monitor.takeCreatedEntries()[logsWatch] {
             if let entries { newLogEntries?.append(contentsOf: entries) } else { newLogEntries = nil }
         }
         defer { createdSegments = changed == nil ? nil : created }
         var names = due
         due = []
-        directoryMayBeGone = changed == nil
-        // An entry of the transport's directory changed (`logs` renamed
-        // away, say): the names' watches follow their directories wherever
-        // they went, so each is looked at. Rare: the directory holds a few
-        // subdirectories made once.
-        if let rootWatch, changed?.contains(rootWatch) ?? true {
-            // `DIR/logs` too: removed while a reader holds a segment below
-            // it, it sends no end of its own, and its watches would stay
-            // on the old one.
-            monitor.recheckPaths(Array(watchedNames.keys) + [parentWatch, logsWatch].compactMap { $0 })
-            directoryMayBeGone = true
-        } else if let parentWatch, let entries = createdEntries[parentWatch] {
-            // A name's directory made at its path: the one watched may be
-            // the one removed, whose end comes only once nothing holds it
-            // open (this reader's segment does).
-            if let entries {
-                monitor.recheckPaths(
-                    entries.compactMap { try? NotificationName(validating: $0) }.compactMap { watchIndex[$0] })
-            } else {
-                monitor.recheckPaths(watchedNames.keys)
-            }
-        }
-        let lost = monitor.takeLostWatches()
-        // A directory gone from its path may have gone with the transport's:
-        // `rm -rf DIR` sends the root's own end only once nothing below it
-        // is held open.
-        if !lost.isEmpty { directoryMayBeGone = true }
-        for index in lost {
+        for index in monitor.takeLostWatches() {
             if index == logsWatch {
                 // `DIR/logs` was removed (and perhaps made again): watched
                 // and listed again.
                 logsWatch = nil
                 newLogEntries = nil
             }
-            if index == rootWatch {
-                rootWatch = nil
-                directoryMayBeGone = true
-            }
-            if index == parentWatch { parentWatch = nil }
             guard let name = watchedNames.removeValue(forKey: index) else { continue }
             watchIndex[name] = nil
             unwatched.insert(name)
         }
         for name in newlySubscribed where watchIndex[name] == nil {
             unwatched.insert(name)
-        }
-        // Watched before the names they stand for are looked at, so what is
-        // made after a look comes as an event. A directory whose entries
-        // are directories changes only when one is made or removed: a
-        // name's log, rarely.
-        if rootWatch == nil { rootWatch = try? monitor.watch(root) }
-        if parentWatch == nil {
-            parentWatch = try? monitor.watch(FileLog.logsDirectory(root), namingEntries: true)
         }
         for name in unwatched {
             names.insert(name)
