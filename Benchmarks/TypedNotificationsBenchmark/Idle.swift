@@ -134,7 +134,8 @@ private func threadSamples(of process: pid_t) -> [Int: ThreadSample] {
 }
 
 /// Whether a thread of this name is one the package made: a transport's
-/// loop (named after its type) or the file transport's deadline thread.
+/// loop (named after its type) or the file transport's deadline thread
+/// (which shows its creator's name on Linux, as measured, or its own).
 /// Linux keeps 15 bytes of a thread's name.
 private func isPackageThread(_ name: String) -> Bool {
     ["SocketTransport", "FileSignalTrans", "RedisStreamsTra", "SleepDeadlines"].contains { name.hasPrefix($0) }
@@ -235,13 +236,14 @@ func measureIdle(quick: Bool, redis: BenchRedisServer?) throws -> [IdleFigures] 
             guard let entry = TransportCatalog.entry(named: scenario.transport) else { continue }
             let directory = scenario.transport == "redis" ? nil : makeScratchDirectory("idle")
             let place = directory ?? redis?.url ?? ""
+            let root = "bench.idle.s\(index)"
             let child = Child([
                 "idle-observer", scenario.transport, scenario.shape.rawValue,
-                scenario.durable ? "durable" : "plain", place, "bench.idle.s\(index)",
+                scenario.durable ? "durable" : "plain", place, root,
             ])
             _ = child.expect("ready")
             let poster = try entry.makeHub(at: entry.place(place), endpoint: "idle-poster")
-            running.append((scenario, child, directory, poster, "bench.idle.s\(index)"))
+            running.append((scenario, child, directory, poster, root))
         }
         var figures: [IdleFigures] = []
         for phase in ["from start", "after a burst"] {
