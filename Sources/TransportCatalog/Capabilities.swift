@@ -17,6 +17,8 @@ package protocol WaitsForReaders: NotificationTransport {
 package protocol ReportsReaderErrors: NotificationTransport {
     /// The names whose reader cannot read now, with why.
     var readerErrors: [NotificationName: TypedNotificationError] { get }
+    /// ``readerErrors`` now, then each time it changes, until the transport closes.
+    func readerErrorUpdates() -> AsyncStream<[NotificationName: TypedNotificationError]>
 }
 
 /// A transport whose durable cursors can be found unusable.

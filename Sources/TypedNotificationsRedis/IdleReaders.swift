@@ -277,6 +277,7 @@ extension RedisStreamsTransport {
             reader.connection = connection
             if !reader.wasRefused {
                 state.withLock { _ = $0.shared.readerErrors.removeValue(forKey: reader.name) }
+                readerErrorsMayHaveChanged()
             }
             startReading(reader, receiver: receiver)
         } catch {

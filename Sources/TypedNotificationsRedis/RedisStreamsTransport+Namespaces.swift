@@ -225,6 +225,7 @@ extension RedisStreamsTransport {
             }
             return (receiver, started, unused)
         }
+        readerErrorsMayHaveChanged()
         for reader in unused { endReads(of: reader) }
         loop.execute { [weak self] in
             for reader in unused { reader.cancel() }
@@ -250,6 +251,7 @@ extension RedisStreamsTransport {
             }
             return stopped
         }
+        readerErrorsMayHaveChanged()
         for reader in stopped { endReads(of: reader) }
         loop.execute {
             for reader in stopped { reader.cancel() }
@@ -417,6 +419,7 @@ extension RedisStreamsTransport {
                 accounted = try createGroup(identity, key: key, resumingAfter: (.zero, 0))
             } catch  where error.code == .transportFailure {
                 state.withLock { $0.shared.readerErrors[name] = error }
+                readerErrorsMayHaveChanged()
                 if let id { acknowledgements?.acknowledge(id, key: discoverer.key) }
                 return
             } catch {

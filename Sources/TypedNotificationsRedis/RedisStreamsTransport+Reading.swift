@@ -160,6 +160,7 @@ extension RedisStreamsTransport {
                 if reader.wasRefused {
                     reader.wasRefused = false
                     state.withLock { _ = $0.shared.readerErrors.removeValue(forKey: reader.name) }
+                    readerErrorsMayHaveChanged()
                 }
                 deliver(batch, of: reader)
                 // A read that found nothing: a name of a namespace goes quiet
@@ -194,6 +195,7 @@ extension RedisStreamsTransport {
                     return
                 }
                 // Said, and read again in 2 s: the key may be a stream again.
+                readerErrorsMayHaveChanged()
                 readAgainLater(reader)
                 return
             }
@@ -308,6 +310,7 @@ extension RedisStreamsTransport {
         state.withLock { state in
             if state.shared.isCurrent(reader) { state.shared.readerErrors[reader.name] = error }
         }
+        readerErrorsMayHaveChanged()
     }
 
     /// Drops the reader's connection and makes a new one after a backoff
@@ -323,6 +326,7 @@ extension RedisStreamsTransport {
             state.withLock { state in
                 if state.shared.isCurrent(reader) { state.shared.readerErrors[reader.name] = error }
             }
+            readerErrorsMayHaveChanged()
         }
         // The first redirection in a row is followed at once; more of them
         // back off (two nodes that send a name to each other).
@@ -352,6 +356,7 @@ extension RedisStreamsTransport {
                 reader.connection = connection
                 counters.add(to: .reconnects)
                 state.withLock { _ = $0.shared.readerErrors.removeValue(forKey: reader.name) }
+                readerErrorsMayHaveChanged()
                 startReading(reader, receiver: receiver)
             } catch {
                 // Said, not kept silent: a statistic and the reader's error

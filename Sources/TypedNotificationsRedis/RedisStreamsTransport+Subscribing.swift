@@ -139,6 +139,7 @@ extension RedisStreamsTransport {
             state.shared.readerErrors[name] = nil
             return state.shared.readers.removeValue(forKey: name)
         }
+        readerErrorsMayHaveChanged()
         guard let reader else { return }
         endReads(of: reader)
         loop.execute { reader.cancel() }

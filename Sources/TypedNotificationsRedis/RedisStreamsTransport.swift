@@ -219,6 +219,68 @@ public final class RedisStreamsTransport: KeepsLatest {
         state.withLock { $0.shared.readerErrors }
     }
 
+    /// ``readerErrors`` as it changes: first as it is now, then again each
+    /// time a name's reader loses its server, fails another try, or reads
+    /// again. Pushed by the transport as it happens, so a tool that says
+    /// when reading stops and resumes need not ask again and again (nothing
+    /// wakes while nothing changes). A slow consumer gets the newest map,
+    /// not each one between. The sequence ends when the transport closes.
+    public func readerErrorUpdates() -> AsyncStream<[NotificationName: TypedNotificationError]> {
+        typealias Errors = [NotificationName: TypedNotificationError]
+        let (stream, continuation) = AsyncStream.makeStream(of: Errors.self, bufferingPolicy: .bufferingNewest(1))
+        let number = state.withLock { state -> Int? in
+            guard state.lifecycle.isOpen else { return nil }
+            let number = state.shared.nextReaderErrorWatcher
+            state.shared.nextReaderErrorWatcher += 1
+            state.shared.readerErrorWatchers[number] = continuation
+            // Under the lock, so no later change is told before it. Nobody
+            // iterates the stream yet: the yield only buffers.
+            continuation.yield(state.shared.readerErrors)
+            return number
+        }
+        guard let number else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.shared.readerErrorWatchers.removeValue(forKey: number) }
+        }
+        return stream
+    }
+
+    /// Has ``readerErrorUpdates()``'s watchers told of a change to
+    /// ``readerErrors`` just made: at once on the loop, else by the loop.
+    func readerErrorsMayHaveChanged() {
+        if loop.isCurrent {
+            tellReaderErrors()
+        } else {
+            loop.execute { [weak self] in self?.tellReaderErrors() }
+        }
+    }
+
+    /// Tells ``readerErrorUpdates()``'s watchers the errors as they are, if
+    /// they changed since last told. Only on the loop, so that what each
+    /// watcher is told last is the newest; a change made elsewhere asks the
+    /// loop to tell.
+    func tellReaderErrors() {
+        typealias Watcher = AsyncStream<[NotificationName: TypedNotificationError]>.Continuation
+        let told = state.withLock { state -> ([NotificationName: TypedNotificationError], [(Int, Watcher)])? in
+            guard state.shared.readerErrorsChanged else { return nil }
+            state.shared.readerErrorsChanged = false
+            guard !state.shared.readerErrorWatchers.isEmpty else { return nil }
+            return (state.shared.readerErrors, state.shared.readerErrorWatchers.map { ($0.key, $0.value) })
+        }
+        guard let (errors, watchers) = told else { return }
+        var ended: [Int] = []
+        for (number, watcher) in watchers {
+            if case .terminated = watcher.yield(errors) { ended.append(number) }
+        }
+        // One that ended before its end could be heard of is let go here.
+        if !ended.isEmpty {
+            state.withLock { state in for number in ended { state.shared.readerErrorWatchers[number] = nil } }
+        }
+    }
+
     /// Redis streams carry envelopes.
     public var payloadForm: TransportPayloadForm { .encoded }
 
@@ -266,15 +328,20 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// posted while it closes may be read and left pending, and come again
     /// marked.
     public func close() {
-        let (closing, (readers, idle)) = core.close { shared in
+        let (closing, (readers, idle, watchers)) = core.close { shared in
             defer {
                 shared.readers = [:]
                 shared.namespaces = [:]
                 shared.named = []
                 shared.idle = [:]
+                shared.readerErrorWatchers = [:]
             }
-            return (Array(shared.readers.values) + Array(shared.namespaces.values), shared.idle)
+            return (
+                Array(shared.readers.values) + Array(shared.namespaces.values), shared.idle,
+                Array(shared.readerErrorWatchers.values)
+            )
         }
+        for watcher in watchers { watcher.finish() }
         guard closing.wasOpen else {
             closing.end(loop)
             return
@@ -368,7 +435,15 @@ public final class RedisStreamsTransport: KeepsLatest {
     var nextTrim: [NotificationName: UInt64] = [:]
     /// Per subscribed name whose reader cannot reach its node now, the last
     /// error; removed once it reads again.
-    var readerErrors: [NotificationName: TypedNotificationError] = [:]
+    var readerErrors: [NotificationName: TypedNotificationError] = [:] {
+        didSet { readerErrorsChanged = true }
+    }
+    /// ``readerErrors`` changed since its watchers were last told.
+    var readerErrorsChanged = false
+    /// The sequences of ``RedisStreamsTransport/readerErrorUpdates()`` still
+    /// iterated, by a number of their own.
+    var readerErrorWatchers: [Int: AsyncStream<[NotificationName: TypedNotificationError]>.Continuation] = [:]
+    var nextReaderErrorWatcher = 0
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.

@@ -184,17 +184,16 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     stop.whenFired { watching.cancel() }
     // A Redis reader that cannot reach its node keeps trying: say so, and
     // say when it reads again, rather than fall silent.
+    // The transport pushes each change: nothing here wakes while none comes.
     let troubles = Task {
-        guard hub.transport is any ReportsReaderErrors else { return }
+        guard let updates = hub.readerErrorUpdates() else { return }
         var said: Set<NotificationName> = []
-        while !Task.isCancelled {
-            let now = hub.readerErrors
+        for await now in updates {
             for (name, error) in now where !said.contains(name) {
                 warn("tnotify: cannot read \(name) now, trying again: \(error.message)")
             }
             for name in said.subtracting(now.keys) { warn("tnotify: reading \(name) again") }
             said = Set(now.keys)
-            try? await Task.sleep(for: .milliseconds(500))
         }
     }
     await watching.value

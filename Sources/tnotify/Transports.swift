@@ -66,9 +66,10 @@ extension TransportEntry {
 }
 
 extension AnyHub {
-    /// The names whose reader cannot reach its server now, with why.
-    var readerErrors: [NotificationName: TypedNotificationError] {
-        (transport as? any ReportsReaderErrors)?.readerErrors ?? [:]
+    /// ``readerErrors`` now and as it changes; `nil` for a transport whose
+    /// readers cannot lose their server.
+    func readerErrorUpdates() -> AsyncStream<[NotificationName: TypedNotificationError]>? {
+        (transport as? any ReportsReaderErrors)?.readerErrorUpdates()
     }
 
     /// Why a durable cursor could not be used.

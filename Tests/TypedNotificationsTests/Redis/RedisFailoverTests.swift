@@ -216,6 +216,36 @@ struct RedisFailoverTests {
     }
 
     @Test(
+        "readerErrorUpdates pushes each change: none at first, the name once its server is gone, none once it reads again; it ends when the transport closes"
+    )
+    func readerErrorUpdatesArePushed() async throws {
+        let server = try await RedisTestServer()
+        let name: NotificationName = "failover.pushed"
+        let watcher = try Watcher(redisHub(server, endpoint: "watcher"), name: name)
+        defer { watcher.close() }
+        let seen = Collector<[NotificationName: TypedNotificationError]>()
+        let ended = Collector<Bool>()
+        let updates = watcher.hub.transport.readerErrorUpdates()
+        let listening = Task {
+            for await now in updates { seen.append(now) }
+            ended.append(true)
+        }
+        defer { listening.cancel() }
+        #expect(await waitUntil { seen.values.count == 1 })
+        #expect(seen.values.first?.isEmpty == true)
+
+        await server.kill()
+        #expect(await waitUntil { seen.values.last?[name]?.code == .unreachable })
+        // Told, not asked: each element came as a change happened.
+        #expect(seen.values.dropFirst().allSatisfy { !$0.isEmpty })
+        try await server.start()
+        #expect(await waitUntil { seen.values.count >= 3 && seen.values.last?.isEmpty == true })
+
+        watcher.close()
+        #expect(await waitUntil { ended.values == [true] })
+    }
+
+    @Test(
         "a reader that can reach no node keeps trying and says so in readerErrors and failedReconnects; its hub stays open, and it resumes where it stood"
     )
     func readerSaysItCannotReach() async throws {
