@@ -152,6 +152,31 @@ import Synchronization
         if wakes { wake() }
     }
 
+    /// Like ``schedule(after:_:)``, but returns a number that
+    /// ``cancelTimer(_:)`` takes, to end the timer before it fires: a
+    /// deadline that moved away then wakes nobody.
+    @_spi(TransportAuthoring) public func scheduleCancellable(
+        after nanoseconds: UInt64, _ body: @escaping @Sendable () -> Void
+    ) -> UInt64 {
+        let deadline = SystemClock.monotonicNanoseconds() &+ nanoseconds
+        let current = ThreadIdentity.current
+        let (number, wakes) = state { state in
+            state.nextTimerNumber &+= 1
+            state.timers.append(LoopTimer(deadline: deadline, body: body, number: state.nextTimerNumber))
+            return (state.nextTimerNumber, state.takeWakeUp(from: current))
+        }
+        if wakes { wake() }
+        return number
+    }
+
+    /// Ends the timer ``scheduleCancellable(after:_:)`` numbered `number`,
+    /// unless it fired already. Cancelled on the loop's own thread, before
+    /// the loop sleeps again, it wakes nobody; from another thread, a loop
+    /// already asleep may still wake once at its deadline, and find nothing.
+    @_spi(TransportAuthoring) public func cancelTimer(_ number: UInt64) {
+        state { state in state.timers.removeAll { $0.number == number } }
+    }
+
     /// Runs `body` on the loop's thread, after the jobs queued before it.
     @_spi(TransportAuthoring) public func execute(_ body: @escaping @Sendable () -> Void) {
         push(.closure(body))
@@ -461,6 +486,8 @@ private enum PushAction {
 private struct LoopTimer: Sendable {
     let deadline: UInt64
     let body: @Sendable () -> Void
+    /// For ``EventLoop/cancelTimer(_:)``; 0 for a timer that cannot be cancelled.
+    var number: UInt64 = 0
 }
 
 private enum LoopPhase: Equatable {
@@ -475,6 +502,7 @@ private struct LoopState {
     var jobs: [LoopJob] = []
     var handlers: [CInt: @Sendable () -> Void] = [:]
     var timers: [LoopTimer] = []
+    var nextTimerNumber: UInt64 = 0
     // The loop's thread while it runs.
     var thread: ThreadIdentity?
     var isDraining = false

@@ -148,6 +148,8 @@ extension RedisStreamsTransport {
         reader.disown()
         reader.waitAfter = after
         reader.machine.quieted()
+        // No read of its own in flight: nothing for the watchdog to wait for.
+        readDeadlines.value.remove(ObjectIdentifier(reader))
         // Its connection serves a new watch if one is needed, else the next
         // woken reader, else is kept spare: under the server's `maxclients`,
         // connections change hands rather than being made.
@@ -321,8 +323,8 @@ extension RedisStreamsTransport {
     }
 
     /// Frees the reading connections of readers cancelled while reading
-    /// (unsubscribed, or refused for good). On the loop, from the watchdog
-    /// and when every connection is taken.
+    /// (unsubscribed, or refused for good). On the loop, once they are
+    /// cancelled, and when every connection is taken.
     func releaseCancelledReaders() {
         let cancelled = idleReaders.value.reading.values.filter { $0.isCancelled }
         for reader in cancelled { release(reader, handingOver: nil) }
@@ -406,6 +408,7 @@ extension RedisStreamsTransport {
         }
         watch.awaiting = true
         watch.requestedAt = SystemClock.monotonicNanoseconds()
+        readSent(by: ObjectIdentifier(watch), at: watch.requestedAt)
     }
 
     /// The watch's read answered: the readers of the names it names wake;
@@ -491,6 +494,6 @@ extension RedisStreamsTransport {
 
     /// The watches whose read went unanswered longer than `patience`.
     func stuckWatches(now: UInt64) -> [IdleReaders.Watch] {
-        idleReaders.value.watches.filter { $0.awaiting && now &- $0.requestedAt > patience }
+        idleReaders.value.watches.filter { $0.awaiting && now &- $0.requestedAt >= patience }
     }
 }

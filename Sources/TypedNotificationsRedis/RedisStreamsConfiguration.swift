@@ -16,9 +16,12 @@ public struct RedisStreamsConfiguration: Sendable, Hashable {
     public var maximumAge: Duration?
     /// The most entries one read asks for.
     public var readBatchSize: Int
-    /// How long one blocking read waits before it is renewed. A reader whose
-    /// read goes unanswered this long plus the command timeout treats its
-    /// connection as broken and reconnects, so a dead server is noticed.
+    /// How long one blocking read waits before it is renewed: 10 s by
+    /// default, so an idle reader sends one read each 10 s and wakes only
+    /// for its answer. A reader whose read goes unanswered this long plus
+    /// the command timeout treats its connection as broken and reconnects,
+    /// so a server that stopped answering is noticed within that time (a
+    /// closed connection, at once).
     public var blockTimeout: Duration
     /// How long a post (or a subscribe) in a Redis Cluster waits for its
     /// name's slot to have a master again when its node cannot be reached or
@@ -39,13 +42,14 @@ public struct RedisStreamsConfiguration: Sendable, Hashable {
     public var acknowledgement: PostAcknowledgement
 
     /// Creates a configuration: 100,000 entries per name, no age limit,
-    /// reads of 256, posts that wait up to 20 s for a cluster's failover.
+    /// reads of 256 that block up to 10 s, posts that wait up to 20 s for a
+    /// cluster's failover.
     public init(
         keyPrefix: String = "tn",
         maximumLength: Int? = 100_000,
         maximumAge: Duration? = nil,
         readBatchSize: Int = 256,
-        blockTimeout: Duration = .seconds(2),
+        blockTimeout: Duration = .seconds(10),
         failoverWait: Duration = .seconds(20),
         acknowledgement: PostAcknowledgement = .master
     ) {

@@ -157,7 +157,8 @@ extension RedisStreamsTransport {
             let (snapshot, _) = try snapshot(of: discovery, newest: nil, failoverDeadline: deadline)
             listedUpTo = snapshot?.lastGenerated ?? .zero
             machine = StreamReaderStateMachine(
-                position: .after(listedUpTo), accounted: snapshot?.added, isDurable: false)
+                position: .after(listedUpTo), accounted: snapshot?.added, isDurable: false,
+                streamMayBeMissing: listedUpTo == .zero && (snapshot?.added ?? 0) == 0)
         }
         // The namespace's first name is read as if announced first: it is
         // never announced to its own namespace. Names announced after
@@ -196,7 +197,7 @@ extension RedisStreamsTransport {
                 made.append(
                     try makeReader(
                         for: name, fromFirstEntry: identity != nil && unannounced.contains(name), inNamespace: true,
-                        connecting: !quiet, failoverDeadline: deadline))
+                        connecting: !quiet, announced: name != namespace.root, failoverDeadline: deadline))
             } catch  where error.code == .transportFailure && name != namespace.root {
                 // Refused for good (its key is not a stream): said, not read.
                 refused[name] = error
@@ -230,6 +231,7 @@ extension RedisStreamsTransport {
         loop.execute { [weak self] in
             for reader in unused { reader.cancel() }
             guard let self else { return }
+            releaseCancelledReaders()
             for reader in started + [discoverer] where reader.connection != nil {
                 startReading(reader, receiver: receiver)
             }
@@ -253,8 +255,9 @@ extension RedisStreamsTransport {
         }
         readerErrorsMayHaveChanged()
         for reader in stopped { endReads(of: reader) }
-        loop.execute {
+        loop.execute { [weak self] in
             for reader in stopped { reader.cancel() }
+            self?.releaseCancelledReaders()
         }
     }
 

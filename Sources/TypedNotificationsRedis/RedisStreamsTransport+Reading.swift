@@ -59,6 +59,7 @@ extension RedisStreamsTransport {
             return
         }
         reader.requestedAt = SystemClock.monotonicNanoseconds()
+        readSent(by: ObjectIdentifier(reader), at: reader.requestedAt)
     }
 
     /// The words of one of a reader's commands; a read of new entries waits
@@ -116,29 +117,64 @@ extension RedisStreamsTransport {
         configuration.blockTimeout.clampedNanoseconds &+ options.commandTimeout.clampedNanoseconds
     }
 
-    /// Every quarter of the patience, on the loop: a reader whose read went
-    /// unanswered that long has lost its server, or the path to it, and
-    /// connects again. One timer for all readers, not one per read: reads
-    /// come thousands of times a second, and the loop scans its timers.
+    /// A read of `owner` (a reader or a watch) went out at `now`: it is
+    /// unanswered once the patience has passed. On the loop.
+    func readSent(by owner: ObjectIdentifier, at now: UInt64) {
+        readDeadlines.value.set(owner, to: now &+ patience)
+        armWatchdog()
+    }
+
+    /// Sets the one timer at the earliest deadline of a read in flight,
+    /// unless it is set already no more than a second before it: a timer
+    /// that fires early finds nothing due and is set again, so under a
+    /// steady stream of reads it is moved about once a second, not once a
+    /// read. While every read answers in time, it never fires. On the loop.
+    func armWatchdog() {
+        let deadlines = readDeadlines.value
+        guard let earliest = deadlines.earliest else {
+            if let armed = deadlines.armed { loop.cancelTimer(armed.number) }
+            deadlines.armed = nil
+            return
+        }
+        if let armed = deadlines.armed {
+            if armed.deadline <= earliest, earliest - armed.deadline < 1_000_000_000 { return }
+            loop.cancelTimer(armed.number)
+        }
+        let now = SystemClock.monotonicNanoseconds()
+        let number = loop.scheduleCancellable(after: earliest > now ? earliest - now : 0) { [weak self] in
+            self?.watchReaders()
+        }
+        deadlines.armed = (number, earliest)
+    }
+
+    /// At the earliest deadline of a read in flight, on the loop: a reader
+    /// or watch whose read went unanswered for the patience has lost its
+    /// server, or the path to it, and connects again.
     func watchReaders() {
+        readDeadlines.value.armed = nil
         let readers = state.withLock { state -> [StreamReader]? in
             guard state.lifecycle.isOpen else { return nil }
             return Array(state.shared.readers.values) + Array(state.shared.namespaces.values)
         }
         guard let readers else { return }
         let now = SystemClock.monotonicNanoseconds()
-        let stuck = readers.filter { $0.machine.awaitingReply && now &- $0.requestedAt > patience }
-        let stuckWatches = stuckWatches(now: now)
-        // A node that stopped answering may have been failed over: ask the
-        // cluster before connecting again (at most once a refresh interval).
-        if !stuck.isEmpty || !stuckWatches.isEmpty { router.refresh(now: now) }
-        for watch in stuckWatches { lose(watch) }
-        releaseCancelledReaders()
-        for reader in stuck {
-            let node = reader.connection?.options.redactedDescription ?? "Redis"
-            reconnect(reader, because: "\(node) did not answer a read within \(patience / 1_000_000) ms")
+        let due = Set(readDeadlines.value.takeDue(now: now))
+        if !due.isEmpty {
+            let stuck = readers.filter {
+                due.contains(ObjectIdentifier($0)) && $0.machine.awaitingReply && now &- $0.requestedAt >= patience
+            }
+            let stuckWatches = stuckWatches(now: now).filter { due.contains(ObjectIdentifier($0)) }
+            // A node that stopped answering may have been failed over: ask
+            // the cluster before connecting again (at most once a refresh
+            // interval).
+            if !stuck.isEmpty || !stuckWatches.isEmpty { router.refresh(now: now) }
+            for watch in stuckWatches { lose(watch) }
+            for reader in stuck {
+                let node = reader.connection?.options.redactedDescription ?? "Redis"
+                reconnect(reader, because: "\(node) did not answer a read within \(patience / 1_000_000) ms")
+            }
         }
-        loop.schedule(after: max(10_000_000, patience / 4)) { [weak self] in self?.watchReaders() }
+        armWatchdog()
     }
 
     /// Reads what arrived on the reader's connection and delivers its entries.
@@ -155,6 +191,18 @@ extension RedisStreamsTransport {
             switch reader.machine.received(reply, host: connection.options.host) {
             case .none:
                 continue
+            case .send(let commands):
+                // The counters after a read that went without them; its
+                // entries wait for their answer.
+                for command in commands { connection.enqueue(self.command(command, of: reader)) }
+                do throws(TypedNotificationError) {
+                    try connection.flush()
+                } catch {
+                    reconnect(reader, because: error.message)
+                    return
+                }
+                reader.requestedAt = SystemClock.monotonicNanoseconds()
+                readSent(by: ObjectIdentifier(reader), at: reader.requestedAt)
             case .deliver(let batch):
                 reader.backoff.reset()
                 if reader.wasRefused {
@@ -192,6 +240,7 @@ extension RedisStreamsTransport {
                 guard alone else {
                     reader.receiver?.fail(error)
                     reader.cancel()
+                    releaseCancelledReaders()
                     return
                 }
                 // Said, and read again in 2 s: the key may be a stream again.

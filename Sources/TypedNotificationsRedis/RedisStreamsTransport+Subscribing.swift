@@ -50,6 +50,7 @@ extension RedisStreamsTransport {
         if let replaced { endReads(of: replaced) }
         loop.execute { [weak self] in
             replaced?.cancel()
+            self?.releaseCancelledReaders()
             self?.startReading(reader, receiver: receiver)
         }
     }
@@ -58,9 +59,11 @@ extension RedisStreamsTransport {
     /// stream's end by ``firstRead``, or this identity's consumer group;
     /// `fromFirstEntry`: a new group starts at the first entry), on its own
     /// new connection, not started yet.
+    /// `announced`: the name was announced to a namespace, so its stream
+    /// exists (see ``snapshot(of:newest:failoverDeadline:mayBeMissing:)``).
     func makeReader(
         for name: NotificationName, fromFirstEntry: Bool = false, inNamespace: Bool = false, connecting: Bool = true,
-        failoverDeadline deadline: UInt64?
+        announced: Bool = false, failoverDeadline deadline: UInt64?
     ) throws(TypedNotificationError) -> StreamReader {
         let key = key(for: name)
         // In a cluster whose slot lost its master, wait for the election as
@@ -70,9 +73,10 @@ extension RedisStreamsTransport {
         if let identity {
             start = .zero
             accounted = try createGroup(
-                identity, key: key, resumingAfter: fromFirstEntry ? (.zero, 0) : nil, failoverDeadline: deadline)
+                identity, key: key, resumingAfter: fromFirstEntry ? (.zero, 0) : nil, failoverDeadline: deadline,
+                mayBeMissing: !announced)
         } else {
-            (start, accounted) = try startingPoint(of: key, failoverDeadline: deadline)
+            (start, accounted) = try startingPoint(of: key, failoverDeadline: deadline, mayBeMissing: !announced)
         }
         let connection = connecting ? try connectReader(toKey: key, failoverDeadline: deadline) : nil
         return StreamReader(
@@ -82,7 +86,8 @@ extension RedisStreamsTransport {
                 isDurable: identity != nil,
                 recentCountLimit: inNamespace
                     ? StreamReaderStateMachine.recentCountLimitInNamespace
-                    : StreamReaderStateMachine.recentCountLimitOfName),
+                    : StreamReaderStateMachine.recentCountLimitOfName,
+                streamMayBeMissing: identity == nil && start == .zero && (accounted ?? 0) == 0),
             loop: loop, parks: inNamespace)
     }
 
@@ -142,7 +147,10 @@ extension RedisStreamsTransport {
         readerErrorsMayHaveChanged()
         guard let reader else { return }
         endReads(of: reader)
-        loop.execute { reader.cancel() }
+        loop.execute { [weak self] in
+            reader.cancel()
+            self?.releaseCancelledReaders()
+        }
     }
 
     /// Ends a durable reader's reads at the server before this returns, on
@@ -201,11 +209,12 @@ extension RedisStreamsTransport {
     /// added up to it (`nil` from a server before Redis 7). Entries trimmed
     /// up to there are not missed: nobody was reading them.
     func startingPoint(
-        of key: String, failoverDeadline: UInt64? = nil
+        of key: String, failoverDeadline: UInt64? = nil, mayBeMissing: Bool = true
     ) throws(TypedNotificationError) -> (StreamEntryID, Int?) {
         var newest: Int?
         if case .newest(let count) = firstRead.kind { newest = count }
-        let (snapshot, ids) = try snapshot(of: key, newest: newest, failoverDeadline: failoverDeadline)
+        let (snapshot, ids) = try snapshot(
+            of: key, newest: newest, failoverDeadline: failoverDeadline, mayBeMissing: mayBeMissing)
         switch firstRead.kind {
         case .beginning:
             return (.zero, snapshot?.removed)
@@ -218,9 +227,20 @@ extension RedisStreamsTransport {
 
     /// `XINFO STREAM` of `key` and, with `newest`, the IDs of its newest
     /// entries (newest first), read together in one pipeline.
+    ///
+    /// `XINFO` fails on a key that does not exist, and the package sends no
+    /// command that fails in the normal course: a key that `mayBeMissing`
+    /// (one never announced to a namespace) is asked about with `EXISTS`
+    /// first, one round trip, and one that does not exist is the empty
+    /// stream it would be.
     func snapshot(
-        of key: String, newest: Int?, failoverDeadline: UInt64? = nil
+        of key: String, newest: Int?, failoverDeadline: UInt64? = nil, mayBeMissing: Bool = true
     ) throws(TypedNotificationError) -> (StreamSnapshot?, [StreamEntryID]) {
+        if mayBeMissing {
+            let routed = run([RoutedCommand(key: key, "EXISTS", key)], failoverDeadline: failoverDeadline)
+            if let failure = routed.failure { throw failure }
+            if case .integer(0) = routed.replies[0] { return (StreamSnapshot(), []) }
+        }
         var commands = [RoutedCommand(key: key, "XINFO", "STREAM", key)]
         if let newest { commands.append(RoutedCommand(key: key, "XREVRANGE", key, "+", "-", "COUNT", String(newest))) }
         let routed = run(commands, failoverDeadline: failoverDeadline)
@@ -247,7 +267,7 @@ extension RedisStreamsTransport {
     /// from the same snapshot, so entries trimmed before it are not missed.
     func createGroup(
         _ group: String, key: String, resumingAfter last: (id: StreamEntryID, entriesRead: Int?)? = nil,
-        failoverDeadline: UInt64? = nil
+        failoverDeadline: UInt64? = nil, mayBeMissing: Bool = true
     ) throws(TypedNotificationError) -> Int? {
         // A group made again (deleted while this reader read, by XGROUP
         // DESTROY or a server that lost it) starts after what this reader
@@ -258,7 +278,7 @@ extension RedisStreamsTransport {
         if let last {
             (start, accounted) = (last.id, last.entriesRead)
         } else {
-            (start, accounted) = try startingPoint(of: key)
+            (start, accounted) = try startingPoint(of: key, mayBeMissing: mayBeMissing)
         }
         var arguments = ["XGROUP", "CREATE", key, group, start.description, "MKSTREAM"]
         if let accounted { arguments += ["ENTRIESREAD", String(accounted)] }

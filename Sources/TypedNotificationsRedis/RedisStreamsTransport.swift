@@ -54,16 +54,25 @@ import Synchronization
 /// - Each name subscribed by name has its own reading connection, read by
 ///   one event-loop thread that also runs the hub's executor. A broken
 ///   connection is made again with backoff, and reading resumes where it
-///   stopped. An observer whose buffer is backed up is not read for: the
-///   stream keeps its entries.
+///   stopped. A read unanswered for the block timeout plus the command
+///   timeout counts as a broken connection; one timer, at the earliest
+///   such deadline, which moves on with each read, catches it, so it wakes
+///   nobody while the server answers. An observer whose buffer is backed
+///   up is not read for: the stream keeps its entries.
 /// - Retention: ``RedisStreamsConfiguration/maximumLength`` trims on every
 ///   post, ``RedisStreamsConfiguration/maximumAge`` at most once a second
 ///   per name. A reader that fell behind retention is told exactly how many
 ///   entries were trimmed before it read them, of every sender, in the next
-///   delivery's ``TypedNotifications/NotificationDelivery/missed``: each read
+///   delivery's ``TypedNotifications/NotificationDelivery/missed``: a read
 ///   goes out with an `XINFO STREAM`, which Redis runs just before it, and
 ///   the stream's counters (entries ever added, entries left) against the
-///   reader's own count tell how many it never got. A durable identity's
+///   reader's own count tell how many it never got. A read that follows
+///   one that found nothing goes alone, and should it find entries, their
+///   counters are asked for just after it, one round trip before its
+///   entries are handed out, and count the same. So an idle reader sends
+///   one command each ``RedisStreamsConfiguration/blockTimeout`` (10 s by
+///   default), wakes only for its answer, and sends none that fails
+///   (`XINFO` is never sent for a key that does not exist). A durable identity's
 ///   count is its group's entries-read, raised past what was reported, so a
 ///   later run does not report it again. Entries trimmed before a reader
 ///   started (before its registration, or before ``firstRead``) are not
@@ -114,6 +123,8 @@ public final class RedisStreamsTransport: KeepsLatest {
     let idleReaders: LoopBound<IdleReaders>
     let idleWatches: IdleReaders.Gauge
     let idleMostReading: IdleReaders.Gauge
+    // When each read in flight counts as unanswered (see `ReadDeadlines`).
+    let readDeadlines: LoopBound<ReadDeadlines>
     // The loop's envelope decoder, shared by its readers.
     let decoders: LoopBound<EnvelopeDecoderBox>
     // A durable identity's acknowledgements; nil for a plain observer.
@@ -189,6 +200,7 @@ public final class RedisStreamsTransport: KeepsLatest {
         idleWatches = idle.watchCount
         idleMostReading = idle.mostReading
         idleReaders = LoopBound(idle, on: loop)
+        readDeadlines = LoopBound(ReadDeadlines(), on: loop)
         decoders = LoopBound(EnvelopeDecoderBox(), on: loop)
         acknowledgements = identity.map {
             AcknowledgementSender(identity: $0, router: router, counters: counters, loop: loop)
@@ -311,7 +323,6 @@ public final class RedisStreamsTransport: KeepsLatest {
         try router.learn(slotsOf: connection)
         try core.open(receiver) { $0.idle[options, default: []].append(connection) }
         loop.start()
-        loop.execute { [weak self] in self?.watchReaders() }
     }
 
     /// Stops reading, sends the acknowledgements still queued, and closes

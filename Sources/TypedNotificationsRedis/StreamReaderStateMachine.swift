@@ -46,12 +46,18 @@ struct StreamReaderStateMachine {
         case raiseCounter
         case lastKept
         case read
+        /// `XINFO STREAM` just after a read that went without one and
+        /// found entries (see ``nextRead()``).
+        case confirmingInfo
     }
 
     /// What the reader does after a reply.
     enum Outcome: Equatable {
         /// Nothing yet: the reply answered a command before the read.
         case none
+        /// Send these at once, without blocking, and wait for their reply:
+        /// the entries just read are handed out once it came.
+        case send([Command])
         /// The read's entries, to hand out as the batch says.
         case deliver(Batch)
         /// The connection must be dropped and made again after a backoff.
@@ -120,6 +126,22 @@ struct StreamReaderStateMachine {
     /// The next read asks whether the reader's last entry is still there:
     /// set by every new connection.
     private var checksKept = false
+    /// The last read on this connection found nothing for a whole block:
+    /// the next goes without the stream's counters, and is followed by
+    /// them only if it finds entries (see ``nextRead()``).
+    private var lastReadWasQuiet = false
+    /// The read in flight went without the stream's counters.
+    private var readWithoutCounters = false
+    /// The reply of that read, with entries, until the counters that
+    /// follow it came.
+    private var unconfirmed: RESPValue?
+    /// The stream's newest entry when its counters were last read.
+    private var knownGenerated: StreamEntryID?
+    /// No entry was seen in the stream yet, which was empty, or did not
+    /// exist, when reading started: reads go without counters, even the
+    /// first on a new connection, since there is nothing to have gone back
+    /// from, and `XINFO` fails on a key that does not exist.
+    private var streamMayBeMissing: Bool
     /// The answer to that, for the read now waiting: the last entry the
     /// reader read, and the newest the stream still has at or before it
     /// (`nil`: none).
@@ -148,6 +170,9 @@ struct StreamReaderStateMachine {
     /// after a lost connection, but its position stands: the last read ended.
     mutating func quieted() {
         checksKept = true
+        lastReadWasQuiet = false
+        readWithoutCounters = false
+        unconfirmed = nil
         recorded = nil
         snapshotBeforeRead = nil
         keptBeforeRead = nil
@@ -183,11 +208,16 @@ struct StreamReaderStateMachine {
     /// Whether the reader belongs to a durable identity (a consumer group).
     let isDurable: Bool
 
+    /// `streamMayBeMissing`: reading starts at a stream that was empty, or
+    /// whose key did not exist, when its counters were read; its reads go
+    /// without counters until it holds an entry (see ``nextRead()``).
     init(
-        position: Position, accounted: Int?, isDurable: Bool, recentCountLimit: Int = Self.recentCountLimitOfName
+        position: Position, accounted: Int?, isDurable: Bool, recentCountLimit: Int = Self.recentCountLimitOfName,
+        streamMayBeMissing: Bool = false
     ) {
         self.position = position
         self.accounted = accounted
+        self.streamMayBeMissing = streamMayBeMissing
         self.isDurable = isDurable
         self.recentCountLimit = recentCountLimit
     }
@@ -196,8 +226,18 @@ struct StreamReaderStateMachine {
 
     /// The commands of the next read, noted as expected; `nil` while a read
     /// is awaited. The stream's counters go with every read but a read of
-    /// pending entries (which counts nothing); a counter raise that is
-    /// still due goes with it.
+    /// pending entries (which counts nothing) and one that follows a read
+    /// that found nothing; a counter raise that is still due goes with it.
+    ///
+    /// A read that follows a quiet one goes alone, so an idle reader sends
+    /// one command per block timeout, none failing (`XINFO` fails on a key
+    /// that does not exist). Should it find entries, the counters are asked
+    /// for at once after it, and its entries wait for them: the read began
+    /// where the last counters were read, and whatever was added and
+    /// trimmed between is counted from the counters after it (see
+    /// `countTrimmed(read:after:)`). That costs the first read after a
+    /// quiet block one round trip more; a read that follows one that found
+    /// entries carries the counters before it, as ever.
     mutating func nextRead() -> [Command]? {
         guard !awaitingReply else { return nil }
         var commands: [Command] = []
@@ -209,10 +249,18 @@ struct StreamReaderStateMachine {
             commands.append(command)
             expected.append(reply)
         }
+        readWithoutCounters = false
         if case .pendingAfter = position {
+        } else if lastReadWasQuiet && !checksKept || streamMayBeMissing {
+            // (A stream never seen to hold an entry has nothing to have
+            // gone back from, even after a new connection; its key may not
+            // exist, and `XINFO` would fail.)
+            readWithoutCounters = true
         } else {
             add(.streamInfo, .streamInfo)
             if checksKept, lastRead != .zero { add(.lastKept(atOrBefore: lastRead), .lastKept) }
+            // Asked (or, with nothing read yet, nothing to ask).
+            if lastRead == .zero { checksKept = false }
         }
         if let raise = dueCounterRaise() ?? dueCounterRecord() {
             add(raise, .raiseCounter)
@@ -273,7 +321,15 @@ struct StreamReaderStateMachine {
             return .none
         case .streamInfo:
             snapshotBeforeRead = StreamSnapshot(reply)
+            if let generated = snapshotBeforeRead?.lastGenerated { knownGenerated = generated }
             return .none
+        case .confirmingInfo:
+            awaitingReply = false
+            guard let read = unconfirmed else { return .none }
+            unconfirmed = nil
+            let snapshot = StreamSnapshot(reply)
+            if let generated = snapshot?.lastGenerated { knownGenerated = generated }
+            return .deliver(batch(of: read, confirmedBy: .some(snapshot)))
         case .read:
             break
         }
@@ -294,6 +350,20 @@ struct StreamReaderStateMachine {
             if Self.isTransient(text) { return .reconnect }
             return .fail(text)
         }
+        if readWithoutCounters, !Self.entries(in: reply).isEmpty {
+            // Found entries with no counters before it: they come once
+            // the counters after it did.
+            unconfirmed = reply
+            awaitingReply = true
+            var commands: [Command] = []
+            if askedNode != nil {
+                commands.append(.asking)
+                expected.append(.asking)
+            }
+            commands.append(.streamInfo)
+            expected.append(.confirmingInfo)
+            return .send(commands)
+        }
         return .deliver(batch(of: reply))
     }
 
@@ -302,12 +372,22 @@ struct StreamReaderStateMachine {
         ["TRYAGAIN", "CLUSTERDOWN", "LOADING", "UNBLOCKED", "MASTERDOWN"].contains { text.hasPrefix($0) }
     }
 
-    /// The batch of a read reply, with the reader moved past it.
-    private mutating func batch(of reply: RESPValue) -> Batch {
+    /// The batch of a read reply, with the reader moved past it. A read that
+    /// went without counters before it comes with those read just after it
+    /// (`confirmedBy`; `.some(nil)` when they could not be read).
+    private mutating func batch(
+        of reply: RESPValue, confirmedBy confirmation: StreamSnapshot?? = nil
+    ) -> Batch {
         var batch = Batch()
         batch.entries = Self.entries(in: reply)
-        let seen = snapshotBeforeRead?.lastGenerated
+        if !batch.entries.isEmpty { streamMayBeMissing = false }
+        let seen = snapshotBeforeRead?.lastGenerated ?? knownGenerated
         quietAfter = nil
+        if case .pendingAfter = position {
+            lastReadWasQuiet = false
+        } else {
+            lastReadWasQuiet = batch.entries.isEmpty
+        }
         if case .pendingAfter = position {
             // Pending entries past the group's known position were handed to
             // a read whose reply was lost: the group counted them.
@@ -322,7 +402,11 @@ struct StreamReaderStateMachine {
                 positionUncertain = false
             }
         } else {
-            (batch.missed, batch.rewound, batch.missedIsExact) = countTrimmed(before: batch.entries.count)
+            if let confirmation {
+                (batch.missed, batch.missedIsExact) = countTrimmed(read: batch.entries.map(\.0), after: confirmation)
+            } else {
+                (batch.missed, batch.rewound, batch.missedIsExact) = countTrimmed(before: batch.entries.count)
+            }
             if let counted = accounted { remember(batch.entries.map(\.0), endingAt: counted) }
             if case .new = position, let last = batch.entries.last?.0 { groupPosition = last }
             batch.raiseCounter = dueCounterRaise()
@@ -421,6 +505,50 @@ struct StreamReaderStateMachine {
         return (trimmed, rewound, exact)
     }
 
+    /// The entries trimmed after the reader's position before a read that
+    /// went without counters before it, from the counters read just after
+    /// it (`snapshot`), with the count moved past them and the read's
+    /// entries (`read`, never empty).
+    ///
+    /// The read began where the counters were last read (``accounted``):
+    /// whatever was added after the reader's position and trimmed before
+    /// the read is older than the first entry read, so once the read, the
+    /// stream's removed entries are those, those the reader had, and those
+    /// of the read trimmed since (the ones older than the stream's first
+    /// entry now). Should even the read's last entry be gone (trimmed
+    /// within a round trip), entries trimmed after it count here too: the
+    /// total stays exact, reported before the read rather than after.
+    /// Without counters (a server before Redis 7), or when the stream went
+    /// back meanwhile, the count is not known: 0, inexact, and counted on
+    /// from the next counters.
+    private mutating func countTrimmed(read: [StreamEntryID], after snapshot: StreamSnapshot?) -> (Int, Bool) {
+        snapshotBeforeRead = nil
+        keptBeforeRead = nil
+        guard let snapshot, let counted = accounted, let first = read.first, let last = read.last else {
+            if let accounted { self.accounted = accounted + read.count }
+            return (0, true)
+        }
+        if let highestAdded, snapshot.added < highestAdded {
+            // Went back between the two: count anew from the next counters.
+            self.highestAdded = snapshot.added
+            accounted = nil
+            return (0, false)
+        }
+        highestAdded = max(highestAdded ?? 0, snapshot.added)
+        let trimmedOfRead: Int
+        if let oldest = snapshot.firstEntry, oldest <= first {
+            trimmedOfRead = 0
+        } else if let oldest = snapshot.firstEntry, oldest <= last {
+            trimmedOfRead = read.count(where: { $0 < oldest })
+        } else {
+            trimmedOfRead = read.count
+        }
+        let trimmed = max(0, snapshot.removed - counted - trimmedOfRead)
+        accounted = counted + trimmed + read.count
+        if trimmed > 0, isDurable { groupCounterBehind = true }
+        return (trimmed, true)
+    }
+
     /// The `(id, fields)` of each entry of a read reply; fields are `nil` for
     /// a pending entry that was deleted from the stream.
     static func entries(in reply: RESPValue) -> [(StreamEntryID, [RESPValue]?)] {
@@ -450,7 +578,13 @@ struct StreamReaderStateMachine {
     /// unanswered too long): the replies it owed will not come. A durable
     /// reader reads again what it was handed and has not acknowledged.
     mutating func connectionLost() {
-        if awaitingReply, case .new = position, expected.contains(.read) { positionUncertain = true }
+        // A read whose entries wait for counters took them from the group too.
+        if awaitingReply, case .new = position, expected.contains(.read) || unconfirmed != nil {
+            positionUncertain = true
+        }
+        unconfirmed = nil
+        lastReadWasQuiet = false
+        readWithoutCounters = false
         // The first read on the next connection records the group's count
         // again (the node may be a promoted replica that lacks it) and asks
         // whether the reader's last entry is still there.

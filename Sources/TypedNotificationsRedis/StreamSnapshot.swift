@@ -9,6 +9,8 @@ struct StreamSnapshot: Hashable, Sendable {
     var length = 0
     /// The ID of the newest entry ever added, even if trimmed since.
     var lastGenerated = StreamEntryID.zero
+    /// The ID of the oldest entry the stream holds; `nil` when it is empty.
+    var firstEntry: StreamEntryID?
 
     /// Entries no longer in the stream: trimmed (or deleted), the oldest first.
     var removed: Int { max(0, added - length) }
@@ -39,6 +41,8 @@ struct StreamSnapshot: Hashable, Sendable {
                 found += 1
             case ("last-generated-id", .bulkString(let id?)):
                 lastGenerated = StreamEntryID(id) ?? .zero
+            case ("first-entry", .array(let entry?)):
+                if case .bulkString(let id?)? = entry.first { firstEntry = StreamEntryID(id) }
             default:
                 break
             }

@@ -19,6 +19,72 @@ import Testing
     "Redis Streams: durable identities and retention under faults", .serialized, .timeLimit(.minutes(10)),
     .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
 struct RedisFaultTests {
+    /// The server's count of calls per command since `CONFIG RESETSTAT`,
+    /// and of error replies it sent; the test's own `INFO` and `CONFIG` left out.
+    private static func commandCounts(_ server: RedisTestServer) throws -> (calls: [String: Int], errors: Int) {
+        func text(_ section: String) throws -> String {
+            guard case .bulkString(let bytes?) = try server.command("INFO", section) else { return "" }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        var calls: [String: Int] = [:]
+        for line in try text("commandstats").split(whereSeparator: \.isNewline)
+        where line.hasPrefix("cmdstat_") {
+            let parts = line.dropFirst("cmdstat_".count).split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, !parts[0].hasPrefix("info"), !parts[0].hasPrefix("config") else { continue }
+            let count = parts[1].split(separator: ",").first { $0.hasPrefix("calls=") }?.dropFirst("calls=".count)
+            calls[String(parts[0])] = Int(count ?? "") ?? 0
+        }
+        var errors = 0
+        for line in try text("errorstats").split(whereSeparator: \.isNewline) where line.hasPrefix("errorstat_") {
+            errors += Int(line.split(separator: "=").last ?? "") ?? 0
+        }
+        return (calls, errors)
+    }
+
+    @Test(
+        "an idle reader sends one read per block and no command that fails: a name never posted, one posted before, and a durable identity, after a new connection too; a burst after the quiet comes whole",
+        arguments: ["never", "posted", "durable"])
+    func idleReaderSendsOnlyReads(kind: String) async throws {
+        let server = try await RedisTestServer()
+        let name: NotificationName = "idle.reader"
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        if kind == "posted" { try poster.post(Ping(index: -1), as: name) }
+        let blocks = RedisStreamsConfiguration(blockTimeout: .milliseconds(100))
+        let watcher = try redisHub(
+            server, endpoint: "watcher", identity: kind == "durable" ? "auditor" : nil, configuration: blocks)
+        defer { watcher.close() }
+        let got = Collector<(index: Int, missed: Int)>()
+        let token = try watcher.addObserver(Ping.self, named: name, bufferingPolicy: .unbounded) { ping, delivery in
+            got.append((ping.index, delivery.missed))
+        }
+        defer { token.cancel() }
+        let read = kind == "durable" ? "xreadgroup" : "xread"
+        for round in ["from start", "after a new connection"] {
+            if round == "after a new connection" {
+                _ = try server.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+                #expect(await waitUntil { watcher.transport.statistics.reconnects >= 1 }, "\(kind)")
+                _ = try server.command("CONFIG", "RESETSTAT")
+            }
+            // Settled: reads went out on the connection and found nothing
+            // (a durable identity's first, of its pending entries, too).
+            #expect(await waitUntil { ((try? Self.commandCounts(server))?.calls[read] ?? 0) >= 3 })
+            _ = try server.command("CONFIG", "RESETSTAT")
+            #expect(await waitUntil { ((try? Self.commandCounts(server))?.calls[read] ?? 0) >= 20 })
+            let counts = try Self.commandCounts(server)
+            // Only reads, each blocking 100 ms: no counters, no check, no error.
+            #expect(Set(counts.calls.keys) == [read], "\(kind), \(round): \(counts.calls)")
+            #expect(counts.errors == 0, "\(kind), \(round)")
+        }
+        // A burst after the quiet: the first read finds entries without
+        // counters before it, and waits for those after it.
+        for index in 0..<200 { try poster.post(Ping(index: index), as: name) }
+        #expect(await waitUntil { got.values.map(\.index).last == 199 })
+        #expect(got.values.map(\.index) == Array(0..<200))
+        #expect(got.values.allSatisfy { $0.missed == 0 })
+        #expect(try Self.commandCounts(server).errors == 0)
+    }
+
     @Test(
         "a durable observer process SIGKILLed at random points in a backlog of 1,500, 12 rounds each way: all handled, every duplicate marked as a redelivery",
         arguments: ["sequence", "handler"])

@@ -199,9 +199,102 @@ struct StreamReaderStateMachineTests {
             machine.nextRead() == [
                 .streamInfo, .raiseCounter(position: Self.id(12), entriesRead: 12), .read(.new),
             ])
-        // A read that timed out with nothing: nothing new to record.
+        // A read that timed out with nothing: nothing new to record (and
+        // the next read goes alone, without the counters).
         _ = Self.round(&machine, [Self.info(added: 12, length: 12), .simpleString("OK"), .array(nil)])
-        #expect(machine.nextRead() == [.streamInfo, .read(.new)])
+        #expect(machine.nextRead() == [.read(.new)])
+    }
+
+    /// An `XINFO STREAM` reply with the stream's oldest entry (`nil`: empty).
+    private static func info(added: Int, length: Int, first: StreamEntryID?) -> RESPValue {
+        guard case .array(var fields?) = info(added: added, length: length) else { return .array(nil) }
+        fields += [
+            .bulkString(Array("first-entry".utf8)),
+            first.map { .array([.bulkString(Array($0.description.utf8)), .array([])]) } ?? .bulkString(nil),
+        ]
+        return .array(fields)
+    }
+
+    @Test(
+        "an idle reader sends one command per block: after a read that found nothing, reads go alone, none asking a missing key's counters"
+    )
+    func idleReadsGoAlone() {
+        var machine = Machine(position: .after(Self.id(10)), accounted: 10, isDurable: false)
+        #expect(machine.nextRead() == [.streamInfo, .read(.after(Self.id(10)))])
+        _ = Self.round(&machine, [Self.info(added: 10, length: 10), .array(nil)])
+        for _ in 0..<3 {
+            #expect(machine.nextRead() == [.read(.after(Self.id(10)))])
+            #expect(Self.batch(machine.received(.array(nil), host: "h")) == Machine.Batch())
+        }
+        // A new connection asks for the counters again, with its first read.
+        machine.connectionLost()
+        #expect(machine.nextRead() == [.streamInfo, .lastKept(atOrBefore: Self.id(10)), .read(.after(Self.id(10)))])
+    }
+
+    @Test(
+        "entries found by a read that went alone wait for the counters asked just after it: what was added and trimmed before it is missed, counted exactly, before them"
+    )
+    func entriesAfterQuietAreConfirmed() throws {
+        // (read entries 16...20, stream's oldest after, added, left, missed)
+        let cases: [(StreamEntryID?, Int, Int, Int)] = [
+            // 11...15 trimmed before the read; the read's entries are all there.
+            (Self.id(16), 20, 5, 5),
+            // 11...19 trimmed by the counters: 16...19 were read, 11...15 not.
+            (Self.id(20), 22, 3, 5),
+            // Every entry read is gone too, and 21 after them: 11...15 and
+            // 21 never read, the total exact.
+            (Self.id(22), 22, 1, 6),
+            // Nothing is left: 11...15 and 21...22.
+            (nil, 22, 0, 7),
+        ]
+        for (first, added, left, missed) in cases {
+            var machine = Machine(position: .after(Self.id(10)), accounted: 10, isDurable: false)
+            _ = machine.nextRead()
+            _ = Self.round(&machine, [Self.info(added: 10, length: 10), .array(nil)])
+            #expect(machine.nextRead() == [.read(.after(Self.id(10)))])
+            let read = (16...20).map { Self.id($0) }
+            #expect(machine.received(Self.read(read), host: "h") == .send([.streamInfo]))
+            // Still awaited: no other read goes out meanwhile.
+            #expect(machine.nextRead() == nil)
+            let batch = try #require(
+                Self.batch(machine.received(Self.info(added: added, length: left, first: first), host: "h")))
+            #expect(batch.missed == missed && batch.missedIsExact, "\(String(describing: first))")
+            #expect(batch.entries.map(\.0) == read)
+            #expect(machine.position == .after(Self.id(20)))
+            #expect(machine.accounted == 10 + missed + 5)
+            // The next read carries the counters before it, and counts on.
+            #expect(machine.nextRead() == [.streamInfo, .read(.after(Self.id(20)))])
+        }
+    }
+
+    @Test(
+        "a stream that did not exist when reading started is read without counters, even after a new connection, until it holds an entry"
+    )
+    func missingStreamIsNotAskedFor() throws {
+        var machine = Machine(position: .after(.zero), accounted: 0, isDurable: false, streamMayBeMissing: true)
+        #expect(machine.nextRead() == [.read(.after(.zero))])
+        _ = machine.received(.array(nil), host: "h")
+        machine.connectionLost()
+        #expect(machine.nextRead() == [.read(.after(.zero))])
+        // Made, 3 posted, the first trimmed, before the read got to it.
+        #expect(machine.received(Self.read([Self.id(2), Self.id(3)]), host: "h") == .send([.streamInfo]))
+        let batch = try #require(
+            Self.batch(machine.received(Self.info(added: 3, length: 2, first: Self.id(2)), host: "h")))
+        #expect(batch.missed == 1 && batch.missedIsExact)
+        // Counted from now on, and asked whether it went back since the new connection.
+        #expect(machine.nextRead() == [.streamInfo, .lastKept(atOrBefore: Self.id(3)), .read(.after(Self.id(3)))])
+    }
+
+    @Test("a durable reader whose entries wait for counters when its connection is lost reads its pending ones again")
+    func confirmationLost() {
+        var machine = Machine(position: .new, accounted: 10, isDurable: true)
+        _ = machine.nextRead()
+        _ = Self.round(&machine, [Self.info(added: 10, length: 10), .array(nil)])
+        #expect(machine.nextRead() == [.read(.new)])
+        #expect(machine.received(Self.read([Self.id(11)]), host: "h") == .send([.streamInfo]))
+        machine.connectionLost()
+        #expect(machine.positionUncertain)
+        #expect(machine.position == .pendingAfter(.zero))
     }
 
     @Test(
