@@ -75,6 +75,8 @@ extension RedisStreamsTransport {
         switch command {
         case .asking:
             return [Array("ASKING".utf8)]
+        case .exists:
+            return [Array("EXISTS".utf8), reader.key]
         case .streamInfo:
             return [Array("XINFO".utf8), Array("STREAM".utf8), reader.key]
         case .lastKept(let id):
@@ -160,9 +162,13 @@ extension RedisStreamsTransport {
         let now = SystemClock.monotonicNanoseconds()
         let due = Set(readDeadlines.value.takeDue(now: now))
         if !due.isEmpty {
-            let stuck = readers.filter {
+            var stuck = readers.filter {
                 due.contains(ObjectIdentifier($0)) && $0.machine.awaitingReply && now &- $0.requestedAt >= patience
             }
+            // An answer that came while the loop was busy is not silence:
+            // taken first (the loop fires its timers before it reads).
+            for reader in stuck { readReplies(of: reader) }
+            stuck.removeAll { !$0.machine.awaitingReply || $0.requestedAt &+ patience > now || $0.connection == nil }
             let stuckWatches = stuckWatches(now: now).filter { due.contains(ObjectIdentifier($0)) }
             // A node that stopped answering may have been failed over: ask
             // the cluster before connecting again (at most once a refresh
@@ -191,6 +197,8 @@ extension RedisStreamsTransport {
             switch reader.machine.received(reply, host: connection.options.host) {
             case .none:
                 continue
+            case .readNow:
+                requestEntries(of: reader)
             case .send(let commands):
                 // The counters after a read that went without them; its
                 // entries wait for their answer.

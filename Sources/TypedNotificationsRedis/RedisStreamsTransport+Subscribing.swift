@@ -269,6 +269,14 @@ extension RedisStreamsTransport {
         _ group: String, key: String, resumingAfter last: (id: StreamEntryID, entriesRead: Int?)? = nil,
         failoverDeadline: UInt64? = nil, mayBeMissing: Bool = true
     ) throws(TypedNotificationError) -> Int? {
+        // The group is made only where it is not there, so that no command
+        // fails in the normal course (`XGROUP CREATE` of a group that exists
+        // fails with `BUSYGROUP`, and a reader looks on every reconnect).
+        if let existing = try existingGroup(
+            group, key: key, failoverDeadline: failoverDeadline, mayBeMissing: mayBeMissing)
+        {
+            return existing
+        }
         // A group made again (deleted while this reader read, by XGROUP
         // DESTROY or a server that lost it) starts after what this reader
         // was handed, not where a new identity starts: what was posted
@@ -292,6 +300,28 @@ extension RedisStreamsTransport {
         for case .array(let fields?) in groups {
             let identity = Self.identity(from: fields)
             if identity.name == group { return identity.entriesRead }
+        }
+        return nil
+    }
+
+    /// The entries-read of `group` on `key` (`.some(nil)`: not known, a
+    /// server before Redis 7) when the group exists; `nil` when it does
+    /// not, or the key does not. A key that `mayBeMissing` is asked about
+    /// with `EXISTS` first: `XINFO GROUPS` fails on a key that is not there.
+    private func existingGroup(
+        _ group: String, key: String, failoverDeadline: UInt64?, mayBeMissing: Bool
+    ) throws(TypedNotificationError) -> Int?? {
+        if mayBeMissing {
+            let routed = run([RoutedCommand(key: key, "EXISTS", key)], failoverDeadline: failoverDeadline)
+            if let failure = routed.failure { throw failure }
+            if case .integer(0) = routed.replies[0] { return nil }
+        }
+        let routed = run([RoutedCommand(key: key, "XINFO", "GROUPS", key)], failoverDeadline: failoverDeadline)
+        if let failure = routed.failure { throw failure }
+        guard case .array(let groups?) = routed.replies[0] else { return nil }
+        for case .array(let fields?) in groups {
+            let identity = Self.identity(from: fields)
+            if identity.name == group { return .some(identity.entriesRead) }
         }
         return nil
     }

@@ -71,14 +71,20 @@ import Synchronization
 ///   counters are asked for just after it, one round trip before its
 ///   entries are handed out, and count the same. So an idle reader sends
 ///   one command each ``RedisStreamsConfiguration/blockTimeout`` (10 s by
-///   default), wakes only for its answer, and sends none that fails
-///   (`XINFO` is never sent for a key that does not exist). A durable identity's
+///   default), wakes only for its answer, and sends none that fails: a
+///   new connection asks `EXISTS` before it asks a stream's counters
+///   (`XINFO` fails on a key that is not there: a server restarted without
+///   persistence lost it), and a durable identity's group is made only
+///   where `XINFO GROUPS` does not list it. A durable identity's
 ///   count is its group's entries-read, raised past what was reported, so a
 ///   later run does not report it again. Entries trimmed before a reader
 ///   started (before its registration, or before ``firstRead``) are not
 ///   missed. Needs Redis 7 (or Valkey 7.2) or later; two processes sharing
-///   one durable identity make the count inexact, and so does `XDEL` by
-///   hand of entries no one has read while older ones remain.
+///   one durable identity make the count inexact, and so do `XDEL` by hand
+///   of entries no one has read while older ones remain, and `DEL` by hand
+///   of a stream a plain reader reads (a stream made again under the key
+///   that has reached the old one's count of entries ever added is taken
+///   for it).
 /// - Redis Cluster: point the URL at any node. The transport reads the
 ///   slot map (`CLUSTER SLOTS`) when it opens and sends each command to the
 ///   node that owns its name's hash slot; the braces in `tn:{<name>}` make

@@ -22,6 +22,10 @@ struct StreamReaderStateMachine {
     enum Command: Equatable {
         /// `ASKING`, before a command to a node importing the slot.
         case asking
+        /// `EXISTS`, alone, first on a new connection: a stream the server
+        /// lost (a restart without persistence) or someone deleted is not
+        /// asked for counters, which would fail.
+        case exists
         /// `XINFO STREAM`, just before the read, which Redis runs right after
         /// with nothing between: the stream's counters as the read sees it.
         case streamInfo
@@ -42,6 +46,7 @@ struct StreamReaderStateMachine {
     /// What a reply answers, in the order the commands went out.
     enum Reply: Equatable {
         case asking
+        case exists
         case streamInfo
         case raiseCounter
         case lastKept
@@ -58,6 +63,8 @@ struct StreamReaderStateMachine {
         /// Send these at once, without blocking, and wait for their reply:
         /// the entries just read are handed out once it came.
         case send([Command])
+        /// Send the next read now (see ``nextRead()``).
+        case readNow
         /// The read's entries, to hand out as the batch says.
         case deliver(Batch)
         /// The connection must be dropped and made again after a backoff.
@@ -132,6 +139,11 @@ struct StreamReaderStateMachine {
     private var lastReadWasQuiet = false
     /// The read in flight went without the stream's counters.
     private var readWithoutCounters = false
+    /// The next read on this connection is preceded by `EXISTS`, alone.
+    private var asksExistence = false
+    /// Entries the stream lost going back, found before a read, for the
+    /// next batch's ``Batch/rewound``.
+    private var rewoundBeforeRead = 0
     /// The reply of that read, with entries, until the counters that
     /// follow it came.
     private var unconfirmed: RESPValue?
@@ -251,7 +263,15 @@ struct StreamReaderStateMachine {
         }
         readWithoutCounters = false
         if case .pendingAfter = position {
-        } else if lastReadWasQuiet && !checksKept || streamMayBeMissing {
+        } else if streamMayBeMissing {
+            // (Nothing to ask on a new connection either: no counters go.)
+            asksExistence = false
+            readWithoutCounters = true
+        } else if asksExistence {
+            add(.exists, .exists)
+            awaitingReply = true
+            return commands
+        } else if lastReadWasQuiet && !checksKept {
             // (A stream never seen to hold an entry has nothing to have
             // gone back from, even after a new connection; its key may not
             // exist, and `XINFO` would fail.)
@@ -312,6 +332,26 @@ struct StreamReaderStateMachine {
         switch expected.isEmpty ? .read : expected.removeFirst() {
         case .asking, .raiseCounter:
             return .none
+        case .exists:
+            awaitingReply = false
+            asksExistence = false
+            if case .integer(0) = reply {
+                // Gone (a server restarted without persistence, a `DEL`):
+                // read without counters until it holds an entry, and what it
+                // had is counted as lost going back, as an empty stream's
+                // counters would say.
+                streamMayBeMissing = true
+                checksKept = false
+                if let highest = highestAdded, highest > 0 {
+                    rewoundBeforeRead += highest
+                    if let counted = accounted, counted > 0 {
+                        accounted = 0
+                        if isDurable { groupCounterBehind = true }
+                    }
+                    highestAdded = 0
+                }
+            }
+            return .readNow
         case .lastKept:
             checksKept = false
             // `XREVRANGE` answers with entries alone, not per stream.
@@ -329,6 +369,14 @@ struct StreamReaderStateMachine {
             unconfirmed = nil
             let snapshot = StreamSnapshot(reply)
             if let generated = snapshot?.lastGenerated { knownGenerated = generated }
+            if let snapshot, let highestAdded, snapshot.added < highestAdded, case .after = position {
+                // The stream went back meanwhile (deleted and posted again,
+                // say): its entries are read again, with the counters
+                // before the read, which count a stream that went back.
+                lastReadWasQuiet = false
+                quietAfter = nil
+                return .readNow
+            }
             return .deliver(batch(of: read, confirmedBy: .some(snapshot)))
         case .read:
             break
@@ -381,6 +429,8 @@ struct StreamReaderStateMachine {
         var batch = Batch()
         batch.entries = Self.entries(in: reply)
         if !batch.entries.isEmpty { streamMayBeMissing = false }
+        batch.rewound = rewoundBeforeRead
+        rewoundBeforeRead = 0
         let seen = snapshotBeforeRead?.lastGenerated ?? knownGenerated
         quietAfter = nil
         if case .pendingAfter = position {
@@ -405,7 +455,9 @@ struct StreamReaderStateMachine {
             if let confirmation {
                 (batch.missed, batch.missedIsExact) = countTrimmed(read: batch.entries.map(\.0), after: confirmation)
             } else {
-                (batch.missed, batch.rewound, batch.missedIsExact) = countTrimmed(before: batch.entries.count)
+                let rewound: Int
+                (batch.missed, rewound, batch.missedIsExact) = countTrimmed(before: batch.entries.count)
+                batch.rewound += rewound
             }
             if let counted = accounted { remember(batch.entries.map(\.0), endingAt: counted) }
             if case .new = position, let last = batch.entries.last?.0 { groupPosition = last }
@@ -518,9 +570,9 @@ struct StreamReaderStateMachine {
     /// entry now). Should even the read's last entry be gone (trimmed
     /// within a round trip), entries trimmed after it count here too: the
     /// total stays exact, reported before the read rather than after.
-    /// Without counters (a server before Redis 7), or when the stream went
-    /// back meanwhile, the count is not known: 0, inexact, and counted on
-    /// from the next counters.
+    /// Without counters (a server before Redis 7) the count is not known:
+    /// 0, counted on from the next counters; when the stream went back
+    /// meanwhile, 0 and inexact.
     private mutating func countTrimmed(read: [StreamEntryID], after snapshot: StreamSnapshot?) -> (Int, Bool) {
         snapshotBeforeRead = nil
         keptBeforeRead = nil
@@ -529,9 +581,12 @@ struct StreamReaderStateMachine {
             return (0, true)
         }
         if let highestAdded, snapshot.added < highestAdded {
-            // Went back between the two: count anew from the next counters.
+            // Went back between the two (a plain reader reads again instead,
+            // see `received`): the reader has at most what the stream
+            // counts now, and what it lost is not known.
             self.highestAdded = snapshot.added
-            accounted = nil
+            accounted = min(counted + read.count, snapshot.added)
+            if isDurable { groupCounterBehind = true }
             return (0, false)
         }
         highestAdded = max(highestAdded ?? 0, snapshot.added)
@@ -585,6 +640,7 @@ struct StreamReaderStateMachine {
         unconfirmed = nil
         lastReadWasQuiet = false
         readWithoutCounters = false
+        asksExistence = true
         // The first read on the next connection records the group's count
         // again (the node may be a promoted replica that lacks it) and asks
         // whether the reader's last entry is still there.

@@ -42,7 +42,7 @@ struct RedisFaultTests {
     }
 
     @Test(
-        "an idle reader sends one read per block and no command that fails: a name never posted, one posted before, and a durable identity, after a new connection too; a burst after the quiet comes whole",
+        "an idle reader sends one read per block and no command that fails: a name never posted, one posted before, and a durable identity; reconnecting, and after the server restarted empty, nothing fails either; a burst after the quiet comes whole",
         arguments: ["never", "posted", "durable"])
     func idleReaderSendsOnlyReads(kind: String) async throws {
         let server = try await RedisTestServer()
@@ -60,10 +60,25 @@ struct RedisFaultTests {
         }
         defer { token.cancel() }
         let read = kind == "durable" ? "xreadgroup" : "xread"
-        for round in ["from start", "after a new connection"] {
+        for round in ["from start", "after a new connection", "after a restart"] {
+            let reconnects = watcher.transport.statistics.reconnects
             if round == "after a new connection" {
+                _ = try server.command("CONFIG", "RESETSTAT")
                 _ = try server.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-                #expect(await waitUntil { watcher.transport.statistics.reconnects >= 1 }, "\(kind)")
+            } else if round == "after a restart" {
+                // Without persistence: every stream and group is gone.
+                await server.kill()
+                try await server.start()
+            }
+            if round != "from start" {
+                // Connecting again asks what it must (whether the stream
+                // and the group exist), and nothing it asks fails: no
+                // `XINFO` of a key that is gone, no `XGROUP CREATE` of a
+                // group that is there.
+                #expect(await waitUntil { watcher.transport.statistics.reconnects > reconnects }, "\(kind)")
+                #expect(await waitUntil { ((try? Self.commandCounts(server))?.calls[read] ?? 0) >= 3 })
+                let connecting = try Self.commandCounts(server)
+                #expect(connecting.errors == 0, "\(kind), \(round): \(connecting.calls)")
                 _ = try server.command("CONFIG", "RESETSTAT")
             }
             // Settled: reads went out on the connection and found nothing

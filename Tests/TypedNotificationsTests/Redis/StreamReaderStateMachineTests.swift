@@ -39,6 +39,15 @@ struct StreamReaderStateMachineTests {
         return outcome
     }
 
+    /// A new connection's first question, whether the stream exists (after
+    /// `ASKING` where the machine was asked to), answered yes.
+    private static func existsAnswered(_ machine: inout Machine) {
+        let asked = machine.nextRead()
+        #expect(asked == [.exists] || asked == [.asking, .exists])
+        if asked?.first == .asking { #expect(machine.received(.simpleString("OK"), host: "h") == .none) }
+        #expect(machine.received(.integer(1), host: "h") == .readNow)
+    }
+
     private static func batch(_ outcome: Machine.Outcome) -> Machine.Batch? {
         if case .deliver(let batch) = outcome { return batch }
         return nil
@@ -150,6 +159,7 @@ struct StreamReaderStateMachineTests {
         let empty = try #require(Self.batch(machine.received(Self.read([]), host: "h")))
         #expect(empty.entries.isEmpty)
         #expect(machine.position == .new)
+        Self.existsAnswered(&machine)
         // Entry 4 came from the lost read: the group counted it. The first
         // read on the new connection asks whether entry 4 is still there
         // and records the group's position and count (the node may be a
@@ -228,6 +238,7 @@ struct StreamReaderStateMachineTests {
         }
         // A new connection asks for the counters again, with its first read.
         machine.connectionLost()
+        Self.existsAnswered(&machine)
         #expect(machine.nextRead() == [.streamInfo, .lastKept(atOrBefore: Self.id(10)), .read(.after(Self.id(10)))])
     }
 
@@ -285,6 +296,57 @@ struct StreamReaderStateMachineTests {
         #expect(machine.nextRead() == [.streamInfo, .lastKept(atOrBefore: Self.id(3)), .read(.after(Self.id(3)))])
     }
 
+    @Test(
+        "on a new connection a reader asks whether its stream exists before asking for its counters: one the server lost is read without them, and what it had counts as gone back"
+    )
+    func existenceAskedAfterReconnect() throws {
+        for exists in [true, false] {
+            var machine = Machine(position: .after(.zero), accounted: 0, isDurable: false)
+            _ = machine.nextRead()
+            _ = Self.round(&machine, [Self.info(added: 3, length: 3), Self.read((1...3).map { Self.id($0) })])
+            machine.connectionLost()
+            #expect(machine.nextRead() == [.exists])
+            #expect(machine.nextRead() == nil)
+            #expect(machine.received(.integer(exists ? 1 : 0), host: "h") == .readNow)
+            if exists {
+                #expect(
+                    machine.nextRead() == [.streamInfo, .lastKept(atOrBefore: Self.id(3)), .read(.after(Self.id(3)))])
+                continue
+            }
+            // No `XINFO` on a key that is not there, now or while it stays empty.
+            #expect(machine.nextRead() == [.read(.after(Self.id(3)))])
+            let quiet = try #require(Self.batch(machine.received(.array(nil), host: "h")))
+            #expect(quiet.rewound == 3 && quiet.missed == 0)
+            #expect(machine.nextRead() == [.read(.after(Self.id(3)))])
+            // Posted again: counted from the counters just after.
+            #expect(machine.received(Self.read([Self.id(7)]), host: "h") == .send([.streamInfo]))
+            let batch = try #require(
+                Self.batch(machine.received(Self.info(added: 1, length: 1, first: Self.id(7)), host: "h")))
+            #expect(batch.missed == 0 && batch.missedIsExact && batch.entries.map(\.0) == [Self.id(7)])
+        }
+    }
+
+    @Test(
+        "a plain reader whose read went alone finds, in the counters after it, that the stream went back: it reads those entries again, with the counters before"
+    )
+    func wentBackWhileQuiet() throws {
+        var machine = Machine(position: .after(.zero), accounted: 0, isDurable: false)
+        _ = machine.nextRead()
+        _ = Self.round(&machine, [Self.info(added: 3, length: 3), Self.read((1...3).map { Self.id($0) })])
+        _ = machine.nextRead()
+        _ = Self.round(&machine, [Self.info(added: 3, length: 3), .array(nil)])
+        #expect(machine.nextRead() == [.read(.after(Self.id(3)))])
+        // Deleted, and two posted again: the counters say 2 ever added.
+        #expect(machine.received(Self.read([Self.id(8), Self.id(9)]), host: "h") == .send([.streamInfo]))
+        #expect(machine.received(Self.info(added: 2, length: 2, first: Self.id(8)), host: "h") == .readNow)
+        #expect(machine.position == .after(Self.id(3)))
+        #expect(machine.nextRead() == [.streamInfo, .read(.after(Self.id(3)))])
+        let batch = try #require(
+            Self.batch(Self.round(&machine, [Self.info(added: 2, length: 2), Self.read([Self.id(8), Self.id(9)])])))
+        #expect(batch.entries.map(\.0) == [Self.id(8), Self.id(9)])
+        #expect(batch.rewound == 1 && batch.missed == 0)
+    }
+
     @Test("a durable reader whose entries wait for counters when its connection is lost reads its pending ones again")
     func confirmationLost() {
         var machine = Machine(position: .new, accounted: 10, isDurable: true)
@@ -306,6 +368,7 @@ struct StreamReaderStateMachineTests {
         _ = Self.round(&machine, [Self.info(added: 30, length: 30), Self.read((1...30).map { Self.id($0) })])
         #expect(machine.accounted == 30)
         machine.connectionLost()
+        Self.existsAnswered(&machine)
         // The new master has entries 1...20, and 10 new ones (31...40) posted
         // since: its counter says 30, as before, but entry 30 is gone.
         #expect(
@@ -345,6 +408,7 @@ struct StreamReaderStateMachineTests {
             machine.quieted()
         } else {
             machine.connectionLost()
+            Self.existsAnswered(&machine)
         }
         _ = machine.nextRead()
         let batch = try #require(
@@ -438,6 +502,7 @@ struct StreamReaderStateMachineTests {
         #expect(!redirection.isPermanent && redirection.node.description == "10.0.0.1:7002")
         machine.connectionLost()
         #expect(machine.askedNode?.port == 7002)
+        Self.existsAnswered(&machine)
         #expect(machine.nextRead() == [.asking, .streamInfo, .asking, .read(.after(.zero))])
         #expect(machine.expected == [.asking, .streamInfo, .asking, .read])
         #expect(machine.received(.simpleString("OK"), host: "h") == .none)
