@@ -282,16 +282,26 @@ extension FileSignalTransport {
         // save that was due before must not put its older position back.
         guard let latest = commits.withLock({ $0.slots[name]?.cursor ?? $0.departed[name]?.cursor }) ?? fallback
         else { return }
-        latest.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
+        guard latest.save(root: directory, identity: identity, name: name, sharing: configuration.sharing) else {
+            return
+        }
+        commits.withLock { $0.slots[name]?.saved = latest }
     }
 
     /// Writes the cursors whose committed position moved since last saved.
-    /// With `closing`, later commits are saved by whoever makes them.
+    /// With `closing`, later commits are saved by whoever makes them, and
+    /// every cursor not yet written as it is now is written before this
+    /// returns: a save the loop had taken (and cleared the flag for) may
+    /// still be on its way on the pool that drains a stopped loop's jobs,
+    /// and close must not return before what was handled is on disk.
     func saveDueCursors(closing: Bool = false) {
         guard identity != nil else { return }
         let due = commits.withLock { table -> [NotificationName] in
             if closing { table.isClosed = true }
-            let due = table.slots.keys.filter { table.slots[$0]?.savePending == true }
+            let due = table.slots.keys.filter { name in
+                guard let slot = table.slots[name] else { return false }
+                return slot.savePending || (closing && slot.saved != slot.cursor)
+            }
             for name in due { table.slots[name]?.savePending = false }
             return due
         }
@@ -323,6 +333,8 @@ struct CommitSlot {
     var machine: CursorCommitStateMachine
     /// The committed position moved since the cursor file was last written.
     var savePending = false
+    /// What the cursor file was last written with, by this transport.
+    var saved: FileCursor?
 
     var cursor: FileCursor { FileCursor(committed: machine.committed, delivered: machine.delivered) }
 }
