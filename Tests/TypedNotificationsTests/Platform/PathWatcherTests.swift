@@ -35,16 +35,17 @@ private final class Watching: Sendable {
     func settled() async -> [String] {
         let before = called.values.filter { $0 == "sentinel" }.count
         #expect(chmod(sentinelPath, before % 2 == 0 ? 0o600 : 0o644) == 0)
-        while called.values.filter({ $0 == "sentinel" }).count <= before {
-            await called.wait(forCount: called.values.count + 1)
-        }
+        await wait(for: "sentinel", count: before + 1)
         return called.values.filter { $0 != "sentinel" }
     }
 
     /// Waits until `label` was called `count` times in all.
     func wait(for label: String, count: Int = 1) async {
-        while called.values.filter({ $0 == label }).count < count {
-            await called.wait(forCount: called.values.count + 1)
+        while true {
+            // One snapshot: a call after it makes the wait below return.
+            let values = called.values
+            if values.filter({ $0 == label }).count >= count { return }
+            await called.wait(forCount: values.count + 1)
         }
     }
 }
@@ -78,12 +79,17 @@ struct PathWatcherTests {
         let above = try watching.watch(directory + "/a", for: .removedOrMoved, as: "above")
         let itself = try watching.watch(directory + "/a/b", for: .removedOrMoved, as: "itself")
         let entries = try watching.watch(directory + "/a/b", for: .entries, as: "entries")
+        // A change may be reported more than once (another hub's overflowed
+        // queue calls every watch): what counts is which were called.
         #expect(FileManager.default.createFile(atPath: directory + "/a/b/file", contents: Data()))
-        #expect(await watching.settled() == ["entries"])
+        var called = await watching.settled()
+        #expect(Set(called) == ["entries"], "\(called)")
         #expect(rename(directory + "/a/b", directory + "/a/moved") == 0)
-        #expect(await watching.settled() == ["entries", "itself"])
+        called = await watching.settled()
+        #expect(Set(called) == ["entries", "itself"], "\(called)")
         #expect(rename(directory + "/a", directory + "/gone") == 0)
-        #expect(await watching.settled() == ["entries", "itself", "above"])
+        called = await watching.settled()
+        #expect(Set(called) == ["entries", "itself", "above"], "\(called)")
         removeDirectory(directory + "/gone/moved")
         await watching.wait(for: "itself", count: 2)
         withExtendedLifetime((above, itself, entries)) {}
@@ -100,7 +106,7 @@ struct PathWatcherTests {
         let second = try watching.watch(file, for: .attributes, as: "second")
         first.cancel()
         #expect(chmod(file, 0o644) == 0)
-        #expect(await watching.settled() == ["second"])
+        #expect(Set(await watching.settled()) == ["second"])
         second.cancel()
         // The file's last watch was just removed: a new one is the kernel's
         // new watch, never the one being removed. Over and over, in a race
@@ -111,7 +117,7 @@ struct PathWatcherTests {
             await watching.wait(for: "again \(round)")
             again.cancel()
         }
-        #expect(await watching.settled().filter { $0 == "first" || $0 == "second" } == ["second"])
+        #expect(Set(await watching.settled().filter { $0 == "first" || $0 == "second" }) == ["second"])
     }
 
     @Test("a path that is not there, or too long, is refused with a typed error")
