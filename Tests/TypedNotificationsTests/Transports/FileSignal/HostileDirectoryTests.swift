@@ -225,6 +225,32 @@ struct HostileDirectoryTests {
         #expect(failure?.message.contains("removed") == true)
     }
 
+    @Test(
+        "the shared directory, or a directory above it, moved away by another process while watching: every observation ends and the hub says why",
+        arguments: ["file", "socket"], [false, true])
+    func movedDirectory(transport: String, movesParent: Bool) async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        #expect(mkdir(base + "/parent", 0o700) == 0)
+        let directory = base + "/parent/shared"
+        #expect(mkdir(directory, 0o700) == 0)
+        func moveUnder<T: NotificationTransport>(_ hub: NotificationHub<T>) async throws -> TypedNotificationError? {
+            let deliveries = try hub.deliveries(of: Ping.self)
+            let moved = movesParent ? base + "/parent" : directory
+            let mover = try HelperProcess([moved, moved + ".moved"], executable: "/bin/mv")
+            #expect(await mover.waitForExit() == 0)
+            for await _ in deliveries {}
+            return hub.failure
+        }
+        let failure =
+            transport == "file"
+            ? try await moveUnder(fileHub(directory, endpoint: "watcher"))
+            : try await moveUnder(
+                NotificationHub(endpoint: "watcher", transport: SocketTransport(directory: directory)))
+        #expect(failure?.code == .transportFailure)
+        #expect(failure?.message.contains("removed or replaced") == true)
+    }
+
     @Test("tnotify watch ends with an error when its directory is removed", arguments: ["file", "socket"])
     func tnotifyNoticesRemovedDirectory(transport: String) async throws {
         let directory = try makeTemporaryDirectory()
