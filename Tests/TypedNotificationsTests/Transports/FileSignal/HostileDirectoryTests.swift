@@ -202,53 +202,45 @@ struct HostileDirectoryTests {
         watcher.close()
     }
 
-    @Test(
-        "the shared directory removed while watching: every observation ends and the hub says why",
-        arguments: ["file", "socket"])
-    func removedDirectory(transport: String) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        /// Removes the directory under a watching hub; returns the hub's failure
-        /// once its observation has ended.
-        func removeUnder<T: NotificationTransport>(_ hub: NotificationHub<T>) async throws -> TypedNotificationError? {
-            let deliveries = try hub.deliveries(of: Ping.self)
-            removeDirectory(directory)
-            for await _ in deliveries {}
-            return hub.failure
-        }
-        let failure =
-            transport == "file"
-            ? try await removeUnder(fileHub(directory, endpoint: "watcher"))
-            : try await removeUnder(
-                NotificationHub(endpoint: "watcher", transport: SocketTransport(directory: directory)))
-        #expect(failure?.code == .transportFailure)
-        #expect(failure?.message.contains("removed") == true)
+    /// What another process does to the shared directory under a watcher.
+    enum DirectoryChange: String, CaseIterable, CustomTestStringConvertible {
+        case removed = "rm -rf"
+        case moved = "mv"
+        case parentMoved = "mv of the directory above"
+
+        var testDescription: String { rawValue }
     }
 
     @Test(
-        "the shared directory, or a directory above it, moved away by another process while watching: every observation ends and the hub says why",
-        arguments: ["file", "socket"], [false, true])
-    func movedDirectory(transport: String, movesParent: Bool) async throws {
+        "the shared directory removed or moved away, or a directory above it moved, by another process while watching: every observation ends and the hub says why",
+        arguments: ["file", "socket"], DirectoryChange.allCases)
+    func directoryGone(transport: String, change: DirectoryChange) async throws {
         let base = try makeTemporaryDirectory()
         defer { removeDirectory(base) }
         #expect(mkdir(base + "/parent", 0o700) == 0)
         let directory = base + "/parent/shared"
         #expect(mkdir(directory, 0o700) == 0)
-        func moveUnder<T: NotificationTransport>(_ hub: NotificationHub<T>) async throws -> TypedNotificationError? {
+        /// Changes the directory under a watching hub; returns the hub's
+        /// failure once its observation has ended.
+        func changeUnder<T: NotificationTransport>(_ hub: NotificationHub<T>) async throws -> TypedNotificationError? {
             let deliveries = try hub.deliveries(of: Ping.self)
-            let moved = movesParent ? base + "/parent" : directory
-            let mover = try HelperProcess([moved, moved + ".moved"], executable: "/bin/mv")
-            #expect(await mover.waitForExit() == 0)
+            let other: HelperProcess
+            switch change {
+            case .removed: other = try HelperProcess(["-rf", directory], executable: "/bin/rm")
+            case .moved: other = try HelperProcess([directory, directory + ".moved"], executable: "/bin/mv")
+            case .parentMoved: other = try HelperProcess([base + "/parent", base + "/moved"], executable: "/bin/mv")
+            }
+            #expect(await other.waitForExit() == 0)
             for await _ in deliveries {}
             return hub.failure
         }
         let failure =
             transport == "file"
-            ? try await moveUnder(fileHub(directory, endpoint: "watcher"))
-            : try await moveUnder(
+            ? try await changeUnder(fileHub(directory, endpoint: "watcher"))
+            : try await changeUnder(
                 NotificationHub(endpoint: "watcher", transport: SocketTransport(directory: directory)))
         #expect(failure?.code == .transportFailure)
-        #expect(failure?.message.contains("removed or replaced") == true)
+        #expect(failure?.message.contains("removed") == true, "\(String(describing: failure))")
     }
 
     @Test("tnotify watch ends with an error when its directory is removed", arguments: ["file", "socket"])
