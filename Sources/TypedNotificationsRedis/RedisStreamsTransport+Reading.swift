@@ -48,7 +48,15 @@ extension RedisStreamsTransport {
             if let room { count = min(count, room) }
         }
         guard let commands = reader.machine.nextRead() else { return }
-        let blocking = !readsWithoutBlocking(reader)
+        send(commands, of: reader, on: connection, blocking: !readsWithoutBlocking(reader), count: count)
+    }
+
+    /// Sends a reader's commands and starts the watch on its read; a
+    /// connection that fails to take them is made again.
+    private func send(
+        _ commands: [StreamReaderStateMachine.Command], of reader: StreamReader, on connection: RedisConnection,
+        blocking: Bool = true, count: Int? = nil
+    ) {
         for command in commands {
             connection.enqueue(self.command(command, of: reader, blocking: blocking, count: count))
         }
@@ -202,15 +210,7 @@ extension RedisStreamsTransport {
             case .send(let commands):
                 // The counters after a read that went without them; its
                 // entries wait for their answer.
-                for command in commands { connection.enqueue(self.command(command, of: reader)) }
-                do throws(TypedNotificationError) {
-                    try connection.flush()
-                } catch {
-                    reconnect(reader, because: error.message)
-                    return
-                }
-                reader.requestedAt = SystemClock.monotonicNanoseconds()
-                readSent(by: ObjectIdentifier(reader), at: reader.requestedAt)
+                send(commands, of: reader, on: connection)
             case .deliver(let batch):
                 reader.backoff.reset()
                 if reader.wasRefused {
