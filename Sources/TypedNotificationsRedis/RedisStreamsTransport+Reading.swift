@@ -51,12 +51,14 @@ extension RedisStreamsTransport {
         send(commands, of: reader, on: connection, blocking: !readsWithoutBlocking(reader), count: count)
     }
 
-    /// Sends a reader's commands and starts the watch on its read; a
-    /// connection that fails to take them is made again.
+    /// Sends a reader's commands and starts the watch on its read. Returns
+    /// `false` when the connection failed to take them: it is being made
+    /// again, and the caller stops using it.
+    @discardableResult
     private func send(
         _ commands: [StreamReaderStateMachine.Command], of reader: StreamReader, on connection: RedisConnection,
         blocking: Bool = true, count: Int? = nil
-    ) {
+    ) -> Bool {
         for command in commands {
             connection.enqueue(self.command(command, of: reader, blocking: blocking, count: count))
         }
@@ -64,10 +66,11 @@ extension RedisStreamsTransport {
             try connection.flush()
         } catch {
             reconnect(reader, because: error.message)
-            return
+            return false
         }
         reader.requestedAt = SystemClock.monotonicNanoseconds()
         readSent(by: ObjectIdentifier(reader), at: reader.requestedAt)
+        return true
     }
 
     /// The words of one of a reader's commands; a read of new entries waits
@@ -210,7 +213,7 @@ extension RedisStreamsTransport {
             case .send(let commands):
                 // The counters after a read that went without them; its
                 // entries wait for their answer.
-                send(commands, of: reader, on: connection)
+                guard send(commands, of: reader, on: connection) else { return }
             case .deliver(let batch):
                 reader.backoff.reset()
                 if reader.wasRefused {
