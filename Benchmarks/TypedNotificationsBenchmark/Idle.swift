@@ -134,11 +134,14 @@ private func threadSamples(of process: pid_t) -> [Int: ThreadSample] {
 }
 
 /// Whether a thread of this name is one the package made: a transport's
-/// loop (named after its type) or the file transport's deadline thread
-/// (which shows its creator's name on Linux, as measured, or its own).
+/// loop (named after its type), the file transport's deadline thread
+/// (which shows its creator's name on Linux, as measured, or its own), or
+/// the process's path watcher.
 /// Linux keeps 15 bytes of a thread's name.
 private func isPackageThread(_ name: String) -> Bool {
-    ["SocketTransport", "FileSignalTrans", "RedisStreamsTra", "SleepDeadlines"].contains { name.hasPrefix($0) }
+    ["SocketTransport", "FileSignalTrans", "RedisStreamsTra", "SleepDeadlines", "PathWatcher"].contains {
+        name.hasPrefix($0)
+    }
 }
 
 /// System calls per thread id over `seconds`, counted by `perf stat` for

@@ -143,6 +143,21 @@ enum SharedFile {
 /// Which file a path named when it was recorded (device and inode), to
 /// notice that it was removed or replaced since: a transport whose shared
 /// directory is gone must say so instead of staying alive and deaf.
+extension SharedDirectory {
+    /// The directories above the absolute `path`, below the root: a rename
+    /// of any of them moves `path` away too.
+    static func ancestors(of path: String) -> [String] {
+        var ancestors: [String] = []
+        var current = ""
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
+        for part in parts.dropLast() {
+            current += "/" + part
+            ancestors.append(current)
+        }
+        return ancestors
+    }
+}
+
 struct RecordedPath: Sendable, Equatable {
     let path: String
     let identity: FileIdentity
@@ -162,9 +177,10 @@ struct RecordedPath: Sendable, Equatable {
 
 }
 
-/// What a transport's reader thread looks at, once a second at most, to
-/// notice that the files it depends on (its shared directory, its socket)
-/// were removed or replaced.
+/// What a transport's reader thread looks at to notice that the files it
+/// depends on (its shared directory, its socket) were removed or replaced:
+/// the file transport at most once a second, the socket transport when its
+/// path watches report a change.
 struct RemovalWatch {
     private let files: [RecordedPath]
     private var lastLook = SystemClock.monotonicNanoseconds()
@@ -175,10 +191,11 @@ struct RemovalWatch {
     }
 
     /// The error to report if, at this look, one of the files is gone; `nil`
-    /// when they are all there or the last look was under a second ago.
-    mutating func removal() -> TypedNotificationError? {
+    /// when they are all there or, unless `throttled` is false, the last
+    /// look was under a second ago.
+    mutating func removal(throttled: Bool = true) -> TypedNotificationError? {
         let now = SystemClock.monotonicNanoseconds()
-        guard now &- lastLook >= 1_000_000_000 else { return nil }
+        guard !throttled || now &- lastLook >= 1_000_000_000 else { return nil }
         lastLook = now
         guard let gone = files.first(where: { !$0.isStillThere }) else { return nil }
         return TypedNotificationError(

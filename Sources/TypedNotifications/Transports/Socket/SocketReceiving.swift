@@ -73,9 +73,9 @@ final class SocketReceiving {
     /// queue; nil where it sleeps in its receive, and learns of the spool
     /// from posters.
     let spoolMonitor: DirectoryMonitor?
-    /// The socket's receive timeout now, in milliseconds, where the thread
-    /// sleeps in its receive.
-    var receiveTimeout = 1_000
+    /// The socket's receive timeout now, in milliseconds (`nil`: none),
+    /// where the thread sleeps in its receive.
+    var receiveTimeout: Int? = 1_000
     var decoder: EnvelopeDecoder
     // Slots sized for the largest datagram, resident only as far as datagrams reach.
     let batch: DatagramBatch
@@ -90,6 +90,8 @@ final class SocketReceiving {
     var registration: FileDescriptor
     /// Looks in a row whose repair failed (an `rm -rf` still running, say).
     var failedRepairs = 0
+    /// A look after a failed repair is scheduled.
+    var repairRetryScheduled = false
     /// The registration file's links beyond its linked entries at the last
     /// look: its own name, and any someone else made (a `cp -al` backup).
     var linksBeyondEntries = 1

@@ -5,45 +5,121 @@ import Dispatch
 extension SocketTransport {
     // MARK: - The I/O thread
 
-    /// Looks at the spool `after` nanoseconds: again and again without
-    /// inotify, else once, when a file was busy or not settled.
-    func scheduleSpoolLook(_ bound: LoopBound<SocketReceiving>, after nanoseconds: UInt64, repeating: Bool) {
+    /// Looks at the spool once, `after` nanoseconds: a file was busy or
+    /// not settled.
+    func scheduleSpoolLook(_ bound: LoopBound<SocketReceiving>, after nanoseconds: UInt64) {
         loop.schedule(after: nanoseconds) { [weak self] in
             guard let self, isOpen else { return }
-            let receiving = bound.value
-            if repeating {
-                _ = receiving.spoolMonitor?.changes()
-                scheduleSpoolLook(bound, after: nanoseconds, repeating: true)
-            } else {
-                receiving.recheckScheduled = false
-            }
+            bound.value.recheckScheduled = false
             takeSpool(bound)
         }
     }
 
-    /// Once a second: is the directory, or this endpoint's socket, gone? Was
-    /// one of its registry entries removed?
-    func scheduleRemovalLook(_ bound: LoopBound<SocketReceiving>) {
-        loop.schedule(after: 1_000_000_000) { [weak self] in
-            guard let self, isOpen else { return }
-            let receiving = bound.value
-            if let removal = receiving.removalWatch.removal() {
-                receiving.receiver.fail(removal)
-                return
+    /// Watches what this endpoint depends on, so that a change to any of it
+    /// wakes the loop for a look (``lookAtDirectory(_:)``), and nothing else
+    /// does: the directory and those above it (removed or moved), its
+    /// `sockets` folder and this endpoint's socket, the registry's folder
+    /// and generation file, and the registration file, which every registry
+    /// entry of this endpoint is a hard link to, so that removing an entry
+    /// changes its link count. Where the loop sleeps in the system's event
+    /// queue without inotify (Apple platforms), the spool's folder too
+    /// (`spool`).
+    /// A fixed number of watches, however many names are observed.
+    func watchDirectory(_ bound: LoopBound<SocketReceiving>, spool: Bool) throws(TypedNotificationError) {
+        let look: @Sendable () -> Void = { [weak self] in self?.lookSoon(bound) }
+        let moved = PathEvents.removedOrMoved
+        let movedOrLinked: PathEvents = [.removedOrMoved, .attributes]
+        var paths: [(String, PathEvents)] = SharedDirectory.ancestors(of: directory).map { ($0, moved) }
+        paths.append((directory, moved))
+        paths.append((SocketRegistry.socketsDirectory(directory), moved))
+        paths.append((socketPath, movedOrLinked))
+        paths.append((SocketRegistry.namesDirectory(directory), moved))
+        if registryGeneration != nil { paths.append((SocketRegistry.generationPath(directory), movedOrLinked)) }
+        var made: [PathWatch] = []
+        do throws(ChangeMonitorError) {
+            let watcher = try PathWatcher.shared()
+            for (path, events) in paths {
+                made.append(try watcher.watch(path, for: events, look))
             }
-            // A registry removed whole takes its generation file with it:
-            // from then on posts here read the registry's change events.
-            registryGeneration?.noteIfReplaced()
-            // A thread that sleeps in its receive learns of a spool from
-            // the poster's nudge; a poster of an earlier version sends none.
-            if receiveCall != nil, configuration.looksAtSpoolEverySecond { takeSpool(bound) }
-            do throws(TypedNotificationError) {
-                try checkRegistrations(receiving)
-            } catch {
-                receiving.receiver.fail(error)
-                return
+            if spool {
+                made.append(
+                    try watcher.watch(spoolDirectory, for: .entries) { [weak self] in
+                        self?.loop.execute { [weak self] in
+                            guard let self, isOpen else { return }
+                            takeSpool(bound)
+                        }
+                    })
             }
-            scheduleRemovalLook(bound)
+        } catch {
+            throw SharedDirectory.failure(error, "could not watch \(directory)")
+        }
+        let closed = watches.withLock { watches -> Bool in
+            if !watches.isClosed { watches.fixed = made }
+            return watches.isClosed
+        }
+        if closed { for watch in made { watch.cancel() } }
+        try watchRegistration(bound)
+    }
+
+    /// Watches the registration file for a change in its link count (a
+    /// removed registry entry); again after a repair made a new one.
+    private func watchRegistration(_ bound: LoopBound<SocketReceiving>) throws(TypedNotificationError) {
+        let path = SocketRegistry.registrationPath(directory, identifier)
+        let watch: PathWatch
+        do throws(ChangeMonitorError) {
+            watch = try PathWatcher.shared().watch(path, for: [.removedOrMoved, .attributes]) { [weak self] in
+                self?.lookSoon(bound)
+            }
+        } catch {
+            throw SharedDirectory.failure(error, "could not watch \(path)")
+        }
+        let replaced = watches.withLock { watches -> PathWatch? in
+            guard !watches.isClosed else { return watch }
+            defer { watches.registration = watch }
+            return watches.registration
+        }
+        replaced?.cancel()
+    }
+
+    /// Called on the watcher's thread: queues one look on the loop, however
+    /// many changes come before it runs.
+    private func lookSoon(_ bound: LoopBound<SocketReceiving>) {
+        guard !lookQueued.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        loop.execute { [weak self] in
+            guard let self else { return }
+            lookQueued.store(false, ordering: .releasing)
+            lookAtDirectory(bound)
+        }
+    }
+
+    /// Something this endpoint depends on changed: is the directory, or
+    /// this endpoint's socket, gone? Was one of its registry entries
+    /// removed? A repair that failed is tried again in a second, up to
+    /// ``Self/repairAttempts`` times.
+    func lookAtDirectory(_ bound: LoopBound<SocketReceiving>) {
+        guard isOpen else { return }
+        let receiving = bound.value
+        if let removal = receiving.removalWatch.removal(throttled: false) {
+            receiving.receiver.fail(removal)
+            return
+        }
+        // A registry removed whole takes its generation file with it:
+        // from then on posts here read the registry's change events.
+        registryGeneration?.noteIfReplaced()
+        let registration = state.withLock { $0.shared.registration }
+        do throws(TypedNotificationError) {
+            try checkRegistrations(receiving)
+            if state.withLock({ $0.shared.registration }) != registration { try watchRegistration(bound) }
+        } catch {
+            receiving.receiver.fail(error)
+            return
+        }
+        if receiving.failedRepairs > 0, !receiving.repairRetryScheduled {
+            receiving.repairRetryScheduled = true
+            loop.schedule(after: 1_000_000_000) { [weak self] in
+                bound.value.repairRetryScheduled = false
+                self?.lookAtDirectory(bound)
+            }
         }
     }
 
@@ -166,12 +242,10 @@ extension SocketTransport {
         let pending = takeSpool(
             datagrams: receiving.batch, decoder: &receiving.decoder, receiver: receiving.receiver,
             firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
-        // Looked at again shortly, unless it is looked at every 20 ms anyway
-        // (Apple platforms, without inotify).
-        let looksAnyway = receiving.spoolMonitor.map { $0.pollDescriptor == nil } ?? false
-        if pending, !receiving.recheckScheduled, !looksAnyway {
+        // Looked at again shortly.
+        if pending, !receiving.recheckScheduled {
             receiving.recheckScheduled = true
-            scheduleSpoolLook(bound, after: 1_000_000, repeating: false)
+            scheduleSpoolLook(bound, after: 1_000_000)
         }
     }
 

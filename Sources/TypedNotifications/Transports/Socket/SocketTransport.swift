@@ -1,5 +1,6 @@
 import Dispatch
 @_spi(TransportAuthoring) import NotificationPlatform
+import Synchronization
 
 /// Live typed notifications between processes on one host, over Unix-domain
 /// datagram sockets, with no daemon.
@@ -116,6 +117,11 @@ public final class SocketTransport: NotificationTransport {
     // could cut short must not be mapped); `nil` there and where it cannot be
     // made, and then every post reads the change events.
     let registryGeneration: SharedCounter?
+    // What tells the loop that the directory, the socket or a registry
+    // entry changed (see `watchDirectory`); let go at close.
+    let watches = Locked(SocketWatches())
+    // A look at the directory is queued on the loop (see `lookSoon`).
+    let lookQueued = Atomic<Bool>(false)
     // Read once: a getuid per datagram showed in profiles.
     let ownUser = SystemProcess.userID
     let ownGroup = SystemProcess.groupID
@@ -304,17 +310,16 @@ public final class SocketTransport: NotificationTransport {
                     // datagrams are waiting, and the spool is read in between.
                     receiveAll(into: receiving, limit: HandlerLoopBudget.deliveries, waitingFirst: false)
                 }.get()
+                // Without inotify (Apple platforms) the spool is watched
+                // with the directory (see `watchDirectory`).
                 if let spoolMonitor, let descriptor = spoolMonitor.pollDescriptor {
                     try loop.register(descriptor, exclusive: true) { [unowned self] in lookAtSpool(receiving) }.get()
-                } else {
-                    // Without inotify (Apple platforms) the spool is looked at every 20 ms.
-                    scheduleSpoolLook(receiving, after: 20_000_000, repeating: true)
                 }
             } catch {
                 throw SharedDirectory.failure(error, "could not watch \(socketPath)")
             }
         }
-        scheduleRemovalLook(receiving)
+        try watchDirectory(receiving, spool: receiveCall == nil && spoolMonitor?.pollDescriptor == nil)
         loop.start()
     }
 
@@ -533,6 +538,12 @@ public final class SocketTransport: NotificationTransport {
             return shared.subscribed
         }
         if case .alreadyClosed = closing { return }
+        let watching = watches.withLock { watches -> SocketWatches in
+            defer { watches = SocketWatches(isClosed: true) }
+            return watches
+        }
+        for watch in watching.fixed { watch.cancel() }
+        watching.registration?.cancel()
         dropRoutingAfterClose()
         for name in names {
             _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
@@ -544,6 +555,15 @@ public final class SocketTransport: NotificationTransport {
         closing.end(loop)
         Self.removeSpool(spoolDirectory)
     }
+}
+
+/// The watches of a socket transport's directory (see `watchDirectory`).
+struct SocketWatches {
+    /// Set by close: a watch made after it is cancelled at once.
+    var isClosed = false
+    var fixed: [PathWatch] = []
+    /// The registration file's, made again when a repair replaces the file.
+    var registration: PathWatch?
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.

@@ -38,12 +38,6 @@ public struct SocketTransportConfiguration: Sendable {
     /// to run, on Linux, the path Apple platforms take.
     package var sleepsInReceive = true
 
-    /// Whether an endpoint whose thread sleeps in its receive also looks at
-    /// its spool once a second, for posters that send no nudge (an earlier
-    /// version of this package). Tests turn it off to show that nudges and
-    /// full queues alone find every spool.
-    package var looksAtSpoolEverySecond = true
-
     /// Creates a configuration.
     public init(
         sharing: DirectorySharing = .ownerOnly,
@@ -101,8 +95,8 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     /// center counts them as undecodable and reports them as missed.
     public var refusedOversized: Int
     /// This endpoint's registry entries that someone removed (`rm -rf
-    /// DIR/names/NAME`, say) and it made again, within a second, so posts
-    /// reach it again.
+    /// DIR/names/NAME`, say) and it made again, as soon as the removal
+    /// changed its registration file's link count, so posts reach it again.
     public var repairedEntries: Int
     /// Registry entries of dead endpoints this transport removed.
     public var reapedEndpoints: Int

@@ -83,13 +83,15 @@ extension SocketTransport {
     }
 
     /// The timeout to ask of the socket for a wait of at most
-    /// `milliseconds` (-1: without limit): the largest power of two not
-    /// above it, at most 32,768 ms. A wait ends early rather than late, and
-    /// the timeout changes, one `setsockopt`, only when the wait crosses a
-    /// power of two: about ten times a second before a timer, however many
-    /// datagrams arrive meanwhile.
-    static func receiveTimeout(forWaitOf milliseconds: CInt) -> Int {
-        let wait = milliseconds < 0 ? 32_768 : min(Int(milliseconds), 32_768)
+    /// `milliseconds`: none (`nil`) for a wait without limit (-1), so a
+    /// loop with no timer due sleeps until a datagram comes; else the
+    /// largest power of two not above it, at most 32,768 ms. A wait ends
+    /// early rather than late, and the timeout changes, one `setsockopt`,
+    /// only when the wait crosses a power of two: about ten times a second
+    /// before a timer, however many datagrams arrive meanwhile.
+    static func receiveTimeout(forWaitOf milliseconds: CInt) -> Int? {
+        guard milliseconds >= 0 else { return nil }
+        let wait = min(Int(milliseconds), 32_768)
         guard wait > 1 else { return 1 }
         return 1 << (Int.bitWidth - 1 - wait.leadingZeroBitCount)
     }

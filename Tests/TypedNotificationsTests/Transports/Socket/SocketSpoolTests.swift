@@ -472,6 +472,8 @@ struct SocketSpoolTests {
         let torn = spool + "/00000000000000ff-00000000.spool"
         #expect(FileManager.default.createFile(atPath: spool + "/.staging", contents: Data(bytes)))
         #expect(rename(spool + "/.staging", torn) == 0)
+        // As a poster does once it started a spool file.
+        try nudge(transport)
 
         var iterator = deliveries.makeAsyncIterator()
         #expect(await iterator.next()?.notification == HelperPing(poster: 5, index: 1))
@@ -512,6 +514,7 @@ struct SocketSpoolTests {
                 atPath: staging, contents: Data(Spool.magic + [Spool.envelopeKind] + Array(encoded.envelope))))
         #expect(truncate(staging, 64 << 30) == 0)
         #expect(rename(staging, spool + "/00000000000000b1-00000000.spool") == 0)
+        try nudge(transport)
         try hub.post(HelperPing(poster: 0, index: 0))
         var iterator = deliveries.makeAsyncIterator()
         var received: [HelperPing] = []
@@ -591,4 +594,13 @@ extension NotificationHub<SocketTransport> {
     fileprivate var socketTransportPathComponent: String {
         transport.socketPath.split(separator: "/").last.map(String.init) ?? ""
     }
+}
+
+/// Sends `transport` a nudge, the empty datagram with which a poster says
+/// it started a spool file: an endpoint looks at its spool when told, never
+/// on a timer.
+private func nudge(_ transport: SocketTransport) throws {
+    let socket = try SystemCalls.datagramSocket().get()
+    try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
+    _ = try SystemCalls.sendDatagram(socket, UnsafeRawBufferPointer(start: nil, count: 0)).get()
 }

@@ -64,10 +64,12 @@ struct SocketWakingTests {
         #expect(drain(socket) == [SocketWake.length])
     }
 
-    @Test("the socket's receive timeout is the largest power of two within the wait, at most 32,768 ms")
+    @Test(
+        "the socket's receive timeout is the largest power of two within the wait, at most 32,768 ms, and none without a limit"
+    )
     func timeoutBuckets() {
-        let cases: [(CInt, Int)] = [
-            (-1, 32_768), (1, 1), (2, 2), (3, 2), (999, 512), (1_000, 512), (1_024, 1_024), (60_000, 32_768),
+        let cases: [(CInt, Int?)] = [
+            (-1, nil), (0, 1), (1, 1), (2, 2), (3, 2), (999, 512), (1_000, 512), (1_024, 1_024), (60_000, 32_768),
         ]
         for (wait, timeout) in cases {
             #expect(SocketTransport.receiveTimeout(forWaitOf: wait) == timeout, "a wait of \(wait) ms")
@@ -89,7 +91,6 @@ struct SocketWakingTests {
             configuration.sleepsInReceive = sleepsInReceive
             // No look but the ones posters cause: a spool that is not seen
             // from them is never seen, and the test times out.
-            configuration.looksAtSpoolEverySecond = false
             transport = try SocketTransport(directory: directory, configuration: configuration)
             hub = try NotificationHub(endpoint: "held", transport: transport)
             let (received, holding, release) = (received, holding, release)
@@ -141,7 +142,6 @@ struct SocketWakingTests {
         defer { removeDirectory(directory) }
         var configuration = SocketTransportConfiguration()
         configuration.sleepsInReceive = sleepsInReceive
-        configuration.looksAtSpoolEverySecond = false
         let transport = try SocketTransport(directory: directory, configuration: configuration)
         let hub = try NotificationHub(endpoint: "observer", transport: transport)
         defer { hub.close() }

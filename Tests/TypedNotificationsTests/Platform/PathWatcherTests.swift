@@ -1,0 +1,136 @@
+import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
+import Testing
+
+@testable import TypedNotifications
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Watches that record which of them was called, and a sentinel: the
+/// watcher's thread reads changes in the order they happened, so once the
+/// sentinel's change was reported, every change made before it was too.
+private final class Watching: Sendable {
+    let called = Collector<String>()
+    private let sentinelPath: String
+    private let sentinel: PathWatch
+
+    init(in directory: String) throws {
+        sentinelPath = directory + "/sentinel"
+        #expect(FileManager.default.createFile(atPath: sentinelPath, contents: Data()))
+        let called = called
+        sentinel = try PathWatcher.shared().watch(sentinelPath, for: .attributes) { called.append("sentinel") }
+    }
+
+    func watch(_ path: String, for events: PathEvents, as label: String) throws -> PathWatch {
+        let called = called
+        return try PathWatcher.shared().watch(path, for: events) { called.append(label) }
+    }
+
+    /// What was called before now: waits for the sentinel's change to be
+    /// reported, and leaves the sentinel out.
+    func settled() async -> [String] {
+        let before = called.values.filter { $0 == "sentinel" }.count
+        #expect(chmod(sentinelPath, before % 2 == 0 ? 0o600 : 0o644) == 0)
+        await wait(for: "sentinel", count: before + 1)
+        return called.values.filter { $0 != "sentinel" }
+    }
+
+    /// Waits until `label` was called `count` times in all.
+    func wait(for label: String, count: Int = 1) async {
+        while true {
+            // One snapshot: a call after it makes the wait below return.
+            let values = called.values
+            if values.filter({ $0 == label }).count >= count { return }
+            await called.wait(forCount: values.count + 1)
+        }
+    }
+}
+
+@Suite("Path watcher: one thread per process, called only by a change")
+struct PathWatcherTests {
+    @Test("a hard link made or removed by another process changes a file's link count, and its watch is called")
+    func linkCount() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watching = try Watching(in: directory)
+        let file = directory + "/registration"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        let watch = try watching.watch(file, for: .attributes, as: "file")
+        #expect(await watching.settled() == [])
+        let linker = try HelperProcess([file, directory + "/entry"], executable: "/bin/ln")
+        #expect(await linker.waitForExit() == 0)
+        await watching.wait(for: "file", count: 1)
+        let remover = try HelperProcess([directory + "/entry"], executable: "/bin/rm")
+        #expect(await remover.waitForExit() == 0)
+        await watching.wait(for: "file", count: 2)
+        withExtendedLifetime(watch) {}
+    }
+
+    @Test("a directory moved or removed, or one above it moved: the watch of it is called; its entries do not call it")
+    func movedOrRemoved() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watching = try Watching(in: directory)
+        for path in ["/a", "/a/b", "/a/b/c"] { #expect(mkdir(directory + path, 0o700) == 0) }
+        let above = try watching.watch(directory + "/a", for: .removedOrMoved, as: "above")
+        let itself = try watching.watch(directory + "/a/b", for: .removedOrMoved, as: "itself")
+        let entries = try watching.watch(directory + "/a/b", for: .entries, as: "entries")
+        // A change may be reported more than once (another hub's overflowed
+        // queue calls every watch): what counts is which were called.
+        #expect(FileManager.default.createFile(atPath: directory + "/a/b/file", contents: Data()))
+        var called = await watching.settled()
+        #expect(Set(called) == ["entries"], "\(called)")
+        #expect(rename(directory + "/a/b", directory + "/a/moved") == 0)
+        called = await watching.settled()
+        #expect(Set(called) == ["entries", "itself"], "\(called)")
+        #expect(rename(directory + "/a", directory + "/gone") == 0)
+        called = await watching.settled()
+        #expect(Set(called) == ["entries", "itself", "above"], "\(called)")
+        removeDirectory(directory + "/gone/moved")
+        await watching.wait(for: "itself", count: 2)
+        withExtendedLifetime((above, itself, entries)) {}
+    }
+
+    @Test("a cancelled watch is not called again; another watch of the same file still is, and a new one after it")
+    func cancelled() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watching = try Watching(in: directory)
+        let file = directory + "/file"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        let first = try watching.watch(file, for: .attributes, as: "first")
+        let second = try watching.watch(file, for: .attributes, as: "second")
+        first.cancel()
+        #expect(chmod(file, 0o644) == 0)
+        #expect(Set(await watching.settled()) == ["second"])
+        second.cancel()
+        // The file's last watch was just removed: a new one is the kernel's
+        // new watch, never the one being removed. Over and over, in a race
+        // with the removal.
+        for round in 0..<200 {
+            let again = try watching.watch(file, for: .attributes, as: "again \(round)")
+            #expect(chmod(file, round % 2 == 0 ? 0o600 : 0o644) == 0)
+            await watching.wait(for: "again \(round)")
+            again.cancel()
+        }
+        #expect(Set(await watching.settled().filter { $0 == "first" || $0 == "second" }) == ["second"])
+    }
+
+    @Test("a path that is not there, or too long, is refused with a typed error")
+    func refused() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        #expect(throws: ChangeMonitorError.self) {
+            _ = try PathWatcher.shared().watch(directory + "/missing", for: .removedOrMoved) {}
+        }
+        #expect(throws: ChangeMonitorError.self) {
+            _ = try PathWatcher.shared().watch(
+                directory + "/" + String(repeating: "x", count: 5_000), for: .removedOrMoved
+            ) {}
+        }
+    }
+}
