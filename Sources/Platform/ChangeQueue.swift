@@ -96,6 +96,16 @@ struct ChangeQueueState {
         var includesModifications: Bool
         /// The watch wants the names of the entries created in its directory.
         var namesEntries = false
+        /// The events it wants (besides its watch's end, which every
+        /// subscriber is handed): others may share the kernel's watch of
+        /// the same file and have asked for more.
+        var interest = UInt32.max
+        /// The subscriber follows its file wherever it goes, as the
+        /// kernel's watch does: its file removed or moved away is an event
+        /// for it, and it is lost only when the kernel ends the watch
+        /// (`IN_IGNORED`). A hard-linked file "moves" whenever one of its
+        /// links is renamed.
+        var followsItsFile = false
     }
 
     /// One event as read: its watch and its mask.
@@ -276,6 +286,8 @@ struct ChangeQueueState {
         /// directory, and an open file inside it does), renamed
         /// (`IN_MOVE_SELF`), or its watch ended (`IN_IGNORED`).
         static let ending = UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF)
+        /// The kernel ended the watch: its file is gone for good.
+        static let removal = UInt32(IN_IGNORED)
         static let creation = UInt32(IN_CREATE | IN_MOVED_TO)
         /// An entry left the directory. A directory removed while a file in
         /// it is open sends no event of its own until that file is closed
@@ -284,9 +296,8 @@ struct ChangeQueueState {
         static let departure = UInt32(IN_DELETE | IN_MOVED_FROM)
         static let modification = UInt32(IN_MODIFY)
     #else
-        static let (overflow, ending, creation, modification, departure): (UInt32, UInt32, UInt32, UInt32, UInt32) = (
-            0, 0, 0, 0, 0
-        )
+        static let (overflow, ending, removal, creation, modification, departure):
+            (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (0, 0, 0, 0, 0, 0)
     #endif
 
     private mutating func hand(_ event: Event, readBy reader: UInt64) {
@@ -303,14 +314,26 @@ struct ChangeQueueState {
         // The directory left its path (removed, renamed, or its file system
         // unmounted): a directory made again under the same path is not
         // watched until its monitor watches it again. Not only on IN_IGNORED,
-        // which comes once nothing holds the directory any more.
-        let isLost = event.mask & ending != 0
-        if isLost { ended(event.watch) }
-        guard let subscribers = watches[event.watch] else { return }
-        if isLost { watches[event.watch] = nil }
+        // which comes once nothing holds the directory any more. Subscribers
+        // that follow their file stay until the kernel ends the watch.
+        let isLeaving = event.mask & ending != 0
+        guard let subscribers = watches[event.watch] else {
+            if isLeaving { ended(event.watch) }
+            return
+        }
+        let isEnded = event.mask & Self.removal != 0
+        var staying: [Subscriber] = []
+        if isLeaving {
+            staying = isEnded ? [] : subscribers.filter(\.followsItsFile)
+            watches[event.watch] = staying.isEmpty ? nil : staying
+            if staying.isEmpty { ended(event.watch) }
+        }
         // A write to a file matters only to monitors that asked for writes.
         let isWriteOnly = event.mask & ~modification == 0
-        for subscriber in subscribers where !isWriteOnly || subscriber.includesModifications || isLost {
+        for subscriber in subscribers {
+            let isLost = isLeaving && !(subscriber.followsItsFile && !isEnded)
+            guard isLost || event.mask & subscriber.interest != 0 && (!isWriteOnly || subscriber.includesModifications)
+            else { continue }
             guard let slot = inboxes.index(forKey: subscriber.monitor) else { continue }
             inboxes.values[slot].changed.insert(subscriber.index)
             if event.mask & creation != 0 {

@@ -36,6 +36,7 @@ package struct PathEvents: OptionSet, Sendable {
 package final class PathWatcher: Sendable {
     private let queue: PathWatchQueue
     private let state = Locked(PathWatcherState())
+    private let broadcastCount = Atomic<Int>(0)
 
     private static let current = Locked<PathWatcher?>(nil)
 
@@ -71,16 +72,18 @@ package final class PathWatcher: Sendable {
     ) throws(ChangeMonitorError) -> PathWatch {
         while true {
             let key = try queue.add(path, events: events)
-            let added = state.withLock { state -> UInt64? in
+            let added = state.withLock { state -> (token: UInt64, early: Bool)? in
                 state.add(Listener(events: events, changed: changed), to: key, shared: PathWatchQueue.sharesWatches)
             }
             // The last watch of that file is being removed right now: once
             // it is gone, adding makes a new one.
-            guard let token = added else {
+            guard let added else {
                 sched_yield()
                 continue
             }
-            return PathWatch(watcher: self, key: key, token: token)
+            // A change reported between the kernel's watch and the listener.
+            if added.early { changed() }
+            return PathWatch(watcher: self, key: key, token: added.token)
         }
     }
 
@@ -91,12 +94,20 @@ package final class PathWatcher: Sendable {
         state.withLock { $0.removed(key) }
     }
 
+    /// How many times every watch was called at once: the kernel's queue
+    /// overflowed, or a file system was mounted or unmounted (Linux). For
+    /// tests and diagnostics.
+    package var broadcasts: Int { broadcastCount.load(ordering: .acquiring) }
+
     private func run() {
         ctn_name_current_thread("PathWatcher")
         var reports: [PathWatchReport] = []
         while true {
             reports.removeAll(keepingCapacity: true)
             guard queue.wait(into: &reports) else { return }
+            if reports.contains(where: { if case .overflowed = $0 { true } else { false } }) {
+                broadcastCount.add(1, ordering: .releasing)
+            }
             let callbacks = state.withLock { $0.callbacks(for: reports) }
             for changed in callbacks { changed() }
         }
@@ -147,12 +158,18 @@ private struct PathWatcherState {
     private var listeners: [Int: [UInt64: Listener]] = [:]
     private var removing: Set<Int> = []
     private var nextToken: UInt64 = 0
+    // Changes of keys nobody listens to yet: a watch's change can be read
+    // between the kernel's watch and its listener. Kept for a few keys.
+    private var early: Set<Int> = []
+    private static let earlyRemembered = 256
 
     /// Adds a listener to the watch `key`; `nil` while a `shared` watch
     /// (one the kernel hands every watch of a file) is being removed: the
     /// caller adds it again. A watch of its own (a descriptor) is new even
     /// when its number was just let go.
-    mutating func add(_ listener: Listener, to key: Int, shared: Bool) -> UInt64? {
+    /// Also says whether a change of `key` was reported before anybody
+    /// listened: the caller calls the listener once.
+    mutating func add(_ listener: Listener, to key: Int, shared: Bool) -> (token: UInt64, early: Bool)? {
         if shared {
             guard !removing.contains(key) else { return nil }
         } else {
@@ -160,7 +177,7 @@ private struct PathWatcherState {
         }
         nextToken &+= 1
         listeners[key, default: [:]][nextToken] = listener
-        return nextToken
+        return (nextToken, early.remove(key) != nil)
     }
 
     /// Removes a listener; returns whether the kernel's watch must go (then
@@ -194,6 +211,11 @@ private struct PathWatcherState {
                     for (token, listener) in keyed { call(token, listener) }
                 }
             case .changed(let key, let events, let ended):
+                guard listeners[key] != nil else {
+                    if early.count >= Self.earlyRemembered { early.removeAll() }
+                    early.insert(key)
+                    continue
+                }
                 for (token, listener) in listeners[key] ?? [:] where !listener.events.isDisjoint(with: events) || ended
                 {
                     call(token, listener)

@@ -92,6 +92,17 @@ import Synchronization
         return String(cString: working)
     }
 
+    /// The absolute path of `path` with every symbolic link and `.` or `..`
+    /// resolved; `nil` when it cannot be (a component is missing).
+    ///
+    /// The corresponding C function is `realpath`.
+    package static func resolvedPath(_ path: String) -> String? {
+        count()
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// The corresponding C function is `lstat`.
     package static func linkStatus(_ path: String) -> Result<FileStatus, Errno> {
         var info = stat()
