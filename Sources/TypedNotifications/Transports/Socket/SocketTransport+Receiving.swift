@@ -25,21 +25,41 @@ extension SocketTransport {
     /// queue without inotify (Apple platforms), the spool's folder too
     /// (`spool`).
     /// A fixed number of watches, however many names are observed.
+    ///
+    /// The directory is watched for its entries too, and a change there (the
+    /// registry's `names` or `namespaces` removed or moved, say) asks the
+    /// next look to check every entry, as does a watch that ended (its file
+    /// left its path). A directory reached through a symbolic link has the
+    /// directories above where the link leads watched too. Made again, all
+    /// of them, when one ended (see ``lookAtDirectory(_:)``).
     func watchDirectory(_ bound: LoopBound<SocketReceiving>, spool: Bool) throws(TypedNotificationError) {
         let look: @Sendable () -> Void = { [weak self] in self?.lookSoon(bound) }
+        let lookAtEveryEntry: @Sendable () -> Void = { [weak self] in
+            self?.lookAtEveryEntry.store(true, ordering: .releasing)
+            self?.lookSoon(bound)
+        }
         let moved = PathEvents.removedOrMoved
         let movedOrLinked: PathEvents = [.removedOrMoved, .attributes]
-        var paths: [(String, PathEvents)] = SharedDirectory.ancestors(of: directory).map { ($0, moved) }
-        paths.append((directory, moved))
-        paths.append((SocketRegistry.socketsDirectory(directory), moved))
-        paths.append((socketPath, movedOrLinked))
-        paths.append((SocketRegistry.namesDirectory(directory), moved))
-        if registryGeneration != nil { paths.append((SocketRegistry.generationPath(directory), movedOrLinked)) }
+        var above = SharedDirectory.ancestors(of: directory)
+        if let resolved = SystemCalls.resolvedPath(directory), resolved != directory {
+            above += [resolved] + SharedDirectory.ancestors(of: resolved).filter { !above.contains($0) }
+        }
+        var paths: [(String, PathEvents, @Sendable () -> Void)] = above.map { ($0, moved, look) }
+        paths.append((directory, [.removedOrMoved, .entries], lookAtEveryEntry))
+        paths.append((SocketRegistry.socketsDirectory(directory), moved, look))
+        paths.append((socketPath, movedOrLinked, look))
+        paths.append((SocketRegistry.namesDirectory(directory), moved, lookAtEveryEntry))
+        if registryGeneration != nil {
+            paths.append((SocketRegistry.generationPath(directory), movedOrLinked, look))
+        }
         var made: [PathWatch] = []
+        // What each path was when watched: a watch follows its file, not
+        // its path, so one that is not there any more must be made again.
+        let identities = paths.map { WatchedPath(path: $0.0, identity: WatchedPath.identity(at: $0.0)) }
         do throws(ChangeMonitorError) {
             let watcher = try PathWatcher.shared()
-            for (path, events) in paths {
-                made.append(try watcher.watch(path, for: events, look))
+            for (path, events, changed) in paths {
+                made.append(try watcher.watch(path, for: events, changed))
             }
             if spool {
                 made.append(
@@ -53,11 +73,12 @@ extension SocketTransport {
         } catch {
             throw SharedDirectory.failure(error, "could not watch \(directory)")
         }
-        let closed = watches.withLock { watches -> Bool in
-            if !watches.isClosed { watches.fixed = made }
-            return watches.isClosed
+        let replaced = watches.withLock { watches -> [PathWatch] in
+            guard !watches.isClosed else { return made }
+            defer { (watches.fixed, watches.paths) = (made, identities) }
+            return watches.fixed
         }
-        if closed { for watch in made { watch.cancel() } }
+        for watch in replaced { watch.cancel() }
         try watchRegistration(bound)
     }
 
@@ -107,9 +128,27 @@ extension SocketTransport {
         // from then on posts here read the registry's change events.
         registryGeneration?.noteIfReplaced()
         let registration = state.withLock { $0.shared.registration }
+        // A watch follows its file: one whose file left its path (moved, or
+        // removed and made again) watches the wrong one. Every entry is
+        // looked at then (the registry's folder may have gone with it), and
+        // the watches are made again on what is there now.
+        let ended = watches.withLock { $0.paths }.contains { $0.identity != WatchedPath.identity(at: $0.path) }
+        let everyEntry = lookAtEveryEntry.exchange(false, ordering: .acquiringAndReleasing) || ended
         do throws(TypedNotificationError) {
-            try checkRegistrations(receiving)
-            if state.withLock({ $0.shared.registration }) != registration { try watchRegistration(bound) }
+            try checkRegistrations(receiving, everyEntry: everyEntry)
+            if ended, receiving.failedRepairs == 0 {
+                do throws(TypedNotificationError) {
+                    try watchDirectory(
+                        bound, spool: receiveCall == nil && receiving.spoolMonitor?.pollDescriptor == nil)
+                } catch {
+                    // Gone again meanwhile (an `rm -rf` still running):
+                    // tried again with the repairs.
+                    receiving.failedRepairs += 1
+                    if receiving.failedRepairs >= Self.repairAttempts { throw error }
+                }
+            } else if state.withLock({ $0.shared.registration }) != registration {
+                try watchRegistration(bound)
+            }
         } catch {
             receiving.receiver.fail(error)
             return
@@ -136,7 +175,7 @@ extension SocketTransport {
     /// A repair that fails is tried again at the next look (an `rm -rf` may
     /// still be running); after ``Self/repairAttempts`` failures in a row
     /// the error is thrown.
-    func checkRegistrations(_ receiving: SocketReceiving) throws(TypedNotificationError) {
+    func checkRegistrations(_ receiving: SocketReceiving, everyEntry: Bool = false) throws(TypedNotificationError) {
         let (linked, sender, ours) = state.withLock { state in
             (
                 state.shared.subscribed.count - state.shared.unlinkedEntries.count,
@@ -144,7 +183,7 @@ extension SocketTransport {
             )
         }
         guard let sender, let ours, case .success(let info) = SystemCalls.fileStatus(receiving.registration),
-            info.links - linked != receiving.linksBeyondEntries
+            everyEntry || info.links - linked != receiving.linksBeyondEntries
         else {
             receiving.failedRepairs = 0
             return

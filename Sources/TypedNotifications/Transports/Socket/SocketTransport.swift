@@ -122,6 +122,9 @@ public final class SocketTransport: NotificationTransport {
     let watches = Locked(SocketWatches())
     // A look at the directory is queued on the loop (see `lookSoon`).
     let lookQueued = Atomic<Bool>(false)
+    // The next look checks every registry entry, not only the link count
+    // (see `watchDirectory`).
+    let lookAtEveryEntry = Atomic<Bool>(false)
     // Read once: a getuid per datagram showed in profiles.
     let ownUser = SystemProcess.userID
     let ownGroup = SystemProcess.groupID
@@ -562,9 +565,23 @@ struct SocketWatches {
     /// Set by close: a watch made after it is cancelled at once.
     var isClosed = false
     var fixed: [PathWatch] = []
+    /// The paths of `fixed`, and what each was when watched.
+    var paths: [WatchedPath] = []
     /// The registration file's, made again when a repair replaces the file.
     var registration: PathWatch?
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.
 @_spi(TransportAuthoring) extension SocketTransport: TransportDriver {}
+
+/// A watched path and the file it named when watched (`nil`: none).
+struct WatchedPath {
+    let path: String
+    let identity: FileIdentity?
+
+    /// The corresponding C function is `lstat`.
+    static func identity(at path: String) -> FileIdentity? {
+        guard case .success(let info) = SystemCalls.linkStatus(path) else { return nil }
+        return info.identity
+    }
+}

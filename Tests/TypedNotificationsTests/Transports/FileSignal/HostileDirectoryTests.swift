@@ -207,19 +207,36 @@ struct HostileDirectoryTests {
         case removed = "rm -rf"
         case moved = "mv"
         case parentMoved = "mv of the directory above"
+        /// The hub was given a path through a symbolic link; the directory
+        /// the link leads to is moved.
+        case linkedParentMoved = "mv of the directory a symbolic link above leads to"
+        /// A file system mounted over the directory above (needs root, as
+        /// CI runs).
+        case mountedOver = "mount over the directory above"
 
         var testDescription: String { rawValue }
+
+        static var playable: [DirectoryChange] {
+            allCases.filter { $0 != .mountedOver || geteuid() == 0 }
+        }
     }
 
     @Test(
         "the shared directory removed or moved away, or a directory above it moved, by another process while watching: every observation ends and the hub says why",
-        arguments: ["file", "socket"], DirectoryChange.allCases)
+        arguments: ["file", "socket"], DirectoryChange.playable)
     func directoryGone(transport: String, change: DirectoryChange) async throws {
         let base = try makeTemporaryDirectory()
         defer { removeDirectory(base) }
         #expect(mkdir(base + "/parent", 0o700) == 0)
-        let directory = base + "/parent/shared"
+        var directory = base + "/parent/shared"
         #expect(mkdir(directory, 0o700) == 0)
+        if change == .linkedParentMoved {
+            #expect(symlink(base + "/parent", base + "/link") == 0)
+            directory = base + "/link/shared"
+        }
+        defer {
+            if change == .mountedOver { _ = umount(base + "/parent") }
+        }
         /// Changes the directory under a watching hub; returns the hub's
         /// failure once its observation has ended.
         func changeUnder<T: NotificationTransport>(_ hub: NotificationHub<T>) async throws -> TypedNotificationError? {
@@ -228,7 +245,10 @@ struct HostileDirectoryTests {
             switch change {
             case .removed: other = try HelperProcess(["-rf", directory], executable: "/bin/rm")
             case .moved: other = try HelperProcess([directory, directory + ".moved"], executable: "/bin/mv")
-            case .parentMoved: other = try HelperProcess([base + "/parent", base + "/moved"], executable: "/bin/mv")
+            case .parentMoved, .linkedParentMoved:
+                other = try HelperProcess([base + "/parent", base + "/moved"], executable: "/bin/mv")
+            case .mountedOver:
+                other = try HelperProcess(["-t", "tmpfs", "none", base + "/parent"], executable: "/bin/mount")
             }
             #expect(await other.waitForExit() == 0)
             for await _ in deliveries {}

@@ -81,7 +81,8 @@ struct RegistryRepairTests {
         _ = try await postUntilSeen(name, in: directory, by: poster, observed: observed, text: "before")
 
         try await removeWithRM(directory + "/names/" + name.rawValue)
-        // New processes find no entry until the observer's next look (once a second) makes it again.
+        // New processes find no entry until the observer's look, which the
+        // removal wakes, makes it again.
         let fromProcess = try await postUntilSeen(name, in: directory, by: nil, observed: observed, text: "new process")
         // And a poster that lived through it sees the directory come back.
         _ = try await postUntilSeen(name, in: directory, by: poster, observed: observed, text: "long-lived")
@@ -135,6 +136,36 @@ struct RegistryRepairTests {
         defer { poster.close() }
         _ = try await postUntilSeen(kept, in: directory, by: poster, observed: observed, text: "kept")
         #expect(access(SocketRegistry.entryPath(directory, dropped, identifier), F_OK) != 0)
+    }
+
+    @Test("mv DIR/names and mv DIR/namespaces, twice each: every time, a new process reaches the observer again")
+    func registryMovedAway() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let name: NotificationName = "test.moved.name"
+        let inNamespace: NotificationName = "test.spaced.name"
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let observed = Collector<String>()
+        let tokens = [
+            try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) },
+            try observer.addObserver(String.self, in: "test.spaced") { text, _ in observed.append(text) },
+        ]
+        defer { for token in tokens { token.cancel() } }
+        _ = try await postUntilSeen(name, in: directory, by: nil, observed: observed, text: "before")
+        // No entry's link goes: only the folder's own move, and then the
+        // new folder's, can tell the observer.
+        for round in 1...2 {
+            for (folder, posted) in [("names", name), ("namespaces", inNamespace)] {
+                let mover = try HelperProcess(
+                    [directory + "/" + folder, directory + "/\(folder).old\(round)"], executable: "/bin/mv")
+                #expect(await mover.waitForExit() == 0)
+                _ = try await postUntilSeen(
+                    posted, in: directory, by: nil, observed: observed, text: "after mv \(folder) \(round)")
+            }
+        }
+        #expect(observer.failure == nil)
+        #expect(observer.transport.statistics.repairedEntries == 4)
     }
 
     @Test("rm -rf DIR/names: a poster that started before the repair reaches the observer once it is made again")
