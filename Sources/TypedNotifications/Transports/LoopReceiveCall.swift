@@ -20,6 +20,17 @@ final class LoopReceiveCall: Sendable {
         body.withLock { $0 = made }
     }
 
+    /// Lets go of the receive (and what it holds) once the loop stopped:
+    /// the loop holds this call, and the receive holds what received.
+    func clear() {
+        let gone = body.withLock { body -> Body? in
+            defer { body = nil }
+            return body
+        }
+        // Released after unlocking: its captures' deinits may run now.
+        withExtendedLifetime(gone) {}
+    }
+
     /// Runs the receive, waiting at most `timeoutMilliseconds` (-1: without limit).
     func callAsFunction(_ timeoutMilliseconds: CInt) {
         body.withLock { $0 }?.receive(timeoutMilliseconds)

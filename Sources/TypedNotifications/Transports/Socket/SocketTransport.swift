@@ -556,6 +556,10 @@ public final class SocketTransport: NotificationTransport {
         // The loop's thread may itself end up here (a center released while
         // it delivered): then it does not wait for itself.
         closing.end(loop)
+        // The loop holds the receive call, which holds what receives (its
+        // socket's reader, the registration file, the hub's receiver): let
+        // go, or a closed transport is never released.
+        receiveCall?.clear()
         Self.removeSpool(spoolDirectory)
     }
 }
