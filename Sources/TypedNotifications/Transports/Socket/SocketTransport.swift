@@ -54,19 +54,27 @@ import Synchronization
 ///   a socket file and perhaps a spool; the next post to it, and every new
 ///   transport for the sockets of the directory, finds it gone and removes them.
 /// - **A removed registration is made again:** an entry of a live endpoint
-///   that someone removed (`rm -rf DIR/names/NAME`, or `DIR/names` whole) is
-///   found and made again within about a second, so posts reach it again
+///   that someone removed or moved (`rm -rf DIR/names/NAME`, `DIR/names`
+///   or `DIR/namespaces` removed or moved whole) is found at once and made
+///   again, so posts reach it again
 ///   (``SocketTransportStatistics/repairedEntries``), from new posters and
 ///   from posters that were running all along; an entry replaced by
 ///   another file of this user is made a link again. Every entry of an
-///   endpoint is a hard link to one registration file, so the look is one
-///   `fstat` whether it observes one name or 10,000; the names are looked
-///   at only when its link count says something changed. Not seen: a
-///   removal offset, within the same second, by a new link someone else
-///   made to that file; and entries beyond the links a file system allows
-///   (65,000 on ext4), which are files of their own. An entry that cannot
-///   be made again at five looks in a row fails the transport, and its
-///   center ends every observation with the error.
+///   endpoint is a hard link to one registration file, whose link count a
+///   change event reports, so the look is one `fstat` whether it observes
+///   one name or 10,000; the names are looked at only when the link count
+///   says something changed, or the registry's folders moved. Not seen: a
+///   removal offset, before the look, by a new link someone else made to
+///   that file; a single name's folder moved within `names/` (no link
+///   goes); and entries beyond the links a file system allows (65,000 on
+///   ext4), which are files of their own. A repair that fails is tried
+///   again a second later; an entry that cannot be made again at five
+///   looks in a row fails the transport, and its center ends every
+///   observation with the error.
+/// - **Idle costs nothing:** with nothing posted, the endpoint's thread
+///   sleeps with no timeout, and the changes above wake it through the
+///   process's path watcher, one thread that sleeps in the system's change
+///   queue (see *Design decisions*).
 /// - **A payload over the center's limit costs nothing:** receive buffers
 ///   are sized for ``NotificationHubConfiguration/maximumPayloadSize``; a
 ///   longer datagram is cut there by the kernel and refused from its header.
