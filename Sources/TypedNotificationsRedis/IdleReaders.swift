@@ -2,12 +2,14 @@
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
 
-/// The readers of a transport's namespaces: a bounded number read on
-/// connections of their own, the quiet ones wait together.
+/// The readers of a transport's names, by name or for a namespace: a
+/// bounded number read on connections of their own, the quiet ones wait
+/// together.
 ///
 /// A name read for a namespace starts quiet (a durable identity's once it
-/// read its pending entries), and goes quiet again when a read comes back
-/// empty. A quiet name waits in a watch: one connection and one blocking
+/// read its pending entries); a name read by name starts reading. Either
+/// goes quiet when a read comes back empty (one blocking read's whole
+/// ``RedisStreamsConfiguration/blockTimeout`` with nothing posted). A quiet name waits in a watch: one connection and one blocking
 /// `XREAD COUNT 1` over up to ``capacity`` quiet names, each after the
 /// entry its reader read last (a durable reader's: the stream's newest when
 /// its group's read found nothing). The watch reads nothing for them and
@@ -17,12 +19,12 @@ import Synchronization
 /// most ``readingLimit`` names read at once; a name woken beyond that waits
 /// its turn, and while any waits, the reading names read without blocking
 /// and go quiet as soon as a read finds nothing, handing their connection
-/// to the next. So a namespace observer holds at most ``readingLimit``
-/// reading connections, ``spareLimit`` spare ones, and between one per
-/// thousand quiet names and 16 plus one per 500 (``watchLimit``), whatever the
-/// number of names; a name pays one round trip more on its first post
-/// after it went quiet. Not in a cluster, where one `XREAD` cannot span
-/// hash slots: there each name keeps a connection.
+/// to the next. So a transport holds at most ``readingLimit`` reading
+/// connections, ``spareLimit`` spare ones, and between one per thousand
+/// quiet names and 16 plus one per 500 (``watchLimit``), whatever the
+/// number of names, by name or in namespaces; a name pays one round trip
+/// more on its first post after it went quiet. Not in a cluster, where one
+/// `XREAD` cannot span hash slots: there each name keeps a connection.
 ///
 /// Made on any thread, used on the transport's loop only (through a
 /// ``LoopBound``).
@@ -57,7 +59,7 @@ final class IdleReaders {
     /// The most names one watch reads at once: its read names them all,
     /// about 50 KB, sent again each time one of them is posted to.
     static let capacity = 1_000
-    /// The most names of namespaces that read on connections of their own at once.
+    /// The most names that read on connections of their own at once.
     static let readingLimit = 256
     /// Reading connections kept for the next name to wake.
     static let spareLimit = 8
@@ -124,15 +126,15 @@ final class IdleReaders {
 }
 
 extension RedisStreamsTransport {
-    /// Whether `reader` takes part: a name of a namespace, not in a cluster.
+    /// Whether `reader` takes part: a name's reader, not in a cluster.
     func mayPark(_ reader: StreamReader) -> Bool {
-        reader.parks && !router.isCluster && reader.discovers == nil
+        !router.isCluster && reader.discovers == nil
     }
 
     /// Whether the reader should read without blocking: others wait for its
     /// connection.
     func readsWithoutBlocking(_ reader: StreamReader) -> Bool {
-        reader.parks && reader.idleState == .reading && !idleReaders.value.isQueueEmpty
+        reader.discovers == nil && reader.idleState == .reading && !idleReaders.value.isQueueEmpty
     }
 
     /// The reader's read came back empty, with nothing in flight on its
@@ -445,6 +447,8 @@ extension RedisStreamsTransport {
     /// every reader in it wakes and reads on a connection of its own, which
     /// finds out what happened to its stream meanwhile (a rewind, a trim).
     func lose(_ watch: IdleReaders.Watch) {
+        // Its readers connect again, each on its own: counted once.
+        if watch.connection?.isBroken ?? false { counters.add(to: .reconnects) }
         let readers = (Array(watch.covered.values) + watch.joining).filter {
             $0.idleState == .waiting(in: ObjectIdentifier(watch))
         }

@@ -442,7 +442,7 @@ extension RedisStreamsTransport {
             machine: StreamReaderStateMachine(
                 position: identity == nil ? .after(.zero) : .pendingAfter(.zero), accounted: accounted,
                 isDurable: identity != nil, recentCountLimit: StreamReaderStateMachine.recentCountLimitInNamespace),
-            loop: loop, parks: true)
+            loop: loop)
         reader.receiver = receiver
         let added = state.withLock { state in
             guard state.lifecycle.isOpen, state.shared.readers[name] == nil,

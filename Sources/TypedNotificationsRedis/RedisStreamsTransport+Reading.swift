@@ -222,11 +222,9 @@ extension RedisStreamsTransport {
                     readerErrorsMayHaveChanged()
                 }
                 deliver(batch, of: reader)
-                // A read that found nothing: a name of a namespace goes quiet
-                // and gives up its connection (see `IdleReaders`).
-                if batch.entries.isEmpty, batch.missed == 0, batch.rewound == 0, batch.missedIsExact, reader.parks,
-                    park(reader)
-                {
+                // A read that found nothing: the name goes quiet and gives
+                // up its connection (see `IdleReaders`).
+                if batch.entries.isEmpty, batch.missed == 0, batch.rewound == 0, batch.missedIsExact, park(reader) {
                     return
                 }
             case .reconnect:

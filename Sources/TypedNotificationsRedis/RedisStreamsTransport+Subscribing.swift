@@ -88,7 +88,7 @@ extension RedisStreamsTransport {
                     ? StreamReaderStateMachine.recentCountLimitInNamespace
                     : StreamReaderStateMachine.recentCountLimitOfName,
                 streamMayBeMissing: identity == nil && start == .zero && (accounted ?? 0) == 0),
-            loop: loop, parks: inNamespace)
+            loop: loop)
     }
 
     /// Connects a reader to the node of `key`; in a cluster, asks for the

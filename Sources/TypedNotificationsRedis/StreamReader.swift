@@ -13,9 +13,6 @@ final class StreamReader: Sendable {
     /// The namespace whose discovery stream this reads, its entries the
     /// names first posted in it; `nil` for a name's stream.
     let discovers: NotificationNamespace?
-    /// Read for a namespace: once quiet, it gives up its connection and
-    /// waits with other quiet readers on one (see ``IdleReaders``).
-    let parks: Bool
     private let onLoop: LoopBound<LoopState>
 
     /// What only the event loop touches.
@@ -130,12 +127,11 @@ final class StreamReader: Sendable {
     /// connects when it is started, on the loop).
     init(
         name: NotificationName, key: [UInt8], connection: RedisConnection?, machine: StreamReaderStateMachine,
-        loop: EventLoop, discovers: NotificationNamespace? = nil, parks: Bool = false
+        loop: EventLoop, discovers: NotificationNamespace? = nil
     ) {
         self.name = name
         self.key = key
         self.discovers = discovers
-        self.parks = parks
         onLoop = LoopBound(LoopState(connection: connection, machine: machine), on: loop)
         if let connection { _ = adopt(connection) }
     }

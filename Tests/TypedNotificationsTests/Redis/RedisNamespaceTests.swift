@@ -240,6 +240,42 @@ struct RedisNamespaceTests {
     }
 
     @Test(
+        "names observed by name share connections once quiet, on a standalone server: 100 names, plain and durable, hold one watch and a few spare connections (a connection has one blocking read at a time), and a post to any arrives in order"
+    )
+    func quietNamesByNameShare() async throws {
+        let server = try await RedisTestServer()
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        let names = try (0..<100).map { try NotificationName(validating: "test.byname.n\($0)") }
+        for identity in [nil, "auditor"] as [String?] {
+            let observer = try redisHub(
+                server, endpoint: "observer", identity: identity,
+                configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(200)))
+            let got = Collector<(name: String, index: Int, missed: Int)>()
+            let tokens = try names.map { name in
+                try observer.addObserver(Ping.self, named: name) { ping, delivery in
+                    got.append((delivery.name.rawValue, ping.index, delivery.missed))
+                }
+            }
+            // Quiet after one empty read each: one watch, a few spare.
+            let quiet = 1 + IdleReaders.spareLimit
+            #expect(await waitUntil { observer.transport.statistics.parkedReaders >= 100 })
+            #expect(await waitUntil { server.clients(named: "tn-reader") <= quiet }, "\(String(describing: identity))")
+            #expect(observer.transport.idleWatchCount == 1)
+
+            let posted = names.prefix(10)
+            for index in 1...3 { for name in posted { try poster.post(Ping(index: index), as: name) } }
+            #expect(await got.wait(forCount: 30, upTo: .seconds(30)))
+            for name in posted {
+                #expect(got.values.filter { $0.name == name.rawValue }.map { $0.index } == [1, 2, 3])
+            }
+            #expect(got.values.allSatisfy { $0.missed == 0 })
+            for token in tokens { token.cancel() }
+            observer.close()
+        }
+    }
+
+    @Test(
         "a plain namespace observer over 300 names holds one connection for its quiet names, not one each; a quiet name posted to, trimmed meanwhile or after a restart, is read in order with its losses counted exactly"
     )
     func quietNamesShareOneConnection() async throws {
