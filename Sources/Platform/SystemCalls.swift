@@ -92,15 +92,19 @@ import Synchronization
         return String(cString: working)
     }
 
-    /// The absolute path of `path` with every symbolic link and `.` or `..`
-    /// resolved; `nil` when it cannot be (a component is missing).
+    /// What the symbolic link at `path` contains; `nil` when it is not one
+    /// or cannot be read.
     ///
-    /// The corresponding C function is `realpath`.
-    package static func resolvedPath(_ path: String) -> String? {
-        count()
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
+    /// The corresponding C function is `readlink`.
+    package static func linkTarget(_ path: String) -> String? {
+        let capacity = Int(PATH_MAX) + 1
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { buffer -> String? in
+            guard let start = buffer.baseAddress else { return nil }
+            count()
+            let length = readlink(path, start, capacity)
+            guard length > 0, length < capacity else { return nil }
+            return String(decoding: UnsafeRawBufferPointer(start: start, count: length), as: UTF8.self)
+        }
     }
 
     /// The corresponding C function is `lstat`.

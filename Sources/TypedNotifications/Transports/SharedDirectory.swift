@@ -140,24 +140,46 @@ enum SharedFile {
     }
 }
 
-/// Which file a path named when it was recorded (device and inode), to
-/// notice that it was removed or replaced since: a transport whose shared
-/// directory is gone must say so instead of staying alive and deaf.
 extension SharedDirectory {
-    /// The directories above the absolute `path`, below the root: a rename
-    /// of any of them moves `path` away too.
-    static func ancestors(of path: String) -> [String] {
-        var ancestors: [String] = []
+    /// Every path that resolving the absolute `path` goes through, below
+    /// the root, `path`'s own last part left out: each directory above it,
+    /// each symbolic link on the way (a link to a link too), and the
+    /// directories above where each leads. Renaming or removing any of
+    /// them, or making a link lead elsewhere, changes what `path` names.
+    /// Up to 40 links are followed, as the kernel does.
+    ///
+    /// The corresponding C functions are `lstat` and `readlink`, per part.
+    static func pathsTraversed(to path: String) -> [String] {
+        var traversed: [String] = []
+        var pending = Array(path.split(separator: "/", omittingEmptySubsequences: true).map(String.init).dropLast())
         var current = ""
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true)
-        for part in parts.dropLast() {
-            current += "/" + part
-            ancestors.append(current)
+        var links = 0
+        while !pending.isEmpty {
+            let part = pending.removeFirst()
+            if part == "." { continue }
+            if part == ".." {
+                current = String(current[..<(current.lastIndex(of: "/") ?? current.startIndex)])
+                continue
+            }
+            let candidate = current + "/" + part
+            if !traversed.contains(candidate) { traversed.append(candidate) }
+            guard links < 40, case .success(let info) = SystemCalls.linkStatus(candidate), info.kind == .symbolicLink,
+                let target = SystemCalls.linkTarget(candidate)
+            else {
+                current = candidate
+                continue
+            }
+            links += 1
+            if target.hasPrefix("/") { current = "" }
+            pending = target.split(separator: "/", omittingEmptySubsequences: true).map(String.init) + pending
         }
-        return ancestors
+        return traversed
     }
 }
 
+/// Which file a path named when it was recorded (device and inode), to
+/// notice that it was removed or replaced since: a transport whose shared
+/// directory is gone must say so instead of staying alive and deaf.
 struct RecordedPath: Sendable, Equatable {
     let path: String
     let identity: FileIdentity

@@ -161,11 +161,28 @@ enum SocketRegistry {
         sender: NotificationSender,
         sharing: DirectorySharing
     ) throws(TypedNotificationError) -> Registered {
-        if case .namespace = name { try SharedDirectory.prepare(namespacesDirectory(directory), sharing: sharing) }
-        try SharedDirectory.prepare(nameDirectory(directory, name), sharing: sharing)
         let path = entryPath(directory, name, id)
         let source = registrationPath(directory, id)
-        switch SystemCalls.hardLink(source, to: path) {
+        // Another process's `rm -rf DIR/names` may remove the folders just
+        // made: made again, a few times, before giving up.
+        var attempts = 0
+        var linked: Result<Void, Errno>
+        repeat {
+            attempts += 1
+            do throws(TypedNotificationError) {
+                switch name {
+                case .namespace: try SharedDirectory.prepare(namespacesDirectory(directory), sharing: sharing)
+                case .name: try SharedDirectory.prepare(namesDirectory(directory), sharing: sharing)
+                }
+                try SharedDirectory.prepare(nameDirectory(directory, name), sharing: sharing)
+            } catch {
+                guard attempts < 4 else { throw error }
+                continue
+            }
+            linked = SystemCalls.hardLink(source, to: path)
+            guard case .failure(.noSuchFile) = linked, attempts < 4 else { break }
+        } while true
+        switch linked {
         case .success: return .linked
         case .failure(.tooManyLinks):
             try createFile(path, sender: sender, sharing: sharing)

@@ -40,10 +40,7 @@ extension SocketTransport {
         }
         let moved = PathEvents.removedOrMoved
         let movedOrLinked: PathEvents = [.removedOrMoved, .attributes]
-        var above = SharedDirectory.ancestors(of: directory)
-        if let resolved = SystemCalls.resolvedPath(directory), resolved != directory {
-            above += [resolved] + SharedDirectory.ancestors(of: resolved).filter { !above.contains($0) }
-        }
+        let above = SharedDirectory.pathsTraversed(to: directory)
         var paths: [(String, PathEvents, @Sendable () -> Void)] = above.map { ($0, moved, look) }
         paths.append((directory, [.removedOrMoved, .entries], lookAtEveryEntry))
         paths.append((SocketRegistry.socketsDirectory(directory), moved, look))
@@ -56,10 +53,19 @@ extension SocketTransport {
         // What each path was when watched: a watch follows its file, not
         // its path, so one that is not there any more must be made again.
         let identities = paths.map { WatchedPath(path: $0.0, identity: WatchedPath.identity(at: $0.0)) }
+        // A path removed meanwhile (`rm -rf DIR/names` as the endpoint
+        // starts) is watched once a look made it again: that look compares
+        // each path with what it was, and nothing was there.
+        var missing = false
         do throws(ChangeMonitorError) {
             let watcher = try PathWatcher.shared()
             for (path, events, changed) in paths {
-                made.append(try watcher.watch(path, for: events, changed))
+                do throws(ChangeMonitorError) {
+                    made.append(try watcher.watch(path, for: events, changed))
+                } catch {
+                    guard error.errno == .noSuchFile else { throw error }
+                    missing = true
+                }
             }
             if spool {
                 made.append(
@@ -80,6 +86,10 @@ extension SocketTransport {
         }
         for watch in replaced { watch.cancel() }
         try watchRegistration(bound)
+        if missing {
+            self.lookAtEveryEntry.store(true, ordering: .releasing)
+            lookSoon(bound)
+        }
     }
 
     /// Watches the registration file for a change in its link count (a

@@ -210,6 +210,9 @@ struct HostileDirectoryTests {
         /// The hub was given a path through a symbolic link; the directory
         /// the link leads to is moved.
         case linkedParentMoved = "mv of the directory a symbolic link above leads to"
+        /// The path goes through a link to a link; the second is made to
+        /// lead elsewhere (`ln -sfn`).
+        case chainedLinkRepointed = "ln -sfn of the second link of two on the path"
         /// A tmpfs mounted over the directory above (Linux, as root, as CI
         /// runs).
         case mountedOver = "mount over the directory above"
@@ -237,6 +240,11 @@ struct HostileDirectoryTests {
         if change == .linkedParentMoved {
             #expect(symlink(base + "/parent", base + "/link") == 0)
             directory = base + "/link/shared"
+        } else if change == .chainedLinkRepointed {
+            #expect(symlink(base + "/second", base + "/first") == 0)
+            #expect(symlink(base + "/parent", base + "/second") == 0)
+            #expect(mkdir(base + "/elsewhere", 0o700) == 0)
+            directory = base + "/first/shared"
         }
         defer {
             #if os(Linux)
@@ -253,6 +261,8 @@ struct HostileDirectoryTests {
             case .moved: other = try HelperProcess([directory, directory + ".moved"], executable: "/bin/mv")
             case .parentMoved, .linkedParentMoved:
                 other = try HelperProcess([base + "/parent", base + "/moved"], executable: "/bin/mv")
+            case .chainedLinkRepointed:
+                other = try HelperProcess(["-sfn", base + "/elsewhere", base + "/second"], executable: "/bin/ln")
             case .mountedOver:
                 other = try HelperProcess(["-t", "tmpfs", "none", base + "/parent"], executable: "/bin/mount")
             }

@@ -168,6 +168,38 @@ struct RegistryRepairTests {
         #expect(observer.transport.statistics.repairedEntries == 4)
     }
 
+    @Test(
+        "the registry removed again and again by another process while observers start: none fails, and each is reached"
+    )
+    func registryRemovedWhileStarting() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        for round in 0..<24 {
+            // Removes both registry folders 30 times in a row, as fast as it can.
+            let remover = try HelperProcess(
+                ["-c", "for i in $(seq 30); do rm -rf '\(directory)/names' '\(directory)/namespaces'; done"],
+                executable: "/bin/sh")
+            let observer = try socketHub(directory, endpoint: "observer")
+            defer { observer.close() }
+            let observed = Collector<String>()
+            let name = try NotificationName(validating: "test.starting.n\(round)")
+            let tokens = [
+                try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) },
+                try observer.addObserver(
+                    String.self, in: NotificationNamespace(validating: "test.spaced\(round)")
+                ) { text, _ in observed.append(text) },
+            ]
+            defer { for token in tokens { token.cancel() } }
+            // Its `rm` may fail on a folder the observer filled meanwhile.
+            _ = await remover.waitForExit()
+            _ = try await postUntilSeen(name, in: directory, by: nil, observed: observed, text: "named \(round)")
+            let inNamespace = try NotificationName(validating: "test.spaced\(round).x")
+            _ = try await postUntilSeen(
+                inNamespace, in: directory, by: nil, observed: observed, text: "spaced \(round)")
+            #expect(observer.failure == nil, "round \(round)")
+        }
+    }
+
     @Test("rm -rf DIR/names: a poster that started before the repair reaches the observer once it is made again")
     func wholeRegistryRemoved() async throws {
         let directory = try makeTemporaryDirectory()
