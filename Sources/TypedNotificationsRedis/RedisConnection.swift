@@ -85,9 +85,23 @@ package final class RedisConnection: @unchecked Sendable {
         if options.database != 0 { handshake.append([Array("SELECT".utf8), Array(String(options.database).utf8)]) }
         if let clientName { handshake.append([Array("CLIENT".utf8), Array("SETNAME".utf8), Array(clientName.utf8)]) }
         if identifying { handshake.append([Array("CLIENT".utf8), Array("ID".utf8)]) }
+        // A server loading its data (just started) takes the handshake but
+        // refuses every read with LOADING: asked here, where the answer
+        // never fails, so a connection is made only once it can serve.
+        if clientName != nil { handshake.append([Array("INFO".utf8), Array("persistence".utf8)]) }
         guard !handshake.isEmpty else { return connection }
         let replies = try connection.pipeline(handshake)
         for (command, reply) in zip(handshake, replies) {
+            if command[0] == Array("INFO".utf8) {
+                // Refused (an ACL without it): the connection is used as it is.
+                if case .bulkString(let text?) = reply,
+                    String(decoding: text, as: UTF8.self).contains("loading:1")
+                {
+                    throw TypedNotificationError(
+                        code: .unreachable, message: "Redis at \(options.redactedDescription) is loading its data")
+                }
+                continue
+            }
             if identifying, command.count == 2, command[1] == Array("ID".utf8) {
                 // Refused (an ACL without it): the connection works without.
                 if case .integer(let id) = reply { connection.clientID = Int(id) }
