@@ -69,9 +69,14 @@ import Synchronization
 ///   reader's own count tell how many it never got. A read that follows
 ///   one that found nothing goes alone, and should it find entries, their
 ///   counters are asked for just after it, one round trip before its
-///   entries are handed out, and count the same. So an idle reader sends
-///   one command each ``RedisStreamsConfiguration/blockTimeout`` (10 s by
+///   entries are handed out, and count the same. A reader whose read came
+///   back empty goes quiet: on a standalone server it gives up its
+///   connection, and the transport's quiet names wait together in one
+///   `XREAD` over up to 1,000 keys (on a cluster each keeps its own). So
+///   an idle transport sends one command per connection each
+///   ``RedisStreamsConfiguration/blockTimeout`` (10 s by
 ///   default), wakes only for its answer, and sends none that fails: a
+///   connection is used once the server has loaded its data, a
 ///   new connection asks `EXISTS` before it asks a stream's counters
 ///   (`XINFO` fails on a key that is not there: a server restarted without
 ///   persistence lost it), and a durable identity's group is made only
