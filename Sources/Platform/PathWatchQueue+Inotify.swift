@@ -17,8 +17,8 @@
     /// another reader rings when it read events of the watcher's and handed
     /// them to its inbox; and `/proc/self/mountinfo`, which becomes ready
     /// when a file system is mounted or unmounted anywhere in the process's
-    /// view, since a mount over a watched directory sends inotify nothing.
-    /// A mount is reported as an overflow: every listener looks once.
+    /// view, since a mount over a watched directory sends inotify nothing
+    /// (see ``PathWatcher/watchMounts(_:)``).
     ///
     /// A watch is one subscriber of the kernel's watch of its file, which
     /// the instance shares between everyone watching that file, and is
@@ -121,7 +121,7 @@
                 _ = read(bell, &rung, MemoryLayout<UInt64>.size)
             }
             // The kernel marks the change seen as it reports it: one report per change.
-            if waited[2].revents & Int16(POLLPRI | POLLERR) != 0 { reports.append(.overflowed) }
+            if waited[2].revents & Int16(POLLPRI | POLLERR) != 0 { reports.append(.mounted) }
             let ticket = queue.state.withLock { $0.beginRead() }
             var events: [ChangeQueueState.Event] = []
             if waited[0].revents != 0 {

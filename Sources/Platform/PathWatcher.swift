@@ -87,16 +87,28 @@ package final class PathWatcher: Sendable {
         }
     }
 
+    /// Calls `changed` on the watcher's thread when a file system is
+    /// mounted or unmounted anywhere in the process's view (Linux: a mount
+    /// over a watched directory sends inotify nothing), and when the
+    /// kernel's queue overflowed, until the returned watch is cancelled or
+    /// released. Never on Apple platforms. The callback decides, with a few
+    /// `lstat`s, whether the mount concerns it: it runs for every mount.
+    package func watchMounts(_ changed: @escaping @Sendable () -> Void) -> PathWatch {
+        let token = state.withLock { state in
+            state.add(Listener(events: [], changed: changed), to: PathWatcherState.mountKey, shared: false)?.token ?? 0
+        }
+        return PathWatch(watcher: self, key: PathWatcherState.mountKey, token: token)
+    }
+
     /// Ends one listener; removes the kernel's watch once nobody listens.
     fileprivate func cancel(key: Int, token: UInt64) {
-        guard state.withLock({ $0.remove(token, from: key) }) else { return }
+        guard state.withLock({ $0.remove(token, from: key) }), key != PathWatcherState.mountKey else { return }
         queue.remove(key)
         state.withLock { $0.removed(key) }
     }
 
-    /// How many times every watch was called at once: the kernel's queue
-    /// overflowed, or a file system was mounted or unmounted (Linux). For
-    /// tests and diagnostics.
+    /// How many times every watch was called at once, the kernel's queue
+    /// having overflowed. For tests and diagnostics.
     package var broadcasts: Int { broadcastCount.load(ordering: .acquiring) }
 
     private func run() {
@@ -142,6 +154,8 @@ package final class PathWatch: Sendable {
 enum PathWatchReport {
     /// The kernel dropped events: every watch may have changed.
     case overflowed
+    /// A file system was mounted or unmounted: for the mount watches.
+    case mounted
     /// The watch `key` saw `events`; `ended` when the kernel ended the
     /// watch (its file is gone).
     case changed(key: Int, events: PathEvents, ended: Bool)
@@ -155,6 +169,8 @@ private struct Listener {
 /// Who listens to which kernel watch. A value: decided under the lock, the
 /// system calls made after.
 private struct PathWatcherState {
+    /// The key of the mount watches: never a kernel watch's.
+    static let mountKey = Int.min
     private var listeners: [Int: [UInt64: Listener]] = [:]
     private var removing: Set<Int> = []
     private var nextToken: UInt64 = 0
@@ -210,6 +226,8 @@ private struct PathWatcherState {
                 for keyed in listeners.values {
                     for (token, listener) in keyed { call(token, listener) }
                 }
+            case .mounted:
+                for (token, listener) in listeners[Self.mountKey] ?? [:] { call(token, listener) }
             case .changed(let key, let events, let ended):
                 guard listeners[key] != nil else {
                     if early.count >= Self.earlyRemembered { early.removeAll() }

@@ -185,6 +185,31 @@ struct PathWatcherTests {
         }
     #endif
 
+    #if os(Linux)
+        @Test(
+            "a mount or unmount elsewhere calls the mount watches only, never a path watch",
+            .enabled(if: geteuid() == 0, "mounting needs root, as CI runs"))
+        func mountElsewhere() async throws {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let watching = try Watching(in: directory)
+            #expect(mkdir(directory + "/mnt", 0o700) == 0)
+            #expect(FileManager.default.createFile(atPath: directory + "/file", contents: Data()))
+            let file = try watching.watch(directory + "/file", for: [.removedOrMoved, .attributes], as: "file")
+            let itsDirectory = try watching.watch(directory, for: [.removedOrMoved, .entries], as: "directory")
+            let called = watching.called
+            let mounts = try PathWatcher.shared().watchMounts { called.append("mount") }
+            let mount = try HelperProcess(["-t", "tmpfs", "none", directory + "/mnt"], executable: "/bin/mount")
+            #expect(await mount.waitForExit() == 0)
+            await watching.wait(for: "mount")
+            let unmount = try HelperProcess([directory + "/mnt"], executable: "/bin/umount")
+            #expect(await unmount.waitForExit() == 0)
+            await watching.wait(for: "mount", count: 2)
+            watching.expectCalled(await watching.settled().filter { $0 != "mount" }, [])
+            withExtendedLifetime((file, itsDirectory, mounts)) {}
+        }
+    #endif
+
     @Test("a path that is not there, or too long, is refused with a typed error")
     func refused() throws {
         let directory = try makeTemporaryDirectory()

@@ -59,6 +59,9 @@ extension SocketTransport {
         var missing = false
         do throws(ChangeMonitorError) {
             let watcher = try PathWatcher.shared()
+            // A mount anywhere: looked at here, on the watcher's thread, so
+            // that only an endpoint whose paths it covered wakes.
+            made.append(watcher.watchMounts { [weak self] in self?.lookIfMoved(bound) })
             for (path, events, changed) in paths {
                 do throws(ChangeMonitorError) {
                     made.append(try watcher.watch(path, for: events, changed))
@@ -110,6 +113,14 @@ extension SocketTransport {
             return watches.registration
         }
         replaced?.cancel()
+    }
+
+    /// Called on the watcher's thread after a mount or an overflow: queues
+    /// a look if one of the watched paths names another file than when
+    /// watched.
+    private func lookIfMoved(_ bound: LoopBound<SocketReceiving>) {
+        let paths = watches.withLock { $0.paths }
+        if paths.contains(where: { $0.identity != WatchedPath.identity(at: $0.path) }) { lookSoon(bound) }
     }
 
     /// Called on the watcher's thread: queues one look on the loop, however
