@@ -75,6 +75,17 @@
             return count <= buffer.count - (headerSize + 256)
         }
 
+        /// `reader`'s inbox once the queue's reads with tickets up to
+        /// `bound` have handed out what they read: one of them may hold an
+        /// event for it that the kernel queued before it asked. Those reads
+        /// hand out at once, so this yields the processor until they have.
+        func inbox(of reader: UInt64, settledThrough bound: UInt64) -> ChangeQueueState.Inbox {
+            while true {
+                sched_yield()
+                if let inbox = state.withLock({ $0.takeInbox(reader, settledThrough: bound) }) { return inbox }
+            }
+        }
+
         /// Removes a watch no monitor listens to any more, then lets adders
         /// have its directory again.
         func removeWatch(_ watch: CInt) {

@@ -324,7 +324,7 @@ package final class DirectoryMonitor {
             }
             events.removeAll(keepingCapacity: true)
             for wake in wakes { wake() }
-            let inbox = taken ?? waitForReadsInFlight(through: bound)
+            let inbox = taken ?? queue.inbox(of: identifier, settledThrough: bound)
             if !inbox.created.isEmpty { created.formUnion(inbox.created) }
             for (index, names) in inbox.createdEntries where createdEntries[index] != .some(nil) {
                 createdEntries[index, default: []]?.append(contentsOf: names)
@@ -391,20 +391,6 @@ package final class DirectoryMonitor {
                 queue.removeWatch(retire)
             }
             return false
-        }
-
-        /// This monitor's inbox once the queue's reads with tickets up to
-        /// `bound` have handed out what they read: one of them may hold an
-        /// event for this monitor that the kernel queued before it asked.
-        /// Those reads do not block (the queue is non-blocking) and hand
-        /// out at once, so this yields the processor until they have.
-        private func waitForReadsInFlight(through bound: UInt64) -> ChangeQueueState.Inbox {
-            while true {
-                sched_yield()
-                if let inbox = queue.state.withLock({ $0.takeInbox(identifier, settledThrough: bound) }) {
-                    return inbox
-                }
-            }
         }
 
         /// Reads what is queued into ``events``, without a lock: the kernel

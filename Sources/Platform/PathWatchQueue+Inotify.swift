@@ -137,20 +137,9 @@
                 return (inbox, bound, state.takeWakes())
             }
             for wake in wakes { wake() }
-            var inbox: ChangeQueueState.Inbox
-            if let taken {
-                inbox = taken
-            } else {
-                // Another reader's read, begun before this one ended, may
-                // hold an event of the watcher's: it hands it out at once.
-                while true {
-                    sched_yield()
-                    if let settled = queue.state.withLock({ $0.takeInbox(identifier, settledThrough: bound) }) {
-                        inbox = settled
-                        break
-                    }
-                }
-            }
+            // Another reader's read, begun before this one ended, may hold
+            // an event of the watcher's.
+            let inbox = taken ?? queue.inbox(of: identifier, settledThrough: bound)
             if inbox.overflowed { reports.append(.overflowed) }
             let every: PathEvents = [.removedOrMoved, .attributes, .entries]
             for key in inbox.changed.union(inbox.lost) {

@@ -28,10 +28,11 @@ extension SocketTransport {
     ///
     /// The directory is watched for its entries too, and a change there (the
     /// registry's `names` or `namespaces` removed or moved, say) asks the
-    /// next look to check every entry, as does a watch that ended (its file
-    /// left its path). A directory reached through a symbolic link has the
-    /// directories above where the link leads watched too. Made again, all
-    /// of them, when one ended (see ``lookAtDirectory(_:)``).
+    /// next look to check every entry, as does a watched path that names
+    /// another file than when watched. Every directory and symbolic link
+    /// the path goes through is watched (`pathsTraversed`), and mounts.
+    /// Made again, all of them, when a watched path moved (see
+    /// ``lookAtDirectory(_:)``).
     func watchDirectory(_ bound: LoopBound<SocketReceiving>, spool: Bool) throws(TypedNotificationError) {
         let look: @Sendable () -> Void = { [weak self] in self?.lookSoon(bound) }
         let lookAtEveryEntry: @Sendable () -> Void = { [weak self] in
@@ -52,7 +53,7 @@ extension SocketTransport {
         var made: [PathWatch] = []
         // What each path was when watched: a watch follows its file, not
         // its path, so one that is not there any more must be made again.
-        let identities = paths.map { WatchedPath(path: $0.0, identity: WatchedPath.identity(at: $0.0)) }
+        let identities = paths.map { (path: $0.0, recorded: RecordedPath($0.0)) }
         // A path removed meanwhile (`rm -rf DIR/names` as the endpoint
         // starts) is watched once a look made it again: that look compares
         // each path with what it was, and nothing was there.
@@ -89,10 +90,7 @@ extension SocketTransport {
         }
         for watch in replaced { watch.cancel() }
         try watchRegistration(bound)
-        if missing {
-            self.lookAtEveryEntry.store(true, ordering: .releasing)
-            lookSoon(bound)
-        }
+        if missing { lookAtEveryEntry() }
     }
 
     /// Watches the registration file for a change in its link count (a
@@ -115,12 +113,19 @@ extension SocketTransport {
         replaced?.cancel()
     }
 
+    /// Whether the path watcher tells of the spool: a thread that sleeps
+    /// in the event queue without inotify (Apple platforms). One that
+    /// sleeps in its receive learns of it from posters' nudges; one with
+    /// inotify, from its spool monitor.
+    func watchesSpool(besides spoolMonitor: DirectoryMonitor?) -> Bool {
+        receiveCall == nil && spoolMonitor?.pollDescriptor == nil
+    }
+
     /// Called on the watcher's thread after a mount or an overflow: queues
     /// a look if one of the watched paths names another file than when
     /// watched.
     private func lookIfMoved(_ bound: LoopBound<SocketReceiving>) {
-        let paths = watches.withLock { $0.paths }
-        if paths.contains(where: { $0.identity != WatchedPath.identity(at: $0.path) }) { lookSoon(bound) }
+        if SocketWatches.anyMoved(watches.withLock { $0.paths }) { lookSoon(bound) }
     }
 
     /// Called on the watcher's thread: queues one look on the loop, however
@@ -153,14 +158,13 @@ extension SocketTransport {
         // removed and made again) watches the wrong one. Every entry is
         // looked at then (the registry's folder may have gone with it), and
         // the watches are made again on what is there now.
-        let ended = watches.withLock { $0.paths }.contains { $0.identity != WatchedPath.identity(at: $0.path) }
+        let ended = SocketWatches.anyMoved(watches.withLock { $0.paths })
         let everyEntry = lookAtEveryEntry.exchange(false, ordering: .acquiringAndReleasing) || ended
         do throws(TypedNotificationError) {
             try checkRegistrations(receiving, everyEntry: everyEntry)
             if ended, receiving.failedRepairs == 0 {
                 do throws(TypedNotificationError) {
-                    try watchDirectory(
-                        bound, spool: receiveCall == nil && receiving.spoolMonitor?.pollDescriptor == nil)
+                    try watchDirectory(bound, spool: watchesSpool(besides: receiving.spoolMonitor))
                 } catch {
                     // Gone again meanwhile (an `rm -rf` still running):
                     // tried again with the repairs.

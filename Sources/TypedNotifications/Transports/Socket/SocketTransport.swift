@@ -330,7 +330,7 @@ public final class SocketTransport: NotificationTransport {
                 throw SharedDirectory.failure(error, "could not watch \(socketPath)")
             }
         }
-        try watchDirectory(receiving, spool: receiveCall == nil && spoolMonitor?.pollDescriptor == nil)
+        try watchDirectory(receiving, spool: watchesSpool(besides: spoolMonitor))
         loop.start()
     }
 
@@ -577,23 +577,21 @@ struct SocketWatches {
     /// Set by close: a watch made after it is cancelled at once.
     var isClosed = false
     var fixed: [PathWatch] = []
-    /// The paths of `fixed`, and what each was when watched.
-    var paths: [WatchedPath] = []
+    /// The paths of `fixed`, and the file each named when watched (`nil`:
+    /// none was there).
+    var paths: [(path: String, recorded: RecordedPath?)] = []
+
+    /// Whether one of the watched paths names another file than when
+    /// watched (moved, or removed and made again): a watch follows its
+    /// file, not its path.
+    ///
+    /// The corresponding C function is `lstat`, once per path.
+    static func anyMoved(_ paths: [(path: String, recorded: RecordedPath?)]) -> Bool {
+        paths.contains { RecordedPath($0.path) != $0.recorded }
+    }
     /// The registration file's, made again when a repair replaces the file.
     var registration: PathWatch?
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.
 @_spi(TransportAuthoring) extension SocketTransport: TransportDriver {}
-
-/// A watched path and the file it named when watched (`nil`: none).
-struct WatchedPath {
-    let path: String
-    let identity: FileIdentity?
-
-    /// The corresponding C function is `lstat`.
-    static func identity(at path: String) -> FileIdentity? {
-        guard case .success(let info) = SystemCalls.linkStatus(path) else { return nil }
-        return info.identity
-    }
-}
