@@ -145,6 +145,10 @@ enum SocketRegistry {
         case unlinked
     }
 
+    /// How many times registering makes the registry's folders again when
+    /// another process removed them meanwhile.
+    static let registerAttempts = 64
+
     /// Creates this endpoint's entry for `selector`: a hard link to its
     /// registration file (`registration`, whose identity is `identity`).
     /// Names are validated, so the path cannot leave the directory; `link`
@@ -164,7 +168,9 @@ enum SocketRegistry {
         let path = entryPath(directory, name, id)
         let source = registrationPath(directory, id)
         // Another process's `rm -rf DIR/names` may remove the folders just
-        // made: made again, a few times, before giving up.
+        // made, again and again while it runs (each `rm` a few
+        // milliseconds): made again, up to 64 times, before giving up.
+        // Each try is a few system calls, so giving up costs little.
         var attempts = 0
         var linked: Result<Void, Errno>
         repeat {
@@ -176,11 +182,11 @@ enum SocketRegistry {
                 }
                 try SharedDirectory.prepare(nameDirectory(directory, name), sharing: sharing)
             } catch {
-                guard attempts < 4 else { throw error }
+                guard attempts < Self.registerAttempts else { throw error }
                 continue
             }
             linked = SystemCalls.hardLink(source, to: path)
-            guard case .failure(.noSuchFile) = linked, attempts < 4 else { break }
+            guard case .failure(.noSuchFile) = linked, attempts < Self.registerAttempts else { break }
         } while true
         switch linked {
         case .success: return .linked
