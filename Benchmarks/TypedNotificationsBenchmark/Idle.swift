@@ -12,8 +12,10 @@ import TypedNotifications
 
 // The idle section: what an observer costs while nothing is posted to it.
 // Each scenario is an observer process of its own (one name, 100 names, a
-// namespace; durable or not) over each transport. All of them wait through
-// the same window, once from start and once after a burst of posts, while
+// namespace, a namespace that sees 10,000 names; durable or not) over each
+// transport. All of them wait through
+// the same window, once from start and once after a peer observing the
+// same names was killed and a burst of posts came, while
 // this process counts, for every thread of each, its context switches
 // (/proc/PID/task/TID/status) and, where `perf` can count them, its system
 // calls. A wake-up of an idle observer has no cause but a timer or a poll,
@@ -38,31 +40,40 @@ enum IdleShape: String, Sendable {
     case one
     case hundred
     case namespace
+    /// A namespace whose burst is one post to each of 10,000 names: after
+    /// it, an observer that has seen them all.
+    case manyNames = "many"
 
     var label: String {
         switch self {
         case .one: "one name"
         case .hundred: "100 names"
         case .namespace: "a namespace"
+        case .manyNames: "a namespace, 10,000 names"
         }
     }
+
+    /// Posts of each name in a burst.
+    var postsPerName: Int { self == .manyNames ? 1 : idleBurstPerName }
 
     /// Its selectors, under `root` (each scenario has its own, so one's
     /// burst reaches no other observer on the same server).
     func selectors(under root: String) throws(TypedNotificationError) -> [NotificationSelector] {
         switch self {
-        case .namespace: [.namespace(try NotificationNamespace(validating: root))]
+        case .namespace, .manyNames: [.namespace(try NotificationNamespace(validating: root))]
         default: try postedNames(under: root).map { .name($0) }
         }
     }
 
-    /// The names a burst posts to: every observed one, and three of a namespace.
+    /// The names a burst posts to: every observed one, and three of a
+    /// namespace (10,000 of the many names' one).
     func postedNames(under root: String) throws(TypedNotificationError) -> [NotificationName] {
         let count =
             switch self {
             case .one: 1
             case .hundred: 100
             case .namespace: 3
+            case .manyNames: 10_000
             }
         return try (0..<count).map { index throws(TypedNotificationError) in
             try NotificationName(validating: "\(root).n\(index)")
@@ -80,10 +91,10 @@ func runIdleObserver(_ arguments: ArraySlice<String>) throws {
     let values = Array(arguments)
     guard values.count == 5, let entry = TransportCatalog.entry(named: values[0]),
         let shape = IdleShape(rawValue: values[1])
-    else { fail("usage: idle-observer TRANSPORT one|hundred|namespace durable|plain PLACE ROOT") }
+    else { fail("usage: idle-observer TRANSPORT one|hundred|namespace|many durable|plain PLACE ROOT") }
     let request = TransportRequest(identity: values[2] == "durable" ? "idle" : nil)
     let hub = try entry.makeHub(at: entry.place(values[3]), endpoint: "idle-observer", request: request)
-    let burst = try shape.postedNames(under: values[4]).count * idleBurstPerName
+    let burst = try shape.postedNames(under: values[4]).count * shape.postsPerName
     let received = Locked(0)
     for selector in try shape.selectors(under: values[4]) {
         let sequence = try hub.deliveries(ofRaw: selector, bufferingPolicy: .unbounded)
@@ -207,11 +218,13 @@ func measureIdle(quick: Bool, redis: BenchRedisServer?) throws -> [IdleFigures] 
             IdleScenario(transport: "socket", shape: .one, durable: false),
             IdleScenario(transport: "socket", shape: .hundred, durable: false),
             IdleScenario(transport: "socket", shape: .namespace, durable: false),
+            IdleScenario(transport: "socket", shape: .manyNames, durable: false),
             IdleScenario(transport: "file", shape: .one, durable: false),
             IdleScenario(transport: "file", shape: .hundred, durable: false),
             IdleScenario(transport: "file", shape: .namespace, durable: false),
             IdleScenario(transport: "file", shape: .one, durable: true),
             IdleScenario(transport: "file", shape: .namespace, durable: true),
+            IdleScenario(transport: "file", shape: .manyNames, durable: false),
         ]
         if redis != nil {
             scenarios += [
@@ -251,8 +264,18 @@ func measureIdle(quick: Bool, redis: BenchRedisServer?) throws -> [IdleFigures] 
         var figures: [IdleFigures] = []
         for phase in ["from start", "after a burst"] {
             if phase == "after a burst" {
-                for (scenario, child, _, poster, root) in running {
-                    for index in 0..<idleBurstPerName {
+                for (scenario, child, directory, poster, root) in running {
+                    // A peer observing the same names dies first (SIGKILL):
+                    // what it leaves is the burst's posters' to reap.
+                    let peer = Child([
+                        "idle-observer", scenario.transport, scenario.shape.rawValue, "plain",
+                        directory ?? redis?.url ?? "", root,
+                    ])
+                    _ = peer.expect("ready")
+                    kill(peer.processID, SIGKILL)
+                    var status: Int32 = 0
+                    while waitpid(peer.processID, &status, 0) == -1 && errno == EINTR {}
+                    for index in 0..<scenario.shape.postsPerName {
                         for name in try scenario.shape.postedNames(under: root) {
                             try poster.post(RawNotification(bytes: Array("\(index)".utf8)), as: name)
                         }
@@ -289,7 +312,7 @@ func measureIdle(quick: Bool, redis: BenchRedisServer?) throws -> [IdleFigures] 
         for figure in figures {
             let calls = figure.packageSystemCalls.map(String.init) ?? "n/a"
             print(
-                "  \(padded(figure.scenario, 30)) \(padded(figure.phase, 14)) wake-ups \(padded("\(figure.packageWakeUps)", 5)) system calls \(padded(calls, 5)) on \(figure.packageThreads) thread\(figure.packageThreads == 1 ? "" : "s")"
+                "  \(padded(figure.scenario, 36)) \(padded(figure.phase, 14)) wake-ups \(padded("\(figure.packageWakeUps)", 5)) system calls \(padded(calls, 5)) on \(figure.packageThreads) thread\(figure.packageThreads == 1 ? "" : "s")"
                     + "; runtime: \(figure.otherWakeUps) on \(figure.otherThreads)"
                     + (figure.busiest.isEmpty ? "" : " (\(figure.busiest.sorted().joined(separator: ", ")))"))
         }

@@ -175,6 +175,10 @@ struct ChangeQueueState {
     private var readsInFlight: [UInt64] = []
     private var nextMonitor: UInt64 = 0
     private var wakes: [@Sendable () -> Void] = []
+    // Watches whose file left its path while the kernel keeps them (a
+    // rename, or a removal whose end waits for an open file), with nobody
+    // following it: to remove after unlocking (see ``takeRemovals()``).
+    private var removals: [CInt] = []
 
     /// A new monitor's identifier.
     mutating func addMonitor() -> UInt64 {
@@ -237,6 +241,14 @@ struct ChangeQueueState {
         }
     }
 
+    /// Queues the removal of a watch the kernel keeps on a file that left
+    /// its path, once (see ``takeRemovals()``); an adder handed its number
+    /// meanwhile is told to try again.
+    private mutating func retire(_ watch: CInt) {
+        guard retiring.insert(watch).inserted else { return }
+        removals.append(watch)
+    }
+
     /// The kernel removed a retired watch.
     mutating func retired(_ watch: CInt) {
         retiring.remove(watch)
@@ -289,6 +301,18 @@ struct ChangeQueueState {
         return wakes
     }
 
+    /// The watches to remove with `inotify_rm_watch` after unlocking, each
+    /// then ``retired(_:)``: their file left its path and nobody follows
+    /// it. The kernel would keep a renamed directory's watch wherever it
+    /// went, and hand the same number back should it be renamed back,
+    /// which an ended watch refuses (``add(_:to:)``): removed, the number
+    /// is retried until then, and a new watch made after.
+    mutating func takeRemovals() -> [CInt] {
+        guard !removals.isEmpty else { return [] }
+        defer { removals = [] }
+        return removals
+    }
+
     #if os(Linux)
         /// inotify's event bits this state tells apart.
         static let overflow = UInt32(IN_Q_OVERFLOW)
@@ -328,16 +352,16 @@ struct ChangeQueueState {
         // which comes once nothing holds the directory any more. Subscribers
         // that follow their file stay until the kernel ends the watch.
         let isLeaving = event.mask & ending != 0
+        let isEnded = event.mask & Self.removal != 0
         guard let subscribers = watches[event.watch] else {
-            if isLeaving { ended(event.watch) }
+            if isEnded { ended(event.watch) } else if isLeaving { retire(event.watch) }
             return
         }
-        let isEnded = event.mask & Self.removal != 0
         var staying: [Subscriber] = []
         if isLeaving {
             staying = isEnded ? [] : subscribers.filter(\.followsItsFile)
             watches[event.watch] = staying.isEmpty ? nil : staying
-            if staying.isEmpty { ended(event.watch) }
+            if isEnded { ended(event.watch) } else if staying.isEmpty { retire(event.watch) }
         }
         // A write to a file matters only to monitors that asked for writes.
         let isWriteOnly = event.mask & ~modification == 0

@@ -281,6 +281,20 @@ package final class DirectoryMonitor {
         return lost
     }
 
+    /// Looks whether each of the directories watched as `indices` is still
+    /// the one at its path, for an owner told that something above them
+    /// changed (renamed away, say: a watch follows its directory, and no
+    /// event comes for it). One that is not counts as lost (see
+    /// ``takeLostWatches()``). Nothing where changes are found by comparing
+    /// times: that look is made on every ``changes()``.
+    ///
+    /// The corresponding C function is `lstat`, once per index.
+    package func recheckPaths(_ indices: some Sequence<Int>) {
+        #if os(Linux)
+            for index in indices where !lost.contains(index) && !isStillAtItsPath(index) { lost.insert(index) }
+        #endif
+    }
+
     /// The indices of the directories where an entry was created or moved
     /// in since the last call; where changes are found by comparing times,
     /// every changed directory (a time does not say what changed).
@@ -318,11 +332,12 @@ package final class DirectoryMonitor {
         #if os(Linux)
             let ticket = queue.state.withLock { $0.beginRead() }
             readQueue()
-            let (taken, bound, wakes) = queue.state.withLock { state in
+            let (taken, bound, wakes, removals) = queue.state.withLock { state in
                 let (inbox, bound) = state.finishRead(ticket, by: identifier, events: events)
-                return (inbox, bound, state.takeWakes())
+                return (inbox, bound, state.takeWakes(), state.takeRemovals())
             }
             events.removeAll(keepingCapacity: true)
+            for watch in removals { queue.removeWatch(watch) }
             for wake in wakes { wake() }
             let inbox = taken ?? queue.inbox(of: identifier, settledThrough: bound)
             if !inbox.created.isEmpty { created.formUnion(inbox.created) }

@@ -132,10 +132,11 @@
                     guard count > 0, !ChangeQueue.parse(buffer, count: count, into: &events) else { break }
                 }
             }
-            let (taken, bound, wakes) = queue.state.withLock { state in
+            let (taken, bound, wakes, removals) = queue.state.withLock { state in
                 let (inbox, bound) = state.finishRead(ticket, by: identifier, events: events)
-                return (inbox, bound, state.takeWakes())
+                return (inbox, bound, state.takeWakes(), state.takeRemovals())
             }
+            for watch in removals { queue.removeWatch(watch) }
             for wake in wakes { wake() }
             // Another reader's read, begun before this one ended, may hold
             // an event of the watcher's.

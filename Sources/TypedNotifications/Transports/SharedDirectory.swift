@@ -199,10 +199,82 @@ struct RecordedPath: Sendable, Equatable {
 
 }
 
+/// The path watches a transport keeps on its directory and on what it
+/// depends on, and the file each path named when watched (see
+/// ``watch(_:of:mounted:)``).
+struct DirectoryWatches {
+    /// Set by close: a watch made after it is cancelled at once.
+    var isClosed = false
+    var fixed: [PathWatch] = []
+    /// The paths of `fixed`, and the file each named when watched (`nil`:
+    /// none was there).
+    var paths: [(path: String, recorded: RecordedPath?)] = []
+    /// A watch its owner replaces on its own: the socket transport's
+    /// registration file, made again when a repair replaces the file.
+    var registration: PathWatch?
+
+    /// Whether one of the watched paths names another file than when
+    /// watched (moved, or removed and made again): a watch follows its
+    /// file, not its path.
+    ///
+    /// The corresponding C function is `lstat`, once per path.
+    static func anyMoved(_ paths: [(path: String, recorded: RecordedPath?)]) -> Bool {
+        paths.contains { RecordedPath($0.path) != $0.recorded }
+    }
+
+    /// Ends every watch: a transport's close.
+    mutating func close() -> [PathWatch] {
+        defer { self = DirectoryWatches(isClosed: true) }
+        return fixed + [registration].compactMap { $0 }
+    }
+}
+
+extension Locked<DirectoryWatches> {
+    /// Watches each of `paths` for its events with the process's path
+    /// watcher, and every mount (`mounted`, on the watcher's thread),
+    /// replacing the watches there were. Returns whether a path was
+    /// missing: it is watched once a look made it again, which compares
+    /// each path with what it was, and nothing was there. The `extra`
+    /// watches are neither compared nor allowed to be missing.
+    func watch(
+        _ paths: [(String, PathEvents, @Sendable () -> Void)],
+        andAlso extra: [(String, PathEvents, @Sendable () -> Void)] = [], of directory: String,
+        mounted: @escaping @Sendable () -> Void
+    ) throws(TypedNotificationError) -> Bool {
+        var made: [PathWatch] = []
+        // What each path was when watched: a watch follows its file, not
+        // its path, so one that is not there any more must be made again.
+        let identities = paths.map { (path: $0.0, recorded: RecordedPath($0.0)) }
+        var missing = false
+        do throws(ChangeMonitorError) {
+            let watcher = try PathWatcher.shared()
+            made.append(watcher.watchMounts(mounted))
+            for (path, events, changed) in paths {
+                do throws(ChangeMonitorError) {
+                    made.append(try watcher.watch(path, for: events, changed))
+                } catch {
+                    guard error.errno == .noSuchFile else { throw error }
+                    missing = true
+                }
+            }
+            for (path, events, changed) in extra { made.append(try watcher.watch(path, for: events, changed)) }
+        } catch {
+            throw SharedDirectory.failure(error, "could not watch \(directory)")
+        }
+        let replaced = withLock { watches -> [PathWatch] in
+            guard !watches.isClosed else { return made }
+            defer { (watches.fixed, watches.paths) = (made, identities) }
+            return watches.fixed
+        }
+        for watch in replaced { watch.cancel() }
+        return missing
+    }
+}
+
 /// What a transport's reader thread looks at to notice that the files it
 /// depends on (its shared directory, its socket) were removed or replaced:
-/// the file transport at most once a second, the socket transport when its
-/// path watches report a change.
+/// when its path watches report a change, and the file transport also at
+/// most once a second on the read passes that posts cause.
 struct RemovalWatch {
     private let files: [RecordedPath]
     private var lastLook = SystemClock.monotonicNanoseconds()

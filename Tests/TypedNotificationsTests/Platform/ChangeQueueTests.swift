@@ -136,6 +136,31 @@ struct ChangeQueueTests {
         #expect(alsoGone == .gone)
     }
 
+    @Test(
+        "a directory renamed: its monitors lose it, and the watch the kernel keeps is removed; an adder handed its number meanwhile tries again"
+    )
+    func renamedIsRemoved() {
+        var state = State()
+        let reader = state.addMonitor()
+        let late = state.addMonitor()
+        subscribe(&state, State.Subscriber(monitor: reader, index: 0, includesModifications: false), to: 9)
+        // Renamed (IN_MOVE_SELF): the kernel keeps watch 9 on it, wherever it went.
+        let renamed = State.ending & ~State.removal
+        let toReader = state.takeInbox(reader, after: [Self.event(9, renamed)])
+        #expect(toReader.lost == [0])
+        #expect(state.takeRemovals() == [9])
+        #expect(state.takeRemovals().isEmpty)
+        // Renamed back before the removal: inotify_add_watch hands out 9
+        // again. Refused as gone, the path would go unwatched for good.
+        let added = state.add(State.Subscriber(monitor: late, index: 0, includesModifications: false), to: 9)
+        #expect(added == .retry)
+        state.retired(9)
+        _ = state.takeInbox(reader, after: [Self.event(9, State.removal)])
+        // A rename of a watch nobody listens to is removed too, once.
+        _ = state.takeInbox(reader, after: [Self.event(10, renamed), Self.event(10, renamed)])
+        #expect(state.takeRemovals() == [10])
+    }
+
     @Test("an overflow tells every monitor to look at everything, and wakes the others")
     func overflowReachesAll() {
         var state = State()
@@ -253,6 +278,35 @@ struct ChangeQueueTests {
             #expect(wakes.value == 1)
             #expect(second.changes() == [b])
             #expect(second.takeCreations() == [b])
+        }
+
+        @Test(
+            "a directory renamed away and back, watched by monitors sharing one instance: watched again, its changes are seen"
+        )
+        func renamedAwayAndBack() throws {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let path = directory + "/log"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            // A queue of the test's own, so no other test's loop reads its events.
+            let queue = try ChangeQueue.make()
+            let monitors = (0..<4).map { _ in DirectoryMonitor(queue: queue) }
+            var indices = try monitors.map { try $0.watch(path) }
+            for round in 0..<3 {
+                #expect(rename(path, directory + "/away") == 0)
+                #expect(rename(directory + "/away", path) == 0)
+                for (number, monitor) in monitors.enumerated() {
+                    _ = monitor.changes()
+                    #expect(monitor.takeLostWatches().contains(indices[number]), "round \(round)")
+                }
+                // Without removing the watch the kernel kept, each monitor
+                // was refused its number as gone, and the path went unwatched.
+                indices = try monitors.map { try $0.watch(path) }
+                #expect(FileManager.default.createFile(atPath: path + "/\(round)", contents: nil))
+                for (number, monitor) in monitors.enumerated() {
+                    #expect(monitor.changes()?.contains(indices[number]) == true, "round \(round)")
+                }
+            }
         }
 
         @Test("a directory removed while the kernel's queue overflowed is still reported lost, and watched again")

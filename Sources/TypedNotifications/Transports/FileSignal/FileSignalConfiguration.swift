@@ -34,9 +34,10 @@ public struct FileSignalConfiguration: Sendable {
     public var segmentSize: Int
     /// What old segments are deleted; a segment a durable reader still needs is kept.
     public var retention: FileRetentionPolicy
-    /// How often to look at the logs even without a change event: the safety
-    /// net for lost events, and the only mechanism on file systems without
-    /// them. Default 1 second.
+    /// How often to look at the logs when ``usesChangeEvents`` is off, the
+    /// only way readers learn of posts then. With change events there is no
+    /// periodic look: every change a look would find comes as an event, so
+    /// an idle reader sleeps until one does. Default 1 second.
     public var pollInterval: Duration
     /// Whether to wake on change events (inotify on Linux). Turn it off for a
     /// file system that does not deliver them (some network file systems);

@@ -15,10 +15,11 @@ extension FileSignalTransport {
     /// Reads subscribed logs and hands what is new to the center: a change
     /// event only says when to look, and which log to look at.
     ///
-    /// With `thorough` (the poll, the safety net), every subscribed log is
-    /// read; else only those whose directory changed, new subscriptions and
-    /// readers with more to read, so a wake-up costs the same however many
-    /// names are observed.
+    /// With `thorough` (the poll, without change events; or something the
+    /// logs depend on changed), every subscribed log is read; else only
+    /// those whose directory changed, new subscriptions and readers with
+    /// more to read, so a wake-up costs the same however many names are
+    /// observed.
     func readPass(thorough: Bool = false) {
         passQueued.store(false, ordering: .releasing)
         guard
@@ -29,16 +30,26 @@ extension FileSignalTransport {
             })
         else { return }
         let checking = bound.value
+        let structural = structureChanged.exchange(false, ordering: .acquiringAndReleasing)
+        if structural {
+            guard lookAtStructure(checking) else { return }
+        }
+        let thorough = thorough || structural
         // The change events, and watches for new logs, on this thread, which
         // alone uses the monitor, with no lock held.
         let changed = checking.changedNames(newlySubscribed: subscribed, in: directory)
+        // A log that could not be watched (not for being missing: its
+        // directory made comes as an event) is read by every pass: one is
+        // made in a second, which watches it again.
+        if checking.hasUnwatchable { scheduleRetry() }
         // Logs made in a subscribed namespace: their readers are read by
         // the pass requested here, which watches their directories first.
         let (discovering, relist, namespaces) = state.withLock { state in
             defer { state.shared.discoveringChanged = false }
             return (!state.shared.discovering.isEmpty, state.shared.discoveringChanged, state.shared.namespaces)
         }
-        if let found = checking.newLogs(in: directory, wanted: discovering, relist: relist || changed == nil),
+        if let found = checking.newLogs(
+            in: directory, wanted: discovering, relist: relist || changed == nil || structural),
             discover(found.listAll ? nil : found.entries)
         {
             requestPass()
@@ -164,6 +175,65 @@ extension FileSignalTransport {
         if !batches.hasMore.isEmpty || !deferred.isEmpty { requestPass() }
         // Names still waiting beyond this pass's few: looked at in 1 ms.
         if !held.isEmpty || (deferred.isEmpty && checking.hasWaiting) { scheduleRecheck() }
+    }
+
+    /// Something the logs depend on changed (see `watchDirectory`): is the
+    /// directory gone? Then observers are told, and this returns `false`.
+    /// Else the path watches are made again if a watched path names
+    /// another file now, and the read pass's watches looked at against
+    /// their paths. A watch that cannot be made is tried again in a second,
+    /// at most ``Self/rewatchAttempts`` times in a row, then reported.
+    private func lookAtStructure(_ checking: FileReading) -> Bool {
+        if let removal = checking.removalWatch.removal(throttled: false) {
+            checking.receiver.fail(removal)
+            return false
+        }
+        checking.recheckEverything()
+        // `DIR/logs` missing: an `rm -rf` of the directory may be under
+        // way, and the directory's own end comes only once nothing holds it
+        // (a segment this process keeps open does). Looked at again in 1,
+        // 2, 4 … 32 s, until it is made again or the directory is gone.
+        if case .failure = SystemCalls.linkStatus(FileLog.logsDirectory(directory)) {
+            if checking.brokenLooks < Self.brokenLooksMade {
+                loop.schedule(after: 1_000_000_000 << checking.brokenLooks) { [weak self] in
+                    self?.lookAtEverything()
+                }
+                checking.brokenLooks += 1
+            }
+        } else {
+            checking.brokenLooks = 0
+        }
+        guard DirectoryWatches.anyMoved(watches.withLock { $0.paths }) else { return true }
+        do throws(TypedNotificationError) {
+            try watchDirectory()
+            checking.failedRewatches = 0
+        } catch {
+            checking.failedRewatches += 1
+            guard checking.failedRewatches < Self.rewatchAttempts else {
+                checking.receiver.fail(error)
+                return false
+            }
+            loop.schedule(after: 1_000_000_000) { [weak self] in self?.lookAtEverything() }
+        }
+        return true
+    }
+
+    /// How many looks are made, a second and then twice as long apart,
+    /// while `DIR/logs` is missing.
+    static var brokenLooksMade: Int { 6 }
+
+    /// How many times in a row the path watches may fail to be made again
+    /// before observers are told.
+    static var rewatchAttempts: Int { 30 }
+
+    /// A pass in a second, once, for a log that could not be watched.
+    private func scheduleRetry() {
+        guard !retryScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        loop.schedule(after: 1_000_000_000) { [weak self] in
+            guard let self else { return }
+            retryScheduled.store(false, ordering: .releasing)
+            readPass()
+        }
     }
 
     /// How many waiting names a pass looks at, besides those with news.

@@ -6,9 +6,12 @@ import Synchronization
 /// model, done right.
 ///
 /// A post appends its envelope to the name's log and the append itself is the
-/// wake-up signal (inotify on Linux; a poll every
-/// ``FileSignalConfiguration/pollInterval`` as a safety net and where there are
-/// no change events). Observers read what is new past their cursor. Because
+/// wake-up signal (inotify on Linux, notify(3) on Apple platforms; a poll
+/// every ``FileSignalConfiguration/pollInterval`` only where change events are
+/// turned off). An idle observer makes no system call until something changes
+/// in its directory: what else it must notice (its directory or one above it
+/// moved or removed, a log's folder made again) comes as an event too.
+/// Observers read what is new past their cursor. Because
 /// the log is the truth, a lost or coalesced signal loses nothing, and two
 /// quick posts are both kept and delivered, in order.
 ///
@@ -69,6 +72,12 @@ public final class FileSignalTransport: KeepsLatest {
     let cursorSaves = SystemMutex()
     // A pass for names held back for their observers is scheduled.
     let recheckScheduled = Atomic<Bool>(false)
+    // What the logs depend on, watched (see `watchDirectory`); a change
+    // there asks the next pass to look at everything.
+    let watches = Locked(DirectoryWatches())
+    let structureChanged = Atomic<Bool>(false)
+    // A pass is scheduled to watch again what could not be watched.
+    let retryScheduled = Atomic<Bool>(false)
     // Bumped under the state lock whenever a reader is added or removed, so
     // a read pass, which reads with no lock held, knows without taking the
     // lock again whether the readers it read are still the current ones.
@@ -215,11 +224,56 @@ public final class FileSignalTransport: KeepsLatest {
             }
         }
         receiveCall?.set { [weak self] timeout in self?.sleepForChanges(timeout) }
-        // Also the safety net where change events are used: a pass at least
-        // once a second.
-        let interval = UInt64(max(1, min(configuration.pollInterval.clampedMilliseconds, 1_000))) * 1_000_000
-        schedulePolls(every: interval)
+        if configuration.usesChangeEvents {
+            // An idle reader sleeps until a change: every change a pass
+            // would look for comes as an event (see `watchDirectory`).
+            try watchDirectory()
+        } else {
+            schedulePolls(every: UInt64(max(1, configuration.pollInterval.clampedMilliseconds)) * 1_000_000)
+        }
         loop.start()
+    }
+
+    /// Watches what the logs depend on, so that a change there wakes the
+    /// loop for a pass that looks at everything (``lookAtEverything()``):
+    /// every directory and symbolic link the directory's path goes through
+    /// (renamed or removed, or a link made to lead elsewhere, any of them
+    /// takes the directory away), the directory itself (removed or moved,
+    /// and its entries: `logs` removed, renamed or made again), every
+    /// mount, and `DIR/logs` (removed or moved; where the read pass's own
+    /// monitor does not name the logs made there, Apple platforms, its
+    /// entries too). A fixed number of watches, however many names are
+    /// read; made again when a watched path names another file.
+    ///
+    /// A path missing now (`DIR/logs` during an `rm -rf`) is watched once
+    /// it is made again, which changes the directory's entries.
+    func watchDirectory() throws(TypedNotificationError) {
+        let look: @Sendable () -> Void = { [weak self] in self?.lookAtEverything() }
+        let absolute = SharedDirectory.absolute(directory)
+        var paths = SharedDirectory.pathsTraversed(to: absolute).map { ($0, PathEvents.removedOrMoved, look) }
+        paths.append((absolute, [.removedOrMoved, .entries], look))
+        if DirectoryMonitor.usesSignals {
+            paths.append((FileLog.logsDirectory(absolute), .removedOrMoved, look))
+            let pass: @Sendable () -> Void = { [weak self] in self?.requestPass() }
+            paths.append((FileLog.logsDirectory(absolute), .entries, pass))
+        } else {
+            paths.append((FileLog.logsDirectory(absolute), .removedOrMoved, look))
+        }
+        _ = try watches.watch(paths, of: directory) { [weak self] in self?.lookIfMoved() }
+    }
+
+    /// Called on the path watcher's thread after a mount or an overflow:
+    /// asks for a look if one of the watched paths names another file.
+    private func lookIfMoved() {
+        if DirectoryWatches.anyMoved(watches.withLock { $0.paths }) { lookAtEverything() }
+    }
+
+    /// Something the logs depend on changed: the next pass looks whether
+    /// the directory is still there, watches again what left its path, and
+    /// reads every log. Called on the path watcher's thread.
+    func lookAtEverything() {
+        structureChanged.store(true, ordering: .releasing)
+        requestPass()
     }
 
     /// The transport's event loop, which also runs the jobs of its hub's
@@ -540,6 +594,7 @@ public final class FileSignalTransport: KeepsLatest {
             defer { table.idle = [:] }
             return table.idle
         }
+        for watch in watches.withLock({ $0.close() }) { watch.cancel() }
         // Closed from a handler on the loop: it does not wait for itself.
         let ended = closing.end(loop)
         withExtendedLifetime((receiving, idle)) {}

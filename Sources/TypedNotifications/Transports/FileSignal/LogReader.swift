@@ -160,10 +160,15 @@ final class FileReading {
     private var waiting: [NotificationName] = []
     private var waitingHead = 0
     private var waitingSet: Set<NotificationName> = []
-    // The watch on `DIR/logs` for namespace observers, which names the logs
-    // made there; the names made since the last look (`nil`: list it).
+    // The watch on `DIR/logs`, which names the logs made there: for
+    // namespace observers, and to watch again a name's directory made anew
+    // at its path while the old one is held open (its end comes only once
+    // this reader closes its segment). The names made since the last look
+    // (`nil`: list it).
     private var logsWatch: Int?
     private var newLogEntries: [String]? = []
+    // Something above the logs changed (see ``recheckEverything()``).
+    private var recheckAll = false
     // Apple platforms: the posters' signal descriptor, once made, until the
     // read pass registers it with the loop.
     private var newSignalDescriptor: CInt?
@@ -210,16 +215,53 @@ final class FileReading {
         DirectoryMonitor.usesSignals ? FileLog.directoryIdentity(root) : nil
     }
 
+    /// Something above the logs' directories changed (the transport's
+    /// directory had an entry made, removed or renamed, or a directory on
+    /// its path moved): the next ``changedNames(newlySubscribed:in:)``
+    /// looks whether each watched directory is still the one at its path,
+    /// since a watch follows its directory wherever it went.
+    func recheckEverything() {
+        recheckAll = true
+    }
+
+    /// Whether a name's log could not be watched at the last look, for
+    /// another reason than being missing (see
+    /// ``changedNames(newlySubscribed:in:)``): it is read on every pass,
+    /// and nothing but a pass tries again.
+    private(set) var hasUnwatchable = false
+    /// How many times in a row the transport's path watches could not be
+    /// made again.
+    var failedRewatches = 0
+    /// How many looks were made in a row with `DIR/logs` missing.
+    var brokenLooks = 0
+
     func changedNames(newlySubscribed: [NotificationName], in root: String) -> Set<NotificationName>? {
         let changed = monitor.changes()
         var created = Set(monitor.takeCreations().compactMap { watchedNames[$0] })
         if let logsWatch, let entries = monitor.takeCreatedEntries()[logsWatch] {
             if let entries { newLogEntries?.append(contentsOf: entries) } else { newLogEntries = nil }
+            // A name's directory made at its path: the one watched may be
+            // the one removed (`rm -rf`), whose end comes only once nothing
+            // holds it open, and this reader's segment does.
+            if let entries {
+                let names = entries.compactMap { try? NotificationName(validating: $0) }
+                monitor.recheckPaths(names.compactMap { watchIndex[$0] })
+            } else {
+                monitor.recheckPaths(watchedNames.keys)
+            }
+        }
+        var lost = monitor.takeLostWatches()
+        // `DIR/logs` left its path: the names' watches followed it too.
+        if let logsWatch, lost.contains(logsWatch) { recheckAll = true }
+        if recheckAll || changed == nil {
+            recheckAll = false
+            monitor.recheckPaths(Array(watchedNames.keys) + [logsWatch].compactMap { $0 })
+            lost.formUnion(monitor.takeLostWatches())
         }
         defer { createdSegments = changed == nil ? nil : created }
         var names = due
         due = []
-        for index in monitor.takeLostWatches() {
+        for index in lost {
             if index == logsWatch {
                 // `DIR/logs` was removed (and perhaps made again): watched
                 // and listed again.
@@ -230,22 +272,36 @@ final class FileReading {
             watchIndex[name] = nil
             unwatched.insert(name)
         }
+        // `DIR/logs` is watched before the names below it, so a name's
+        // directory made after this look comes as an event. Missing (an
+        // `rm -rf` of it), it is watched again once made: a change in the
+        // transport's directory, which asks for ``recheckEverything()``.
+        if logsWatch == nil, let index = try? monitor.watch(FileLog.logsDirectory(root), namingEntries: true) {
+            logsWatch = index
+            newLogEntries = nil
+        }
         for name in newlySubscribed where watchIndex[name] == nil {
             unwatched.insert(name)
         }
+        hasUnwatchable = false
         for name in unwatched {
             names.insert(name)
-            if let index = try? monitor.watch(FileLog.nameDirectory(root, name)) {
-                if let directory = signalDirectory(root),
-                    let descriptor = monitor.listen(forSignal: FileLog.signalName(directory, name), as: index)
-                {
-                    newSignalDescriptor = descriptor
-                }
-                created.insert(name)
-                watchIndex[name] = index
-                watchedNames[index] = name
-                unwatched.remove(name)
+            let index: Int
+            do throws(ChangeMonitorError) {
+                index = try monitor.watch(FileLog.nameDirectory(root, name))
+            } catch {
+                if error.errno != .noSuchFile { hasUnwatchable = true }
+                continue
             }
+            if let directory = signalDirectory(root),
+                let descriptor = monitor.listen(forSignal: FileLog.signalName(directory, name), as: index)
+            {
+                newSignalDescriptor = descriptor
+            }
+            created.insert(name)
+            watchIndex[name] = index
+            watchedNames[index] = name
+            unwatched.remove(name)
         }
         names.formUnion(newlySubscribed)
         guard let changed else { return nil }
@@ -294,13 +350,9 @@ final class FileReading {
     func newLogs(in root: String, wanted: Bool, relist: Bool) -> (listAll: Bool, entries: [String])? {
         defer { newLogEntries = [] }
         guard wanted else { return nil }
-        if logsWatch == nil {
-            // Watched before it is listed: a log made after the listing
-            // comes as an event.
-            logsWatch = try? monitor.watch(FileLog.logsDirectory(root), namingEntries: true)
-            return (true, [])
-        }
-        guard let entries = newLogEntries, !relist else { return (true, []) }
+        // Watched (by ``changedNames(newlySubscribed:in:)``) before it is
+        // listed: a log made after the listing comes as an event.
+        guard logsWatch != nil, let entries = newLogEntries, !relist else { return (true, []) }
         return (false, entries)
     }
 }

@@ -50,45 +50,24 @@ extension SocketTransport {
         if registryGeneration != nil {
             paths.append((SocketRegistry.generationPath(directory), movedOrLinked, look))
         }
-        var made: [PathWatch] = []
-        // What each path was when watched: a watch follows its file, not
-        // its path, so one that is not there any more must be made again.
-        let identities = paths.map { (path: $0.0, recorded: RecordedPath($0.0)) }
-        // A path removed meanwhile (`rm -rf DIR/names` as the endpoint
-        // starts) is watched once a look made it again: that look compares
-        // each path with what it was, and nothing was there.
-        var missing = false
-        do throws(ChangeMonitorError) {
-            let watcher = try PathWatcher.shared()
-            // A mount anywhere: looked at here, on the watcher's thread, so
-            // that only an endpoint whose paths it covered wakes.
-            made.append(watcher.watchMounts { [weak self] in self?.lookIfMoved(bound) })
-            for (path, events, changed) in paths {
-                do throws(ChangeMonitorError) {
-                    made.append(try watcher.watch(path, for: events, changed))
-                } catch {
-                    guard error.errno == .noSuchFile else { throw error }
-                    missing = true
-                }
-            }
-            if spool {
-                made.append(
-                    try watcher.watch(spoolDirectory, for: .entries) { [weak self] in
+        var spoolWatch: [(String, PathEvents, @Sendable () -> Void)] = []
+        if spool {
+            spoolWatch.append(
+                (
+                    spoolDirectory, .entries,
+                    { [weak self] in
                         self?.loop.execute { [weak self] in
                             guard let self, isOpen else { return }
                             takeSpool(bound)
                         }
-                    })
-            }
-        } catch {
-            throw SharedDirectory.failure(error, "could not watch \(directory)")
+                    }
+                ))
         }
-        let replaced = watches.withLock { watches -> [PathWatch] in
-            guard !watches.isClosed else { return made }
-            defer { (watches.fixed, watches.paths) = (made, identities) }
-            return watches.fixed
+        // A mount anywhere: looked at on the watcher's thread, so that only
+        // an endpoint whose paths it covered wakes.
+        let missing = try watches.watch(paths, andAlso: spoolWatch, of: directory) { [weak self] in
+            self?.lookIfMoved(bound)
         }
-        for watch in replaced { watch.cancel() }
         try watchRegistration(bound)
         if missing { lookAtEveryEntry() }
     }
@@ -125,7 +104,7 @@ extension SocketTransport {
     /// a look if one of the watched paths names another file than when
     /// watched.
     private func lookIfMoved(_ bound: LoopBound<SocketReceiving>) {
-        if SocketWatches.anyMoved(watches.withLock { $0.paths }) { lookSoon(bound) }
+        if DirectoryWatches.anyMoved(watches.withLock { $0.paths }) { lookSoon(bound) }
     }
 
     /// Called on the watcher's thread: queues one look on the loop, however
@@ -158,7 +137,7 @@ extension SocketTransport {
         // removed and made again) watches the wrong one. Every entry is
         // looked at then (the registry's folder may have gone with it), and
         // the watches are made again on what is there now.
-        let ended = SocketWatches.anyMoved(watches.withLock { $0.paths })
+        let ended = DirectoryWatches.anyMoved(watches.withLock { $0.paths })
         let everyEntry = lookAtEveryEntry.exchange(false, ordering: .acquiringAndReleasing) || ended
         do throws(TypedNotificationError) {
             try checkRegistrations(receiving, everyEntry: everyEntry)

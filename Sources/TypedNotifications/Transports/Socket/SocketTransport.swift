@@ -127,7 +127,7 @@ public final class SocketTransport: NotificationTransport {
     let registryGeneration: SharedCounter?
     // What tells the loop that the directory, the socket or a registry
     // entry changed (see `watchDirectory`); let go at close.
-    let watches = Locked(SocketWatches())
+    let watches = Locked(DirectoryWatches())
     // A look at the directory is queued on the loop (see `lookSoon`).
     let lookQueued = Atomic<Bool>(false)
     // The next look checks every registry entry, not only the link count
@@ -560,12 +560,7 @@ public final class SocketTransport: NotificationTransport {
             return shared.subscribed
         }
         if case .alreadyClosed = closing { return }
-        let watching = watches.withLock { watches -> SocketWatches in
-            defer { watches = SocketWatches(isClosed: true) }
-            return watches
-        }
-        for watch in watching.fixed { watch.cancel() }
-        watching.registration?.cancel()
+        for watch in watches.withLock({ $0.close() }) { watch.cancel() }
         dropRoutingAfterClose()
         for name in names {
             _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
@@ -581,27 +576,6 @@ public final class SocketTransport: NotificationTransport {
         receiveCall?.clear()
         Self.removeSpool(spoolDirectory)
     }
-}
-
-/// The watches of a socket transport's directory (see `watchDirectory`).
-struct SocketWatches {
-    /// Set by close: a watch made after it is cancelled at once.
-    var isClosed = false
-    var fixed: [PathWatch] = []
-    /// The paths of `fixed`, and the file each named when watched (`nil`:
-    /// none was there).
-    var paths: [(path: String, recorded: RecordedPath?)] = []
-
-    /// Whether one of the watched paths names another file than when
-    /// watched (moved, or removed and made again): a watch follows its
-    /// file, not its path.
-    ///
-    /// The corresponding C function is `lstat`, once per path.
-    static func anyMoved(_ paths: [(path: String, recorded: RecordedPath?)]) -> Bool {
-        paths.contains { RecordedPath($0.path) != $0.recorded }
-    }
-    /// The registration file's, made again when a repair replaces the file.
-    var registration: PathWatch?
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.

@@ -291,4 +291,35 @@ struct HostileDirectoryTests {
         #expect(await watcher.waitForExit() == 69)
         #expect(watcher.errors.values.contains { $0.contains("removed") })
     }
+
+    @Test(
+        "tnotify watch ends with an error when a directory above its own is renamed, or a link on its path is made to lead elsewhere",
+        arguments: ["renamed", "relinked"])
+    func tnotifyNoticesPathLeavingIt(how: String) async throws {
+        let base = try makeTemporaryDirectory()
+        defer { removeDirectory(base) }
+        // `dir` itself is made by the watcher, owner-only.
+        for path in ["/a/b", "/other/b"] {
+            try FileManager.default.createDirectory(atPath: base + path, withIntermediateDirectories: true)
+        }
+        #expect(symlink(base + "/a", base + "/link") == 0)
+        let directory = how == "renamed" ? base + "/a/b/dir" : base + "/link/b/dir"
+        let watcher = try HelperProcess(
+            ["watch", Ping.name.rawValue, "--transport", "file", "--dir", directory],
+            executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        if how == "renamed" {
+            // Nothing happens to the directory itself: it is where it was,
+            // under another name, and a poster using the path makes a new one.
+            #expect(rename(base + "/a", base + "/moved") == 0)
+        } else {
+            // `ln -sfn`: a new link renamed over the old one.
+            #expect(symlink(base + "/other", base + "/link.new") == 0)
+            #expect(rename(base + "/link.new", base + "/link") == 0)
+        }
+        // Without a watch above the directory, no event came, and the
+        // watcher listened on where the path no longer led, for good.
+        #expect(await watcher.waitForExit() == 69)
+        #expect(watcher.errors.values.contains { $0.contains("removed or replaced") })
+    }
 }

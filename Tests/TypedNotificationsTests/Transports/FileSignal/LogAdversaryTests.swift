@@ -42,6 +42,48 @@ struct LogAdversaryTests {
     }
 
     @Test(
+        "a log removed or renamed away, and DIR/logs too, 24 times under a watcher that holds its segment open: each post made after reaches it, with no periodic look"
+    )
+    func logReplacedOverAndOver() async throws {
+        // The adversary: `rm -rf` and `mv` by other processes, each followed
+        // at once by a post from another. A directory removed while the
+        // watcher holds a segment in it sends no event of its own until
+        // that segment is closed, and a renamed one none at all; only the
+        // entries made at its path say a new log is there. With no timer
+        // to look again, a missed one would wait forever (30 s here).
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let hub = try fileHub(directory, endpoint: "watcher")
+        defer { hub.close() }
+        let got = Collector<(poster: Int, index: Int)>()
+        let token = try hub.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, _ in
+            got.append((ping.poster, ping.index))
+        }
+        defer { token.cancel() }
+        let logs = directory + "/logs"
+        let log = logs + "/" + HelperPing.name.rawValue
+        let first = try HelperProcess(["fpost", directory, "1", "0"])
+        #expect(await first.waitForExit() == 0, "\(first.errors.values)")
+        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        let adversaries: [[String]] = [
+            ["/bin/rm", "-rf", log], ["/bin/rm", "-rf", logs],
+            ["/bin/mv", log, directory + "/away"], ["/bin/mv", logs, directory + "/away"],
+        ]
+        for round in 1...24 {
+            let arguments = adversaries[round % adversaries.count]
+            let adversary = try HelperProcess(Array(arguments.dropFirst()), executable: arguments[0])
+            #expect(await adversary.waitForExit() == 0, "round \(round): \(adversary.errors.values)")
+            let poster = try HelperProcess(["fpost", directory, "1", "\(round)"])
+            #expect(await poster.waitForExit() == 0, "round \(round): \(poster.errors.values)")
+            let arrived = await got.wait(forCount: round + 1, upTo: .seconds(30))
+            #expect(arrived, "round \(round), after \(arguments.joined(separator: " "))")
+            guard arrived else { break }
+            removeDirectory(directory + "/away")
+        }
+        #expect(got.values.map(\.poster) == Array(0...24))
+    }
+
+    @Test(
         "a log directory renamed away under a long-lived poster: its next posts go to the log at the path, made again by it or by another process"
     )
     func logDirectoryRenamedUnderPoster() async throws {
