@@ -56,6 +56,12 @@ public struct FileSignalConfiguration: Sendable {
     /// that path whatever else runs beside them.
     package var sleepsInReadBeyondLimit = false
 
+    /// How many looks a reader makes, 1 s and then twice as long apart,
+    /// while `DIR/logs` is missing after a change (see *Design
+    /// decisions*). Tests set none, to show that a removal is noticed
+    /// without them.
+    package var looksWhileLogsMissing = 6
+
     /// Creates a configuration.
     public init(
         sharing: DirectorySharing = .ownerOnly,

@@ -38,10 +38,15 @@ extension FileSignalTransport {
         // The change events, and watches for new logs, on this thread, which
         // alone uses the monitor, with no lock held.
         let changed = checking.changedNames(newlySubscribed: subscribed, in: directory)
-        // A log that could not be watched (not for being missing: its
-        // directory made comes as an event) is read by every pass: one is
-        // made in a second, which watches it again.
-        if checking.hasUnwatchable { scheduleRetry() }
+        // A log that could not be watched (not for its folder: a folder
+        // made or replaced comes as an event) is read by every pass: one is
+        // made in 1, 2, 4 … 64 s, which watches it again.
+        if checking.hasUnwatchable {
+            scheduleRetry(after: min(64, 1 << min(checking.unwatchableRetries, 6)))
+            checking.unwatchableRetries += 1
+        } else {
+            checking.unwatchableRetries = 0
+        }
         // Logs made in a subscribed namespace: their readers are read by
         // the pass requested here, which watches their directories first.
         let (discovering, relist, namespaces) = state.withLock { state in
@@ -129,7 +134,8 @@ extension FileSignalTransport {
             }
             let records = reader.readNew(
                 root: directory, decoder: &checking.decoder, counters: counters, maximumRecords: room,
-                segmentsChanged: checking.createdSegments?.contains(name) ?? true, keepingOpen: keepingOpen)
+                segmentsChanged: checking.createdSegments?.contains(name) ?? true,
+                keepingOpen: keepingOpen && !checking.isUnwatched(name))
             handedOver += records.count
             read.append((name, reader, records))
         }
@@ -194,7 +200,7 @@ extension FileSignalTransport {
         // (a segment this process keeps open does). Looked at again in 1,
         // 2, 4 … 32 s, until it is made again or the directory is gone.
         if case .failure = SystemCalls.linkStatus(FileLog.logsDirectory(directory)) {
-            if checking.brokenLooks < Self.brokenLooksMade {
+            if checking.brokenLooks < configuration.looksWhileLogsMissing {
                 loop.schedule(after: 1_000_000_000 << checking.brokenLooks) { [weak self] in
                     self?.lookAtEverything()
                 }
@@ -218,18 +224,15 @@ extension FileSignalTransport {
         return true
     }
 
-    /// How many looks are made, a second and then twice as long apart,
-    /// while `DIR/logs` is missing.
-    static var brokenLooksMade: Int { 6 }
-
     /// How many times in a row the path watches may fail to be made again
     /// before observers are told.
     static var rewatchAttempts: Int { 30 }
 
-    /// A pass in a second, once, for a log that could not be watched.
-    private func scheduleRetry() {
+    /// A pass in `seconds`, unless one is scheduled, for a log that could
+    /// not be watched.
+    private func scheduleRetry(after seconds: UInt64) {
         guard !retryScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        loop.schedule(after: 1_000_000_000) { [weak self] in
+        loop.schedule(after: seconds * 1_000_000_000) { [weak self] in
             guard let self else { return }
             retryScheduled.store(false, ordering: .releasing)
             readPass()

@@ -224,11 +224,24 @@ final class FileReading {
         recheckAll = true
     }
 
-    /// Whether a name's log could not be watched at the last look, for
-    /// another reason than being missing (see
-    /// ``changedNames(newlySubscribed:in:)``): it is read on every pass,
-    /// and nothing but a pass tries again.
+    /// Whether a name's log could not be watched at the last look for a
+    /// reason that no change of its folder ends (the user's limit of
+    /// watches, say; see ``changedNames(newlySubscribed:in:)``): it is read
+    /// on every pass, and nothing but a pass tries again. A folder missing,
+    /// not a folder, or unreadable is watched again when `logs/` reports an
+    /// entry made there.
     private(set) var hasUnwatchable = false
+    /// How many retries in a row found a log that could not be watched.
+    var unwatchableRetries = 0
+
+    /// Whether `name`'s folder is not watched now: it left its path (or
+    /// cannot be watched), so its reader keeps no segment open between
+    /// passes. A segment held open in a removed folder holds the folders
+    /// above it too, and the transport's directory removed later would
+    /// send its end only once the segment closes.
+    func isUnwatched(_ name: NotificationName) -> Bool {
+        unwatched.contains(name)
+    }
     /// How many times in a row the transport's path watches could not be
     /// made again.
     var failedRewatches = 0
@@ -290,7 +303,8 @@ final class FileReading {
             do throws(ChangeMonitorError) {
                 index = try monitor.watch(FileLog.nameDirectory(root, name))
             } catch {
-                if error.errno != .noSuchFile { hasUnwatchable = true }
+                let pathProblems: [Errno] = [.noSuchFile, .notADirectory, .tooManySymbolicLinks, .permissionDenied]
+                if !pathProblems.contains(error.errno) { hasUnwatchable = true }
                 continue
             }
             if let directory = signalDirectory(root),

@@ -279,6 +279,49 @@ struct HostileDirectoryTests {
         #expect(failure?.message.contains("removed") == true, "\(String(describing: failure))")
     }
 
+    #if os(Linux)
+        @Test(
+            "the directory removed long after its logs/ went, with no timer left to look: the watcher, which held a segment there, still ends and says why"
+        )
+        func directoryRemovedLongAfterLogs() async throws {
+            let base = try makeTemporaryDirectory()
+            defer { removeDirectory(base) }
+            let directory = base + "/shared"
+            var configuration = FileSignalConfiguration()
+            configuration.looksWhileLogsMissing = 0
+            let hub = try fileHub(directory, endpoint: "watcher", configuration: configuration)
+            defer { hub.close() }
+            let deliveries = try hub.deliveries(of: HelperPing.self)
+            var iterator = deliveries.makeAsyncIterator()
+            let poster = try HelperProcess(["fpost", directory, "1", "1"])
+            #expect(await poster.waitForExit() == 0)
+            #expect(await iterator.next()?.notification == HelperPing(poster: 1, index: 0))
+            let logs = try HelperProcess(["-rf", directory + "/logs"], executable: "/bin/rm")
+            #expect(await logs.waitForExit() == 0)
+            // The adversary waits as long as it likes: here, until the watcher
+            // let go of the removed segment. Held, it would hold the directory,
+            // whose removal inotify then reports only once it is closed.
+            try #require(await waitUntil { Self.deletedFilesOpen(under: directory) == 0 })
+            let removal = try HelperProcess(["-rf", directory], executable: "/bin/rm")
+            #expect(await removal.waitForExit() == 0)
+            while await iterator.next() != nil {}
+            #expect(hub.failure?.code == .transportFailure)
+            #expect(hub.failure?.message.contains("removed") == true, "\(String(describing: hub.failure))")
+        }
+
+        /// How many of this process's descriptors are of removed files under `path`.
+        private static func deletedFilesOpen(under path: String) -> Int {
+            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            return descriptors.filter { descriptor in
+                guard
+                    let target = try? FileManager.default.destinationOfSymbolicLink(
+                        atPath: "/proc/self/fd/" + descriptor)
+                else { return false }
+                return target.hasPrefix(path + "/") && target.hasSuffix(" (deleted)")
+            }.count
+        }
+    #endif
+
     @Test("tnotify watch ends with an error when its directory is removed", arguments: ["file", "socket"])
     func tnotifyNoticesRemovedDirectory(transport: String) async throws {
         let directory = try makeTemporaryDirectory()
