@@ -38,6 +38,8 @@ func playCancelWhileLoopBodyRuns<Durable: NotificationTransport, Posting: Notifi
     bodyMayEnd.fire()
     let handled = await loop.value
     try poster.post(Ping(index: 3))
+    // A transport that failed meanwhile would explain a cursor not saved.
+    #expect(first.failure == nil, "\(String(describing: first.failure))")
     first.close()
     let second = try durable()
     defer { second.close() }
