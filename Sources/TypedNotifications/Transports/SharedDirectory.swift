@@ -213,15 +213,6 @@ struct DirectoryWatches {
     /// registration file, made again when a repair replaces the file.
     var registration: PathWatch?
 
-    /// Whether one of the watched paths names another file than when
-    /// watched (moved, or removed and made again): a watch follows its
-    /// file, not its path.
-    ///
-    /// The corresponding C function is `lstat`, once per path.
-    static func anyMoved(_ paths: [(path: String, recorded: RecordedPath?)]) -> Bool {
-        paths.contains { RecordedPath($0.path) != $0.recorded }
-    }
-
     /// Ends every watch: a transport's close.
     mutating func close() -> [PathWatch] {
         defer { self = DirectoryWatches(isClosed: true) }
@@ -230,6 +221,13 @@ struct DirectoryWatches {
 }
 
 extension Locked<DirectoryWatches> {
+    /// Whether one of the watched paths names another file than when
+    /// watched (moved, or removed and made again): a watch follows its
+    /// file, not its path. Looked at with no lock held.
+    ///
+    /// The corresponding C function is `lstat`, once per path.
+    var anyMoved: Bool { withLock { $0.paths }.contains { RecordedPath($0.path) != $0.recorded } }
+
     /// Watches each of `paths` for its events with the process's path
     /// watcher, and every mount (`mounted`, on the watcher's thread),
     /// replacing the watches there were. Returns whether a path was

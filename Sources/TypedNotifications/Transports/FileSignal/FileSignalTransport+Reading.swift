@@ -209,7 +209,7 @@ extension FileSignalTransport {
         } else {
             checking.brokenLooks = 0
         }
-        guard DirectoryWatches.anyMoved(watches.withLock { $0.paths }) else { return true }
+        guard watches.anyMoved else { return true }
         do throws(TypedNotificationError) {
             try watchDirectory()
             checking.failedRewatches = 0

@@ -265,12 +265,13 @@ public final class FileSignalTransport: KeepsLatest {
     /// Called on the path watcher's thread after a mount or an overflow:
     /// asks for a look if one of the watched paths names another file.
     private func lookIfMoved() {
-        if DirectoryWatches.anyMoved(watches.withLock { $0.paths }) { lookAtEverything() }
+        if watches.anyMoved { lookAtEverything() }
     }
 
     /// Something the logs depend on changed: the next pass looks whether
     /// the directory is still there, watches again what left its path, and
-    /// reads every log. Called on the path watcher's thread.
+    /// reads every log. Called on the path watcher's thread, and by the
+    /// loop's timers while something is broken.
     func lookAtEverything() {
         structureChanged.store(true, ordering: .releasing)
         requestPass()

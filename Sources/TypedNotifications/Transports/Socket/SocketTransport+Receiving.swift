@@ -104,7 +104,7 @@ extension SocketTransport {
     /// a look if one of the watched paths names another file than when
     /// watched.
     private func lookIfMoved(_ bound: LoopBound<SocketReceiving>) {
-        if DirectoryWatches.anyMoved(watches.withLock { $0.paths }) { lookSoon(bound) }
+        if watches.anyMoved { lookSoon(bound) }
     }
 
     /// Called on the watcher's thread: queues one look on the loop, however
@@ -137,7 +137,7 @@ extension SocketTransport {
         // removed and made again) watches the wrong one. Every entry is
         // looked at then (the registry's folder may have gone with it), and
         // the watches are made again on what is there now.
-        let ended = DirectoryWatches.anyMoved(watches.withLock { $0.paths })
+        let ended = watches.anyMoved
         let everyEntry = lookAtEveryEntry.exchange(false, ordering: .acquiringAndReleasing) || ended
         do throws(TypedNotificationError) {
             try checkRegistrations(receiving, everyEntry: everyEntry)
