@@ -63,11 +63,8 @@ import Testing
                 #expect(await waitUntil { systemCall(ofThreadNamed: "sleepsRead") == readCall })
             }
             // Another process appends to a file in the directory.
-            let writer = Process()
-            writer.executableURL = URL(fileURLWithPath: "/bin/sh")
-            writer.arguments = ["-c", "printf x >> '\(directory)/log'"]
-            try writer.run()
-            writer.waitUntilExit()
+            let writer = try HelperProcess(["-c", "printf x >> '\(directory)/log'"], executable: "/bin/sh")
+            #expect(await writer.waitForExit() == 0)
             await sleeping.changes.wait(forCount: 1)
             #expect(sleeping.changes.values.contains { $0?.contains(index) == true })
         }
