@@ -33,7 +33,7 @@ public struct DeliverySequence<Notification: DarwinPayload>: AsyncSequence, Send
         return AsyncIterator(iteration: SequenceIteration(registration))
     }
 
-    /// Takes deliveries in post order.
+    /// Takes deliveries in post order (per poster and name).
     public struct AsyncIterator: AsyncIteratorProtocol {
         // Nil for every iterator but the first: a queue has one consumer.
         let iteration: SequenceIteration<Notification>?
@@ -89,7 +89,7 @@ public struct NotificationSequence<Notification: DarwinPayload>: AsyncSequence, 
         AsyncIterator(base: deliveries.makeAsyncIterator())
     }
 
-    /// Takes notifications in post order.
+    /// Takes notifications in post order (per poster and name).
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: DeliverySequence<Notification>.AsyncIterator
 
