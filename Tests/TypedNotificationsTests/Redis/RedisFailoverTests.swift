@@ -434,4 +434,67 @@ struct RedisFailoverTests {
         #expect(durable.got.values.first?.index == 310)
         #expect(durable.got.values.first?.missed == 10)
     }
+
+    @Test(
+        "after a master is killed and its replica promoted, idle readers of its slot, plain and durable, send the promoted node one read per block per connection and no command that fails"
+    )
+    func idleReadersAfterFailover() async throws {
+        let cluster = try await RedisTestCluster(replicas: 1, nodeTimeout: 1000)
+        let name: NotificationName = "failover.idle"
+        let key = "tn:{failover.idle}"
+        let master = try #require(try cluster.owner(ofSlot: try cluster.slot(of: key)))
+        let replica = try #require(try cluster.replica(of: master))
+        let other = try #require(cluster.livingNodes.first { $0 != master && $0 != replica })
+        // Blocks of 100 ms, so a window of a second shows the rate.
+        let blocks = RedisStreamsConfiguration(blockTimeout: .milliseconds(100))
+        let plain = try Watcher(
+            failoverHub(cluster, node: other, endpoint: "plain", configuration: blocks), name: name)
+        let durable = try Watcher(
+            failoverHub(cluster, node: other, endpoint: "durable", identity: "svc", configuration: blocks), name: name)
+        let watchers = [plain, durable]
+        defer { for watcher in watchers { watcher.close() } }
+        let poster = try failoverHub(cluster, node: other, endpoint: "poster")
+        defer { poster.close() }
+        for index in 0..<10 { try poster.post(Ping(index: index), as: name) }
+        for watcher in watchers { #expect(await waitUntil { watcher.firstDeliveries.count == 10 }) }
+
+        await cluster.kill(node: master)
+        // Posts wait for the election; one written to the dead node's
+        // connection before it was known dead may fail, saying so.
+        let acknowledged = try await offThePool { () -> [Int] in
+            var acknowledged = Array(0..<10)
+            for index in 10..<20 where (try? poster.post(Ping(index: index), as: name)) != nil {
+                acknowledged.append(index)
+            }
+            return acknowledged
+        }
+        #expect(acknowledged.count >= 19)
+        #expect(try cluster.owner(ofSlot: try cluster.slot(of: key)) == replica)
+        for watcher in watchers {
+            #expect(await waitUntil { watcher.everything.isSuperset(of: acknowledged) }, "\(watcher.hub.sender)")
+        }
+
+        // Idle on the promoted node: only blocking reads, none failing, and
+        // at most one per block on each reader's connection.
+        let node = cluster.nodes[replica]
+        func reads() -> Int {
+            let calls = (try? RedisFaultTests.commandCounts(node))?.calls
+            return (calls?["xread"] ?? 0) + (calls?["xreadgroup"] ?? 0)
+        }
+        #expect(await waitUntil { reads() >= 4 })
+        _ = try node.command("CONFIG", "RESETSTAT")
+        let start = ContinuousClock.now
+        #expect(await waitUntil { reads() >= 20 })
+        let counts = try RedisFaultTests.commandCounts(node)
+        let blocksElapsed = (ContinuousClock.now - start) / .milliseconds(100)
+        #expect(Set(counts.calls.keys).isSubset(of: ["xread", "xreadgroup"]), "\(counts.calls)")
+        #expect(counts.errors == 0, "\(counts.said)")
+        #expect(
+            Double(reads()) <= Double(watchers.count) * (blocksElapsed + 2),
+            "\(counts.calls) in \(blocksElapsed) blocks")
+        for watcher in watchers {
+            #expect(watcher.got.values.allSatisfy { $0.missed == 0 })
+            #expect(watcher.hub.failure == nil)
+        }
+    }
 }

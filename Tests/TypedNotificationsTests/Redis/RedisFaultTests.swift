@@ -25,7 +25,7 @@ struct RedisFaultTests {
     /// `CONFIG` left out); with the server's error replies by kind, for the
     /// message (`errorstats` also counts errors no command of the package's
     /// made, such as another client's protocol error).
-    private static func commandCounts(
+    static func commandCounts(
         _ server: RedisTestServer
     ) throws -> (calls: [String: Int], errors: Int, said: String) {
         func text(_ section: String) throws -> String {
