@@ -58,10 +58,7 @@ struct RedisFailoverTests {
     )
     func masterKilledReplicaPromoted() async throws {
         let cluster = try await RedisTestCluster(replicas: 1, nodeTimeout: 1000)
-        let onKilled = try #require(try cluster.owner(ofSlot: try cluster.slot(of: "tn:{failover.killed}")))
-        let master = onKilled
-        let replica = try #require(try cluster.replica(of: master))
-        let other = try #require(cluster.livingNodes.first { $0 != master && $0 != replica })
+        let (master, replica, other) = try cluster.failoverNodes(of: "tn:{failover.killed}")
         let killedName: NotificationName = "failover.killed"
         let otherMaster = try #require(try cluster.owner(ofSlot: try cluster.slot(of: "tn:{failover.other}")))
         let livingName =
@@ -148,9 +145,7 @@ struct RedisFailoverTests {
     func masterHangs() async throws {
         let cluster = try await RedisTestCluster(replicas: 1, nodeTimeout: 1000)
         let name: NotificationName = "failover.hung"
-        let master = try #require(try cluster.owner(ofSlot: try cluster.slot(of: "tn:{failover.hung}")))
-        let replica = try #require(try cluster.replica(of: master))
-        let other = try #require(cluster.livingNodes.first { $0 != master && $0 != replica })
+        let (master, replica, other) = try cluster.failoverNodes(of: "tn:{failover.hung}")
         // A short block, so an unanswered read is noticed in 0.5 s plus the
         // command timeout (5 s).
         let quick = RedisStreamsConfiguration(blockTimeout: .milliseconds(500))
@@ -284,9 +279,7 @@ struct RedisFailoverTests {
     )
     func failoverWaitBound() async throws {
         let cluster = try await RedisTestCluster(replicas: 1, nodeTimeout: 1000)
-        let master = try #require(try cluster.owner(ofSlot: try cluster.slot(of: "tn:{failover.bound}")))
-        let replica = try #require(try cluster.replica(of: master))
-        let other = try #require(cluster.livingNodes.first { $0 != master && $0 != replica })
+        let (master, replica, other) = try cluster.failoverNodes(of: "tn:{failover.bound}")
         let poster = try failoverHub(
             cluster, node: other, endpoint: "poster", configuration: .init(failoverWait: .milliseconds(300)))
         defer { poster.close() }
@@ -317,9 +310,7 @@ struct RedisFailoverTests {
         let cluster = try await RedisTestCluster(replicas: 1, nodeTimeout: 1000)
         let name: NotificationName = "failover.confirmed"
         let key = "tn:{failover.confirmed}"
-        let master = try #require(try cluster.owner(ofSlot: try cluster.slot(of: key)))
-        let replica = try #require(try cluster.replica(of: master))
-        let other = try #require(cluster.livingNodes.first { $0 != master && $0 != replica })
+        let (master, replica, other) = try cluster.failoverNodes(of: key)
         // Generous while the replica runs (on a busy machine it took over
         // 200 ms to confirm, once in 20 runs); short where it must time out.
         let confirmed = try failoverHub(
@@ -402,9 +393,7 @@ struct RedisFailoverTests {
         let cluster = try await RedisTestCluster(replicas: 1, nodeTimeout: 1000)
         let name: NotificationName = "failover.clean"
         let key = "tn:{failover.clean}"
-        let master = try #require(try cluster.owner(ofSlot: try cluster.slot(of: key)))
-        let replica = try #require(try cluster.replica(of: master))
-        let other = try #require(cluster.livingNodes.first { $0 != master && $0 != replica })
+        let (master, replica, other) = try cluster.failoverNodes(of: key)
         let poster = try failoverHub(cluster, node: other, endpoint: "poster")
         defer { poster.close() }
         var durable = try Watcher(failoverHub(cluster, node: other, endpoint: "durable", identity: "svc"), name: name)
@@ -442,9 +431,7 @@ struct RedisFailoverTests {
         let cluster = try await RedisTestCluster(replicas: 1, nodeTimeout: 1000)
         let name: NotificationName = "failover.idle"
         let key = "tn:{failover.idle}"
-        let master = try #require(try cluster.owner(ofSlot: try cluster.slot(of: key)))
-        let replica = try #require(try cluster.replica(of: master))
-        let other = try #require(cluster.livingNodes.first { $0 != master && $0 != replica })
+        let (master, replica, other) = try cluster.failoverNodes(of: key)
         // Blocks of 100 ms, so a window of a second shows the rate.
         let blocks = RedisStreamsConfiguration(blockTimeout: .milliseconds(100))
         let plain = try Watcher(
@@ -481,7 +468,10 @@ struct RedisFailoverTests {
             let calls = (try? RedisFaultTests.commandCounts(node))?.calls
             return (calls?["xread"] ?? 0) + (calls?["xreadgroup"] ?? 0)
         }
-        #expect(await waitUntil { reads() >= 4 })
+        // Settled: reading on the promoted node, and every delivery
+        // acknowledged (the identity's last acknowledgements may follow the
+        // deliveries, on a connection of their own).
+        #expect(await waitUntil { reads() >= 4 && (try? node.pendingCount(key, group: "svc")) == 0 })
         _ = try node.command("CONFIG", "RESETSTAT")
         let start = ContinuousClock.now
         #expect(await waitUntil { reads() >= 20 })

@@ -123,6 +123,15 @@ final class RedisTestCluster: Sendable {
         return nil
     }
 
+    /// The nodes a failover of `key`'s slot concerns: the master that owns
+    /// it, that master's replica, and a third node, neither of them.
+    func failoverNodes(of key: String) throws -> (master: Int, replica: Int, other: Int) {
+        guard let master = try owner(ofSlot: try slot(of: key)), let replica = try replica(of: master),
+            let other = livingNodes.first(where: { $0 != master && $0 != replica })
+        else { throw RedisTestFailure("no master with a replica and a third node for \(key)") }
+        return (master, replica, other)
+    }
+
     /// The URL of node `index`.
     func url(node index: Int = 0) -> String { nodes[index].url() }
 
