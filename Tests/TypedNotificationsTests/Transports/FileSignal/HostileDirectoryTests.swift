@@ -301,24 +301,15 @@ struct HostileDirectoryTests {
             // The adversary waits as long as it likes: here, until the watcher
             // let go of the removed segment. Held, it would hold the directory,
             // whose removal inotify then reports only once it is closed.
-            try #require(await waitUntil { Self.deletedFilesOpen(under: directory) == 0 })
+            try #require(
+                await waitUntil {
+                    (try? descriptors(under: directory).filter { $0.hasSuffix(" (deleted)") }.isEmpty) == true
+                })
             let removal = try HelperProcess(["-rf", directory], executable: "/bin/rm")
             #expect(await removal.waitForExit() == 0)
             while await iterator.next() != nil {}
             #expect(hub.failure?.code == .transportFailure)
             #expect(hub.failure?.message.contains("removed") == true, "\(String(describing: hub.failure))")
-        }
-
-        /// How many of this process's descriptors are of removed files under `path`.
-        private static func deletedFilesOpen(under path: String) -> Int {
-            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-            return descriptors.filter { descriptor in
-                guard
-                    let target = try? FileManager.default.destinationOfSymbolicLink(
-                        atPath: "/proc/self/fd/" + descriptor)
-                else { return false }
-                return target.hasPrefix(path + "/") && target.hasSuffix(" (deleted)")
-            }.count
         }
     #endif
 

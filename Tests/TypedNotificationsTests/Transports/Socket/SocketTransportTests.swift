@@ -75,26 +75,6 @@ struct SocketTransportLocalTests {
 }
 
 #if os(Linux)
-    /// The descriptors this process holds on files under `directory`: its
-    /// files (a removed one too) and its Unix sockets, by path.
-    private func descriptors(under directory: String) throws -> [String] {
-        var socketPaths: [String: String] = [:]
-        // Num RefCount Protocol Flags Type St Inode Path
-        for line in try String(contentsOfFile: "/proc/net/unix", encoding: .utf8).split(separator: "\n").dropFirst() {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            if fields.count >= 8 { socketPaths[String(fields[6])] = String(fields[7]) }
-        }
-        let folder = "/proc/self/fd"
-        return try FileManager.default.contentsOfDirectory(atPath: folder).compactMap { entry in
-            guard var target = try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/" + entry)
-            else { return nil }
-            if target.hasPrefix("socket:["), let path = socketPaths[String(target.dropFirst(8).dropLast())] {
-                target = path
-            }
-            return target.hasPrefix(directory + "/") ? target : nil
-        }
-    }
-
     @Suite("Socket transport: what a closed hub holds")
     struct SocketTransportClosingTests {
         @Test("100 observing hubs opened and closed: none keeps its socket or registration file open")
