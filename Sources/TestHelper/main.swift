@@ -67,6 +67,9 @@ import TypedNotificationsRedis
 //                                                "ready", then "done hubs=H inorder=… missed=…" once
 //                                                each has TOTAL pings; with churn, other hubs on DIR
 //                                                open and close meanwhile
+//   tnotify-test-helper remove-loop DIR MS FOLDER…
+//                                                removes each FOLDER under DIR again and again for
+//                                                MS milliseconds: "removed ROUNDS"
 //   tnotify-test-helper contract …               the contract suite's roles, over any transport:
 //                                                see Contract.swift
 //   tnotify-test-helper reaper                   kills the processes listed on its stdin once
@@ -422,6 +425,9 @@ do {
         case .success: say("connected")
         case .failure(let error): say("refused \(error.rawValue)")
         }
+    case "remove-loop" where arguments.count >= 4:
+        guard let milliseconds = Int(arguments[2]) else { fail("MS must be a number") }
+        removeRepeatedly(in: arguments[1], folders: Array(arguments.dropFirst(3)), milliseconds: milliseconds)
     case "contract":
         try await runContractCommand(arguments.dropFirst())
     case "reaper" where arguments.count == 1:
@@ -447,7 +453,7 @@ do {
             "usage: observe | observe-total | post | post-exit | send-forged | send-forged-pid | send-as"
                 + " | fobserve | fobserve-total | fobserve-names | fobserve-events | fdurable | fpost | ftorn"
                 + " | fsleepers | fsleepers-scarce"
-                + " | fpost-limited | hubs | contract | reaper | spawn-and-hold | hold (arguments: see the comment at the top of Sources/TestHelper/main.swift)"
+                + " | fpost-limited | hubs | remove-loop | contract | reaper | spawn-and-hold | hold (arguments: see the comment at the top of Sources/TestHelper/main.swift)"
         )
     }
 } catch {

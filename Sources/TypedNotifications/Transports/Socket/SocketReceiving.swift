@@ -90,6 +90,8 @@ final class SocketReceiving {
     var registration: FileDescriptor
     /// Looks in a row whose repair failed (an `rm -rf` still running, say).
     var failedRepairs = 0
+    /// When the first of those looks failed (monotonic nanoseconds).
+    var firstFailedRepair: UInt64 = 0
     /// A look after a failed repair is scheduled.
     var repairRetryScheduled = false
     /// The registration file's links beyond its linked entries at the last

@@ -120,8 +120,8 @@ extension SocketTransport {
 
     /// Something this endpoint depends on changed: is the directory, or
     /// this endpoint's socket, gone? Was one of its registry entries
-    /// removed? A repair that failed is tried again in a second, up to
-    /// ``Self/repairAttempts`` times.
+    /// removed? A repair that failed is tried again in a second, until
+    /// it has failed for as long as `repairFailed` allows.
     func lookAtDirectory(_ bound: LoopBound<SocketReceiving>) {
         guard isOpen else { return }
         let receiving = bound.value
@@ -147,8 +147,7 @@ extension SocketTransport {
                 } catch {
                     // Gone again meanwhile (an `rm -rf` still running):
                     // tried again with the repairs.
-                    receiving.failedRepairs += 1
-                    if receiving.failedRepairs >= Self.repairAttempts { throw error }
+                    if repairFailed(receiving) { throw error }
                 }
             } else if state.withLock({ $0.shared.registration }) != registration {
                 try watchRegistration(bound)
@@ -177,8 +176,8 @@ extension SocketTransport {
     /// something else changed. Only then is each name's entry looked at.
     ///
     /// A repair that fails is tried again at the next look (an `rm -rf` may
-    /// still be running); after ``Self/repairAttempts`` failures in a row
-    /// the error is thrown.
+    /// still be running); the error is thrown once the failures in a row
+    /// have lasted (see `repairFailed`).
     func checkRegistrations(_ receiving: SocketReceiving, everyEntry: Bool = false) throws(TypedNotificationError) {
         let (linked, sender, ours) = state.withLock { state in
             (
@@ -201,13 +200,30 @@ extension SocketTransport {
                 receiving.linksBeyondEntries = max(1, now.links - linkedNow)
             }
         } catch {
-            receiving.failedRepairs += 1
-            if receiving.failedRepairs >= Self.repairAttempts { throw error }
+            if repairFailed(receiving) { throw error }
         }
+    }
+
+    /// Notes a look whose repair failed, and says whether to give up: only
+    /// after ``Self/repairAttempts`` looks in a row failed, the last at
+    /// least ``Self/repairPatienceNanoseconds`` after the first. Each
+    /// removal another process makes wakes a look, so a burst of them (`rm
+    /// -rf` in a loop) can fail five looks within milliseconds; the
+    /// retries a second apart are what tell a lasting failure.
+    private func repairFailed(_ receiving: SocketReceiving) -> Bool {
+        let now = SystemClock.monotonicNanoseconds()
+        if receiving.failedRepairs == 0 { receiving.firstFailedRepair = now }
+        receiving.failedRepairs += 1
+        return receiving.failedRepairs >= Self.repairAttempts
+            && now &- receiving.firstFailedRepair >= Self.repairPatienceNanoseconds
     }
 
     /// Looks in a row a repair may fail before the transport gives up.
     static var repairAttempts: Int { 5 }
+
+    /// How long, at least, a repair fails before the transport gives up:
+    /// four retries a second apart.
+    static var repairPatienceNanoseconds: UInt64 { 4_000_000_000 }
 
     private func repairRegistrations(
         _ receiving: SocketReceiving, sender: NotificationSender, registration: FileIdentity
@@ -250,7 +266,6 @@ extension SocketTransport {
             }
         }
         guard !missing.isEmpty else { return }
-        try SharedDirectory.prepare(SocketRegistry.namesDirectory(directory), sharing: configuration.sharing)
         var repaired = 0
         for name in missing {
             let made = try SocketRegistry.register(

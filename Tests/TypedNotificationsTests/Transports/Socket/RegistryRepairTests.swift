@@ -200,6 +200,62 @@ struct RegistryRepairTests {
         }
     }
 
+    @Test(
+        "the registry removed as fast as a process can for two seconds fails many looks in a row: the observer lives through it"
+    )
+    func burstOfRemovals() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try socketHub(directory, endpoint: "observer")
+        defer { observer.close() }
+        let observed = Collector<String>()
+        let name: NotificationName = "test.burst.name"
+        let tokens = [
+            try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) },
+            try observer.addObserver(String.self, in: "test.burst.spaced") { text, _ in observed.append(text) },
+        ]
+        defer { for token in tokens { token.cancel() } }
+        // Each removal wakes a look, and a look whose folder goes again
+        // while it repairs fails: many fail in a row, microseconds apart
+        // (a CI run under TSan failed five so with a forked `rm` in a loop).
+        let remover = try HelperProcess(["remove-loop", directory, "2000", "names", "namespaces"])
+        #expect(await remover.waitForExit() == 0)
+        _ = try await postUntilSeen(name, in: directory, by: nil, observed: observed, text: "after the burst")
+        _ = try await postUntilSeen(
+            "test.burst.spaced.x", in: directory, by: nil, observed: observed, text: "spaced after the burst")
+        #expect(observer.failure == nil)
+    }
+
+    @Test(
+        "a name's folder replaced by a file while the observer is stopped: it ends with that error, after four seconds of retries"
+    )
+    func lastingRepairFailure() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let name: NotificationName = "test.repair.blocked"
+        let watcher = try HelperProcess(
+            ["watch", name.rawValue, "--transport", "socket", "--dir", directory], executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        // Stopped, so that it cannot make its entry again before the file is there.
+        watcher.signal(SIGSTOP)
+        try await removeWithRM(directory + "/names")
+        #expect(mkdir(directory + "/names", 0o700) == 0)
+        let planted = directory + "/names/" + name.rawValue
+        #expect(FileManager.default.createFile(atPath: planted, contents: Data()))
+        chmod(planted, 0o600)
+        let clock = ContinuousClock()
+        let resumed = clock.now
+        watcher.signal(SIGCONT)
+        let status = await watcher.waitForExit()
+        let lasted = clock.now - resumed
+        #expect(status != 0)
+        #expect(
+            watcher.errors.values.contains { $0.contains(planted) && $0.contains("not a directory") },
+            "\(watcher.errors.values)")
+        // Tried again a second apart, four times at least, before it gave up.
+        #expect(lasted >= .seconds(4), "gave up after \(lasted)")
+    }
+
     @Test("rm -rf DIR/names: a poster that started before the repair reaches the observer once it is made again")
     func wholeRegistryRemoved() async throws {
         let directory = try makeTemporaryDirectory()
