@@ -59,6 +59,29 @@ enum SharedDirectory {
         }
     }
 
+    /// Prepares each of `paths` in order, each inside the one before.
+    /// Another process's `rm -rf` may remove a folder just made, again and
+    /// again while it runs (each `rm` a few milliseconds): the chain is
+    /// made again from its first folder, up to ``chainAttempts`` times,
+    /// before the last error is thrown. Each try is a few system calls, so
+    /// giving up costs little.
+    static func prepare(chain paths: [String], sharing: DirectorySharing) throws(TypedNotificationError) {
+        var attempts = 0
+        while true {
+            attempts += 1
+            do throws(TypedNotificationError) {
+                for path in paths { try prepare(path, sharing: sharing) }
+                return
+            } catch {
+                guard attempts < chainAttempts else { throw error }
+            }
+        }
+    }
+
+    /// How many times ``prepare(chain:sharing:)`` makes a chain of folders
+    /// before it gives up.
+    static let chainAttempts = 64
+
     /// `path` made absolute against the working directory, so that every
     /// process names the same files the same way (socket peers are compared
     /// by the path they are bound to). Trailing slashes are dropped.

@@ -44,6 +44,15 @@ enum FileLog {
     static func logsDirectory(_ root: String) -> String { root + "/logs" }
     static func cursorsDirectory(_ root: String) -> String { root + "/cursors" }
     static func nameDirectory(_ root: String, _ name: NotificationName) -> String { root + "/logs/" + name.rawValue }
+
+    /// Makes `name`'s folder, and `DIR/logs` first when someone removed it
+    /// (`rm -rf DIR/logs`): never `DIR` itself, whose removal ends the
+    /// transport.
+    static func prepareNameDirectory(
+        _ root: String, _ name: NotificationName, sharing: DirectorySharing
+    ) throws(TypedNotificationError) {
+        try SharedDirectory.prepare(chain: [logsDirectory(root), nameDirectory(root, name)], sharing: sharing)
+    }
     static func lockPath(_ root: String, _ name: NotificationName) -> String { nameDirectory(root, name) + "/lock" }
 
     /// The notify(3) name that signals appends to `name`'s log in the

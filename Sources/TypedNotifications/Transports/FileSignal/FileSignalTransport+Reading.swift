@@ -355,10 +355,22 @@ extension FileSignalTransport {
         // save that was due before must not put its older position back.
         guard let latest = commits.withLock({ $0.slots[name]?.cursor ?? $0.departed[name]?.cursor }) ?? fallback
         else { return }
-        guard latest.save(root: directory, identity: identity, name: name, sharing: configuration.sharing) else {
-            return
-        }
+        guard
+            latest.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
+                || (remakeCursorFolder(of: identity)
+                    && latest.save(root: directory, identity: identity, name: name, sharing: configuration.sharing))
+        else { return }
         commits.withLock { $0.slots[name]?.saved = latest }
+    }
+
+    /// Makes `DIR/cursors/IDENTITY` again after someone removed it (`rm -rf
+    /// DIR/cursors`) under a running identity: without it, every save
+    /// would fail, and the next run would be taken for the first, starting
+    /// where a new identity starts. Returns whether it is there now.
+    private func remakeCursorFolder(of identity: String) -> Bool {
+        let cursors = FileLog.cursorsDirectory(directory)
+        let chain = [cursors, cursors + "/" + identity]
+        return (try? SharedDirectory.prepare(chain: chain, sharing: configuration.sharing)) != nil
     }
 
     /// Writes the cursors whose committed position moved since last saved.

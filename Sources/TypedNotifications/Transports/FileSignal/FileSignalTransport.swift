@@ -318,7 +318,7 @@ public final class FileSignalTransport: KeepsLatest {
     }
 
     private func subscribe(name: NotificationName) throws(TypedNotificationError) {
-        try SharedDirectory.prepare(FileLog.nameDirectory(directory, name), sharing: configuration.sharing)
+        try FileLog.prepareNameDirectory(directory, name, sharing: configuration.sharing)
         // Covered by a subscribed namespace already: its reader serves both.
         let reading = try state.withLock { (state: inout FileCore.State) throws(TypedNotificationError) in
             _ = try state.lifecycle.opened(for: "subscribe")

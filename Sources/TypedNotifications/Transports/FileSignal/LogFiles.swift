@@ -61,7 +61,7 @@ final class SystemLogFiles: LogFiles {
         self.name = name
         self.configuration = configuration
         self.counters = counters
-        try SharedDirectory.prepare(FileLog.nameDirectory(root, name), sharing: configuration.sharing)
+        try FileLog.prepareNameDirectory(root, name, sharing: configuration.sharing)
         lockFile = try FileLog.open(FileLog.lockPath(root, name), create: true, sharing: configuration.sharing).get()
     }
 
@@ -107,7 +107,7 @@ final class SystemLogFiles: LogFiles {
     /// Written under a temporary name, then renamed into place, so no
     /// segment is ever seen without its start mark.
     func create(_ number: UInt64, holding bytes: [UInt8]) throws(TypedNotificationError) -> any LogSegmentFile {
-        try SharedDirectory.prepare(FileLog.nameDirectory(root, name), sharing: configuration.sharing)
+        try FileLog.prepareNameDirectory(root, name, sharing: configuration.sharing)
         let path = FileLog.segmentPath(root, name, number)
         let temporary = path + ".new." + String(SystemProcess.id)
         _ = SystemCalls.removeFile(temporary)

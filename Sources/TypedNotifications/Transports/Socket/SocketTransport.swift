@@ -177,16 +177,7 @@ public final class SocketTransport: NotificationTransport {
         try SharedDirectory.prepare(SocketRegistry.socketsDirectory(directory), sharing: configuration.sharing)
         // Another process's `rm -rf DIR/names` may remove it as soon as it
         // is made: made again, as registering does.
-        var attempts = 0
-        while true {
-            attempts += 1
-            do throws(TypedNotificationError) {
-                try SharedDirectory.prepare(SocketRegistry.namesDirectory(directory), sharing: configuration.sharing)
-                break
-            } catch {
-                guard attempts < SocketRegistry.registerAttempts else { throw error }
-            }
-        }
+        try SharedDirectory.prepare(chain: [SocketRegistry.namesDirectory(directory)], sharing: configuration.sharing)
         try SharedDirectory.prepare(Spool.directory(directory), sharing: configuration.sharing)
 
         let socket: FileDescriptor

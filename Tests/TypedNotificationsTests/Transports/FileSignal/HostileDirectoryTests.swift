@@ -202,6 +202,62 @@ struct HostileDirectoryTests {
         watcher.close()
     }
 
+    @Test(
+        "logs/ removed as fast as a process can for two seconds under a watcher: it lives through it and reads the posts after"
+    )
+    func burstOfRemovals() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watcher = try fileHub(directory, endpoint: "watcher")
+        defer { watcher.close() }
+        var iterator = try watcher.deliveries(of: Ping.self).makeAsyncIterator()
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post(Ping(index: 1))
+        #expect(await take(1, from: &iterator).map(\.index) == [1])
+        // Each removal wakes a look, which finds logs/ missing or its
+        // watches gone: many looks in a row, microseconds apart.
+        let remover = try HelperProcess(["remove-loop", directory, "2000", "logs", "cursors"])
+        #expect(await remover.waitForExit() == 0)
+        for index in 2...4 { try poster.post(Ping(index: index)) }
+        #expect(await take(3, from: &iterator).map(\.index) == [2, 3, 4])
+        #expect(watcher.failure == nil)
+    }
+
+    @Test(
+        "rm -rf DIR/cursors under a running durable watcher: its next save makes its cursor again, and its next run resumes there"
+    )
+    func cursorsRemovedUnderWatcher() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let arguments = [
+            "watch", Ping.name.rawValue, "--transport", "file", "--dir", directory, "--cursor", "c", "--json",
+        ]
+        let poster = try fileHub(directory, endpoint: "poster")
+        defer { poster.close() }
+        let watcher = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        try poster.post(Ping(index: 1))
+        #expect(await watcher.lines.wait(forCount: 2, upTo: .seconds(30)))
+        try #require(await waitUntil { access(cursorPath(directory, "c"), F_OK) == 0 })
+        let remover = try HelperProcess(["-rf", directory + "/cursors"], executable: "/bin/rm")
+        #expect(await remover.waitForExit() == 0)
+        try poster.post(Ping(index: 2))
+        #expect(await watcher.lines.wait(forCount: 3, upTo: .seconds(30)))
+        watcher.signal(SIGTERM)
+        #expect(await watcher.waitForExit() == 0)
+        // Posted while it is away: a first run (no cursor) would start at
+        // the end and never see it.
+        try poster.post(Ping(index: 3))
+        let again = try HelperProcess(arguments, executable: HelperProcess.tnotify)
+        await again.waitForLine(startingWith: "watching")
+        #expect(await again.lines.wait(forCount: 2, upTo: .seconds(30)))
+        let printed = again.lines.values.dropFirst()
+        #expect(printed.count == 1 && printed.allSatisfy { $0.contains("\"index\":3") }, "\(printed)")
+        again.signal(SIGTERM)
+        #expect(await again.waitForExit() == 0)
+    }
+
     /// What another process does to the shared directory under a watcher.
     enum DirectoryChange: String, CaseIterable, CustomTestStringConvertible {
         case removed = "rm -rf"
