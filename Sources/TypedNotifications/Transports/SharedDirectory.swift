@@ -61,19 +61,32 @@ enum SharedDirectory {
 
     /// Prepares each of `paths` in order, each inside the one before.
     /// Another process's `rm -rf` may remove a folder just made, again and
-    /// again while it runs (each `rm` a few milliseconds): the chain is
-    /// made again from its first folder, up to ``chainAttempts`` times,
-    /// before the last error is thrown. Each try is a few system calls, so
+    /// again while it runs (each `rm` a few milliseconds): when a step
+    /// fails for a missing folder (`ENOENT`), the chain is made again from
+    /// its first folder, up to ``chainAttempts`` times, before the last
+    /// error is thrown. Anything else (a file where a folder belongs) is
+    /// thrown at once. Each try is a few system calls, so
     /// giving up costs little.
     static func prepare(chain paths: [String], sharing: DirectorySharing) throws(TypedNotificationError) {
+        try inside(chain: paths, sharing: sharing) {}
+    }
+
+    /// Prepares `paths` as ``prepare(chain:sharing:)`` does, then runs
+    /// `body`, which makes something in the last of them; both again, up to
+    /// ``chainAttempts`` times, when `body` fails because a folder of the
+    /// chain was removed meanwhile (`ENOENT`).
+    static func inside<Result: ~Copyable>(
+        chain paths: [String], sharing: DirectorySharing,
+        _ body: () throws(TypedNotificationError) -> Result
+    ) throws(TypedNotificationError) -> Result {
         var attempts = 0
         while true {
             attempts += 1
             do throws(TypedNotificationError) {
                 for path in paths { try prepare(path, sharing: sharing) }
-                return
+                return try body()
             } catch {
-                guard attempts < chainAttempts else { throw error }
+                guard attempts < chainAttempts, (error.cause as? Errno) == .noSuchFile else { throw error }
             }
         }
     }

@@ -51,7 +51,17 @@ enum FileLog {
     static func prepareNameDirectory(
         _ root: String, _ name: NotificationName, sharing: DirectorySharing
     ) throws(TypedNotificationError) {
-        try SharedDirectory.prepare(chain: [logsDirectory(root), nameDirectory(root, name)], sharing: sharing)
+        try inNameDirectory(root, name, sharing: sharing) {}
+    }
+
+    /// Runs `body`, which makes a file in `name`'s folder, after
+    /// ``prepareNameDirectory(_:_:sharing:)``; both again when the folder
+    /// was removed meanwhile (see ``SharedDirectory/inside(chain:sharing:_:)``).
+    static func inNameDirectory<Result: ~Copyable>(
+        _ root: String, _ name: NotificationName, sharing: DirectorySharing,
+        _ body: () throws(TypedNotificationError) -> Result
+    ) throws(TypedNotificationError) -> Result {
+        try SharedDirectory.inside(chain: [logsDirectory(root), nameDirectory(root, name)], sharing: sharing, body)
     }
     static func lockPath(_ root: String, _ name: NotificationName) -> String { nameDirectory(root, name) + "/lock" }
 

@@ -134,12 +134,11 @@ public final class FileSignalTransport: KeepsLatest {
         // A write past RLIMIT_FSIZE must fail with EFBIG, not kill the process.
         SystemCalls.ignoreFileSizeSignal()
         try SharedDirectory.prepare(directory, sharing: configuration.sharing)
-        try SharedDirectory.prepare(FileLog.logsDirectory(directory), sharing: configuration.sharing)
-        try SharedDirectory.prepare(FileLog.cursorsDirectory(directory), sharing: configuration.sharing)
-        if let identity {
-            try SharedDirectory.prepare(
-                FileLog.cursorsDirectory(directory) + "/" + identity, sharing: configuration.sharing)
-        }
+        // Each made again if another process removes it meanwhile.
+        try SharedDirectory.prepare(chain: [FileLog.logsDirectory(directory)], sharing: configuration.sharing)
+        let cursors = FileLog.cursorsDirectory(directory)
+        try SharedDirectory.prepare(
+            chain: [cursors] + (identity.map { [cursors + "/" + $0] } ?? []), sharing: configuration.sharing)
         root = RecordedPath(directory)
         signalDirectory = Locked(FileLog.directoryIdentity(directory))
         // On Linux the loop's thread sleeps in the read of an inotify

@@ -61,8 +61,11 @@ final class SystemLogFiles: LogFiles {
         self.name = name
         self.configuration = configuration
         self.counters = counters
-        try FileLog.prepareNameDirectory(root, name, sharing: configuration.sharing)
-        lockFile = try FileLog.open(FileLog.lockPath(root, name), create: true, sharing: configuration.sharing).get()
+        let lockPath = FileLog.lockPath(root, name)
+        lockFile = try FileLog.inNameDirectory(root, name, sharing: configuration.sharing) {
+            () throws(TypedNotificationError) in
+            try FileLog.open(lockPath, create: true, sharing: configuration.sharing).get()
+        }
     }
 
     func lock() throws(TypedNotificationError) {
@@ -107,20 +110,25 @@ final class SystemLogFiles: LogFiles {
     /// Written under a temporary name, then renamed into place, so no
     /// segment is ever seen without its start mark.
     func create(_ number: UInt64, holding bytes: [UInt8]) throws(TypedNotificationError) -> any LogSegmentFile {
-        try FileLog.prepareNameDirectory(root, name, sharing: configuration.sharing)
         let path = FileLog.segmentPath(root, name, number)
         let temporary = path + ".new." + String(SystemProcess.id)
-        _ = SystemCalls.removeFile(temporary)
-        let file = try SharedFile.open(
-            temporary, .readWrite, creating: [.create, .exclusive], sharing: configuration.sharing
-        ).get()
-        if case .failure(let error) = bytes.withUnsafeBytes({ SystemCalls.writeAll(file, $0, at: 0) }) {
+        // The folder removed between its making and the rename (`rm -rf
+        // DIR/logs` in a loop): made again, and the segment with it.
+        let file = try FileLog.inNameDirectory(root, name, sharing: configuration.sharing) {
+            () throws(TypedNotificationError) -> FileDescriptor in
             _ = SystemCalls.removeFile(temporary)
-            throw LogWriterStateMachine.writeFailure(error, name: name)
-        }
-        if case .failure(let error) = SystemCalls.renameFile(temporary, to: path) {
-            _ = SystemCalls.removeFile(temporary)
-            throw SharedDirectory.failure(error, "could not start a segment of the log of \(name)")
+            let file = try SharedFile.open(
+                temporary, .readWrite, creating: [.create, .exclusive], sharing: configuration.sharing
+            ).get()
+            if case .failure(let error) = bytes.withUnsafeBytes({ SystemCalls.writeAll(file, $0, at: 0) }) {
+                _ = SystemCalls.removeFile(temporary)
+                throw LogWriterStateMachine.writeFailure(error, name: name)
+            }
+            if case .failure(let error) = SystemCalls.renameFile(temporary, to: path) {
+                _ = SystemCalls.removeFile(temporary)
+                throw SharedDirectory.failure(error, "could not start a segment of the log of \(name)")
+            }
+            return file
         }
         if number > newestCreated() ?? 0 {
             // Best effort: without it, a log whose every segment was removed

@@ -65,12 +65,14 @@ import Synchronization
 ///   one name or 10,000; the names are looked at only when the link count
 ///   says something changed, or the registry's folders moved. Not seen: a
 ///   removal offset, before the look, by a new link someone else made to
-///   that file; a single name's folder moved within `names/` (no link
-///   goes); and entries beyond the links a file system allows (65,000 on
-///   ext4), which are files of their own. A repair that fails is tried
-///   again a second later; an entry that cannot be made again at five
-///   looks in a row fails the transport, and its center ends every
-///   observation with the error.
+///   that file; a single name's or namespace's folder moved (`mv`) within
+///   `names/` or `namespaces/`, or out of them on the same file system
+///   (no link goes, and only those folders' own moves are watched); and
+///   entries beyond the links a file system allows (65,000 on ext4), which
+///   are files of their own. A repair that fails is tried again a second
+///   later; an entry that cannot be made again at five looks in a row,
+///   over at least four seconds, fails the transport, and its center ends
+///   every observation with the error.
 /// - **Idle costs nothing:** with nothing posted, the endpoint's thread
 ///   sleeps with no timeout, and the changes above wake it through the
 ///   process's path watcher, one thread that sleeps in the system's change

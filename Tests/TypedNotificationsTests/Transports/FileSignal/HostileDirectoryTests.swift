@@ -1,4 +1,5 @@
 import Foundation
+@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 
 @testable import TypedNotifications
@@ -216,11 +217,30 @@ struct HostileDirectoryTests {
         try poster.post(Ping(index: 1))
         #expect(await take(1, from: &iterator).map(\.index) == [1])
         // Each removal wakes a look, which finds logs/ missing or its
-        // watches gone: many looks in a row, microseconds apart.
+        // watches gone: many looks in a row, microseconds apart. The poster
+        // posts all along, and each post makes the log's folders again,
+        // however often they go between its steps; what a removal took is
+        // gone with the log.
         let remover = try HelperProcess(["remove-loop", directory, "2000", "logs", "cursors"])
-        #expect(await remover.waitForExit() == 0)
+        let removing = Locked(true)
+        async let removed: Int32 = {
+            let status = await remover.waitForExit()
+            removing.withLock { $0 = false }
+            return status
+        }()
+        var posted = 0
+        while removing.withLock({ $0 }) {
+            try poster.post(Ping(index: 100 + posted))
+            posted += 1
+            await Task.yield()
+        }
+        #expect(await removed == 0)
         for index in 2...4 { try poster.post(Ping(index: index)) }
-        #expect(await take(3, from: &iterator).map(\.index) == [2, 3, 4])
+        var after: [Int] = []
+        while after.suffix(3) != [2, 3, 4], let next = await take(1, from: &iterator).first {
+            after.append(next.index)
+        }
+        #expect(after.suffix(3) == [2, 3, 4], "posted \(posted) during the removals")
         #expect(watcher.failure == nil)
     }
 
