@@ -232,6 +232,12 @@ struct HostileDirectoryTests {
         while removing.withLock({ $0 }) {
             try poster.post(Ping(index: 100 + posted))
             posted += 1
+            if posted % 50 == 0 {
+                // A transport made meanwhile makes logs/ and cursors/ too.
+                let newcomer = try fileHub(directory, endpoint: "newcomer")
+                try newcomer.post(Ping(index: 100 + posted))
+                newcomer.close()
+            }
             await Task.yield()
         }
         #expect(await removed == 0)

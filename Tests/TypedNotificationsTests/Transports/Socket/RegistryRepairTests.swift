@@ -66,6 +66,15 @@ struct RegistryRepairTests {
         return clock.now - start
     }
 
+    /// A `tnotify watch` process of `name` over the socket transport,
+    /// once it watches.
+    private func startWatcher(_ name: NotificationName, in directory: String) async throws -> HelperProcess {
+        let watcher = try HelperProcess(
+            ["watch", name.rawValue, "--transport", "socket", "--dir", directory], executable: HelperProcess.tnotify)
+        await watcher.waitForLine(startingWith: "watching")
+        return watcher
+    }
+
     @Test("rm -rf DIR/names/NAME under a live observer: a long-lived poster and new processes reach it again")
     func removedNameDirectory() async throws {
         let directory = try makeTemporaryDirectory()
@@ -233,9 +242,7 @@ struct RegistryRepairTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let name: NotificationName = "test.repair.blocked"
-        let watcher = try HelperProcess(
-            ["watch", name.rawValue, "--transport", "socket", "--dir", directory], executable: HelperProcess.tnotify)
-        await watcher.waitForLine(startingWith: "watching")
+        let watcher = try await startWatcher(name, in: directory)
         // Stopped, so that it cannot make its entry again before the file is there.
         watcher.signal(SIGSTOP)
         try await removeWithRM(directory + "/names")
@@ -280,9 +287,7 @@ struct RegistryRepairTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let name: NotificationName = "test.repair.stopped"
-        let watcher = try HelperProcess(
-            ["watch", name.rawValue, "--transport", "socket", "--dir", directory], executable: HelperProcess.tnotify)
-        await watcher.waitForLine(startingWith: "watching")
+        let watcher = try await startWatcher(name, in: directory)
         let poster = try socketHub(directory, endpoint: "poster")
         defer { poster.close() }
         /// Posts `text` every 50 ms until the watcher prints it (20 s at most).
