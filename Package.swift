@@ -8,6 +8,9 @@ let package = Package(
     // releases on Apple platforms; nothing newer is called (CI type-checks
     // every target against them, see .ci/check-apple).
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    // Every module a dependent's build can see is named TypedNotifications…
+    // or CTypedNotifications…, so none collides with a module of another
+    // package in the same graph.
     products: [
         .library(name: "TypedNotifications", targets: ["TypedNotifications"]),
         // Across hosts, through a Redis (or Valkey) server; still no package dependencies.
@@ -15,52 +18,54 @@ let package = Package(
         .executable(name: "tnotify", targets: ["tnotify"]),
         // Hubs of one process with every notification carried as its envelope:
         // for tests that a payload type survives the wire format.
-        .library(name: "EnvelopeLoopback", targets: ["EnvelopeLoopback"]),
+        .library(name: "TypedNotificationsLoopback", targets: ["TypedNotificationsLoopback"]),
         // For writing a transport of your own: the part of the platform layer
         // a driver runs on (its event loop, lock, clock, stream sockets and
         // errno values), as SPI only: `@_spi(TransportAuthoring) import
-        // NotificationPlatform`. Its other system calls stay package-only.
-        .library(name: "NotificationPlatform", targets: ["NotificationPlatform"]),
+        // TypedNotificationsPlatform`. Its other system calls stay package-only.
+        .library(name: "TypedNotificationsPlatform", targets: ["TypedNotificationsPlatform"]),
     ],
     targets: [
         // Only what Swift cannot reach: the CMSG_* macros and struct sockaddr_un.
         .target(name: "CTypedNotifications", path: "Sources/CTypedNotifications"),
         // CRC-32C in hardware where the processor can, in software elsewhere.
-        .target(name: "CChecksum", path: "Sources/CChecksum"),
+        .target(name: "CTypedNotificationsChecksum", path: "Sources/CTypedNotificationsChecksum"),
         // The only module that calls the operating system.
-        .target(name: "NotificationPlatform", dependencies: ["CTypedNotifications"], path: "Sources/Platform"),
+        .target(name: "TypedNotificationsPlatform", dependencies: ["CTypedNotifications"], path: "Sources/Platform"),
         .target(
             name: "TypedNotifications",
-            dependencies: ["NotificationPlatform", "CChecksum"],
+            dependencies: ["TypedNotificationsPlatform", "CTypedNotificationsChecksum"],
             path: "Sources/TypedNotifications"
         ),
         // The Redis Streams transport: RESP over the platform layer's TCP and Unix sockets.
         .target(
             name: "TypedNotificationsRedis",
-            dependencies: ["TypedNotifications", "NotificationPlatform"],
+            dependencies: ["TypedNotifications", "TypedNotificationsPlatform"],
             path: "Sources/TypedNotificationsRedis"
         ),
         // EnvelopeLoopbackTransport, also the worked example of the *Writing a
         // transport* article: a driver built on the TransportAuthoring SPI
         // alone (CI compiles it as another package would, .ci/check-authoring).
         .target(
-            name: "EnvelopeLoopback",
-            dependencies: ["TypedNotifications", "NotificationPlatform"],
-            path: "Sources/EnvelopeLoopback"
+            name: "TypedNotificationsLoopback",
+            dependencies: ["TypedNotifications", "TypedNotificationsPlatform"],
+            path: "Sources/TypedNotificationsLoopback"
         ),
         // The one list of transports that tnotify, the test helper, the
         // tests and the benchmark read: a new transport is one entry here.
         .target(
-            name: "TransportCatalog",
+            name: "TypedNotificationsCatalog",
             dependencies: [
-                "TypedNotifications", "TypedNotificationsRedis", "EnvelopeLoopback", "NotificationPlatform",
+                "TypedNotifications", "TypedNotificationsRedis", "TypedNotificationsLoopback",
+                "TypedNotificationsPlatform",
             ],
-            path: "Sources/TransportCatalog"
+            path: "Sources/TypedNotificationsCatalog"
         ),
         .executableTarget(
             name: "tnotify",
             dependencies: [
-                "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "TransportCatalog",
+                "TypedNotifications", "TypedNotificationsRedis", "TypedNotificationsPlatform",
+                "TypedNotificationsCatalog",
             ],
             path: "Sources/tnotify"
         ),
@@ -68,7 +73,8 @@ let package = Package(
         .executableTarget(
             name: "tnotify-test-helper",
             dependencies: [
-                "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "TransportCatalog",
+                "TypedNotifications", "TypedNotificationsRedis", "TypedNotificationsPlatform",
+                "TypedNotificationsCatalog",
             ],
             path: "Sources/TestHelper"
         ),
@@ -79,17 +85,18 @@ let package = Package(
         .executableTarget(
             name: "TypedNotificationsBenchmark",
             dependencies: [
-                "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
-                "AllocationCounter", "CBenchmarkSupport", "TransportCatalog",
+                "TypedNotifications", "TypedNotificationsRedis", "TypedNotificationsPlatform", "CTypedNotifications",
+                "AllocationCounter", "CBenchmarkSupport", "TypedNotificationsCatalog",
             ],
             path: "Benchmarks/TypedNotificationsBenchmark"
         ),
         .testTarget(
             name: "TypedNotificationsTests",
             dependencies: [
-                "TypedNotifications", "TypedNotificationsRedis", "NotificationPlatform", "CTypedNotifications",
-                "CChecksum", "tnotify-test-helper", "tnotify", "TypedNotificationsBenchmark", "TransportCatalog",
-                "EnvelopeLoopback",
+                "TypedNotifications", "TypedNotificationsRedis", "TypedNotificationsPlatform", "CTypedNotifications",
+                "CTypedNotificationsChecksum", "tnotify-test-helper", "tnotify", "TypedNotificationsBenchmark",
+                "TypedNotificationsCatalog",
+                "TypedNotificationsLoopback",
             ],
             path: "Tests/TypedNotificationsTests",
             // Read at run time through #filePath; generate.py wrote them.

@@ -1,6 +1,6 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // The distinct-senders memory run, in a process of its own:
 //

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 import Synchronization
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
 import TypedNotificationsRedis
 
 // The hubs run, in a process of its own:

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
 import TypedNotificationsRedis
 
 // The memory run, in a process of its own:

@@ -1,6 +1,6 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // Fixed costs, back to back in this process: post until one handler has
 // run, per notification; and encoding and decoding one envelope.

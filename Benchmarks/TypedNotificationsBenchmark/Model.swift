@@ -1,5 +1,5 @@
 import Foundation
-import TransportCatalog
+import TypedNotificationsCatalog
 
 /// What posts and what observes in one scenario: one of our transports
 /// (every transport of the catalog that crosses processes, as it is), or a

@@ -1,8 +1,8 @@
 import CTypedNotifications
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 #if canImport(Glibc)
     import Glibc

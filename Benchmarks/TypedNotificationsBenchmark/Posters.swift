@@ -1,6 +1,6 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Figures of one row of the concurrent-posters section.
 struct PostersResult: Codable, Sendable {

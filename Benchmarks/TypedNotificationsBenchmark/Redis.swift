@@ -1,8 +1,8 @@
 import CBenchmarkSupport
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 import TypedNotificationsRedis
 
 #if canImport(Glibc)

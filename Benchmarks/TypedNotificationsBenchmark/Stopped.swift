@@ -1,6 +1,6 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 #if canImport(Glibc)
     import Glibc

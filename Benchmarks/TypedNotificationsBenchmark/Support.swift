@@ -3,8 +3,8 @@ import CBenchmarkSupport
 import CTypedNotifications
 import Dispatch
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 #if canImport(Glibc)
     import Glibc

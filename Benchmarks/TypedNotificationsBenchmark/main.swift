@@ -1,6 +1,6 @@
 import Foundation
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
 import TypedNotificationsRedis
 
 // The fan-out benchmark: from post until the last of N observers has the

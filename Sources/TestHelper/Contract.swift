@@ -1,6 +1,6 @@
 import Foundation
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
 
 // The contract suite's roles: the same observer and poster over any
 // cross-process transport, so one test body plays each adversary (a stopped

@@ -1,7 +1,7 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 import TypedNotificationsRedis
 
 #if canImport(Glibc)

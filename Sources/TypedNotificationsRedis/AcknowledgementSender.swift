@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Sends a durable identity's acknowledgements: receipts queue them from any
 /// thread, and jobs on the transport's event loop send them together, one

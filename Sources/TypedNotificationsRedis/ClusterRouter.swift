@@ -1,6 +1,6 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Redis Cluster's hash slots: which of the 16,384 slots a key is in.
 enum HashSlot {

@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// One connection to a Redis server, logged in and with its database
 /// selected: commands go out pipelined, replies come back in order.

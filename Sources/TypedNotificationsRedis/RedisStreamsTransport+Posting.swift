@@ -1,6 +1,6 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // The send path: pipelined XADDs on pooled connections, one per node.
 extension RedisStreamsTransport {

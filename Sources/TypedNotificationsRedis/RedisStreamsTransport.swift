@@ -1,6 +1,6 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Carries notifications through Redis Streams, so centers on many hosts
 /// that reach one Redis (or Valkey) server see each other's posts, with the

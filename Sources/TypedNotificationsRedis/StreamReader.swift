@@ -1,6 +1,6 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Reads one name's stream on its own connection, for a ``RedisStreamsTransport``.
 ///

@@ -1,8 +1,8 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
-import TransportCatalog
 @_spi(TransportAuthoring) import TypedNotifications
+import TypedNotificationsCatalog
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis] [--dir DIR | --url URL] [--wait TIME]`
 func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {

@@ -1,6 +1,6 @@
 import Foundation
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
 
 /// What the demo's "extension" process reports while it uploads.
 struct UploadProgress: TypedNotification, Codable {

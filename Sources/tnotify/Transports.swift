@@ -1,6 +1,6 @@
 import Foundation
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
 
 /// The transports `tnotify` offers, as `--transport` lists them.
 var transportNames: String {

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// One observer's buffer: posters enqueue messages from any thread; a single
 /// consumer takes them in order, in batches, and suspends when there are none.

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// How a handler loop shares its actor: it gives the actor up after this many
 /// deliveries, or once it has held it this long, whichever comes first, so

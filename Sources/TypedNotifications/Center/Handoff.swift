@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Blocks one thread until another hands it a value, once.
 ///

@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // The send path: encoding before the line, the line's leader, and the transport's batch.
 extension NotificationHub {

@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Limits and defaults of a hub.
 public struct NotificationHubConfiguration: Sendable {

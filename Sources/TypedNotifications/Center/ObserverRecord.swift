@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// What a center's observer table holds for each observer: it takes messages
 /// of one name and can be finished when the center closes.

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The gate between a handler loop and synchronous cancellation: runs
 /// ``RunGateStateMachine`` under a mutex and blocks cancellers outside it.

@@ -1,5 +1,5 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// When a notification was posted, on two clocks.
 public struct NotificationTimestamp: Hashable, Sendable {

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Who posted a notification: a process and a labelled center within it.
 ///

@@ -1,4 +1,4 @@
-internal import CChecksum
+internal import CTypedNotificationsChecksum
 
 /// CRC-32C (Castagnoli): polynomial 0x1EDC6F41, reflected (0x82F63B78),
 /// initial value 0xFFFFFFFF, final XOR 0xFFFFFFFF. The check value of the
@@ -6,7 +6,7 @@ internal import CChecksum
 ///
 /// Computed by the processor's CRC-32C instruction where it has one (SSE4.2,
 /// ARMv8's CRC extension; chosen once, at load time), three streams at a time
-/// for long inputs, and by slicing by 8 elsewhere: all in the `CChecksum`
+/// for long inputs, and by slicing by 8 elsewhere: all in the `CTypedNotificationsChecksum`
 /// target. The running value can be carried from one call to the next, so a
 /// record can be checksummed in pieces as it is written.
 struct CRC32C {

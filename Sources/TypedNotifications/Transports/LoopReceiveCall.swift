@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The receive call of a loop made before the transport opened: set by
 /// `open`, before the loop's thread starts, and read by that thread only.

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Who may use a shared directory besides its owner.
 public enum DirectorySharing: Sendable, Hashable {

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The skeleton of a transport with a thread of its own: what the socket,
 /// file and Redis transports share, written once.

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The lifecycle every transport shares: created, open once, closed for
 /// good. A transport keeps one in the state its lock guards, decides under

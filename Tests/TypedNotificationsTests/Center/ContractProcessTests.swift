@@ -1,7 +1,7 @@
 import Foundation
 import Testing
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
 
 #if canImport(Glibc)
     import Glibc

@@ -1,9 +1,9 @@
 import Dispatch
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
-import TransportCatalog
 import TypedNotifications
+import TypedNotificationsCatalog
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Every transport the center runs on, read from the transport catalog: a
 /// guarantee of the README that holds for all of them is written once here

@@ -1,7 +1,7 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
-import TransportCatalog
+import TypedNotificationsCatalog
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotifications
 

@@ -1,6 +1,6 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// A transport that carries envelopes within one process and can be told to
 /// lose messages, to test what a hub does for cross-process transports:

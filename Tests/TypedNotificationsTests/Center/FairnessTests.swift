@@ -1,7 +1,7 @@
 import Dispatch
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Busy work of about `microseconds`, standing in for a handler that does
 /// something with each notification.

@@ -1,8 +1,8 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 import Testing
 import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The Darwin-notification manager users hand-roll today, written once
 /// against the protocol: names chosen at run time, no payload, no downcast.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
-import TransportCatalog
 @_spi(TransportAuthoring) import TypedNotifications
+import TypedNotificationsCatalog
 
 /// The transports whose hubs observe namespaces today; the others refuse
 /// one with ``TypedNotificationError/Code/unsupported`` and keep nothing.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
-import TransportCatalog
 @_spi(TransportAuthoring) import TypedNotifications
+import TypedNotificationsCatalog
 
 /// What a transport's subscription selects, on every transport of the
 /// catalog: one name, or every name of a namespace. A transport that serves

@@ -1,6 +1,6 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// What one churning observer saw, checked against the guarantees.
 final class ObserverRecord: Sendable {

@@ -1,4 +1,4 @@
-import CChecksum
+import CTypedNotificationsChecksum
 import Testing
 
 @testable import TypedNotifications

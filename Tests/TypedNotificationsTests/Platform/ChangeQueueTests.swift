@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@_spi(TransportAuthoring) @testable import NotificationPlatform
+@_spi(TransportAuthoring) @testable import TypedNotificationsPlatform
 
 /// Counts the wake-ups a monitor's owner got.
 private final class WakeCount: Sendable {

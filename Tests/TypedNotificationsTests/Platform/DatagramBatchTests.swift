@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @Suite("Receiving datagrams a batch per call", .timeLimit(.minutes(5)))
 struct DatagramBatchTests {

@@ -1,6 +1,6 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 import Testing
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotifications
 

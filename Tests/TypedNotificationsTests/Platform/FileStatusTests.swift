@@ -1,6 +1,6 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @Suite("The platform layer's typed file calls", .timeLimit(.minutes(5)))
 struct FileStatusTests {

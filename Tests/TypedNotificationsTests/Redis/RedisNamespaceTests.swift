@@ -1,7 +1,7 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotificationsRedis
 

@@ -1,8 +1,8 @@
 import CTypedNotifications
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
 import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,7 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// A small notification with an index, for order checks.
 struct Ping: TypedNotification, Codable, Equatable {

@@ -1,9 +1,9 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
-@testable import EnvelopeLoopback
 @_spi(CenterAuthoring) @_spi(TransportAuthoring) @testable import TypedNotifications
+@testable import TypedNotificationsLoopback
 
 /// Encodes as text what it decodes as a number: it never survives a wire.
 private struct LossyScore: TypedNotification, Codable {

@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// A place in a name's log: a segment and a byte offset in it, and, when
 /// known, the index of the record that comes next (see ``LogFormat``), which

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// One name's log in a file-plus-signal directory.
 package struct FileLogSummary: Sendable, Hashable {

@@ -1,6 +1,6 @@
 import Dispatch
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Deletes old segments: those past the size or age policy, and only when
 /// every durable cursor that still holds the log has moved beyond them. A

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// How long a file-plus-signal log keeps notifications.
 public struct FileRetentionPolicy: Sendable, Hashable {

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // A namespace observer: a reader for every log of a name in the
 // namespace, those listed when it subscribes and those the event loop

@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // The receive path: read passes on the transport's event loop, the
 // hand-over to the center, and a durable identity's commits.

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // Where reading a name starts: a saved cursor, the log's end, its
 // beginning or its newest records, always on a record boundary.

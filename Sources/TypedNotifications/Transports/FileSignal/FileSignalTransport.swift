@@ -1,6 +1,6 @@
 import Dispatch
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Durable typed notifications through a shared directory: the app-group
 /// model, done right.

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Appends envelopes to one name's log (see ``LogFormat``), serialized with
 /// every other process by an exclusive `flock` on the name's lock file: the

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The files of one name's log, as a ``LogAppender`` uses them: every system
 /// call the appender makes goes through here. ``SystemLogFiles`` makes them;

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// One subscribed name's reader: performs the system calls its
 /// ``LogCursorStateMachine`` asks for, and keeps the segment it reads open

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // What a writer makes of bytes, without state: the damage it finds at a
 // log's end, the fragments it frames, the error of a failed write.

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // The writer machine's steps, and those across segments: stepping over, following,
 // rolling, creating.

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The decisions of one writer of a name's log (see ``LogFormat``), as a
 /// state machine: events in (what a system call found), actions out (the

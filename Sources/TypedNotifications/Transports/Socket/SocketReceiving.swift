@@ -1,5 +1,5 @@
 import Dispatch
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// A spool file the endpoint has open and locked; closing the descriptor
 /// (when this is released) unlocks it.

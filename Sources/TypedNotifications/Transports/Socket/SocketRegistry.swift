@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The layout of a socket transport's shared directory:
 ///

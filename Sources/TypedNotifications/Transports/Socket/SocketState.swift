@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The skeleton of a ``SocketTransport``: open, it keeps the sender `open` was given.
 @_spi(TransportAuthoring) public typealias SocketCore = TransportCore<

@@ -1,5 +1,5 @@
 import Dispatch
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // The send path: routing from the registry, datagrams, the full-socket wait and spooling.
 extension SocketTransport {

@@ -1,5 +1,5 @@
 import Dispatch
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // The receive path on the event loop: datagrams, the spool, and dead endpoints.
 extension SocketTransport {

@@ -1,6 +1,6 @@
 import Dispatch
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Live typed notifications between processes on one host, over Unix-domain
 /// datagram sockets, with no daemon.

@@ -1,5 +1,5 @@
 import Dispatch
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Limits and policies of a ``SocketTransport``.
 public struct SocketTransportConfiguration: Sendable {

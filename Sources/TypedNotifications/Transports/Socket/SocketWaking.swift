@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // How the receiving thread sleeps on Linux: in the batch receive itself,
 // so the datagram that wakes it is taken by the same call (see

@@ -1,4 +1,4 @@
-@_spi(TransportAuthoring) import NotificationPlatform
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The spool: where a poster leaves notifications for an endpoint whose socket
 /// cannot take more (a suspended or slow process), so that they outlive the

@@ -1,6 +1,6 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
 

@@ -1,6 +1,6 @@
 import Foundation
-@_spi(TransportAuthoring) import NotificationPlatform
 import Testing
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotifications
 

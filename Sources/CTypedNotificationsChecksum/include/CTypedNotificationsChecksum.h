@@ -6,8 +6,8 @@
 // Every function takes and returns the *running* value: start from
 // 0xFFFFFFFF and XOR the result with 0xFFFFFFFF for the checksum, so a record
 // can be checksummed in pieces.
-#ifndef C_CHECKSUM_H
-#define C_CHECKSUM_H
+#ifndef C_TYPED_NOTIFICATIONS_CHECKSUM_H
+#define C_TYPED_NOTIFICATIONS_CHECKSUM_H
 
 #include <stddef.h>
 #include <stdint.h>

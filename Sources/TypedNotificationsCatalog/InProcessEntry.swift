@@ -1,5 +1,5 @@
-import EnvelopeLoopback
 import TypedNotifications
+import TypedNotificationsLoopback
 
 extension TransportEntry {
     /// Hubs of one process, on a bus they share.

@@ -1,6 +1,6 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Hands notifications between centers of one process as the bytes of their
 /// envelopes: each post is encoded by its center, carried as bytes, and

@@ -1,4 +1,4 @@
-// CRC-32C: polynomial 0x1EDC6F41, reflected (0x82F63B78). See CChecksum.h.
+// CRC-32C: polynomial 0x1EDC6F41, reflected (0x82F63B78). See CTypedNotificationsChecksum.h.
 //
 // The hardware path feeds 8 bytes per instruction. One instruction takes three
 // cycles but a new one can start every cycle, so long inputs are cut into
@@ -6,7 +6,7 @@
 // value c over A then B, crc(c, A‖B) = shift_|B|(crc(c, A)) ^ crc(0, B), and
 // shifting by a fixed block length is four table look-ups. The tables are
 // built once, at load time, by multiplying in GF(2) modulo the polynomial.
-#include "CChecksum.h"
+#include "CTypedNotificationsChecksum.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
-@_spi(TransportAuthoring) import NotificationPlatform
 import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 // The one list of transports that everything outside the library reads:
 // `tnotify`, the test helper, the contract suite and the benchmark. A new
