@@ -184,4 +184,28 @@ extension FileSignalTransport {
         guard !aligned, boundary != position.offset else { return position }
         return LogPosition(segment: position.segment, offset: boundary, log: position.log)
     }
+
+    /// How far this identity's observers of `name` have handled the log, in
+    /// memory (the cursor file follows shortly); for tests.
+    func committedPosition(of name: NotificationName) -> LogPosition? {
+        commits.withLock { $0.slots[name]?.machine.committed }
+    }
+
+    /// Why this identity's saved cursor for `name` could not be used when it
+    /// subscribed, or `nil`. Reading then started at the oldest record the log
+    /// still had, every record up to the end marked as a redelivery.
+    public func cursorProblem(for name: NotificationName) -> String? {
+        commits.withLock { $0.problems[name] }
+    }
+
+    /// Why this identity's marker for `namespace` could not be used when it
+    /// subscribed (garbage, a FIFO, a link, another user's file), or `nil`.
+    /// The marker says the identity observed the namespace before, so that
+    /// a name that appeared while it was away is read from its first record;
+    /// unreadable, every name of the namespace without a cursor of its own
+    /// was read from its oldest record, each marked as a redelivery (see
+    /// ``cursorProblem(for:)`` for each), and the marker was written anew.
+    public func cursorProblem(in namespace: NotificationNamespace) -> String? {
+        commits.withLock { $0.namespaceProblems[namespace] }
+    }
 }

@@ -281,4 +281,137 @@ extension SocketTransport {
         }
         _ = SystemCalls.removeDirectory(path)
     }
+
+    /// Sends the envelope to every endpoint registered for its name, or to
+    /// their spools. Waits only when a socket is full and nothing is spooled
+    /// for that endpoint yet: at most
+    /// ``SocketTransportConfiguration/fullSocketWait`` for all of them, without
+    /// holding the transport's lock.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/payloadTooLarge`` when the envelope
+    ///   is larger than one datagram carries (``maximumEnvelopeSize``), before
+    ///   anything is sent; ``TypedNotificationError/Code/closed`` after ``close()``;
+    ///   ``TypedNotificationError/Code/undelivered`` when some endpoints did not
+    ///   take it (their spool is over the limit or could not be written): every
+    ///   other endpoint has it, and the error names those that do not;
+    ///   ``TypedNotificationError/Code/transportFailure`` when another send is
+    ///   in progress on this transport (its center never does that: it makes
+    ///   one send at a time). A send makes its system calls with no lock
+    ///   held, so statistics, subscribing and closing never wait for it.
+    public func send(_ message: TransportMessage) throws(TypedNotificationError) {
+        let encoded = try core.envelope(of: message, kind: "socket")
+        guard encoded.envelopeRange.count <= maximumEnvelopeSize else {
+            throw TypedNotificationError(
+                code: .payloadTooLarge,
+                message:
+                    "\(message.name): a \(encoded.envelopeRange.count)-byte envelope is larger than one datagram carries on this system (\(maximumEnvelopeSize) bytes); nothing was sent. Lower the payload or use the file-plus-signal transport"
+            )
+        }
+        guard isOpen else {
+            throw TypedNotificationError(code: .closed, message: "post of \(message.name) to a closed socket transport")
+        }
+        // Every system call of the send is made with no lock held: the send
+        // owns the routing while it runs.
+        guard sending.claim() else {
+            throw TypedNotificationError(
+                code: .transportFailure,
+                message:
+                    "\(message.name): another send is in progress on this socket transport; a transport takes one send at a time (its center makes them one at a time)"
+            )
+        }
+        defer { endSend() }
+        refreshRoute(for: message.name, in: &sending.routing)
+        var undelivered: [(id: String, reason: String)] = []
+        var full: [FullEndpoint] = []
+        for id in sending.routing.machine.route(of: message.name) {
+            guard let peer = sending.routing.machine.peer(id) else { continue }
+            switch attempt(encoded, of: message, to: peer, in: &sending.routing) {
+            case .taken: break
+            case .full: full.append(FullEndpoint(id: id, descriptor: peer.descriptor.rawValue))
+            case .undelivered(let reason): undelivered.append((id, reason))
+            }
+        }
+        if !full.isEmpty {
+            counters.add(to: .fullSocketWaits)
+            undelivered += waitThenSpool(encoded, of: message, for: full)
+        }
+        guard !undelivered.isEmpty else { return }
+        let named = undelivered.map { endpointLabel($0.id, of: message.name) }
+        let reasons = zip(named, undelivered).map { "\($0) (\($1.reason))" }.joined(separator: ", ")
+        var error = TypedNotificationError(
+            code: .undelivered,
+            message:
+                "\(message.name) was posted, but \(undelivered.count == 1 ? "one endpoint" : "\(undelivered.count) endpoints") did not take it: \(reasons); they will see it as missed"
+        )
+        error.undeliveredEndpoints = named
+        throw error
+    }
+
+    /// Publishes what the send changed for statistics, flush and error
+    /// messages, and lets the routing go; after a close, closes its sockets.
+    private func endSend() {
+        let changes = sending.routing.machine.takeChanges()
+        let isClosed = state.withLock { state in
+            if let changes {
+                state.shared.peers = changes.peers
+                state.shared.listedIn = changes.listedIn
+            }
+            return state.lifecycle.isClosed
+        }
+        sending.release()
+        if isClosed { dropRoutingAfterClose() }
+    }
+
+    /// Closes the sockets to every endpoint, unless a send holds them: that
+    /// send does it when it ends (it looks at the phase after letting them go).
+    func dropRoutingAfterClose() {
+        guard sending.claim() else { return }
+        // The peers' sockets close as the last references go.
+        _ = sending.routing.machine.removeAll()
+        sending.release()
+    }
+
+    /// Waits until every endpoint has read everything this transport posted
+    /// to it, from its socket and from its spool (or was found dead), or
+    /// `timeout` passes. Returns whether nothing is left unread. Posting never
+    /// needs this: a spool outlives its poster. Call it to know that observers
+    /// took everything, for example before reporting success to a person.
+    public func flush(timeout: Duration) -> Bool {
+        let deadline = SystemClock.monotonicNanoseconds() &+ UInt64(clamping: timeout.clampedNanoseconds)
+        var pause: UInt32 = 200
+        while true {
+            if unreadPeers().isEmpty { return true }
+            guard SystemClock.monotonicNanoseconds() < deadline else { return false }
+            SystemProcess.pause(microseconds: pause)
+            pause = min(pause * 2, 10_000)
+        }
+    }
+
+    /// The endpoints that have not yet read everything this transport posted
+    /// to them (on their socket or in their spool), named as
+    /// ``TypedNotificationError/undeliveredEndpoints`` are.
+    public var endpointsWithUnreadPosts: [String] {
+        unreadPeers().sorted().map { endpointLabel($0, of: nil) }
+    }
+
+    /// The identifiers of live endpoints that have not read everything yet.
+    /// Decides what to look at under the lock, and makes the calls after it.
+    private func unreadPeers() -> [String] {
+        let peers = state.withLock { state in state.shared.peers.values.map { (peer: $0, spool: $0.spool.file) } }
+        var unread: [String] = []
+        for (peer, spool) in peers {
+            var waiting = false
+            if let spool, case .success(let info) = SystemCalls.fileStatus(spool.descriptor), info.links > 0 {
+                waiting = true
+            }
+            if case .success(let bytes) = SystemCalls.unreadSentBytes(peer.descriptor), bytes > 0 {
+                waiting = true
+            }
+            // An endpoint that died never reads; there is nothing to wait for.
+            if waiting && SocketTransport.endpointState(directory, peer.id) != .dead {
+                unread.append(peer.id)
+            }
+        }
+        return unread
+    }
 }
