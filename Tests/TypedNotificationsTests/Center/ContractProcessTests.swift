@@ -66,7 +66,7 @@ private struct StoppedObserverExitedPoster: ProcessContractBody {
         #expect(done["count"] == "20000")
         #expect(done["inorder"] == "true")
         #expect(done["missed"] == "0")
-        #expect(await observer.waitForExit() == 0)
+        #expect(await observer.waitForExit() == 0, "\(observer.errors.values)")
     }
 }
 
@@ -92,7 +92,7 @@ private struct KilledObserver: ProcessContractBody {
         #expect(done["count"] == "1000")
         #expect(done["inorder"] == "true")
         #expect(done["missed"] == "0")
-        #expect(await witness.waitForExit() == 0)
+        #expect(await witness.waitForExit() == 0, "\(witness.errors.values)")
 
         let newcomer = try contractHelper("observe", kind, place, "100")
         await newcomer.waitForLine(startingWith: "ready")
@@ -100,7 +100,7 @@ private struct KilledObserver: ProcessContractBody {
         let later = parseDone(await newcomer.waitForLine(startingWith: "done"))
         #expect(later["count"] == "100")
         #expect(later["inorder"] == "true")
-        #expect(await newcomer.waitForExit() == 0)
+        #expect(await newcomer.waitForExit() == 0, "\(newcomer.errors.values)")
     }
 }
 
