@@ -12,7 +12,16 @@ let package = Package(
     // or CTypedNotifications…, so none collides with a module of another
     // package in the same graph.
     products: [
+        // What an app imports: the umbrella re-exports the four local modules
+        // below, so `import TypedNotifications` is all an app writes.
         .library(name: "TypedNotifications", targets: ["TypedNotifications"]),
+        // Each layer on its own, for a dependent that wants only part: an
+        // extension that posts through the file transport links neither the
+        // socket transport nor the Foundation bridge.
+        .library(name: "TypedNotificationsCore", targets: ["TypedNotificationsCore"]),
+        .library(name: "TypedNotificationsSocket", targets: ["TypedNotificationsSocket"]),
+        .library(name: "TypedNotificationsFile", targets: ["TypedNotificationsFile"]),
+        .library(name: "TypedNotificationsFoundation", targets: ["TypedNotificationsFoundation"]),
         // Across hosts, through a Redis (or Valkey) server; still no package dependencies.
         .library(name: "TypedNotificationsRedis", targets: ["TypedNotificationsRedis"]),
         .executable(name: "tnotify", targets: ["tnotify"]),
@@ -30,11 +39,45 @@ let package = Package(
         .target(name: "CTypedNotifications", path: "Sources/CTypedNotifications"),
         // CRC-32C in hardware where the processor can, in software elsewhere.
         .target(name: "CTypedNotificationsChecksum", path: "Sources/CTypedNotificationsChecksum"),
-        // The only module that calls the operating system.
+        // The only module that calls the operating system: system calls and
+        // their errors, the event loop, locks and clocks, and what more than
+        // one transport uses (the path watcher, DirectoryMonitor, ChangeQueue,
+        // ChangeSleeper, the shared directory's checks).
         .target(name: "TypedNotificationsPlatform", dependencies: ["CTypedNotifications"], path: "Sources/Platform"),
+        // The core, which calls no file or socket itself: names, payloads,
+        // the envelope, the center, the transport protocol and its skeleton,
+        // and the in-process transport. Transports build on it, never on
+        // each other.
+        .target(
+            name: "TypedNotificationsCore",
+            dependencies: ["TypedNotificationsPlatform", "CTypedNotificationsChecksum"],
+            path: "Sources/TypedNotificationsCore"
+        ),
+        // Unix datagram sockets between the processes of one host.
+        .target(
+            name: "TypedNotificationsSocket",
+            dependencies: ["TypedNotificationsCore", "TypedNotificationsPlatform"],
+            path: "Sources/TypedNotificationsSocket"
+        ),
+        // An append-only log per name in a shared directory, and a change signal.
+        .target(
+            name: "TypedNotificationsFile",
+            dependencies: ["TypedNotificationsCore", "TypedNotificationsPlatform"],
+            path: "Sources/TypedNotificationsFile"
+        ),
+        // Foundation's NotificationCenter as a typed center.
+        .target(
+            name: "TypedNotificationsFoundation",
+            dependencies: ["TypedNotificationsCore", "TypedNotificationsPlatform"],
+            path: "Sources/TypedNotificationsFoundation"
+        ),
+        // The umbrella: one import for all of the above, SPIs included.
         .target(
             name: "TypedNotifications",
-            dependencies: ["TypedNotificationsPlatform", "CTypedNotificationsChecksum"],
+            dependencies: [
+                "TypedNotificationsCore", "TypedNotificationsSocket", "TypedNotificationsFile",
+                "TypedNotificationsFoundation",
+            ],
             path: "Sources/TypedNotifications"
         ),
         // The Redis Streams transport: RESP over the platform layer's TCP and Unix sockets.

@@ -403,6 +403,27 @@ import Synchronization
         retrying { pread(descriptor.rawValue, buffer.baseAddress, buffer.count, off_t(offset)) }
     }
 
+    /// Reads `count` bytes at `offset` (fewer at the end of the file).
+    ///
+    /// The corresponding C function is `pread`, until `count` bytes or the end.
+    package static func readBytes(_ descriptor: borrowing FileDescriptor, at offset: Int, count: Int)
+        -> Result<[UInt8], Errno>
+    {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var total = 0
+        while total < count {
+            let result = bytes.withUnsafeMutableBytes { raw in
+                readBytes(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[total...]), at: offset + total)
+            }
+            switch result {
+            case .success(0): return .success(Array(bytes[..<total]))
+            case .success(let read): total += read
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(bytes)
+    }
+
     /// Writes all of `bytes` at `offset`.
     ///
     /// The corresponding C function is `pwrite`.

@@ -4,6 +4,10 @@ import TypedNotificationsCatalog
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// The transports with a receiving thread of their own, whose event loop
 /// runs the center's executor: every one but the in-process transport,

@@ -1,6 +1,10 @@
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// The buffer's policies, tested without threads: the waiter is a plain Int.
 @Suite("Delivery queue state machine")

@@ -2,6 +2,10 @@ import Synchronization
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 /// What a hub does with a durable message's receipt (one a transport such as
 /// Redis's consumer groups acknowledges only once it was handled).

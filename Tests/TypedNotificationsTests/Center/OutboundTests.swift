@@ -4,6 +4,10 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 /// An envelope transport whose sends can be held at a gate, that records
 /// every send call as it came, and can be told to fail one message of a

@@ -1,6 +1,10 @@
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// The gap rule as a model: unbounded memory, the same arithmetic written the
 /// slow way, with no bound on memory.

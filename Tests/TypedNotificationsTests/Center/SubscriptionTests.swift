@@ -4,6 +4,10 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// An in-process transport whose subscriptions to one name can be held at a
 /// gate or made to fail, and that counts subscribe and unsubscribe calls:

@@ -2,6 +2,10 @@ import Dispatch
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// A notification whose decoder takes 200 µs: the adversary of a cancel that
 /// checks its flag before decoding instead of right before the handler.

@@ -2,6 +2,10 @@ import CTypedNotificationsChecksum
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// Every way the checksum can be computed: what `CRC32C` uses (chosen at load
 /// time), and each path on its own.

@@ -1,6 +1,10 @@
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 struct CacheCleared: PayloadlessNotification {
     static let name: NotificationName = "test.cache-cleared"

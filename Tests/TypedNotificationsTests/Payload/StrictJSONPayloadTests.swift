@@ -2,6 +2,10 @@ import Foundation
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 struct StrictTransfer: TypedNotification, Codable, Equatable, StrictJSONPayload {
     static let name: NotificationName = "test.strict.transfer"

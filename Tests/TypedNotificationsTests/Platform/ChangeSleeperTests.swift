@@ -4,6 +4,10 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 #if os(Linux)
     import Glibc

@@ -3,6 +3,10 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 #if canImport(Glibc)
     import Glibc

@@ -3,7 +3,11 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
 @testable import TypedNotificationsRedis
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 #if canImport(Glibc)
     import Glibc

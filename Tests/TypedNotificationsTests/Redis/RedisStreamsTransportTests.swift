@@ -2,7 +2,11 @@ import Foundation
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
 @testable import TypedNotificationsRedis
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 /// A hub over Redis at `server`.
 func redisHub(

@@ -3,7 +3,11 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @_spi(CenterAuthoring) @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(CenterAuthoring) @_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
 @testable import TypedNotificationsLoopback
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 /// Encodes as text what it decodes as a number: it never survives a wire.
 private struct LossyScore: TypedNotification, Codable {

@@ -1,6 +1,10 @@
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 @Suite("TransportLifecycle: the lifecycle every transport shares, without threads")
 struct TransportLifecycleTests {

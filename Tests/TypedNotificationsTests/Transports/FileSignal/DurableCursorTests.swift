@@ -3,6 +3,10 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 #if canImport(Glibc)
     import Glibc

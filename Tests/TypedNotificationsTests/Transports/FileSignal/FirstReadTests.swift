@@ -2,6 +2,10 @@ import Foundation
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// Where a reader without a saved cursor starts: the log's end, its
 /// beginning, or its newest records; a saved cursor always wins.

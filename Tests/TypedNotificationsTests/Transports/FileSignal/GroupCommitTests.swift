@@ -3,6 +3,10 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// Posts that queue up while an append waits for the log's lock are
 /// appended together: one lock, one write, whole records, in order.

@@ -2,6 +2,10 @@ import Foundation
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 #if canImport(Glibc)
     import Glibc

@@ -1,4 +1,8 @@
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 /// The sender of the records tests build by hand.
 let logTestSender = try? NotificationSender(processID: 1, userID: 1, endpoint: "poster", instance: 1)

@@ -1,6 +1,10 @@
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 /// A log in memory that answers the state machine's actions as the file
 /// system would: segments by number, files removed from the directory but

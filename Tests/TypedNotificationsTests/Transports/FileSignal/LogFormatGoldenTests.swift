@@ -2,6 +2,10 @@ import Foundation
 import Testing
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 /// A log segment from `Envelope/Golden/log-vectors.json`, framed by
 /// `generate.py` from `WireFormat.md` alone.

@@ -2,6 +2,10 @@ import Foundation
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// The notify(3) names that wake readers on Apple platforms, checked on
 /// Linux: they are pure functions of the directory's identity and the name.

@@ -1,6 +1,10 @@
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// What a post does about full sockets, tested without a clock or sockets:
 /// endpoints are plain strings and the tests say which have room.

@@ -2,6 +2,10 @@ import Foundation
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 #if canImport(Glibc)
     import Glibc

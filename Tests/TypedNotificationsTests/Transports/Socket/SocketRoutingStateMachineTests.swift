@@ -1,6 +1,10 @@
 import Testing
 
 @testable import TypedNotifications
+@testable import TypedNotificationsCore
+@testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@testable import TypedNotificationsSocket
 
 /// Where a socket poster sends each name, tested without threads, sockets or
 /// files: peers are plain strings, and the tests play the registry, the

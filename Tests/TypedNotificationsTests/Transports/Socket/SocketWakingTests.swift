@@ -3,6 +3,10 @@ import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 @_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsCore
+@_spi(TransportAuthoring) @testable import TypedNotificationsFile
+@testable import TypedNotificationsFoundation
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
 
 /// The receiving thread that sleeps in its receive (Linux): its wake-up,
 /// its timeout, and how it learns of a spool with no inotify watch and no

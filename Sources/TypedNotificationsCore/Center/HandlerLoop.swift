@@ -1,0 +1,211 @@
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
+
+/// How a handler loop shares its actor: it gives the actor up after this many
+/// deliveries, or once it has held it this long, whichever comes first, so
+/// other work on that actor (the main actor's UI, another observer on the same
+/// executor) runs in between, even under a flood.
+package enum HandlerLoopBudget {
+    /// Deliveries before the loop gives its actor up.
+    package static let deliveries = 256
+    /// Nanoseconds a loop may hold its actor before giving it up: 1 ms.
+    static let nanoseconds: UInt64 = 1_000_000
+}
+
+/// Starts the loop that runs a handler on `actor`, one notification at a
+/// time, in order, and returns the token that controls it.
+///
+/// The loop holds a user's actor weakly while it waits, so an actor that
+/// observes on itself and stores its own token is released when the last
+/// other reference goes, and its observation ends with it. The main actor and
+/// a center's executor live for good or belong to the center, so a loop on
+/// them keeps them and waits on them, which saves a thread hop per wake-up.
+func startHandler<N: DarwinPayload, A: Actor>(
+    for observation: ObserverRecord<N>,
+    on actor: A,
+    handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
+) -> ObservationToken {
+    let loop: Task<Void, Never>
+    if actor is NotificationExecutor || actor is MainActor {
+        // A center's executor on a transport's thread is preferred as task
+        // executor too: a resumed wait is enqueued there (by the thread that
+        // received, so nobody is woken), and the hop to the actor that
+        // follows costs nothing. `nil` (the main actor, the pool): no preference.
+        let preference = (actor as? NotificationExecutor)?.taskExecutor
+        loop = Task(executorPreference: preference) {
+            await runPinnedHandlerLoop(observation, on: actor, handler: handler)
+        }
+    } else {
+        let reference = WeakActorReference(actor)
+        loop = Task { await runWeakHandlerLoop(observation, on: reference, handler: handler) }
+    }
+    return ObservationToken(control: observation, loop: loop)
+}
+
+/// The loop for an actor it may keep: waits isolated to it, and yields it
+/// whenever it has used a budget without waiting.
+private func runPinnedHandlerLoop<N: DarwinPayload, A: Actor>(
+    _ observation: ObserverRecord<N>,
+    on actor: isolated A,
+    handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
+) async {
+    var run = HandlerRun(observation)
+    while await run.refill(isolation: actor) {
+        switch run.deliver(on: actor, to: handler) {
+        case .ended:
+            run.end()
+            return
+        case .budgetLeft:
+            continue
+        case .budgetSpent:
+            await Task.yield()
+            run.startBudget()
+        }
+    }
+}
+
+/// The loop for a user's actor: waits holding no reference to it, and takes a
+/// strong one only to deliver a slice.
+private func runWeakHandlerLoop<N: DarwinPayload, A: Actor>(
+    _ observation: ObserverRecord<N>,
+    on reference: WeakActorReference<A>,
+    handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
+) async {
+    var run = HandlerRun(observation)
+    while await run.refill(isolation: nil) {
+        guard let actor = reference.actor else {
+            // Nobody else holds the actor: nothing is left to deliver to.
+            observation.cancel(waitingForRun: false)
+            run.end()
+            return
+        }
+        // Each slice queues for the actor behind work that arrived on it while
+        // this loop was away, so a fresh budget is fair.
+        run.startBudget()
+        let (outcome, next) = await deliverSlice(run, on: actor, to: handler)
+        run = next
+        if outcome == .ended {
+            run.end()
+            return
+        }
+    }
+}
+
+/// One slice of deliveries on the actor, for the weak loop.
+private func deliverSlice<N: DarwinPayload, A: Actor>(
+    _ run: HandlerRun<N>,
+    on actor: isolated A,
+    to handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
+) -> (HandlerRun<N>.Outcome, HandlerRun<N>) {
+    var run = run
+    var outcome = HandlerRun<N>.Outcome.budgetLeft
+    // Until the budget runs out or nothing is left without waiting.
+    while outcome == .budgetLeft, run.hasTakenEntries {
+        outcome = run.deliver(on: actor, to: handler)
+    }
+    return (outcome, run)
+}
+
+/// A handler loop's position: the batch taken from the queue, how far it got,
+/// what it carries into the next delivery, and how much of its budget on the
+/// actor is used. A value, so the weak loop can hand it to the actor and take
+/// it back.
+private struct HandlerRun<N: DarwinPayload>: Sendable {
+    enum Outcome: Equatable {
+        /// Cancelled: the loop ends.
+        case ended
+        /// Every taken entry was handled within the budget.
+        case budgetLeft
+        /// The budget is used: give the actor up, then go on.
+        case budgetSpent
+    }
+
+    let observation: ObserverRecord<N>
+    private var batch: [DeliveryQueue.Entry] = []
+    private var index = 0
+    private var decoder = DeliveryDecoder<N>()
+    // Deliveries since the budget started, and when it started (0: at the next).
+    private var budgetUsed = 0
+    private var budgetStart: UInt64 = 0
+
+    init(_ observation: ObserverRecord<N>) {
+        self.observation = observation
+    }
+
+    /// Whether taken entries are still waiting to be delivered.
+    var hasTakenEntries: Bool { index < batch.count }
+
+    /// Starts a new budget: the loop has just given its actor up, or waited.
+    mutating func startBudget() {
+        budgetUsed = 0
+        budgetStart = 0
+    }
+
+    /// Makes sure entries are waiting to be delivered, suspending until some
+    /// arrive. Returns `false` once the observation has ended.
+    mutating func refill(isolation actor: isolated (any Actor)?) async -> Bool {
+        guard index == batch.count else { return true }
+        batch.removeAll(keepingCapacity: true)
+        index = 0
+        switch await observation.queue.take(into: &batch, limit: HandlerLoopBudget.deliveries, isolation: actor) {
+        case .finished:
+            return false
+        case .tookAfterWaiting:
+            // Waiting gave the actor up.
+            startBudget()
+            return true
+        case .taken:
+            return true
+        }
+    }
+
+    /// Delivers taken entries in order until they run out or the budget does.
+    ///
+    /// Decoding happens before the gate; between the gate and the handler call
+    /// nothing else runs, and the gate stays passed until the handler returns.
+    mutating func deliver<A: Actor>(
+        on actor: isolated A,
+        to handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
+    ) -> Outcome {
+        if budgetStart == 0 { budgetStart = SystemClock.monotonicNanoseconds() }
+        while index < batch.count {
+            guard !observation.isCancelled else { return .ended }
+            let entry = batch[index]
+            index += 1
+            guard let next = decoder.delivery(from: entry, metrics: observation.metrics) else { continue }
+            guard observation.gate.begin() else {
+                index -= 1
+                return .ended
+            }
+            handler(actor, next.notification, next.delivery)
+            observation.gate.end()
+            // Handled: a durable transport may move its cursor past it.
+            entry.element.receipt?.release()
+            observation.metrics.add(to: .delivered)
+            budgetUsed += 1
+            if budgetUsed >= HandlerLoopBudget.deliveries
+                || SystemClock.monotonicNanoseconds() &- budgetStart >= HandlerLoopBudget.nanoseconds
+            {
+                return .budgetSpent
+            }
+        }
+        return .budgetLeft
+    }
+
+    /// Ends the run: what it took and did not handle is discarded. Kept
+    /// out of `deliver`, whose loop stays as small as it can.
+    @inline(never)
+    mutating func end() {
+        observation.discard(batch[index...])
+        batch.removeAll()
+        index = 0
+    }
+}
+
+/// A weak reference to an actor that can cross isolation boundaries.
+private final class WeakActorReference<A: Actor>: Sendable {
+    weak let actor: A?
+
+    init(_ actor: A) {
+        self.actor = actor
+    }
+}
