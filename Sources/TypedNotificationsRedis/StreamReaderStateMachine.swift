@@ -67,11 +67,6 @@ struct StreamReaderStateMachine {
     /// How many entries' counts are kept: more than a replica lags its
     /// master by. A stream that went back further makes the count inexact.
     let recentCountLimit: Int
-    /// The limit of a name's reader: 4,096 entries, up to 196 KB.
-    static let recentCountLimitOfName = 4_096
-    /// The limit of a reader started for a namespace, which may read
-    /// thousands of names: 64 entries, 3 KB.
-    static let recentCountLimitInNamespace = 64
     /// After a read of new entries that found nothing: the entry after which
     /// the next new one will come, for a reader that waits for it without
     /// reading (see ``quieted()``); `nil` after any other read.
@@ -95,10 +90,6 @@ struct StreamReaderStateMachine {
         quietAfter = nil
         forgetOlderCounts()
     }
-
-    /// How many counts a quiet reader of a namespace keeps (see
-    /// ``forgetOlderCounts()``): 8 entries, 192 B.
-    static let recentCountLimitWhileQuiet = 8
 
     /// Keeps only the newest ``recentCountLimitWhileQuiet`` counts, for a
     /// reader that went quiet among thousands: a stream that goes back
@@ -137,7 +128,6 @@ struct StreamReaderStateMachine {
     }
 
     // MARK: Reading
-
     /// The commands of the next read, noted as expected; `nil` while a read
     /// is awaited. The stream's counters go with every read but a read of
     /// pending entries (which counts nothing) and one that follows a read
@@ -194,32 +184,6 @@ struct StreamReaderStateMachine {
         return commands
     }
 
-    /// The last entry this reader read: where a plain reader stands, the
-    /// newest a durable one was handed.
-    private var lastRead: StreamEntryID {
-        if case .after(let id) = position { return id }
-        return lastDelivered
-    }
-
-    /// The counter raise due now, if any.
-    private func dueCounterRaise() -> Command? {
-        guard isDurable, groupCounterBehind, let groupPosition, let accounted else { return nil }
-        return .raiseCounter(position: groupPosition, entriesRead: accounted)
-    }
-
-    /// The group's position and count to record in Redis with the next read
-    /// of new entries, when they changed since last recorded: each read
-    /// keeps the count that replicas would otherwise lose up to date, one
-    /// command more in the read's pipeline. Only where the group's position
-    /// is known to be ``groupPosition``: this reader is the group's only
-    /// consumer and read every reply since its last `>` read.
-    private func dueCounterRecord() -> Command? {
-        guard isDurable, !positionUncertain, case .new = position, let groupPosition, let accounted,
-            recorded?.position != groupPosition || recorded?.entriesRead != accounted
-        else { return nil }
-        return .raiseCounter(position: groupPosition, entriesRead: accounted)
-    }
-
     /// Redis took the raise of the batch that asked for it.
     mutating func counterRaised() {
         groupCounterBehind = false
@@ -227,7 +191,6 @@ struct StreamReaderStateMachine {
     }
 
     // MARK: Replies
-
     /// Takes the next reply from the reader's connection. `host` is the
     /// connection's, for a redirection that names none.
     mutating func received(_ reply: RESPValue, host: String) -> Outcome {
@@ -315,11 +278,6 @@ struct StreamReaderStateMachine {
             return .send(commands)
         }
         return .deliver(batch(of: reply))
-    }
-
-    /// Errors a later attempt may not get.
-    static func isTransient(_ text: String) -> Bool {
-        ["TRYAGAIN", "CLUSTERDOWN", "LOADING", "UNBLOCKED", "MASTERDOWN"].contains { text.hasPrefix($0) }
     }
 
     /// The batch of a read reply, with the reader moved past it. A read that
@@ -506,31 +464,7 @@ struct StreamReaderStateMachine {
         return (trimmed, true)
     }
 
-    /// The `(id, fields)` of each entry of a read reply; fields are `nil` for
-    /// a pending entry that was deleted from the stream.
-    static func entries(in reply: RESPValue) -> [(StreamEntryID, [RESPValue]?)] {
-        guard case .array(let streams?) = reply else { return [] }
-        var result: [(StreamEntryID, [RESPValue]?)] = []
-        for stream in streams {
-            guard case .array(let pair?) = stream, pair.count == 2, case .array(let entries?) = pair[1] else {
-                continue
-            }
-            for entry in entries {
-                guard case .array(let parts?) = entry, parts.count == 2, case .bulkString(let idBytes?) = parts[0],
-                    let id = StreamEntryID(idBytes)
-                else { continue }
-                if case .array(let fields) = parts[1] {
-                    result.append((id, fields))
-                } else {
-                    result.append((id, nil))
-                }
-            }
-        }
-        return result
-    }
-
     // MARK: Connections
-
     /// The connection was dropped (broken, redirected, or its read went
     /// unanswered too long): the replies it owed will not come. A durable
     /// reader reads again what it was handed and has not acknowledged.
