@@ -42,7 +42,7 @@ func runSenderSoak(_ arguments: ArraySlice<String>) throws {
     }
     let transport = InjectingTransport()
     let hub = try NotificationHub(endpoint: "soak", transport: transport)
-    defer { hub.close() }
+    defer { hub.closeAndWait() }
     let tenth = count / 10
     // In chunks, each delivered before the next (as the other memory runs
     // do), so the run measures steady state rather than a backlog's size.

@@ -31,6 +31,18 @@ struct HubsOutput: Codable {
     var openSeconds: Double
     /// The error that stopped opening, if one did.
     var failure: String?
+    /// The process's threads before the hubs opened (the warm-up pair
+    /// closed) and with every hub open (`nil` where `/proc` is missing).
+    var threadsBefore: Int?
+    var threadsAfter: Int?
+    /// How long `close()` of one of the hubs took while a handler of it
+    /// was running, held until `close()` returned, in microseconds.
+    var closeWithHandlerMicroseconds: Double?
+}
+
+/// How many threads this process has now, from `/proc/self/task`.
+func currentThreadCount() -> Int? {
+    try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count
 }
 
 /// Counts the observers that got the post; the last one signals.
@@ -104,8 +116,9 @@ func measureHubs<T: NotificationTransport>(kind: Kind, count: Int, make: () thro
             fail("hubs \(kind.rawValue): the warm-up post was not delivered")
         }
         warmToken.cancel()
-        warmObserver.close()
+        warmObserver.closeAndWait()
         output.residentBeforeKiB = currentResidentKiB() ?? 0
+        output.threadsBefore = currentThreadCount()
 
         let tally = DeliveryTally(target: count)
         var hubs: [NotificationHub<T>] = []
@@ -130,12 +143,39 @@ func measureHubs<T: NotificationTransport>(kind: Kind, count: Int, make: () thro
         }
         output.delivered = tally.delivered
         output.residentAfterKiB = currentResidentKiB() ?? 0
+        output.threadsAfter = currentThreadCount()
         output.perHubKiB = hubs.isEmpty ? 0 : (output.residentAfterKiB - output.residentBeforeKiB) / hubs.count
         for token in tokens { token.cancel() }
-        for hub in hubs { hub.close() }
-        poster.close()
+        if let held = hubs.last {
+            output.closeWithHandlerMicroseconds = try timeCloseWithHandlerRunning(held, poster: poster)
+        }
+        for hub in hubs { hub.closeAndWait() }
+        poster.closeAndWait()
     } catch {
         output.failure = "\(error)"
     }
     return output
+}
+
+/// Times `hub.close()` while a handler of `hub` runs: the handler is held
+/// until `close()` returned, so a close that waited for it would never
+/// return (the run then fails on its time limit).
+func timeCloseWithHandlerRunning<T: NotificationTransport, P: NotificationTransport>(
+    _ hub: NotificationHub<T>, poster: NotificationHub<P>
+) throws -> Double {
+    let entered = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let token = try hub.addObserver(BenchTick.self) { _, _ in
+        entered.signal()
+        release.wait()
+    }
+    try poster.post(BenchTick(index: 2, filler: BenchTick.filler(forPayloadSize: 16)))
+    guard entered.wait(timeout: .now() + 60) == .success else { fail("the held handler never ran") }
+    let start = now()
+    hub.close()
+    let took = Double(now() - start) / 1e3
+    release.signal()
+    guard hub.closed(timeout: .seconds(60)) else { fail("the close never ended after the handler returned") }
+    token.cancel()
+    return took
 }

@@ -241,7 +241,7 @@ func measureIdle(quick: Bool, redis: BenchRedisServer?) throws -> [IdleFigures] 
         var running: [(scenario: IdleScenario, child: Child, directory: String?, poster: AnyHub, root: String)] = []
         defer {
             for (_, child, directory, poster, _) in running {
-                poster.close()
+                poster.closeAndWait()
                 kill(child.processID, SIGKILL)
                 var status: Int32 = 0
                 while waitpid(child.processID, &status, 0) == -1 && errno == EINTR {}

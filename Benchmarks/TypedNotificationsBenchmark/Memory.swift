@@ -66,7 +66,7 @@ func runSoak(_ arguments: ArraySlice<String>) throws {
 /// so the run measures steady state rather than a growing backlog.
 func soak<T: NotificationTransport>(_ transport: T, kind: Kind, count: Int) throws -> MemoryResults.Series {
     let hub = try NotificationHub(endpoint: "soak", transport: transport)
-    defer { hub.close() }
+    defer { hub.closeAndWait() }
     let batch = count / 10
     let chunk = batch % 5000 == 0 ? 5000 : batch
     let counter = BatchCounter(batchSize: chunk)
@@ -117,6 +117,6 @@ func observerCost() throws -> (handler: Int?, sequence: Int?) {
     for token in tokens { token.cancel() }
     first.cancel()
     withExtendedLifetime(sequences) {}
-    hub.close()
+    hub.closeAndWait()
     return ((afterHandlers - before) / observers, (afterSequences - afterHandlers) / observers)
 }

@@ -99,7 +99,7 @@ func runNamespaceObserver(_ arguments: ArraySlice<String>) throws {
             "done \(latencies.p50) \(latencies.p99) \(final.count - final.missed) \(final.missed) \(final.residents.map(String.init).joined(separator: " "))"
         )
         token.cancel()
-        hub.close()
+        hub.closeAndWait()
     }
 }
 
@@ -171,7 +171,7 @@ func measureNamespacePoint(
         received: Int(fields[2]), missed: Int(fields[3]), residentKiB: fields.dropFirst(4).map { Int($0) })
 
     func postProbes<T: NotificationTransport>(_ hub: NotificationHub<T>) throws -> [UInt64] {
-        defer { hub.close() }
+        defer { hub.closeAndWait() }
         let targets = try (0..<names).map { try NotificationName(validating: "bench.ns.n\($0)") }
         var samples: [UInt64] = []
         samples.reserveCapacity(count)

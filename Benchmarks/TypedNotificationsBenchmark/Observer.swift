@@ -62,7 +62,7 @@ func observeWithHub<T: NotificationTransport>(_ transport: T, _ recorder: Record
     sayReady(recorder)
     recorder.finished.wait()
     token.cancel()
-    hub.close()
+    hub.closeAndWait()
 }
 
 /// The raw datagram floor: a blocking socket, one recv per notification.

@@ -261,12 +261,12 @@ func makeTransportPoster(_ entry: TransportEntry, _ spec: PointSpec) throws -> P
 private func makeTransportPoster<T: NotificationTransport>(_ transport: T) throws -> Poster {
     let hub = try NotificationHub(endpoint: "poster", transport: transport)
     guard let waiting = transport as? any WaitsForReaders else {
-        return Poster(post: { try hub.post($0) }, close: { hub.close() })
+        return Poster(post: { try hub.post($0) }, close: { hub.closeAndWait() })
     }
     return Poster(
         post: { try hub.post($0) },
         flush: { _ = waiting.flush(timeout: .seconds(120)) },
-        close: { hub.close() }
+        close: { hub.closeAndWait() }
     )
 }
 

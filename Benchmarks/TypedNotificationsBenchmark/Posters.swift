@@ -21,7 +21,7 @@ func measureConcurrentPosters(threads: Int, total: Int) throws -> PostersResult 
     defer { removeScratchDirectory(directory) }
     let transport = try FileSignalTransport(directory: directory)
     let hub = try NotificationHub(endpoint: "posters", transport: transport)
-    defer { hub.close() }
+    defer { hub.closeAndWait() }
     let filler = BenchTick.filler(forPayloadSize: 16)
     try hub.post(BenchTick(index: 0, filler: filler))  // the log exists
     let before = transport.statistics

@@ -41,7 +41,7 @@ func runStoppedObserver(_ arguments: ArraySlice<String>) throws {
     let final = counts.withLock { $0 }
     say("done \(final.received) \(final.missed)")
     token.cancel()
-    hub.close()
+    hub.closeAndWait()
 }
 
 /// Figures of the stopped-observer section.
@@ -82,7 +82,7 @@ func measureStoppedObserver(count: Int) throws -> StoppedResults {
     let stopped = try timedPosts(count..<(2 * count))
     let spooled = transport.statistics.spooled
     let closeStarted = now()
-    hub.close()
+    hub.closeAndWait()
     let closeNanoseconds = now() &- closeStarted
     kill(observer.processID, SIGCONT)
     let fields = observer.expect("done ").split(separator: " ")

@@ -328,6 +328,13 @@ if sections.contains("memory") {
             "  \(padded(kind.label, 26)) \(run.opened) opened in \(String(format: "%.1f", run.openSeconds)) s, "
                 + "\(run.delivered) delivered, RSS \(run.residentBeforeKiB) → \(run.residentAfterKiB) KiB: "
                 + "\(run.perHubKiB) KiB per hub" + (run.failure.map { "; stopped by: \($0)" } ?? ""))
+        if let before = run.threadsBefore, let after = run.threadsAfter {
+            print("  \(padded("", 26)) threads \(before) → \(after)", terminator: "")
+        }
+        if let close = run.closeWithHandlerMicroseconds {
+            print(String(format: "; close() with a handler running: %.1f µs", close), terminator: "")
+        }
+        print("")
     }
     results.hubs = hubRuns
     if let handler = results.heapBytesPerHandlerObserver, let sequence = results.heapBytesPerSequenceObserver {
@@ -358,7 +365,7 @@ if sections.contains("fanout"), kinds.contains(.redis), let redisServer {
         try hub.post(contentsOf: ticks)
     }
     let pipelined = Double(count) / (Double(now() - start) / 1e9)
-    hub.close()
+    hub.closeAndWait()
     redisPosting = (single, pipelined)
     print(
         "  one at a time: \(rate(single)); post(contentsOf:): \(rate(pipelined)) (\(String(format: "%.1f", pipelined / single))×)"

@@ -49,7 +49,6 @@ func showLatest() throws(TypedNotificationError) {
 func followScores(limit: Int) async throws(TypedNotificationError) {
     let transport = try FileSignalTransport(directory: sharedDirectory(), identity: "widget")
     let center = try NotificationHub(endpoint: "widget", transport: transport)
-    defer { center.close() }
     var shown = 0
     for await delivered in try center.deliveries(of: ScoreChanged.self) {
         let score = delivered.notification
@@ -57,6 +56,9 @@ func followScores(limit: Int) async throws(TypedNotificationError) {
         shown += 1
         if shown == limit { break }
     }
+    // The cursor is saved once the close is done: wait for it before exiting.
+    center.close()
+    await center.closed()
 }
 
 // Scores post HOME AWAY    the app posts a score

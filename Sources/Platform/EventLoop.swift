@@ -204,13 +204,18 @@ import Synchronization
 
     /// Ends the I/O and timers. Queued jobs still run. Idempotent; never waits.
     @_spi(TransportAuthoring) public func stop() {
-        enum Stop { case wakeThread, neverStarted, nothing }
+        enum Stop {
+            case wakeThread
+            case neverStarted([@Sendable () -> Void])
+            case nothing
+        }
         let stop = state { state -> Stop in
             switch state.phase {
             case .created:
                 // Never started: the jobs are drained elsewhere from now on.
                 state.phase = .stopped
-                return .neverStarted
+                defer { state.finishers = [] }
+                return .neverStarted(state.finishers)
             case .running:
                 // A thread that is not asleep sees the phase before it
                 // sleeps again; one asleep is woken once, as for a job.
@@ -223,9 +228,10 @@ import Synchronization
         switch stop {
         case .wakeThread:
             wake()
-        case .neverStarted:
+        case .neverStarted(let finishers):
             // No thread will signal the end: this call does.
             finished.signal()
+            for finisher in finishers { finisher() }
             drainDetachedIfNeeded()
         case .nothing:
             break
@@ -270,6 +276,22 @@ import Synchronization
         stop()
         if isCurrent { return .refusedOnLoopThread }
         return join(nanoseconds: nanoseconds)
+    }
+
+    /// Runs `body` once the loop's thread has finished after ``stop()``:
+    /// on that thread, after its last handler and timer, and before the
+    /// jobs still queued run on the system's pool; at once, on the caller,
+    /// when the loop has finished (or never started and was stopped). A
+    /// transport's close ends this way, without waiting for the thread.
+    @_spi(TransportAuthoring) public func whenFinished(_ body: @escaping @Sendable () -> Void) {
+        let now = state { state -> Bool in
+            guard state.phase == .stopped else {
+                state.finishers.append(body)
+                return false
+            }
+            return true
+        }
+        if now { body() }
     }
 
     // MARK: - The loop
@@ -343,14 +365,17 @@ import Synchronization
         // Stopped: what is still queued runs on the pool, one job at a time.
         jobThread.store(0, ordering: .relaxed)
         let carried = batch[next...]
-        state { state in
+        let finishers = state { state -> [@Sendable () -> Void] in
             state.phase = .stopped
             state.thread = nil
             state.timers = []
             state.handlers = [:]
             state.jobs.insert(contentsOf: carried, at: 0)
+            defer { state.finishers = [] }
+            return state.finishers
         }
         finished.signal()
+        for finisher in finishers { finisher() }
         drainDetachedIfNeeded()
     }
 
@@ -430,71 +455,4 @@ import Synchronization
 private enum Waiting {
     case events(EventPoller)
     case receiving(receive: @Sendable (CInt) -> Void, wake: @Sendable () -> Void)
-}
-
-private enum LoopJob: Sendable {
-    case closure(@Sendable () -> Void)
-    case task(UnownedJob)
-}
-
-private enum PushAction {
-    case none
-    case wake
-    case drain
-}
-
-private struct LoopTimer: Sendable {
-    let deadline: UInt64
-    let body: @Sendable () -> Void
-    /// For ``EventLoop/cancelTimer(_:)``; 0 for a timer that cannot be cancelled.
-    var number: UInt64 = 0
-}
-
-private enum LoopPhase: Equatable {
-    case created
-    case running
-    case stopping
-    case stopped
-}
-
-private struct LoopState {
-    var phase = LoopPhase.created
-    var jobs: [LoopJob] = []
-    var handlers: [CInt: @Sendable () -> Void] = [:]
-    var timers: [LoopTimer] = []
-    var nextTimerNumber: UInt64 = 0
-    // The loop's thread while it runs.
-    var thread: ThreadIdentity?
-    var isDraining = false
-    // The loop is (about to be) blocked in the poller and nobody woke it yet.
-    var isSleeping = false
-    var wakePending = false
-    // Descriptors another thread said are readable for this loop (see markReadable).
-    var marked: [CInt] = []
-
-    /// Whether `caller` must wake the poller: only when the loop sleeps,
-    /// once per sleep, and never from the loop's own thread. That thread
-    /// looks at its jobs and timers before it sleeps again; and a loop
-    /// that waits in a receive call of its driver's handles what it
-    /// received inside that call, while it still counts as asleep, so a
-    /// wake-up from there would only make its next receive return at once.
-    mutating func takeWakeUp(from caller: ThreadIdentity) -> Bool {
-        guard isSleeping, !wakePending, caller != thread else { return false }
-        wakePending = true
-        return true
-    }
-
-    func timeoutMilliseconds(now: UInt64) -> CInt {
-        guard let next = timers.lazy.map(\.deadline).min() else { return -1 }
-        guard next > now else { return 0 }
-        // Rounded up, so a timer never fires early.
-        return CInt(min((next - now + 999_999) / 1_000_000, 60_000))
-    }
-
-    mutating func takeDueTimers(now: UInt64) -> [LoopTimer] {
-        guard timers.contains(where: { $0.deadline <= now }) else { return [] }
-        let due = timers.filter { $0.deadline <= now }.sorted { $0.deadline < $1.deadline }
-        timers.removeAll { $0.deadline <= now }
-        return due
-    }
 }

@@ -16,6 +16,9 @@ func sleepersAfterClose(directory: String) {
         let second = try FileSignalTransport(directory: directory)
         let sleptFirst = first.sleepsInRead
         first.close()
+        let closed = OneShotEvent()
+        first.whenClosed { closed.signal() }
+        guard closed.wait(nanoseconds: 10_000_000_000) else { fail("the first transport's close never ended") }
         let third = try FileSignalTransport(directory: directory)
         say("sleeping first=\(sleptFirst) second=\(second.sleepsInRead) third=\(third.sleepsInRead)")
         withExtendedLifetime((first, second, third)) {}
@@ -55,7 +58,7 @@ func sleepersWithScarceInstances(user: String, free: Int32) {
             }
         }
         say("made 3 sleeping=\(sleeping.map(String.init).joined(separator: ","))")
-        for hub in hubs { hub.close() }
+        for hub in hubs { hub.closeAndWait() }
         for descriptor in held { close(descriptor) }
         _ = try? FileManager.default.removeItem(atPath: directory)
     #else

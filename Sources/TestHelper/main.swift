@@ -124,7 +124,7 @@ func observe<Transport: NotificationTransport>(_ hub: NotificationHub<Transport>
         if received + (countingMissed ? missed : 0) >= count { break }
     }
     say("done count=\(received) inorder=\(inOrder) missed=\(missed)")
-    hub.close()
+    hub.closeAndWait()
 }
 
 func observeFiles(
@@ -156,7 +156,7 @@ func observeFiles(
     }
     let firsts = first.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
     say("done count=\(received) inorder=\(inOrder) missed=\(missed) first=\(firsts)")
-    hub.close()
+    hub.closeAndWait()
 }
 
 /// Observes `names` names at once and reports, per delivery, the system
@@ -185,7 +185,7 @@ func observeManyNames(directory: String, names: Int, count: Int) async throws {
     }
     say("done")
     withExtendedLifetime(tokens) {}
-    hub.close()
+    hub.closeAndWait()
 }
 
 /// A durable observer that prints `got INDEX 0|1` (1: marked as a
@@ -227,7 +227,7 @@ func observeDurably<Transport: NotificationTransport>(_ hub: NotificationHub<Tra
         }
         say("done")
     }
-    hub.close()
+    hub.closeAndWait()
 }
 
 func postFiles(directory: String, count: Int, poster: Int, segmentSize: Int? = nil) throws {
@@ -241,7 +241,7 @@ func postFiles(directory: String, count: Int, poster: Int, segmentSize: Int? = n
         try hub.post(HelperPing(poster: poster, index: index))
     }
     say("posted")
-    hub.close()
+    hub.closeAndWait()
 }
 
 /// Writes half an envelope into the log while holding the append lock, then
@@ -292,7 +292,7 @@ func postLimited(directory: String, bytes: Int) throws {
             try hub.post(HelperPing(poster: 8, index: index))
         } catch {
             say("refused \(error.code) after \(index)")
-            hub.close()
+            hub.closeAndWait()
             return
         }
         index += 1
@@ -308,7 +308,7 @@ func post(directory: String, count: Int, poster: Int) throws {
     }
     guard transport.flush(timeout: .seconds(60)) else { fail("could not deliver everything within 60 s") }
     say("posted \(transport.statistics)")
-    hub.close()
+    hub.closeAndWait()
 }
 
 /// Posts and exits at once: what the socket did not take waits in the spool,
@@ -333,7 +333,7 @@ func postAndExit(directory: String, count: Int, poster: Int, spoolLimit: Int?) t
     say(
         "posted undelivered=\(undelivered) spooled=\(statistics.spooled) dropped=\(statistics.dropped) endpoints=\(named.sorted().joined(separator: ","))"
     )
-    hub.close()
+    hub.closeAndWait()
 }
 
 /// Sends one valid envelope on standard input, which the test connected to an

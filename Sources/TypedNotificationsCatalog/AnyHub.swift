@@ -17,8 +17,10 @@ package protocol ErasedHub: Sendable {
     func typedDeliveries<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError) -> DeliverySequence<N>
     /// The newest value the transport keeps under `name`, if it keeps any.
     func latestRaw(of name: NotificationName) throws(TypedNotificationError) -> DeliveredNotification<RawNotification>?
-    /// Closes the hub.
+    /// Starts closing the hub.
     func close()
+    /// Waits at most `timeout` for the close to be done.
+    func closed(timeout: Duration) -> Bool
 }
 
 extension NotificationHub: ErasedHub {
@@ -106,4 +108,23 @@ package struct AnyHub: Sendable {
 
     /// Closes and unregisters.
     package func close() { hub.close() }
+
+    /// Closes, and waits until the close is done (a durable identity's
+    /// cursors saved, its reads ended at the server), at most `timeout`:
+    /// what a tool does before it exits. Returns whether it was done.
+    @discardableResult
+    package func closeAndWait(upTo timeout: Duration = .seconds(10)) -> Bool {
+        hub.close()
+        return hub.closed(timeout: timeout)
+    }
+}
+
+extension NotificationHub {
+    /// Closes, and waits until the close is done, at most `timeout`: what a
+    /// tool or a test does before it exits. Returns whether it was done.
+    @discardableResult
+    package func closeAndWait(upTo timeout: Duration = .seconds(10)) -> Bool {
+        close()
+        return closed(timeout: timeout)
+    }
 }

@@ -341,58 +341,15 @@ extension FileSignalTransport {
         if action.save { saveCursor(of: name) }
     }
 
-    /// Writes `name`'s cursor as it is now in the commit table (`fallback`,
-    /// given by unsubscribe only, once the name is unsubscribed). Saves are serialized, and each writes
-    /// the newest position there is when it starts writing: saves that
-    /// overlap (the loop's, one drained after the loop stopped, close's own)
-    /// could otherwise rename an older cursor over a newer one, and a
-    /// restart would deliver again what was handled (seen once in 200 runs).
-    /// The lock orders only these writes; nothing else waits for it.
+    /// Writes `name`'s cursor (see ``CursorSaver/save(of:else:)``).
     func saveCursor(of name: NotificationName, else fallback: FileCursor? = nil) {
-        guard let identity else { return }
-        cursorSaves.lock()
-        defer { cursorSaves.unlock() }
-        // Unsubscribed: only unsubscribe's own save (the fallback) writes; a
-        // save that was due before must not put its older position back.
-        guard let latest = commits.withLock({ $0.slots[name]?.cursor ?? $0.departed[name]?.cursor }) ?? fallback
-        else { return }
-        guard
-            latest.save(root: directory, identity: identity, name: name, sharing: configuration.sharing)
-                || (remakeCursorFolder(of: identity)
-                    && latest.save(root: directory, identity: identity, name: name, sharing: configuration.sharing))
-        else { return }
-        commits.withLock { $0.slots[name]?.saved = latest }
+        cursorSaver.save(of: name, else: fallback)
     }
 
-    /// Makes `DIR/cursors/IDENTITY` again after someone removed it (`rm -rf
-    /// DIR/cursors`) under a running identity: without it, every save
-    /// would fail, and the next run would be taken for the first, starting
-    /// where a new identity starts. Returns whether it is there now.
-    private func remakeCursorFolder(of identity: String) -> Bool {
-        let cursors = FileLog.cursorsDirectory(directory)
-        let chain = [cursors, cursors + "/" + identity]
-        return (try? SharedDirectory.prepare(chain: chain, sharing: configuration.sharing)) != nil
-    }
-
-    /// Writes the cursors whose committed position moved since last saved.
-    /// With `closing`, later commits are saved by whoever makes them, and
-    /// every cursor not yet written as it is now is written before this
-    /// returns: a save the loop had taken (and cleared the flag for) may
-    /// still be on its way on the pool that drains a stopped loop's jobs,
-    /// and close must not return before what was handled is on disk.
+    /// Writes the cursors whose committed position moved since last saved
+    /// (see ``CursorSaver/saveDue(closing:)``).
     func saveDueCursors(closing: Bool = false) {
-        guard identity != nil else { return }
-        let due = commits.withLock { table -> [NotificationName] in
-            if closing { table.isClosed = true }
-            let due = table.slots.keys.filter { name in
-                guard let slot = table.slots[name] else { return false }
-                return slot.savePending || (closing && slot.saved != slot.cursor)
-            }
-            for name in due { table.slots[name]?.savePending = false }
-            return due
-        }
-        // Each save writes the newest position there is (see saveCursor).
-        for name in due { saveCursor(of: name) }
+        cursorSaver.saveDue(closing: closing)
     }
 }
 

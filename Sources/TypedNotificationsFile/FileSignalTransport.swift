@@ -69,8 +69,8 @@ public final class FileSignalTransport: KeepsLatest {
     let appenders = Locked(AppenderTable())
     // A read pass is queued on the loop and has not started yet.
     let passQueued = Atomic<Bool>(false)
-    // Serializes cursor file writes (see saveCursor).
-    let cursorSaves = SystemMutex()
+    // Writes the identity's cursor files, also after the transport is gone.
+    let cursorSaver: CursorSaver
     // A pass for names held back for their observers is scheduled.
     let recheckScheduled = Atomic<Bool>(false)
     // What the logs depend on, watched (see `watchDirectory`); a change
@@ -132,6 +132,8 @@ public final class FileSignalTransport: KeepsLatest {
         self.identity = identity
         self.firstRead = firstRead
         self.configuration = configuration
+        cursorSaver = CursorSaver(
+            directory: directory, identity: identity, sharing: configuration.sharing, commits: commits)
         // A write past RLIMIT_FSIZE must fail with EFBIG, not kill the process.
         SystemCalls.ignoreFileSizeSignal()
         try SharedDirectory.prepare(directory, sharing: configuration.sharing)
@@ -175,7 +177,6 @@ public final class FileSignalTransport: KeepsLatest {
 
     deinit {
         close()
-        cursorSaves.deallocate()
     }
 
     /// Counters since the transport was created.
@@ -437,12 +438,12 @@ public final class FileSignalTransport: KeepsLatest {
         return nil
     }
 
-    /// Stops reading and closes the logs, saving how far this identity's
-    /// observers got. Waits for the event-loop thread, at most 2 seconds:
-    /// nothing it does blocks (every open is non-blocking), and a thread
-    /// stuck anyway (a hung network file system) is left to end on its own.
-    /// Called on that thread (a center released while it delivered), it
-    /// does not wait for itself. Idempotent.
+    /// Stops reading and closes the logs, without waiting for the
+    /// event-loop thread: once it has finished (a handler running there
+    /// returned), how far this identity's observers got is saved, and
+    /// ``whenClosed(_:)`` calls back. Nothing it does blocks (every open is
+    /// non-blocking); a thread stuck anyway (a hung network file system)
+    /// delays only that call-back. Idempotent.
     public func close() {
         // The read state is let go after the lock: its descriptors (the
         // segments, a sleeper's inotify instance) close when it goes, and a
@@ -462,12 +463,15 @@ public final class FileSignalTransport: KeepsLatest {
             return table.idle
         }
         for watch in watches.withLock({ $0.close() }) { watch.cancel() }
-        // Closed from a handler on the loop: it does not wait for itself.
-        let ended = closing.end(loop)
-        withExtendedLifetime((receiving, idle)) {}
-        guard ended else { return }
-        // What was handled so far is saved; later commits save themselves.
-        saveDueCursors(closing: true)
+        // Once the loop's thread has finished (it may be this one: a center
+        // released while it delivered), the read state goes, and what was
+        // handled so far is saved; later commits save themselves.
+        let (saver, core, wasOpen) = (cursorSaver, core, closing.wasOpen)
+        closing.end(loop) {
+            withExtendedLifetime((receiving, idle)) {}
+            if wasOpen { saver.saveDue(closing: true) }
+            core.finishClosing()
+        }
     }
 }
 

@@ -100,13 +100,14 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
         core.counters.add(to: .sent)
     }
 
-    /// Leaves the bus and ends the thread. Envelopes already queued for the
-    /// thread are still decoded and handed to the center, which delivers
-    /// nothing after it closed.
+    /// Leaves the bus and ends the thread, without waiting for it.
+    /// Envelopes already queued for the thread are still decoded and handed
+    /// to the center, which delivers nothing after it closed.
     public func close() {
         let (closing, _) = core.close { _ in () }
         if case .wasOpen(let inbox) = closing { bus.removeEverywhere(inbox) }
-        closing.end(core.loop)
+        let core = core
+        closing.end(core.loop) { core.finishClosing() }
     }
 }
 

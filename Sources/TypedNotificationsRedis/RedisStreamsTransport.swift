@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
@@ -336,19 +337,21 @@ public final class RedisStreamsTransport: KeepsLatest {
         loop.start()
     }
 
-    /// Stops reading, sends the acknowledgements still queued, and closes
-    /// every connection. Waits for the event loop, at most 2 seconds, after
-    /// a durable identity's reads are ended at the server: a node that does
-    /// not answer that is waited for once, at most its connect and command
-    /// timeouts. Idempotent.
+    /// Stops reading, and starts what must follow without waiting for it:
+    /// a durable identity's reads are ended at the server (a node that does
+    /// not answer is waited for once, at most its connect and command
+    /// timeouts, on a thread of the system's pool), then the acknowledgements
+    /// still queued are sent and every connection closed, on the event
+    /// loop, which then stops. ``whenClosed(_:)`` calls back once all of
+    /// that is done. Idempotent.
     ///
-    /// A durable identity's deliveries handled after this returned (a loop
-    /// that was still holding one) are not acknowledged: they stay pending in
-    /// its group and come again, marked as redeliveries, on its next run.
-    /// Its reads end at the server before this returns, so an entry posted
-    /// after it returned goes to the next run as a first delivery; one
-    /// posted while it closes may be read and left pending, and come again
-    /// marked.
+    /// No reader hands out anything once this returns. A durable identity's
+    /// deliveries handled after the close is done (a loop that was still
+    /// holding one) are not acknowledged: they stay pending in its group and
+    /// come again, marked as redeliveries, on its next run. Its reads end at
+    /// the server before the close is done, so an entry posted after that
+    /// goes to the next run as a first delivery; one posted while it closes
+    /// may be read and left pending, and come again marked.
     public func close() {
         let (closing, (readers, idle, watchers)) = core.close { shared in
             defer {
@@ -364,54 +367,18 @@ public final class RedisStreamsTransport: KeepsLatest {
             )
         }
         for watcher in watchers { watcher.finish() }
+        let (loop, core) = (loop, core)
         guard closing.wasOpen else {
-            closing.end(loop)
+            closing.end(loop) { core.finishClosing() }
             return
         }
-        // Durable readers' connections are ended at the server first, on the
-        // idle connections, which close after.
-        var spare = idle
-        var silent: Set<RedisConnectionOptions> = []
-        for reader in readers {
-            let unanswered = Self.endReads(
-                of: reader, identity: identity,
-                borrowing: { node in
-                    silent.contains(node) ? nil : spare[node]?.popLast() ?? (try? RedisConnection.connect(node))
-                },
-                giveBack: { spare[$0.options, default: []].append($0) })
-            if let unanswered { silent.insert(unanswered) }
-        }
-        // One deadline for the last acknowledgements and the loop's end.
-        let deadline = SystemClock.monotonicNanoseconds() &+ EventLoop.closeWaitNanoseconds
-        // The last acknowledgements go out before the loop stops: once
-        // stopped, its queued jobs run on another thread after `join`
-        // returned, too late for a process that exits after `close()`. On
-        // the loop, after the delivery in progress there: the center lets go
-        // of a receipt once it handed the message out.
-        let (loop, acknowledgements, idleReaders) = (loop, acknowledgements, idleReaders)
-        let finalFlush: @Sendable () -> Void = {
-            for reader in readers { reader.cancel() }
-            Self.closeIdleReaders(idleReaders)
-            acknowledgements?.finish()
-        }
-        if loop.isCurrent {
-            finalFlush()
-        } else {
-            let flushed = OneShotEvent()
-            loop.execute {
-                finalFlush()
-                flushed.signal()
-            }
-            _ = flushed.wait(nanoseconds: Self.nanoseconds(until: deadline))
-        }
-        // Closed from a handler on the loop: it does not wait for itself.
-        loop.stopAndJoin(nanoseconds: Self.nanoseconds(until: deadline))
-    }
-
-    /// What is left of the time until `deadline`, on the monotonic clock.
-    private static func nanoseconds(until deadline: UInt64) -> UInt64 {
-        let now = SystemClock.monotonicNanoseconds()
-        return deadline > now ? deadline - now : 0
+        // From now on the loop hands nothing of any reader out, even a reply
+        // already on its way (see `deliver`).
+        for reader in readers { _ = reader.markStopping() }
+        let ending = ClosingReads(
+            readers: readers, idle: idle, identity: identity, acknowledgements: acknowledgements,
+            idleReaders: idleReaders)
+        DispatchQueue.global().async { ending.run(on: loop, core: core) }
     }
 
     /// The newest valid envelope in `name`'s stream, without observing it.
@@ -470,3 +437,48 @@ public final class RedisStreamsTransport: KeepsLatest {
 
 /// Built on the transport skeleton: see ``TransportCore``.
 @_spi(TransportAuthoring) extension RedisStreamsTransport: TransportDriver {}
+
+/// The part of a Redis transport's close that waits for servers, run on a
+/// thread of the system's pool so that `close()` never waits.
+private struct ClosingReads: @unchecked Sendable {
+    // Sendable: made by `close()` from the state it took under the core's
+    // lock, which no longer holds any of it; only the one pool thread that
+    // runs `run(on:core:)` uses the connections, one at a time, then the
+    // loop's last job the readers and acknowledgements, which are made to
+    // be used from there.
+    let readers: [StreamReader]
+    let idle: [RedisConnectionOptions: [RedisConnection]]
+    let identity: String?
+    let acknowledgements: AcknowledgementSender?
+    let idleReaders: LoopBound<IdleReaders>
+
+    /// Ends durable reads at their servers (the idle connections first,
+    /// which close after), then, on the loop, cancels the readers, closes
+    /// the idle watches and sends the last acknowledgements, and stops the
+    /// loop; once its thread has finished, the close is done.
+    func run(on loop: EventLoop, core: RedisCore) {
+        var spare = idle
+        var silent: Set<RedisConnectionOptions> = []
+        for reader in readers {
+            let unanswered = RedisStreamsTransport.endReads(
+                of: reader, identity: identity,
+                borrowing: { node in
+                    silent.contains(node) ? nil : spare[node]?.popLast() ?? (try? RedisConnection.connect(node))
+                },
+                giveBack: { spare[$0.options, default: []].append($0) })
+            if let unanswered { silent.insert(unanswered) }
+        }
+        withExtendedLifetime(spare) {}
+        // The last acknowledgements go out on the loop, after the delivery
+        // in progress there: the center lets go of a receipt once it handed
+        // the message out.
+        let (readers, acknowledgements, idleReaders) = (readers, acknowledgements, idleReaders)
+        loop.execute {
+            for reader in readers { reader.cancel() }
+            RedisStreamsTransport.closeIdleReaders(idleReaders)
+            acknowledgements?.finish()
+            loop.stop()
+        }
+        loop.whenFinished { core.finishClosing() }
+    }
+}

@@ -407,10 +407,11 @@ public final class SocketTransport: NotificationTransport {
         registryGeneration?.increment()
     }
 
-    /// Unregisters every name, unlinks the socket and this endpoint's spool,
-    /// and stops the receiving thread, waiting for it at most 2 seconds (a
-    /// handler running there; none when called from one). Nothing waits to
-    /// be sent. Idempotent.
+    /// Unregisters every name, unlinks the socket, and stops the receiving
+    /// thread without waiting for it: once that thread has finished (a
+    /// handler running there returned), this endpoint's spool is removed
+    /// and ``whenClosed(_:)`` calls back. Nothing waits to be sent.
+    /// Idempotent.
     public func close() {
         let (closing, names) = core.close { shared in
             defer {
@@ -428,14 +429,17 @@ public final class SocketTransport: NotificationTransport {
         }
         if !names.isEmpty { registryGeneration?.increment() }
         _ = SystemCalls.removeFile(socketPath)
-        // The loop's thread may itself end up here (a center released while
-        // it delivered): then it does not wait for itself.
-        closing.end(loop)
-        // The loop holds the receive call, which holds what receives (its
-        // socket's reader, the registration file, the hub's receiver): let
-        // go, or a closed transport is never released.
-        receiveCall?.clear()
-        Self.removeSpool(spoolDirectory)
+        // Nothing waits for the loop's thread (it may be this one: a center
+        // released while it delivered). Once it has finished: the loop
+        // holds the receive call, which holds what receives (its socket's
+        // reader, the registration file, the hub's receiver), so let go, or
+        // a closed transport is never released; then the spool goes.
+        let (receiveCall, spoolDirectory, core) = (receiveCall, spoolDirectory, core)
+        closing.end(loop) {
+            receiveCall?.clear()
+            Self.removeSpool(spoolDirectory)
+            core.finishClosing()
+        }
     }
 }
 

@@ -52,7 +52,7 @@ func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     } catch {
         throw failure(error)
     }
-    defer { hub.close() }
+    defer { hub.closeAndWait() }
     do {
         try hub.post(RawNotification(bytes: payload), as: name)
     } catch {
@@ -198,10 +198,11 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     }
     await watching.value
     troubles.cancel()
-    if stop.fired {
-        hub.close()
-        exit(0)
-    }
+    // Closed and done before exiting: a durable identity's cursors are
+    // saved, its reads ended at the server (also for a hub its transport
+    // ended, which closed itself from its own thread).
+    hub.closeAndWait()
+    if stop.fired { exit(0) }
     if let failure = hub.failure { throw CommandFailure(code: .unavailable, message: failure.message) }
 }
 
@@ -232,7 +233,7 @@ final class SignalStop: Sendable {
             // A deadline, not a synchronization: the caller exits first
             // unless its loops cannot end.
             SystemProcess.pause(microseconds: 2_000_000)
-            hub.close()
+            hub.closeAndWait(upTo: .seconds(2))
             exit(0)
         }
     }
@@ -263,7 +264,7 @@ func latestCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     let delivered: DeliveredNotification<RawNotification>?
     do throws(TypedNotificationError) {
         let hub = try entry.makeHub(arguments, endpoint: "tnotify")
-        defer { hub.close() }
+        defer { hub.closeAndWait() }
         delivered = try hub.latest(of: name)
     } catch {
         throw failure(error)

@@ -57,7 +57,7 @@ func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
                 break
             }
             child.waitUntilExit()
-            app.close()
+            app.closeAndWait()
         } catch {
             throw failure(error)
         }
@@ -78,7 +78,7 @@ func demoExtensionCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
             try hub.post(UploadProgress(fileName: "clip.mov", percent: percent))
         }
         try hub.post(UploadFinished(fileName: "clip.mov", bytes: 18_874_368))
-        hub.close()
+        hub.closeAndWait()
     } catch {
         throw failure(error)
     }

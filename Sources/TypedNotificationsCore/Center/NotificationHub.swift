@@ -55,6 +55,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     // registrations of that name wait in line meanwhile. Deliveries copy a
     // name's observer list out and offer outside the lock.
     private let table = Locked<HubObserverTable>(HubObserverTable())
+    // Whether the transport's close is done, and who waits for it.
+    private let closure = HubClosure()
 
     /// Creates a hub and opens its transport.
     ///
@@ -260,16 +262,47 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         close()
     }
 
-    /// Closes the transport and ends every observation. Later posts and
-    /// registrations throw ``TypedNotificationError/Code/closed``. Idempotent.
+    /// Starts closing the transport and ends every observation; never waits
+    /// on another thread, so it works from a handler of this hub too. Later
+    /// posts and registrations throw ``TypedNotificationError/Code/closed``.
+    /// What the transport must still do once its thread is free (save a
+    /// durable identity's cursors, end its reads at the server, send its
+    /// last acknowledgements) is done when ``closed()`` returns.
+    /// Idempotent.
     public func close() {
         outbound.withLock { $0.close() }
         let (observers, waiters) = table.withLock { $0.close() }
         for waiter in waiters { waiter.wake(RegistrationOutcome.closed) }
         transport.close()
+        let closure = closure
+        transport.whenClosed { closure.finish() }
         for observer in observers {
             observer.finishFromCenter()
         }
+    }
+
+    /// Returns once the hub was closed (by ``close()``, its release, or its
+    /// transport's failure) and what that close started is done: the
+    /// transport's thread has finished, a durable identity's cursors are
+    /// saved and its reads ended at the server, its last acknowledgements
+    /// sent (see <doc:DeliveryGuarantees>). Await it before a process exits
+    /// when the next run must start where this one stopped.
+    public func closed() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            closure.whenFinished { continuation.resume() }
+        }
+    }
+
+    /// ``closed()`` for code that cannot await: waits at most `timeout` and
+    /// returns whether the close is done. Called from a handler running on
+    /// this hub's transport thread, it would wait for that very thread: it
+    /// returns `false` at once instead.
+    public func closed(timeout: Duration) -> Bool {
+        if closure.isFinished { return true }
+        if let loop = transport.deliveryExecutor as? EventLoop, loop.isCurrent { return false }
+        let event = OneShotEvent()
+        closure.whenFinished { event.signal() }
+        return event.wait(nanoseconds: UInt64(max(0, timeout.clampedNanoseconds)))
     }
 
     private func register<N: DarwinPayload>(
@@ -425,5 +458,38 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         // An observer chose not to see it: handled, as far as it goes, even
         // if every observer that took it ends holding it.
         if passedBy { message.receipt?.passedBy() }
+    }
+}
+
+/// Whether a hub's close is done, and what waits for it.
+private final class HubClosure: Sendable {
+    private struct State {
+        var isFinished = false
+        var waiting: [@Sendable () -> Void] = []
+    }
+
+    private let state = Locked(State())
+
+    var isFinished: Bool { state.withLock { $0.isFinished } }
+
+    /// Marks the close done and runs what waited, once.
+    func finish() {
+        let waiting = state.withLock { state -> [@Sendable () -> Void] in
+            guard !state.isFinished else { return [] }
+            state.isFinished = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for body in waiting { body() }
+    }
+
+    /// Runs `body` once the close is done: at once if it is.
+    func whenFinished(_ body: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.isFinished { return true }
+            state.waiting.append(body)
+            return false
+        }
+        if now { body() }
     }
 }

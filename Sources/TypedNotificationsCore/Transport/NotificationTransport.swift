@@ -55,9 +55,20 @@ public protocol NotificationTransport: Sendable {
     /// ``send(_:)`` for each.
     func send(batch messages: [TransportMessage]) -> TransportBatchResult
 
-    /// Stops receiving, releases the receiver and frees the transport's
-    /// resources. Idempotent.
+    /// Starts closing: stops receiving, releases the receiver and frees the
+    /// transport's resources. Never waits on another thread (a handler
+    /// running on the transport's thread, a server's reply): what must
+    /// happen after that wait happens after `close()` returned, and
+    /// ``whenClosed(_:)`` says when it is done. Idempotent.
     func close()
+
+    /// Calls `body` once what ``close()`` started is done: the transport's
+    /// thread has finished, and what its guarantees promise at close (a
+    /// durable reader's reads ended, its last acknowledgements sent, its
+    /// cursors saved) is true. On whichever thread finishes the close, or
+    /// at once on the caller when it is done already. The default calls
+    /// `body` at once: a transport whose close is done when it returns.
+    func whenClosed(_ body: @escaping @Sendable () -> Void)
 
     /// The executor of the thread that receives, if the transport has one.
     /// A center runs the handlers of its own ``NotificationExecutor`` there,
@@ -81,6 +92,9 @@ public protocol NotificationTransport: Sendable {
 }
 
 extension NotificationTransport {
+    /// Calls `body` at once: a close that is done when it returns.
+    public func whenClosed(_ body: @escaping @Sendable () -> Void) { body() }
+
     /// No executor of its own: handlers on a center's executor run on the shared pool.
     public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { nil }
 

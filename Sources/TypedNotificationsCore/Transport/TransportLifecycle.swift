@@ -103,21 +103,21 @@ extension TransportLifecycle.Closing {
         return false
     }
 
-    /// Ends a transport's event loop the one way every transport does: one
-    /// that ran is stopped and waited for, at most
-    /// `EventLoop.closeWaitNanoseconds` (never when called on the loop
-    /// itself); one that never started is only stopped. Returns
-    /// ``wasOpen``.
+    /// Ends a transport's event loop the one way every transport does,
+    /// without waiting for it: the loop is stopped, and `finish` runs once
+    /// its thread has finished (on that thread, after the handler running
+    /// there now returns; at once when it never ran). `finish` tears down
+    /// what the thread used and says the close is done
+    /// (``TransportCore/finishClosing()``). A second close does nothing:
+    /// the first one's `finish` runs. Returns ``wasOpen``.
     @discardableResult
-    @_spi(TransportAuthoring) public func end(_ loop: EventLoop) -> Bool {
+    @_spi(TransportAuthoring) public func end(_ loop: EventLoop, then finish: @escaping @Sendable () -> Void) -> Bool {
         switch self {
         case .alreadyClosed: return false
-        case .neverOpened:
+        case .neverOpened, .wasOpen:
             loop.stop()
-            return false
-        case .wasOpen:
-            _ = loop.stopAndJoin()
-            return true
+            loop.whenFinished(finish)
+            return wasOpen
         }
     }
 }

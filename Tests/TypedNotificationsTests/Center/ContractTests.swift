@@ -345,6 +345,61 @@ private struct OneLifecycle: ContractBody {
     }
 }
 
+/// A close never waits on another thread: with a handler holding the
+/// transport's thread, `close()` returns while the handler is still held
+/// (it would wait forever otherwise: the handler is let go only after it
+/// returned), `closed(timeout:)` says the close is not done yet, and
+/// `closed()` returns once the handler let the thread go.
+private struct CloseNeverWaits: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let entered = Signal()
+        let release = OneShotEvent()
+        let token = try observer.addObserver(Ping.self) { _, _ in
+            entered.fire()
+            _ = release.wait(nanoseconds: 60_000_000_000)
+        }
+        try poster.post(Ping(index: 0))
+        #expect(await entered.wait(upTo: .seconds(60)))
+        observer.close()
+        // Still held: only now is it let go.
+        if observer.transport.deliveryExecutor != nil {
+            // The close waits for the thread the handler holds.
+            #expect(!observer.closed(timeout: .milliseconds(20)))
+        }
+        release.signal()
+        await observer.closed()
+        #expect(observer.closed(timeout: .zero))
+        // The other hub goes on.
+        try poster.post(Ping(index: 1))
+        token.cancel()
+    }
+}
+
+/// A hub closed from inside its own handler: the close returns there, the
+/// synchronous wait refuses to wait for its own thread, and `closed()`
+/// returns once the handler did.
+private struct ClosedFromItsHandler: ContractBody {
+    func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
+        let done = Signal()
+        let waitedInHandler = Slot<Bool>()
+        let token = try observer.addObserver(Ping.self) { _, _ in
+            observer.close()
+            waitedInHandler.set(observer.closed(timeout: .seconds(30)))
+            done.fire()
+        }
+        try poster.post(Ping(index: 0))
+        #expect(await done.wait(upTo: .seconds(60)))
+        await observer.closed()
+        if observer.transport.deliveryExecutor != nil {
+            // It would have waited for its own thread: refused at once.
+            #expect(waitedInHandler.current == false)
+        }
+        #expect(throws: TypedNotificationError.self) { try observer.post(Ping(index: 1)) }
+        try poster.post(Ping(index: 2))
+        token.cancel()
+    }
+}
+
 @Suite("The contract: guarantees every transport keeps", .timeLimit(.minutes(5)))
 struct ContractTests {
     @Test("1. one poster's notifications arrive in post order", arguments: ContractTransport.available)
@@ -382,6 +437,18 @@ struct ContractTests {
     @Test("one lifecycle: opened once, and closed for good", arguments: ContractTransport.available)
     func lifecycle(_ kind: ContractTransport) async throws {
         try await runContract(kind, OneLifecycle())
+    }
+
+    @Test(
+        "a close never waits for a handler on the transport's thread; closed() returns once it let go",
+        arguments: ContractTransport.available)
+    func closeNeverWaits(_ kind: ContractTransport) async throws {
+        try await runContract(kind, CloseNeverWaits())
+    }
+
+    @Test("a hub closed from inside its own handler; closed() returns after it", arguments: ContractTransport.available)
+    func closedFromItsHandler(_ kind: ContractTransport) async throws {
+        try await runContract(kind, ClosedFromItsHandler())
     }
 
     @Test(

@@ -38,6 +38,13 @@ private final class Watcher: Sendable {
         token.cancel()
         hub.close()
     }
+
+    /// Closes, and returns once the close is done: the durable identity's
+    /// reads ended at the server, its last acknowledgements sent.
+    func closeAndWait() async {
+        close()
+        await hub.closed()
+    }
 }
 
 /// A name whose slot node `master` owns, found by trying `prefix.n0`, `prefix.n1`, ….
@@ -376,7 +383,7 @@ struct RedisFailoverTests {
         }
         // A later trim is counted exactly: the identity stops, 10 are posted
         // and trimmed unread, and it comes back to be told of exactly 10.
-        durable.close()
+        await durable.closeAndWait()
         for index in 210..<220 { try unconfirmed.post(Ping(index: index), as: name) }
         _ = try cluster.nodes[replica].command("XTRIM", key, "MAXLEN", "0")
         try unconfirmed.post(Ping(index: 220), as: name)
@@ -414,7 +421,7 @@ struct RedisFailoverTests {
             #expect(watcher.hub.transport.statistics.rewoundEntries == 0)
         }
 
-        durable.close()
+        await durable.closeAndWait()
         for index in 300..<310 { try poster.post(Ping(index: index), as: name) }
         _ = try cluster.nodes[replica].command("XTRIM", key, "MAXLEN", "0")
         try poster.post(Ping(index: 310), as: name)

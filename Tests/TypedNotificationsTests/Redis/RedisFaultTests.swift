@@ -261,6 +261,7 @@ struct RedisFaultTests {
         let (indexes, missed) = await loop.value
         safetyNet.cancel()
         first.close()
+        await first.closed()
         #expect(indexes == Array(0..<3_000))
         #expect(missed == 0)
         try poster.post(Ping(index: 3_000))
@@ -480,6 +481,7 @@ struct RedisFaultTests {
         let clock = ContinuousClock()
         let started = clock.now
         durable.close()
+        await durable.closed()
         let waited = clock.now - started
         // Once a reader, it would be four command timeouts (4 s); once, 1 s
         // and the loop's end. A generous bound, not a speed measurement.
@@ -617,8 +619,10 @@ struct RedisFaultTests {
                 got.append(delivered.notification.index)
             }
             #expect(got == expected, "\(identity)")
-            // Closed holding the last one, not acknowledged.
+            // Closed holding the last one, not acknowledged; its reads end at
+            // the server once the close is done.
             hubs[position].close()
+            await hubs[position].closed()
         }
         try poster.post(Ping(index: 101))
         try poster.post(Ping(index: 102))
@@ -693,6 +697,7 @@ struct RedisFaultTests {
         #expect(await waitUntil { first.transport.statistics.acknowledged == 1 })
         token.cancel()
         first.close()
+        await first.closed()
         // Away while 300 more are posted and grow older than the age limit;
         // a trim goes out at most once a second per name, so the wait is
         // the limit itself, not synchronisation.
@@ -753,6 +758,7 @@ struct RedisFaultTests {
         for index in 0..<10 { try poster.post(Ping(index: index)) }
         for _ in 0..<10 { seen.insert(try #require(await iterator.next()).notification.index) }
         started.close()
+        await started.closed()
         // Away while 3,000 posts are trimmed to a few hundred.
         for index in 10..<3_010 { try poster.post(Ping(index: index)) }
         let second = try await run(from: 10, until: 3_000)

@@ -150,6 +150,7 @@ struct RedisNamespaceTests {
         let first = try redisHub(server, endpoint: "audit", identity: "audit")
         _ = try first.deliveries(of: Ping.self, in: "test.det")
         first.close()
+        await first.closed()
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         try poster.post(Ping(index: 0), as: "test.det.a")
@@ -451,6 +452,7 @@ struct RedisNamespaceTests {
         // Away: two posts to a quiet name come on the next run, unmarked.
         token.cancel()
         observer.close()
+        await observer.closed()
         try poster.post(Ping(index: 4), as: names[150])
         try poster.post(Ping(index: 5), as: names[150])
         let next = Collector<(name: String, index: Int, again: Bool)>()
@@ -568,6 +570,7 @@ struct RedisClusterNamespaceTests {
             endpoint: "durable", transport: RedisStreamsTransport(url: cluster.url(node: 1), identity: "audit"))
         _ = try durable.deliveries(of: Ping.self, in: "spread")
         durable.close()
+        await durable.closed()
         let poster = try NotificationHub(
             endpoint: "poster", transport: RedisStreamsTransport(url: cluster.url(node: 0)))
         defer { poster.close() }

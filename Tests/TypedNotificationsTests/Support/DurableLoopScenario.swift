@@ -40,7 +40,9 @@ func playCancelWhileLoopBodyRuns<Durable: NotificationTransport, Posting: Notifi
     try poster.post(Ping(index: 3))
     // A transport that failed meanwhile would explain a cursor not saved.
     #expect(first.failure == nil, "\(String(describing: first.failure))")
+    // The cursor is saved once the close is done.
     first.close()
+    await first.closed()
     let second = try durable()
     defer { second.close() }
     let arrived = Collector<DeliveredNotification<Ping>>()
@@ -136,7 +138,9 @@ func playCancelsAtRandomMoments<T: NotificationTransport>(
         }
         _ = await noise.value
         if round < rounds { tally(await loop.value) } else { _ = await loop.value }
+        // The next round's hub starts where this one's close left the cursor.
         hub.close()
+        await hub.closed()
     }
     return seen
 }

@@ -200,6 +200,7 @@ struct ReceiveLimitTests {
         #expect(first.metrics.undecodable == 1)
         token.cancel()
         first.close()
+        await first.closed()
 
         let second = try fileHub(directory, endpoint: "small", identity: "durable")
         defer { second.close() }

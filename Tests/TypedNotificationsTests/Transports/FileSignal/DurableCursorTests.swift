@@ -149,6 +149,7 @@ struct DurableCursorTests {
         #expect(hub.transport.committedPosition(of: Ping.name)?.offset == ends[1])
         withExtendedLifetime(token) {}
         hub.close()
+        await hub.closed()
         // Closing saved what was handled, and only that.
         let cursor = try String(contentsOfFile: directory + "/cursors/w/" + Ping.name.rawValue, encoding: .utf8)
         #expect(cursor.hasPrefix("1 \(ends[1]) "))

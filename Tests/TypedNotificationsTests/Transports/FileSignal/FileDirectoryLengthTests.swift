@@ -49,6 +49,7 @@ struct FileDirectoryLengthTests {
         try poster.post("second", as: name)
         #expect(await namedIterator.next()?.notification == "second")
         durable.close()
+        await durable.closed()
         withExtendedLifetime((namedIterator, coveredIterator)) {}
 
         // The next run resumes at its saved cursor: "second" again, marked,

@@ -59,6 +59,7 @@ struct FileNamespaceTests {
             let away = try fileHub(directory, endpoint: "away", identity: identity, configuration: configuration)
             _ = try away.deliveries(of: Ping.self, in: "test.retained")
             away.close()
+            await away.closed()
             let name: NotificationName = holds ? "test.retained.held" : "test.retained.limited"
             let poster = try fileHub(directory, endpoint: "poster", configuration: configuration)
             for index in 0..<1_000 { try poster.post(Ping(index: index), as: name) }

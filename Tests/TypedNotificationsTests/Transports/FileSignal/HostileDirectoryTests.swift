@@ -113,6 +113,7 @@ struct HostileDirectoryTests {
             return error.code == .insecureDirectory && error.message.contains(segment) && error.message.contains("666")
         }
         again.close()
+        await again.closed()
         // A durable reader whose cursor is at its start refuses it too:
         // nothing from it is delivered.
         try FileManager.default.createDirectory(
@@ -188,6 +189,7 @@ struct HostileDirectoryTests {
         #expect(watcher.transport.statistics.shrunkSegments == 1)
         poster.close()
         watcher.close()
+        await watcher.closed()
     }
 
     @Test("a log removed while watched and posted to: the same poster starts it again and the watcher reads on")
@@ -205,6 +207,7 @@ struct HostileDirectoryTests {
         #expect(watcher.transport.statistics.vanishedSegments == 1)
         poster.close()
         watcher.close()
+        await watcher.closed()
     }
 
     @Test(

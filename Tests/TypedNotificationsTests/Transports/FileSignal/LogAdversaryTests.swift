@@ -250,6 +250,7 @@ struct LogAdversaryTests {
         let old = try fileHub(directory, endpoint: "old")
         for index in 0..<100 { try old.post(HelperPing(poster: 1, index: index)) }
         old.close()
+        await old.closed()
         let first = try HelperProcess(arguments, executable: HelperProcess.tnotify)
         await first.lines.wait(forCount: 101)
         first.signal(SIGTERM)

@@ -350,6 +350,7 @@ struct SocketSpoolTests {
         #expect(files(in: directory + "/sockets") == [hub.socketTransportPathComponent])
         #expect(registryEntries(directory, HelperPing.name).count == 1)
         hub.close()
+        await hub.closed()
     }
 
     @Test("a name directory removed and created again is watched again: posts reach its new observers")
@@ -367,6 +368,7 @@ struct SocketSpoolTests {
 
         // The whole name directory goes (an administrator's rm -rf), and comes back.
         first.close()
+        await first.closed()
         removeDirectory(directory + "/names/" + HelperPing.name.rawValue)
         let second = try socketHub(directory, endpoint: "second")
         let atSecond = try second.deliveries(of: HelperPing.self)
