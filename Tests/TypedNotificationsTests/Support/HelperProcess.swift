@@ -72,7 +72,16 @@ final class HelperProcess: Sendable {
         #endif
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
-        let environment = ProcessInfo.processInfo.environment.map { strdup("\($0)=\($1)") } + [nil]
+        // Under ThreadSanitizer a process that exits while another of its
+        // threads is still running sleeps a second first (atexit_sleep_ms):
+        // a tool whose closed hub's thread is still returning from its last
+        // call would, and a test starting 200 tools would wait minutes.
+        var inherited = ProcessInfo.processInfo.environment
+        let sanitizer = inherited["TSAN_OPTIONS"] ?? ""
+        if !sanitizer.contains("atexit_sleep_ms") {
+            inherited["TSAN_OPTIONS"] = (sanitizer.isEmpty ? "" : sanitizer + ":") + "atexit_sleep_ms=0"
+        }
+        let environment = inherited.map { strdup("\($0)=\($1)") } + [nil]
         defer { for pointer in environment { free(pointer) } }
         var child: pid_t = 0
         // A group of its own, so the lifeline ends what it starts too.
