@@ -15,12 +15,13 @@
 /// semaphore so that ThreadSanitizer sees the ordering it creates: what the
 /// signalling thread wrote before `signal()` is visible after `wait()`.
 @_spi(TransportAuthoring) public final class OneShotEvent: @unchecked Sendable {
-    // Sendable: `signalled` is read and written only between lock and unlock
-    // of `mutex`; the two pthread objects exist to be shared between threads
-    // and their addresses never change.
+    // Sendable: `signalled` and `waiting` are read and written only between
+    // lock and unlock of `mutex`; the two pthread objects exist to be shared
+    // between threads and their addresses never change.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var signalled = false
+    private var waiting: [@Sendable () -> Void] = []
 
     /// Creates an event that has not been signalled.
     ///
@@ -40,14 +41,36 @@
         mutex.deallocate()
     }
 
-    /// Marks the event signalled and wakes the thread blocked in ``wait()``.
+    /// Marks the event signalled, wakes the threads blocked in ``wait()``,
+    /// and runs what ``whenSignalled(_:)`` was given, on this thread, after
+    /// unlocking. Later calls do nothing more.
     ///
     /// The corresponding C function is `pthread_cond_broadcast`.
     @_spi(TransportAuthoring) public func signal() {
         pthread_mutex_lock(mutex)
         signalled = true
+        let bodies = waiting
+        waiting = []
         pthread_cond_broadcast(condition)
         pthread_mutex_unlock(mutex)
+        for body in bodies { body() }
+    }
+
+    /// Whether ``signal()`` has been called.
+    @_spi(TransportAuthoring) public var isSignalled: Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return signalled
+    }
+
+    /// Runs `body` once the event is signalled: on the thread that signals
+    /// it, or at once on this one when it has been.
+    @_spi(TransportAuthoring) public func whenSignalled(_ body: @escaping @Sendable () -> Void) {
+        pthread_mutex_lock(mutex)
+        let now = signalled
+        if !now { waiting.append(body) }
+        pthread_mutex_unlock(mutex)
+        if now { body() }
     }
 
     /// Blocks the calling thread until ``signal()`` has been called; returns at

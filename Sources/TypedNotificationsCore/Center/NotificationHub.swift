@@ -55,8 +55,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     // registrations of that name wait in line meanwhile. Deliveries copy a
     // name's observer list out and offer outside the lock.
     private let table = Locked<HubObserverTable>(HubObserverTable())
-    // Whether the transport's close is done, and who waits for it.
-    private let closure = HubClosure()
+    // Signalled once the transport's close is done.
+    private let closeDone = OneShotEvent()
 
     /// Creates a hub and opens its transport.
     ///
@@ -274,8 +274,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         let (observers, waiters) = table.withLock { $0.close() }
         for waiter in waiters { waiter.wake(RegistrationOutcome.closed) }
         transport.close()
-        let closure = closure
-        transport.whenClosed { closure.finish() }
+        let closeDone = closeDone
+        transport.whenClosed { closeDone.signal() }
         for observer in observers {
             observer.finishFromCenter()
         }
@@ -289,7 +289,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// when the next run must start where this one stopped.
     public func closed() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            closure.whenFinished { continuation.resume() }
+            closeDone.whenSignalled { continuation.resume() }
         }
     }
 
@@ -298,11 +298,9 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// this hub's transport thread, it would wait for that very thread: it
     /// returns `false` at once instead.
     public func closed(timeout: Duration) -> Bool {
-        if closure.isFinished { return true }
+        if closeDone.isSignalled { return true }
         if let loop = transport.deliveryExecutor as? EventLoop, loop.isCurrent { return false }
-        let event = OneShotEvent()
-        closure.whenFinished { event.signal() }
-        return event.wait(nanoseconds: UInt64(max(0, timeout.clampedNanoseconds)))
+        return closeDone.wait(nanoseconds: UInt64(max(0, timeout.clampedNanoseconds)))
     }
 
     private func register<N: DarwinPayload>(
@@ -458,38 +456,5 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         // An observer chose not to see it: handled, as far as it goes, even
         // if every observer that took it ends holding it.
         if passedBy { message.receipt?.passedBy() }
-    }
-}
-
-/// Whether a hub's close is done, and what waits for it.
-private final class HubClosure: Sendable {
-    private struct State {
-        var isFinished = false
-        var waiting: [@Sendable () -> Void] = []
-    }
-
-    private let state = Locked(State())
-
-    var isFinished: Bool { state.withLock { $0.isFinished } }
-
-    /// Marks the close done and runs what waited, once.
-    func finish() {
-        let waiting = state.withLock { state -> [@Sendable () -> Void] in
-            guard !state.isFinished else { return [] }
-            state.isFinished = true
-            defer { state.waiting = [] }
-            return state.waiting
-        }
-        for body in waiting { body() }
-    }
-
-    /// Runs `body` once the close is done: at once if it is.
-    func whenFinished(_ body: @escaping @Sendable () -> Void) {
-        let now = state.withLock { state -> Bool in
-            if state.isFinished { return true }
-            state.waiting.append(body)
-            return false
-        }
-        if now { body() }
     }
 }

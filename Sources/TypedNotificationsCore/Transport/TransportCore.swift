@@ -40,8 +40,8 @@ public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedSt
     /// The lifecycle and the driver's shared state, under one lock held for
     /// no system call and no user code.
     @_spi(TransportAuthoring) public let state: Locked<State>
-    /// Whether what `close` started is done, and who waits for it.
-    private let completion = Locked(CloseCompletion())
+    /// Signalled once what `close` started is done.
+    private let closeDone = OneShotEvent()
 
     /// A core for a transport called `kind` in errors ("socket"), around
     /// `loop`, sharing `shared` under its lock.
@@ -122,15 +122,13 @@ public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedSt
     /// ``whenClosed(_:)`` runs now, on the calling thread. Later calls do
     /// nothing.
     @_spi(TransportAuthoring) public func finishClosing() {
-        let bodies = completion.withLock { $0.finish() }
-        for body in bodies { body() }
+        closeDone.signal()
     }
 
     /// Runs `body` once ``finishClosing()`` was called: at once, on the
     /// calling thread, if it was; else on the thread that calls it.
     @_spi(TransportAuthoring) public func whenClosed(_ body: @escaping @Sendable () -> Void) {
-        let now = completion.withLock { $0.add(body) }
-        if now { body() }
+        closeDone.whenSignalled(body)
     }
 
     // MARK: - What every driver checks
@@ -187,27 +185,6 @@ extension TransportDriver {
 
     /// Whether it is open now.
     @_spi(TransportAuthoring) public var isOpen: Bool { core.isOpen }
-}
-
-/// Whether a close is done, and what waits for it.
-private struct CloseCompletion {
-    private var isDone = false
-    private var waiting: [@Sendable () -> Void] = []
-
-    /// Marks it done; returns the bodies to run, once.
-    mutating func finish() -> [@Sendable () -> Void] {
-        guard !isDone else { return [] }
-        isDone = true
-        defer { waiting = [] }
-        return waiting
-    }
-
-    /// Keeps `body` for later; returns `true` when it must run now instead.
-    mutating func add(_ body: @escaping @Sendable () -> Void) -> Bool {
-        if isDone { return true }
-        waiting.append(body)
-        return false
-    }
 }
 
 extension TransportDriver {
