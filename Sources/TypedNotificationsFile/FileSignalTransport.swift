@@ -441,7 +441,7 @@ public final class FileSignalTransport: KeepsLatest {
     /// Stops reading and closes the logs, without waiting for the
     /// event-loop thread: once it has finished (a handler running there
     /// returned), how far this identity's observers got is saved, and
-    /// ``whenClosed(_:)`` calls back. Nothing it does blocks (every open is
+    /// ``NotificationTransport/whenClosed(_:)`` calls back. Nothing it does blocks (every open is
     /// non-blocking); a thread stuck anyway (a hung network file system)
     /// delays only that call-back. Idempotent.
     public func close() {

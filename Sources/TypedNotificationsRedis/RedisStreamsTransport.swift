@@ -342,13 +342,15 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// not answer is waited for once, at most its connect and command
     /// timeouts, on a thread of the system's pool), then the acknowledgements
     /// still queued are sent and every connection closed, on the event
-    /// loop, which then stops. ``whenClosed(_:)`` calls back once all of
+    /// loop, which then stops. ``NotificationTransport/whenClosed(_:)`` calls back once all of
     /// that is done. Idempotent.
     ///
-    /// No reader hands out anything once this returns. A durable identity's
-    /// deliveries handled after the close is done (a loop that was still
-    /// holding one) are not acknowledged: they stay pending in its group and
-    /// come again, marked as redeliveries, on its next run. Its reads end at
+    /// No reader hands out anything once this returns. The last
+    /// acknowledgements cover what the identity's observers handled before
+    /// this was called; a delivery handled after it (a handler still working
+    /// through its buffer, a loop that was still holding one) may not be
+    /// acknowledged: it stays pending in the group and comes again, marked
+    /// as a redelivery, on the next run. Nothing is lost. Its reads end at
     /// the server before the close is done, so an entry posted after that
     /// goes to the next run as a first delivery; one posted while it closes
     /// may be read and left pending, and come again marked.

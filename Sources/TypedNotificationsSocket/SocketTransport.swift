@@ -410,7 +410,7 @@ public final class SocketTransport: NotificationTransport {
     /// Unregisters every name, unlinks the socket, and stops the receiving
     /// thread without waiting for it: once that thread has finished (a
     /// handler running there returned), this endpoint's spool is removed
-    /// and ``whenClosed(_:)`` calls back. Nothing waits to be sent.
+    /// and ``NotificationTransport/whenClosed(_:)`` calls back. Nothing waits to be sent.
     /// Idempotent.
     public func close() {
         let (closing, names) = core.close { shared in
