@@ -89,7 +89,9 @@ struct SocketTransportLocalTests {
                 let hub = try socketHub(directory, endpoint: "cycle-\(index)")
                 let token = try hub.addObserver(HelperPing.self) { _, _ in }
                 await token.cancelAndWait()
+                // What the thread used goes once the close is done.
                 hub.close()
+                await hub.closed()
             }
             let held = try descriptors(under: directory)
             #expect(held.isEmpty, "\(held.count): \(held.prefix(4))")
