@@ -29,9 +29,21 @@
     @_spi(TransportAuthoring) public init() {
         mutex.initialize(to: pthread_mutex_t())
         condition.initialize(to: pthread_cond_t())
-        // Neither fails with default attributes on Linux or Darwin.
+        // Neither fails with these attributes on Linux or Darwin.
         pthread_mutex_init(mutex, nil)
-        pthread_cond_init(condition, nil)
+        #if canImport(Darwin)
+            // Darwin's timed wait below takes a relative time instead.
+            pthread_cond_init(condition, nil)
+        #else
+            // Timed waits measure the monotonic clock: a step of the wall
+            // clock (a time server, a person setting the time) must neither
+            // end a wait early nor stretch it.
+            var attributes = pthread_condattr_t()
+            pthread_condattr_init(&attributes)
+            pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+            pthread_cond_init(condition, &attributes)
+            pthread_condattr_destroy(&attributes)
+        #endif
     }
 
     deinit {
@@ -87,20 +99,26 @@
     }
 
     /// Blocks the calling thread until ``signal()`` has been called or
-    /// `nanoseconds` have passed. Returns whether it was signalled.
+    /// `nanoseconds` have passed on the monotonic clock (a step of the wall
+    /// clock changes neither). Returns whether it was signalled.
     ///
-    /// The corresponding C function is `pthread_cond_timedwait`.
+    /// The corresponding C function is `pthread_cond_timedwait` (on Darwin,
+    /// `pthread_cond_timedwait_relative_np`).
     @_spi(TransportAuthoring) public func wait(nanoseconds: UInt64) -> Bool {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let total = UInt64(now.tv_nsec) + nanoseconds % 1_000_000_000
-        var deadline = now
-        deadline.tv_sec += Int(nanoseconds / 1_000_000_000) + Int(total / 1_000_000_000)
-        deadline.tv_nsec = Int(total % 1_000_000_000)
+        let deadline = SystemClock.monotonicNanoseconds() &+ min(nanoseconds, UInt64(Int64.max) / 2)
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         while !signalled {
-            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return signalled }
+            let now = SystemClock.monotonicNanoseconds()
+            guard now < deadline else { return false }
+            #if canImport(Darwin)
+                let left = deadline - now
+                var relative = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
+                _ = pthread_cond_timedwait_relative_np(condition, mutex, &relative)
+            #else
+                var until = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                _ = pthread_cond_timedwait(condition, mutex, &until)
+            #endif
         }
         return true
     }
