@@ -354,9 +354,12 @@ private struct CloseNeverWaits: ContractBody {
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         let entered = Signal()
         let release = OneShotEvent()
+        let onLoop = Slot<Bool>()
+        let waited = Slot<Bool>()
         let token = try observer.addObserver(Ping.self) { _, _ in
+            onLoop.set((observer.transport.deliveryExecutor as? EventLoop)?.isCurrent ?? false)
             entered.fire()
-            _ = release.wait(nanoseconds: 60_000_000_000)
+            waited.set(release.wait(nanoseconds: 60_000_000_000))
         }
         try poster.post(Ping(index: 0))
         #expect(await entered.wait(upTo: .seconds(60)))
@@ -364,7 +367,11 @@ private struct CloseNeverWaits: ContractBody {
         // Still held: only now is it let go.
         if observer.transport.deliveryExecutor != nil {
             // The close waits for the thread the handler holds.
-            #expect(!observer.closed(timeout: .milliseconds(20)))
+            let done = observer.closed(timeout: .milliseconds(20))
+            #expect(
+                !done,
+                "handler on the loop's thread: \(String(describing: onLoop.current)); its wait returned: \(String(describing: waited.current)); failure: \(String(describing: observer.failure))"
+            )
         }
         release.signal()
         await observer.closed()
