@@ -356,10 +356,15 @@ private struct CloseNeverWaits: ContractBody {
         let release = OneShotEvent()
         let onLoop = Slot<Bool>()
         let waited = Slot<Bool>()
+        // Let go on every way out of this test.
+        defer { release.signal() }
         let token = try observer.addObserver(Ping.self) { _, _ in
             onLoop.set((observer.transport.deliveryExecutor as? EventLoop)?.isCurrent ?? false)
             entered.fire()
-            waited.set(release.wait(nanoseconds: 60_000_000_000))
+            // Ten minutes, only a safety net: in a full parallel run the
+            // test's task resumed more than 60 s after `entered` fired, by
+            // when a 60 s wait here had ended and the close with it.
+            waited.set(release.wait(nanoseconds: 600_000_000_000))
         }
         try poster.post(Ping(index: 0))
         #expect(await entered.wait(upTo: .seconds(60)))
