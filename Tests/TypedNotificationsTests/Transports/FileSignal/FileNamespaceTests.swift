@@ -99,7 +99,6 @@ struct FileNamespaceTests {
             got.append(delivery.name.rawValue)
         }
         defer { token.cancel() }
-        let descriptorsBefore = openDescriptors()
         try await offThePool {
             for index in 0..<count {
                 try poster.post(Ping(index: index), as: NotificationName(checked: "test.many.n\(index)"))
@@ -107,15 +106,16 @@ struct FileNamespaceTests {
         }
         #expect(await got.wait(forCount: count, upTo: .seconds(120)))
         #expect(Set(got.values).count == count)
-        // Past 256 logs a reader closes its segment after each pass.
-        let grown = openDescriptors() - descriptorsBefore
-        #expect(grown < 1_000, "\(grown) more descriptors for \(count) names")
+        #if os(Linux)
+            // Past 256 logs a reader closes its segment after each pass, and
+            // a poster keeps 256 names' appenders. Counted under this
+            // directory: the whole process's count took in the descriptors
+            // of the tests running beside it (1,055 under ThreadSanitizer).
+            let held = try descriptors(under: directory).count
+            #expect(held < min(1_000, count), "\(held) descriptors under the directory for \(count) names")
+        #endif
         try poster.post(Ping(index: -1), as: "test.many.n0")
         #expect(await got.wait(forCount: count + 1, upTo: .seconds(30)))
         #expect(got.values.count == count + 1)
-    }
-
-    private func openDescriptors() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
     }
 }
