@@ -212,7 +212,10 @@ import Synchronization
             let signals = deadline < target
             mutex.unlock()
             if starts {
-                let thread = Thread { [self] in run() }
+                let thread = Thread { [self] in
+                    ctn_name_current_thread("SleepDeadlines")
+                    run()
+                }
                 // Short enough for Linux's 15-byte thread names.
                 thread.name = "SleepDeadlines"
                 thread.start()

@@ -31,6 +31,9 @@ package enum TerminationSignal {
         }
         let readEnd = ends[0]
         let thread = Thread {
+            // Named for the system too (Foundation does so only on Apple
+            // platforms), so `top -H` and `/proc` say whose thread it is.
+            ctn_name_current_thread("TerminationSig")
             var byte: UInt8 = 0
             while read(readEnd, &byte, 1) != 1 {}
             body()
