@@ -4,7 +4,9 @@ import Foundation
 
 enum LoopJob: Sendable {
     case closure(@Sendable () -> Void)
-    case task(UnownedJob)
+    /// A task's job, and the loop it was enqueued on: it runs isolated to
+    /// that loop's executor (one of those sharing a thread, or the thread's own).
+    case task(UnownedJob, EventLoop)
 }
 
 enum PushAction {
@@ -18,6 +20,22 @@ struct LoopTimer: Sendable {
     let body: @Sendable () -> Void
     /// For ``EventLoop/cancelTimer(_:)``; 0 for a timer that cannot be cancelled.
     var number: UInt64 = 0
+    /// The loop sharing the thread that set it (see `EventLoop+Sharing`); 0 for the thread's own.
+    var tenant: UInt64 = 0
+}
+
+/// One loop's handler for a descriptor of the thread. Loops sharing a
+/// thread may watch the same descriptor (the process's change queue).
+struct LoopHandler: Sendable {
+    var tenant: UInt64
+    var exclusive: Bool
+    var body: @Sendable () -> Void
+}
+
+/// A descriptor another thread said is readable for one loop on this thread.
+struct MarkedDescriptor: Equatable {
+    var descriptor: CInt
+    var tenant: UInt64
 }
 
 enum LoopPhase: Equatable {
@@ -30,7 +48,8 @@ enum LoopPhase: Equatable {
 struct LoopState {
     var phase = LoopPhase.created
     var jobs: [LoopJob] = []
-    var handlers: [CInt: @Sendable () -> Void] = [:]
+    // Per descriptor, the handlers of the loops on this thread that watch it.
+    var handlers: [CInt: [LoopHandler]] = [:]
     var timers: [LoopTimer] = []
     var nextTimerNumber: UInt64 = 0
     // The loop's thread while it runs.
@@ -40,7 +59,7 @@ struct LoopState {
     var isSleeping = false
     var wakePending = false
     // Descriptors another thread said are readable for this loop (see markReadable).
-    var marked: [CInt] = []
+    var marked: [MarkedDescriptor] = []
     // What runs once the thread has finished (see whenFinished).
     var finishers: [@Sendable () -> Void] = []
 
@@ -61,6 +80,34 @@ struct LoopState {
         guard next > now else { return 0 }
         // Rounded up, so a timer never fires early.
         return CInt(min((next - now + 999_999) / 1_000_000, 60_000))
+    }
+
+    /// The handler `tenant` registered for `descriptor`, if it still has one.
+    func handler(_ descriptor: CInt, of tenant: UInt64) -> (@Sendable () -> Void)? {
+        handlers[descriptor]?.first { $0.tenant == tenant }?.body
+    }
+
+    /// The handlers to call for `descriptor`, which the system says is
+    /// readable: every one, except for a descriptor several loops watch
+    /// exclusively (one change queue for the process), where one reads for
+    /// all and hands the others their part with `markReadable`; that one
+    /// goes to the back, so a loop being closed never holds the turn.
+    mutating func takeReadyTenants(_ descriptor: CInt) -> [UInt64] {
+        guard var list = handlers[descriptor], !list.isEmpty else { return [] }
+        guard list.count > 1, list.contains(where: \.exclusive) else { return list.map(\.tenant) }
+        let first = list.removeFirst()
+        list.append(first)
+        handlers[descriptor] = list
+        return [first.tenant]
+    }
+
+    /// Removes `tenant`'s handler for `descriptor`; returns whether no
+    /// loop watches the descriptor any more.
+    mutating func removeHandler(_ descriptor: CInt, of tenant: UInt64) -> Bool {
+        guard var list = handlers[descriptor] else { return false }
+        list.removeAll { $0.tenant == tenant }
+        handlers[descriptor] = list.isEmpty ? nil : list
+        return list.isEmpty
     }
 
     mutating func takeDueTimers(now: UInt64) -> [LoopTimer] {

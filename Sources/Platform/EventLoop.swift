@@ -40,23 +40,40 @@ import Synchronization
     @_spi(TransportAuthoring) public let name: String
 
     private let waiting: Waiting
+    /// For a loop sharing a thread of the ``LoopGroup``: that thread's
+    /// loop, which runs its handlers, timers and jobs; `nil` for a loop with
+    /// a thread of its own.
+    let host: EventLoop?
+    /// This loop's number on its host's thread; 0 for a thread's own loop.
+    let tenant: UInt64
+    /// For a thread's own loop made by a ``LoopGroup``: that group, told
+    /// when a loop sharing the thread leaves.
+    weak let group: LoopGroup?
     private let mutex = SystemMutex()
     private var guarded = LoopState()
-    private let handOffCount = Atomic<Int>(0)
+    let handOffCount = Atomic<Int>(0)
     // The thread running the loop's jobs now (its own thread, or once
     // stopped the one draining them), as ThreadIdentity.rawValue; 0: none.
     // Only that thread writes its own identity and clears it, so a thread
     // that reads its own identity here is that thread (no lock needed).
-    private let jobThread = Atomic<UInt>(0)
-    private let finished = OneShotEvent()
+    let jobThread = Atomic<UInt>(0)
+    let finished = OneShotEvent()
 
     /// Creates a loop whose thread waits as `waiting` says; the thread
     /// starts with ``start()``.
     ///
     /// The corresponding C functions, for ``LoopWaiting/events``, are
     /// `epoll_create1` and `eventfd` (Linux) or `kqueue` (Apple platforms).
-    @_spi(TransportAuthoring) public init(name: String, waiting: LoopWaiting = .events) throws(Errno) {
+    @_spi(TransportAuthoring) public convenience init(name: String, waiting: LoopWaiting = .events) throws(Errno) {
+        try self.init(name: name, waiting: waiting, group: nil)
+    }
+
+    /// A loop with a thread of its own; `group` made it to share.
+    init(name: String, waiting: LoopWaiting, group: LoopGroup?) throws(Errno) {
         self.name = name
+        host = nil
+        tenant = 0
+        self.group = group
         switch waiting.kind {
         case .events:
             self.waiting = .events(try EventPoller())
@@ -65,11 +82,24 @@ import Synchronization
         }
     }
 
+    /// A loop on `host`'s thread, numbered `tenant` there (see
+    /// `EventLoop+Sharing`).
+    init(name: String, sharing host: EventLoop, tenant: UInt64) {
+        self.name = name
+        self.host = host
+        self.tenant = tenant
+        group = nil
+        waiting = .shared
+    }
+
     deinit {
+        // A loop sharing a thread that was never stopped: its handlers and
+        // timers must not outlive it there.
+        if let host { host.removeTenant(tenant) }
         mutex.deallocate()
     }
 
-    private func state<Result>(_ body: (inout LoopState) -> Result) -> Result {
+    func state<Result>(_ body: (inout LoopState) -> Result) -> Result {
         mutex.lock()
         defer { mutex.unlock() }
         return body(&guarded)
@@ -77,6 +107,7 @@ import Synchronization
 
     /// Starts the loop's thread. Has no effect after the first call.
     @_spi(TransportAuthoring) public func start() {
+        guard host == nil else { return startTenant() }
         let starts = state { state in
             guard case .created = state.phase else { return false }
             state.phase = .running
@@ -96,7 +127,7 @@ import Synchronization
     /// Whether the calling thread is the one running this loop's jobs now:
     /// the loop's own thread, or, once stopped, the pool thread draining them.
     @_spi(TransportAuthoring) public var isCurrent: Bool {
-        jobThread.load(ordering: .relaxed) == ThreadIdentity.current.rawValue
+        (host ?? self).jobThread.load(ordering: .relaxed) == ThreadIdentity.current.rawValue
     }
 
     /// Calls `handler` on the loop's thread whenever `descriptor` is readable,
@@ -110,11 +141,27 @@ import Synchronization
     @_spi(TransportAuthoring) public func register(
         _ descriptor: CInt, exclusive: Bool = false, onReadable handler: @escaping @Sendable () -> Void
     ) -> Result<Void, Errno> {
+        if host != nil { return registerAsTenant(descriptor, exclusive: exclusive, onReadable: handler) }
+        return register(descriptor, for: 0, exclusive: exclusive, onReadable: handler)
+    }
+
+    /// Registers `tenant`'s handler; the system's event queue learns of the
+    /// descriptor when the first loop on this thread watches it.
+    func register(
+        _ descriptor: CInt, for tenant: UInt64, exclusive: Bool, onReadable handler: @escaping @Sendable () -> Void
+    ) -> Result<Void, Errno> {
         guard case .events(let poller) = waiting else { return .failure(Errno(rawValue: EOPNOTSUPP)) }
-        state { $0.handlers[descriptor] = handler }
+        let isFirst = state { state -> Bool in
+            var list = state.handlers[descriptor] ?? []
+            list.removeAll { $0.tenant == tenant }
+            list.append(LoopHandler(tenant: tenant, exclusive: exclusive, body: handler))
+            state.handlers[descriptor] = list
+            return list.count == 1
+        }
+        guard isFirst else { return .success(()) }
         let added = poller.add(descriptor, exclusive: exclusive)
         if case .failure = added {
-            state { _ = $0.handlers.removeValue(forKey: descriptor) }
+            state { _ = $0.removeHandler(descriptor, of: tenant) }
         }
         return added
     }
@@ -122,7 +169,19 @@ import Synchronization
     /// Stops watching `descriptor`; its handler is not called again once this returns
     /// on the loop's thread, or after the handler running now on another.
     @_spi(TransportAuthoring) public func deregister(_ descriptor: CInt) {
-        state { _ = $0.handlers.removeValue(forKey: descriptor) }
+        if let host {
+            state { _ = $0.removeHandler(descriptor, of: tenant) }  // not started yet
+            return host.deregister(descriptor, for: tenant)
+        }
+        deregister(descriptor, for: 0)
+    }
+
+    func deregister(_ descriptor: CInt, for tenant: UInt64) {
+        if state({ $0.removeHandler(descriptor, of: tenant) }) { removeFromPoller(descriptor) }
+    }
+
+    /// The system's event queue stops watching `descriptor`.
+    func removeFromPoller(_ descriptor: CInt) {
         if case .events(let poller) = waiting { poller.remove(descriptor) }
     }
 
@@ -131,10 +190,15 @@ import Synchronization
     /// share (the process's change queue), whose event another loop read
     /// for this one. I/O, not a job: it is not counted in ``handOffs``.
     package func markReadable(_ descriptor: CInt) {
+        (host ?? self).markReadable(descriptor, for: tenant)
+    }
+
+    func markReadable(_ descriptor: CInt, for tenant: UInt64) {
         let current = ThreadIdentity.current
+        let mark = MarkedDescriptor(descriptor: descriptor, tenant: tenant)
         let wakes = state { state -> Bool in
-            guard state.handlers[descriptor] != nil else { return false }
-            if !state.marked.contains(descriptor) { state.marked.append(descriptor) }
+            guard state.handler(descriptor, of: tenant) != nil else { return false }
+            if !state.marked.contains(mark) { state.marked.append(mark) }
             return state.takeWakeUp(from: current)
         }
         if wakes { wake() }
@@ -143,13 +207,11 @@ import Synchronization
     /// Runs `body` on the loop's thread once `nanoseconds` have passed. Timers
     /// end when the loop stops.
     @_spi(TransportAuthoring) public func schedule(after nanoseconds: UInt64, _ body: @escaping @Sendable () -> Void) {
-        let deadline = SystemClock.monotonicNanoseconds() &+ nanoseconds
-        let current = ThreadIdentity.current
-        let wakes = state { state in
-            state.timers.append(LoopTimer(deadline: deadline, body: body))
-            return state.takeWakeUp(from: current)
+        if host != nil {
+            _ = scheduleAsTenant(after: nanoseconds, cancellable: false, body)
+            return
         }
-        if wakes { wake() }
+        add(LoopTimer(deadline: SystemClock.monotonicNanoseconds() &+ nanoseconds, body: body))
     }
 
     /// Like ``schedule(after:_:)``, but returns a number that
@@ -158,15 +220,24 @@ import Synchronization
     @_spi(TransportAuthoring) public func scheduleCancellable(
         after nanoseconds: UInt64, _ body: @escaping @Sendable () -> Void
     ) -> UInt64 {
+        if host != nil { return scheduleAsTenant(after: nanoseconds, cancellable: true, body) }
         let deadline = SystemClock.monotonicNanoseconds() &+ nanoseconds
-        let current = ThreadIdentity.current
-        let (number, wakes) = state { state in
+        let number = state { state -> UInt64 in
             state.nextTimerNumber &+= 1
-            state.timers.append(LoopTimer(deadline: deadline, body: body, number: state.nextTimerNumber))
-            return (state.nextTimerNumber, state.takeWakeUp(from: current))
+            return state.nextTimerNumber
+        }
+        add(LoopTimer(deadline: deadline, body: body, number: number))
+        return number
+    }
+
+    /// Adds a timer to this thread's, waking it when it sleeps.
+    func add(_ timer: LoopTimer) {
+        let current = ThreadIdentity.current
+        let wakes = state { state in
+            state.timers.append(timer)
+            return state.takeWakeUp(from: current)
         }
         if wakes { wake() }
-        return number
     }
 
     /// Ends the timer ``scheduleCancellable(after:_:)`` numbered `number`,
@@ -174,21 +245,32 @@ import Synchronization
     /// the loop sleeps again, it wakes nobody; from another thread, a loop
     /// already asleep may still wake once at its deadline, and find nothing.
     @_spi(TransportAuthoring) public func cancelTimer(_ number: UInt64) {
+        if let host {
+            state { state in state.timers.removeAll { $0.number == number } }  // not started yet
+            return host.cancelTimer(number)
+        }
         state { state in state.timers.removeAll { $0.number == number } }
     }
 
     /// Runs `body` on the loop's thread, after the jobs queued before it.
     @_spi(TransportAuthoring) public func execute(_ body: @escaping @Sendable () -> Void) {
+        if host != nil { return pushAsTenant(.closure(body)) }
         push(.closure(body))
     }
 
     /// Enqueues a task's job; it runs on the loop's thread.
     @_spi(TransportAuthoring) public func enqueue(_ job: consuming ExecutorJob) {
-        push(.task(UnownedJob(job)))
+        let job = UnownedJob(job)
+        if host != nil { return pushAsTenant(.task(job, self)) }
+        push(.task(job, self))
     }
 
     /// This loop as an actor's executor.
     @_spi(TransportAuthoring) public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        // Itself, also for a loop sharing a thread: the runtime takes an
+        // executor to be the object that gives it (a task that prefers one
+        // retains the object and releases the executor it named), and a job
+        // runs isolated to the loop it was enqueued on.
         UnownedSerialExecutor(ordinary: self)
     }
 
@@ -204,6 +286,7 @@ import Synchronization
 
     /// Ends the I/O and timers. Queued jobs still run. Idempotent; never waits.
     @_spi(TransportAuthoring) public func stop() {
+        if host != nil { return stopTenant() }
         enum Stop {
             case wakeThread
             case neverStarted([@Sendable () -> Void])
@@ -296,14 +379,15 @@ import Synchronization
 
     // MARK: - The loop
 
-    private func wake() {
+    func wake() {
         switch waiting {
         case .events(let poller): poller.wake()
         case .receiving(_, let wake): wake()
+        case .shared: host?.wake()
         }
     }
 
-    private func push(_ job: LoopJob) {
+    func push(_ job: LoopJob) {
         let current = ThreadIdentity.current
         let action = state { state -> PushAction in
             state.jobs.append(job)
@@ -329,6 +413,7 @@ import Synchronization
         state { $0.thread = ThreadIdentity.current }
         jobThread.store(ThreadIdentity.current.rawValue, ordering: .relaxed)
         var ready: [CInt] = []
+        var calls: [MarkedDescriptor] = []
         // The jobs taken from the queue, and how many of them have run: the
         // queue and this array trade buffers, so taking jobs allocates nothing.
         var batch: [LoopJob] = []
@@ -348,17 +433,25 @@ import Synchronization
             case .receiving(let receive, _):
                 ready.removeAll(keepingCapacity: true)
                 receive(timeout)
+            case .shared:
+                return  // never started: its host's thread runs it
             }
             state { state in
                 state.isSleeping = false
                 state.wakePending = false
-                for descriptor in state.marked where !ready.contains(descriptor) { ready.append(descriptor) }
-                state.marked.removeAll(keepingCapacity: true)
+                for descriptor in ready {
+                    for tenant in state.takeReadyTenants(descriptor) {
+                        let mark = MarkedDescriptor(descriptor: descriptor, tenant: tenant)
+                        if !state.marked.contains(mark) { state.marked.append(mark) }
+                    }
+                }
+                swap(&state.marked, &calls)
             }
-            for descriptor in ready {
+            for call in calls {
                 // Looked up one at a time: an earlier handler may deregister a later one.
-                if let handler = state({ $0.handlers[descriptor] }) { handler() }
+                if let handler = state({ $0.handler(call.descriptor, of: call.tenant) }) { handler() }
             }
+            calls.removeAll(keepingCapacity: true)
             let due = state { $0.takeDueTimers(now: SystemClock.monotonicNanoseconds()) }
             for timer in due { timer.body() }
         }
@@ -379,80 +472,12 @@ import Synchronization
         drainDetachedIfNeeded()
     }
 
-    /// Names the system's thread after the last part of ``name``, cut to the
-    /// 15 bytes Linux keeps and never inside a character, so `top -H`, `perf`
-    /// and `/proc` show whose thread it is (`TypedNotifications.SocketTransport`:
-    /// `SocketTransport`). Foundation names a `Thread` for the system only
-    /// on Apple platforms.
-    private func nameSystemThread() {
-        var kept = ""
-        for character in name.split(separator: ".").last ?? Substring(name) {
-            guard kept.utf8.count + character.utf8.count <= 15 else { break }
-            kept.append(character)
-        }
-        ctn_name_current_thread(kept)
-    }
-
-    /// Runs queued jobs in order for at most one slice. Jobs of `batch` from
-    /// `next` on were taken but have not run: they go first next time.
-    private func runJobs(_ batch: inout [LoopJob], from next: inout Int) {
-        let start = SystemClock.monotonicNanoseconds()
-        while true {
-            if next == batch.count {
-                batch.removeAll(keepingCapacity: true)
-                next = 0
-                state { swap(&$0.jobs, &batch) }
-                if batch.isEmpty { return }
-            }
-            while next < batch.count {
-                let job = batch[next]
-                next += 1
-                run(job)
-                if SystemClock.monotonicNanoseconds() &- start >= Self.jobSliceNanoseconds { return }
-            }
-        }
-    }
-
-    private func run(_ job: LoopJob) {
-        switch job {
-        case .closure(let body):
-            body()
-        case .task(let job):
-            job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
-        }
-    }
-
-    private func drainDetachedIfNeeded() {
-        let drains = state { state -> Bool in
-            guard !state.jobs.isEmpty, !state.isDraining else { return false }
-            state.isDraining = true
-            return true
-        }
-        if drains { DispatchQueue.global().async { self.drainDetached() } }
-    }
-
-    /// After the loop stopped: runs jobs until none are left. One drainer at
-    /// a time, so they still run one at a time and in order.
-    private func drainDetached() {
-        let current = ThreadIdentity.current
-        while true {
-            let batch = state { state -> [LoopJob] in
-                defer { state.jobs.removeAll(keepingCapacity: true) }
-                if state.jobs.isEmpty { state.isDraining = false }
-                return state.jobs
-            }
-            if batch.isEmpty {
-                jobThread.store(0, ordering: .relaxed)
-                return
-            }
-            jobThread.store(current.rawValue, ordering: .relaxed)
-            for job in batch { run(job) }
-        }
-    }
 }
 
 /// What an ``EventLoop`` waits in.
 private enum Waiting {
     case events(EventPoller)
     case receiving(receive: @Sendable (CInt) -> Void, wake: @Sendable () -> Void)
+    /// A loop sharing a thread: its host waits for it.
+    case shared
 }

@@ -1,0 +1,283 @@
+import Foundation
+import Synchronization
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+// Loops that share a thread of the process's LoopGroup. Such a loop keeps
+// its own descriptors, timers, stop and finish; the thread's own loop (its
+// host) waits for all of them and runs their handlers, timers and jobs, one
+// at a time, in the order they came. Stopping one ends only its handlers and
+// timers: the thread goes on for the others.
+
+extension EventLoop {
+    /// Whether this loop shares a thread of the ``LoopGroup`` with others.
+    package var sharesThread: Bool { host != nil }
+
+    /// The thread that runs this loop's handlers and jobs: the same for
+    /// loops that share one.
+    package var threadLoop: ObjectIdentifier { ObjectIdentifier(host ?? self) }
+
+    // A loop sharing a thread keeps, until ``start()``, what it was given
+    // in its own state (handlers, timers, jobs), as a loop with a thread of
+    // its own runs nothing before it starts: a transport sets itself up
+    // after registering, and its handlers must not run meanwhile. `start`
+    // hands them to the host's thread in the order they came.
+
+    /// Registers a handler of this loop sharing a thread.
+    func registerAsTenant(_ descriptor: CInt, exclusive: Bool, onReadable handler: @escaping @Sendable () -> Void)
+        -> Result<Void, Errno>
+    {
+        guard let host else { return .failure(Errno(rawValue: EINVAL)) }
+        let phase = state { state -> LoopPhase in
+            if state.phase == .created {
+                state.handlers[descriptor] = [LoopHandler(tenant: tenant, exclusive: exclusive, body: handler)]
+            }
+            return state.phase
+        }
+        switch phase {
+        case .created: return .success(())
+        case .running: return host.register(descriptor, for: tenant, exclusive: exclusive, onReadable: handler)
+        case .stopping, .stopped: return .failure(Errno(rawValue: ECANCELED))
+        }
+    }
+
+    /// Sets a timer of this loop sharing a thread; returns its number (one
+    /// no timer has when the loop has stopped: timers end then).
+    func scheduleAsTenant(after nanoseconds: UInt64, cancellable: Bool, _ body: @escaping @Sendable () -> Void)
+        -> UInt64
+    {
+        guard let host else { return .max }
+        let number =
+            cancellable
+            ? host.state { state -> UInt64 in
+                state.nextTimerNumber += 1
+                return state.nextTimerNumber
+            } : 0
+        let deadline = SystemClock.monotonicNanoseconds() &+ nanoseconds
+        let timer = LoopTimer(deadline: deadline, body: body, number: number, tenant: tenant)
+        let phase = state { state -> LoopPhase in
+            if state.phase == .created { state.timers.append(timer) }
+            return state.phase
+        }
+        switch phase {
+        case .created: return number
+        case .running:
+            host.add(timer)
+            return number
+        case .stopping, .stopped: return .max
+        }
+    }
+
+    /// Queues a job of this loop sharing a thread: on the host's thread,
+    /// once started; jobs outlive a stop there, as on a loop's own thread.
+    func pushAsTenant(_ job: LoopJob) {
+        guard let host else { return }
+        let current = ThreadIdentity.current.rawValue
+        if host.jobThread.load(ordering: .relaxed) != current { handOffCount.add(1, ordering: .relaxed) }
+        let held = state { state -> Bool in
+            guard state.phase == .created else { return false }
+            state.jobs.append(job)
+            return true
+        }
+        if !held { host.push(job) }
+    }
+
+    /// Starts a loop sharing a thread: what it was given so far goes to
+    /// the host, handlers first, then timers, then jobs in order.
+    func startTenant() {
+        guard let host else { return }
+        let taken = state { state -> (handlers: [CInt: [LoopHandler]], timers: [LoopTimer], jobs: [LoopJob])? in
+            guard state.phase == .created else { return nil }
+            state.phase = .running
+            defer { (state.handlers, state.timers, state.jobs) = ([:], [], []) }
+            return (state.handlers, state.timers, state.jobs)
+        }
+        guard let taken else { return }
+        for (descriptor, list) in taken.handlers {
+            for handler in list {
+                // Failed now, where the loop's own thread would have seen
+                // no event either: the transport learns of it as it would
+                // from `register`, by the descriptor staying quiet.
+                _ = host.register(descriptor, for: tenant, exclusive: handler.exclusive, onReadable: handler.body)
+            }
+        }
+        for timer in taken.timers { host.add(timer) }
+        for job in taken.jobs { host.push(job) }
+    }
+
+    /// Stops a loop sharing a thread: its descriptors and timers end now,
+    /// under its host's lock, so no handler or timer of it starts after this
+    /// returns (one running now on the host's thread ends first); what it
+    /// is to run once finished (``whenFinished(_:)``) runs as a job on the
+    /// host's thread, after that handler and the jobs queued before.
+    func stopTenant() {
+        let stops = state { state -> [LoopJob]? in
+            guard state.phase == .created || state.phase == .running else { return nil }
+            state.phase = .stopping
+            state.handlers = [:]
+            state.timers = []
+            defer { state.jobs = [] }
+            return state.jobs
+        }
+        guard let held = stops, let host else { return }
+        host.removeTenant(tenant)
+        // Jobs given before a start that never came still run.
+        for job in held { host.push(job) }
+        host.push(.closure { [self] in self.finishTenant() })
+    }
+
+    /// The job that ends a stopped loop sharing a thread.
+    private func finishTenant() {
+        let finishers = state { state -> [@Sendable () -> Void] in
+            state.phase = .stopped
+            defer { state.finishers = [] }
+            return state.finishers
+        }
+        finished.signal()
+        for finisher in finishers { finisher() }
+    }
+
+    /// On a thread's own loop: forgets every handler, timer and mark of the
+    /// loop numbered `tenant`, and stops watching the descriptors nobody
+    /// else on this thread watches. Idempotent.
+    func removeTenant(_ tenant: UInt64) {
+        let unwatched = state { state -> [CInt] in
+            var unwatched: [CInt] = []
+            for (descriptor, list) in state.handlers where list.contains(where: { $0.tenant == tenant }) {
+                if state.removeHandler(descriptor, of: tenant) { unwatched.append(descriptor) }
+            }
+            state.timers.removeAll { $0.tenant == tenant }
+            state.marked.removeAll { $0.tenant == tenant }
+            return unwatched
+        }
+        for descriptor in unwatched { removeFromPoller(descriptor) }
+        group?.left(self, tenant: tenant)
+    }
+}
+
+/// Threads that transports share, as swift-nio's `EventLoopGroup`: a few
+/// loops waiting in the system's event queue, made as they are first needed
+/// and kept while the group lives (idle, each sleeps in `epoll_wait` or
+/// `kevent` with no timer). A transport gets a loop of its own on the thread
+/// that carries the fewest.
+///
+/// Not yet the process's default: a socket or file transport shares a
+/// group only when its configuration names one (`loopGroup`). Made the
+/// default, the whole suite stalled in a full parallel run: tests that hold
+/// a handler on the transport's thread by design (a close while a handler
+/// runs, a held handler with a small buffer) held every other test's hubs on
+/// that thread too, past their 30 s safety nets.
+package final class LoopGroup: Sendable {
+    private struct Member {
+        var loop: EventLoop
+        var tenants: Set<UInt64>
+    }
+
+    private struct State {
+        var threads: [Member] = []
+        var nextTenant: UInt64 = 0
+    }
+
+    private let limit: Int
+    private let state = Mutex(State())
+
+    /// A group of at most `threads` threads (the process's is ``shared``;
+    /// tests make their own).
+    package init(threads: Int) {
+        limit = max(1, threads)
+    }
+
+    deinit {
+        // A group of a test, released with the last transport on it: its
+        // threads end. The process's group lives as long as the process.
+        for member in state.withLock({ $0.threads }) { member.loop.stop() }
+    }
+
+    /// How many threads the group has started.
+    package var threadCount: Int { state.withLock { $0.threads.count } }
+
+    /// A loop named `name` on the thread carrying the fewest loops; a new
+    /// thread while the group has fewer than its limit and every thread
+    /// carries one already.
+    ///
+    /// - Throws: the system's error when it refuses a new thread's event
+    ///   queue (out of descriptors).
+    package func loop(named name: String) throws(Errno) -> EventLoop {
+        enum Choice {
+            case existing(EventLoop, UInt64)
+            case new
+        }
+        let choice = state.withLock { state -> Choice in
+            let quietest = state.threads.indices.min {
+                state.threads[$0].tenants.count < state.threads[$1].tenants.count
+            }
+            if let quietest, state.threads[quietest].tenants.isEmpty || state.threads.count >= limit {
+                state.nextTenant += 1
+                state.threads[quietest].tenants.insert(state.nextTenant)
+                return .existing(state.threads[quietest].loop, state.nextTenant)
+            }
+            return .new
+        }
+        switch choice {
+        case .existing(let host, let tenant):
+            return EventLoop(name: name, sharing: host, tenant: tenant)
+        case .new:
+            // Made outside the lock: a system call.
+            let host = try EventLoop(name: "TypedNotifications.LoopGroup", waiting: .events, group: self)
+            host.start()
+            let (kept, tenant) = state.withLock { state -> (EventLoop, UInt64) in
+                state.nextTenant += 1
+                if state.threads.count < limit {
+                    state.threads.append(Member(loop: host, tenants: [state.nextTenant]))
+                    return (host, state.nextTenant)
+                }
+                // Another caller filled the group meanwhile: use its quietest.
+                let quietest =
+                    state.threads.indices.min { state.threads[$0].tenants.count < state.threads[$1].tenants.count }
+                    ?? 0
+                state.threads[quietest].tenants.insert(state.nextTenant)
+                return (state.threads[quietest].loop, state.nextTenant)
+            }
+            if kept !== host { host.stop() }
+            return EventLoop(name: name, sharing: kept, tenant: tenant)
+        }
+    }
+
+    /// A loop numbered `tenant` left `host`'s thread.
+    func left(_ host: EventLoop, tenant: UInt64) {
+        state.withLock { state in
+            for index in state.threads.indices where state.threads[index].loop === host {
+                state.threads[index].tenants.remove(tenant)
+            }
+        }
+    }
+}
+
+/// The package's own threads in this process, told apart by the names they
+/// give themselves (the last part of a loop's name, cut to Linux's 15
+/// bytes): for the benchmark and the tests that count them.
+package enum PackageThreads {
+    /// The names the package's threads carry.
+    package static let names: Set<String> = [
+        "SocketTransport", "FileSignalTrans", "LoopGroup", "PathWatcher", "SleepDeadlines", "TerminationSig",
+        "RedisStreamsTra", "EnvelopeLoopbac",
+    ]
+
+    /// How many threads of this process carry one of ``names``; `nil`
+    /// where `/proc/self/task` is missing (not Linux).
+    package static func count() -> Int? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
+        return tasks.filter { task in
+            guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8) else {
+                return false
+            }
+            return names.contains(comm.trimmingCharacters(in: .whitespacesAndNewlines))
+        }.count
+    }
+}

@@ -1,0 +1,145 @@
+import Synchronization
+import Testing
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// An actor whose jobs run on a loop that shares a thread.
+private actor TenantActor {
+    let loop: EventLoop
+    init(loop: EventLoop) { self.loop = loop }
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    func onLoop() -> Bool { loop.isCurrent }
+}
+
+/// Loops of the process's group share a few threads; each keeps its own
+/// handlers, timers, stop and finish (`EventLoop+Sharing`).
+@Suite("Loops sharing a thread", .timeLimit(.minutes(5)))
+struct LoopGroupTests {
+    @Test("100 loops of a group of 2 run on 2 threads; a thread's loops leave it when they stop")
+    func fewThreads() throws {
+        let group = LoopGroup(threads: 2)
+        var loops: [EventLoop] = []
+        for index in 0..<100 {
+            let loop = try group.loop(named: "test.group\(index)")
+            loop.start()
+            loops.append(loop)
+        }
+        #expect(group.threadCount == 2)
+        #expect(Set(loops.map(\.threadLoop)).count == 2)
+        #expect(loops.allSatisfy { $0.sharesThread })
+        for loop in loops { loop.stop() }
+        // Every loop left: the next one goes to the first thread, which is quietest.
+        let next = try group.loop(named: "test.group.next")
+        defer { next.stop() }
+        #expect(group.threadCount == 2)
+    }
+
+    @Test(
+        "one loop stopped from inside its own handler: the other loop on its thread goes on, and the stopped one finishes after that handler"
+    )
+    func stoppedFromItsHandler() async throws {
+        let group = LoopGroup(threads: 1)
+        let stopping = try group.loop(named: "test.stopping")
+        let going = try group.loop(named: "test.going")
+        #expect(stopping.threadLoop == going.threadLoop)
+        stopping.start()
+        going.start()
+        defer { going.stop() }
+        let first = try SystemCalls.makePipe().get()
+        let second = try SystemCalls.makePipe().get()
+        let order = Collector<String>()
+        let firstRead = first.readEnd.rawValue
+        _ = try stopping.register(firstRead) {
+            var byte: UInt8 = 0
+            _ = read(firstRead, &byte, 1)
+            stopping.stop()
+            stopping.whenFinished { order.append("finished") }
+            order.append("handler returns")
+        }.get()
+        // A timer of the stopping loop, due after its stop: it never fires.
+        stopping.schedule(after: 200_000_000) { order.append("stopped loop's timer") }
+        let secondRead = second.readEnd.rawValue
+        let reads = Collector<Bool>()
+        _ = try going.register(secondRead) {
+            var byte: UInt8 = 0
+            _ = read(secondRead, &byte, 1)
+            reads.append(going.isCurrent)
+        }.get()
+        _ = SystemCalls.writeAll(first.writeEnd, [1])
+        #expect(await order.wait(forCount: 2, upTo: .seconds(60)))
+        #expect(order.values == ["handler returns", "finished"])
+        // Its descriptor is no longer watched; the other loop's still is.
+        _ = SystemCalls.writeAll(first.writeEnd, [2])
+        _ = SystemCalls.writeAll(second.writeEnd, [1])
+        #expect(await reads.wait(forCount: 1, upTo: .seconds(60)))
+        // Jobs given to the stopped loop still run, on the thread.
+        let job = Signal()
+        stopping.execute { job.fire() }
+        #expect(await job.wait(upTo: .seconds(60)))
+        // The other loop's timers fire, after the stopped loop's was due.
+        let timer = Signal()
+        going.schedule(after: 300_000_000) { timer.fire() }
+        #expect(await timer.wait(upTo: .seconds(60)))
+        #expect(!order.values.contains("stopped loop's timer"))
+        _ = SystemCalls.writeAll(second.writeEnd, [2])
+        #expect(await reads.wait(forCount: 2, upTo: .seconds(60)))
+        #expect(reads.values == [true, true])
+    }
+
+    @Test("a loop sharing a thread runs none of its handlers, timers or jobs before it starts")
+    func nothingBeforeStart() async throws {
+        let group = LoopGroup(threads: 1)
+        let loop = try group.loop(named: "test.unstarted")
+        defer { loop.stop() }
+        let pipe = try SystemCalls.makePipe().get()
+        let ran = Collector<String>()
+        let readEnd = pipe.readEnd.rawValue
+        _ = try loop.register(readEnd) {
+            var byte: UInt8 = 0
+            _ = read(readEnd, &byte, 1)
+            ran.append("handler")
+        }.get()
+        loop.schedule(after: 0) { ran.append("timer") }
+        loop.execute { ran.append("job") }
+        _ = SystemCalls.writeAll(pipe.writeEnd, [1])
+        // Another loop on the same thread runs a job meanwhile: the thread
+        // is awake and passed by this loop's work.
+        let other = try group.loop(named: "test.other")
+        other.start()
+        defer { other.stop() }
+        let passed = Signal()
+        other.schedule(after: 50_000_000) { passed.fire() }
+        #expect(await passed.wait(upTo: .seconds(60)))
+        #expect(ran.values.isEmpty)
+        loop.start()
+        #expect(await ran.wait(forCount: 3, upTo: .seconds(60)))
+        #expect(Set(ran.values) == ["handler", "timer", "job"])
+    }
+
+    @Test("tasks that prefer a loop sharing a thread, and actors on it, run there; the thread outlives them")
+    func tasksOnASharedThread() async throws {
+        let group = LoopGroup(threads: 1)
+        for round in 0..<50 {
+            let loop = try group.loop(named: "test.tasks\(round)")
+            loop.start()
+            let actor = TenantActor(loop: loop)
+            let onLoop = await Task(executorPreference: loop) { await actor.onLoop() }.value
+            #expect(onLoop)
+            loop.stop()
+        }
+        // The thread's own loop was never released by a task's end: a
+        // new loop on it still runs jobs.
+        let last = try group.loop(named: "test.tasks.last")
+        last.start()
+        defer { last.stop() }
+        let ran = Signal()
+        last.execute { ran.fire() }
+        #expect(await ran.wait(upTo: .seconds(60)))
+        #expect(group.threadCount == 1)
+    }
+}
