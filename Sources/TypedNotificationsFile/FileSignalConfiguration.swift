@@ -57,6 +57,11 @@ public struct FileSignalConfiguration: Sendable {
     /// that path whatever else runs beside them.
     package var sleepsInReadBeyondLimit = false
 
+    /// A loop group to share a thread of when the transport does not
+    /// sleep in its read, rather than a thread of its own. Not yet the
+    /// default: see `LoopGroup`.
+    package var loopGroup: LoopGroup?
+
     /// How many looks a reader makes, 1 s and then twice as long apart,
     /// while `DIR/logs` is missing after a change (see *Design
     /// decisions*). Tests set none, to show that a removal is noticed

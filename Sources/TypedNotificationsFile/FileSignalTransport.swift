@@ -155,13 +155,17 @@ public final class FileSignalTransport: KeepsLatest {
                 includingModifications: true, beyondLimit: configuration.sleepsInReadBeyondLimit) : nil
         let wakeUp = sleeping?.wakeUp
         let receiveCall = wakeUp.map { _ in LoopReceiveCall() }
-        var waiting = LoopWaiting.events
-        if let wakeUp, let receiveCall {
-            waiting = .receiving({ receiveCall($0) }, wake: wakeUp)
-        }
         self.receiveCall = receiveCall
-        let loop = try FileCore.makeLoop(
-            named: "TypedNotifications.FileSignalTransport", for: directory, waiting: waiting)
+        let loop: EventLoop
+        if let wakeUp, let receiveCall {
+            loop = try FileCore.makeLoop(
+                named: "TypedNotifications.FileSignalTransport", for: directory,
+                waiting: .receiving({ receiveCall($0) }, wake: wakeUp))
+        } else if let group = configuration.loopGroup {
+            loop = try FileCore.sharedLoop(named: "TypedNotifications.FileSignalTransport", for: directory, in: group)
+        } else {
+            loop = try FileCore.makeLoop(named: "TypedNotifications.FileSignalTransport", for: directory)
+        }
         do throws(ChangeMonitorError) {
             let monitor: DirectoryMonitor
             if let sleeping {

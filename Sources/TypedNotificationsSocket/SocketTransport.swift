@@ -216,7 +216,9 @@ public final class SocketTransport: NotificationTransport {
         // is a datagram of the transport's own. Elsewhere, or should either
         // fail, it sleeps in the system's event queue.
         var wake: SocketWake?
-        if configuration.sleepsInReceive, SystemCalls.enableWaitingReceives(socket, timeoutMilliseconds: 1_000) {
+        if configuration.sleepsInReceive, configuration.loopGroup == nil,
+            SystemCalls.enableWaitingReceives(socket, timeoutMilliseconds: 1_000)
+        {
             wake = SocketWake(connectingTo: socketPath)
         }
         receiveSocket = socket
@@ -226,12 +228,15 @@ public final class SocketTransport: NotificationTransport {
         let loop: EventLoop
         let receiveCall = wake.map { _ in LoopReceiveCall() }
         do throws(TypedNotificationError) {
-            var waiting = LoopWaiting.events
             if let wake, let receiveCall {
-                waiting = .receiving({ receiveCall($0) }, wake: { wake.wake() })
+                loop = try SocketCore.makeLoop(
+                    named: "TypedNotifications.SocketTransport", for: directory,
+                    waiting: .receiving({ receiveCall($0) }, wake: { wake.wake() }))
+            } else if let group = configuration.loopGroup {
+                loop = try SocketCore.sharedLoop(named: "TypedNotifications.SocketTransport", for: directory, in: group)
+            } else {
+                loop = try SocketCore.makeLoop(named: "TypedNotifications.SocketTransport", for: directory)
             }
-            loop = try SocketCore.makeLoop(
-                named: "TypedNotifications.SocketTransport", for: directory, waiting: waiting)
         } catch {
             undo()
             throw error

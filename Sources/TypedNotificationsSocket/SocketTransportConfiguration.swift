@@ -39,6 +39,11 @@ public struct SocketTransportConfiguration: Sendable {
     /// to run, on Linux, the path Apple platforms take.
     package var sleepsInReceive = true
 
+    /// A loop group to share a thread of, rather than a thread of its own
+    /// (which then never sleeps in its receive). Not yet the default: see
+    /// `LoopGroup`.
+    package var loopGroup: LoopGroup?
+
     /// Creates a configuration.
     public init(
         sharing: DirectorySharing = .ownerOnly,

@@ -65,6 +65,23 @@ public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedSt
         }
     }
 
+    /// A loop for a core on a thread of `group`, which it shares with
+    /// other transports' loops: its own descriptors, timers, stop and
+    /// finish, on one of a few threads.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/transportFailure`` naming
+    ///   `place` when the system refuses the group a new thread's event
+    ///   queue (out of descriptors).
+    package static func sharedLoop(named name: String, for place: String, in group: LoopGroup)
+        throws(TypedNotificationError) -> EventLoop
+    {
+        do throws(Errno) {
+            return try group.loop(named: name)
+        } catch {
+            throw SharedDirectory.failure(error, "could not start an event loop for \(place)")
+        }
+    }
+
     // MARK: - The lifecycle
 
     /// Throws `.closed` unless the transport can still open: asked before
