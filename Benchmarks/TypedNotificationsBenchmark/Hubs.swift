@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import TypedNotifications
 import TypedNotificationsCatalog
+import TypedNotificationsPlatform
 import TypedNotificationsRedis
 
 // The hubs run, in a process of its own:
@@ -35,6 +36,9 @@ struct HubsOutput: Codable {
     /// closed) and with every hub open (`nil` where `/proc` is missing).
     var threadsBefore: Int?
     var threadsAfter: Int?
+    /// The package's own threads with every hub open (`PackageThreads`:
+    /// the loop group's, the first hubs' receiving threads, the watchers').
+    var packageThreadsAfter: Int?
     /// How long `close()` of one of the hubs took while a handler of it
     /// was running, held until `close()` returned, in microseconds.
     var closeWithHandlerMicroseconds: Double?
@@ -144,6 +148,7 @@ func measureHubs<T: NotificationTransport>(kind: Kind, count: Int, make: () thro
         output.delivered = tally.delivered
         output.residentAfterKiB = currentResidentKiB() ?? 0
         output.threadsAfter = currentThreadCount()
+        output.packageThreadsAfter = PackageThreads.count()
         output.perHubKiB = hubs.isEmpty ? 0 : (output.residentAfterKiB - output.residentBeforeKiB) / hubs.count
         for token in tokens { token.cancel() }
         if let held = hubs.last {

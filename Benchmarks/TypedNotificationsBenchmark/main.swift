@@ -330,6 +330,7 @@ if sections.contains("memory") {
                 + "\(run.perHubKiB) KiB per hub" + (run.failure.map { "; stopped by: \($0)" } ?? ""))
         if let before = run.threadsBefore, let after = run.threadsAfter {
             print("  \(padded("", 26)) threads \(before) → \(after)", terminator: "")
+            if let package = run.packageThreadsAfter { print(" (\(package) of the package's)", terminator: "") }
         }
         if let close = run.closeWithHandlerMicroseconds {
             print(String(format: "; close() with a handler running: %.1f µs", close), terminator: "")

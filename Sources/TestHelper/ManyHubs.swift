@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotifications
+import TypedNotificationsPlatform
 
 /// What one of many hubs in this process got.
 final class HubTally: @unchecked Sendable {
@@ -112,7 +113,15 @@ func observeWithManyHubs(kind: String, directory: String, hubs: Int, total: Int,
     say(
         "done hubs=\(hubs) min=\(summaries.map(\.count).min() ?? 0) max=\(summaries.map(\.count).max() ?? 0)"
             + " inorder=\(summaries.allSatisfy(\.inOrder)) missed=\(summaries.map(\.missed).reduce(0, +))"
-            + " churned=\(state.churned.load(ordering: .relaxed))")
+            + " churned=\(state.churned.load(ordering: .relaxed))"
+            + " threads=\(PackageThreads.count() ?? -1) rssKiB=\(residentKiB() ?? -1)")
     for token in tokens { token.cancel() }
     withExtendedLifetime(opened) {}
+}
+
+/// The process's resident set in KiB, from `/proc/self/status`.
+func residentKiB() -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+    return line?.split(separator: " ").dropFirst().first.flatMap { Int($0) }
 }

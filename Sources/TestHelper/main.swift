@@ -64,7 +64,8 @@ import TypedNotificationsRedis
 //                                                until refused: "refused CODE after N"
 //   tnotify-test-helper hubs socket|file DIR HUBS TOTAL [churn]
 //                                                opens HUBS observing hubs in this one process:
-//                                                "ready", then "done hubs=H inorder=… missed=…" once
+//                                                "ready", then "done hubs=H inorder=… missed=…
+//                                                threads=T rssKiB=R" (T: the package's threads) once
 //                                                each has TOTAL pings; with churn, other hubs on DIR
 //                                                open and close meanwhile
 //   tnotify-test-helper remove-loop DIR MS FOLDER…
