@@ -185,7 +185,9 @@ package final class LoopGroup: Sendable {
     }
 
     private let limit: Int
-    private let state = Mutex(State())
+    // Locked, not Synchronization.Mutex: ThreadSanitizer does not model the
+    // futex under the toolchain's Mutex on Linux (see *Design decisions*).
+    private let state = Locked(State())
 
     /// A group of at most `threads` threads (the process's is ``shared``;
     /// tests make their own).
