@@ -16,6 +16,19 @@ private actor TenantActor {
     func onLoop() -> Bool { loop.isCurrent }
 }
 
+/// Registers `body` on `loop` for a new pipe's read end, taking one byte
+/// before each call; returns the pipe, whose write end wakes it.
+private func pipeHandler(on loop: EventLoop, _ body: @escaping @Sendable () -> Void) throws -> SystemCalls.Pipe {
+    let pipe = try SystemCalls.makePipe().get()
+    let readEnd = pipe.readEnd.rawValue
+    _ = try loop.register(readEnd) {
+        var byte: UInt8 = 0
+        _ = read(readEnd, &byte, 1)
+        body()
+    }.get()
+    return pipe
+}
+
 /// Loops of the process's group share a few threads; each keeps its own
 /// handlers, timers, stop and finish (`EventLoop+Sharing`).
 @Suite("Loops sharing a thread", .timeLimit(.minutes(5)))
@@ -50,26 +63,16 @@ struct LoopGroupTests {
         stopping.start()
         going.start()
         defer { going.stop() }
-        let first = try SystemCalls.makePipe().get()
-        let second = try SystemCalls.makePipe().get()
         let order = Collector<String>()
-        let firstRead = first.readEnd.rawValue
-        _ = try stopping.register(firstRead) {
-            var byte: UInt8 = 0
-            _ = read(firstRead, &byte, 1)
+        let first = try pipeHandler(on: stopping) {
             stopping.stop()
             stopping.whenFinished { order.append("finished") }
             order.append("handler returns")
-        }.get()
+        }
         // A timer of the stopping loop, due after its stop: it never fires.
         stopping.schedule(after: 200_000_000) { order.append("stopped loop's timer") }
-        let secondRead = second.readEnd.rawValue
         let reads = Collector<Bool>()
-        _ = try going.register(secondRead) {
-            var byte: UInt8 = 0
-            _ = read(secondRead, &byte, 1)
-            reads.append(going.isCurrent)
-        }.get()
+        let second = try pipeHandler(on: going) { reads.append(going.isCurrent) }
         _ = SystemCalls.writeAll(first.writeEnd, [1])
         #expect(await order.wait(forCount: 2, upTo: .seconds(60)))
         #expect(order.values == ["handler returns", "finished"])
@@ -96,14 +99,8 @@ struct LoopGroupTests {
         let group = LoopGroup(threads: 1)
         let loop = try group.loop(named: "test.unstarted")
         defer { loop.stop() }
-        let pipe = try SystemCalls.makePipe().get()
         let ran = Collector<String>()
-        let readEnd = pipe.readEnd.rawValue
-        _ = try loop.register(readEnd) {
-            var byte: UInt8 = 0
-            _ = read(readEnd, &byte, 1)
-            ran.append("handler")
-        }.get()
+        let pipe = try pipeHandler(on: loop) { ran.append("handler") }
         loop.schedule(after: 0) { ran.append("timer") }
         loop.execute { ran.append("job") }
         _ = SystemCalls.writeAll(pipe.writeEnd, [1])
