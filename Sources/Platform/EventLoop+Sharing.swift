@@ -182,6 +182,24 @@ package final class LoopGroup: Sendable {
     private struct State {
         var threads: [Member] = []
         var nextTenant: UInt64 = 0
+
+        /// A new loop's thread and number: the quietest thread, or `new`
+        /// (kept as a thread of the group) while the group has room and
+        /// every thread carries a loop. `nil`: a new thread is wanted and
+        /// none was given.
+        mutating func admit(limit: Int, new: EventLoop?) -> (EventLoop, UInt64)? {
+            let quietest = threads.indices.min { threads[$0].tenants.count < threads[$1].tenants.count }
+            var index = quietest
+            if threads.count < limit, quietest.map({ !threads[$0].tenants.isEmpty }) ?? true {
+                guard let new else { return nil }
+                threads.append(Member(loop: new, tenants: []))
+                index = threads.count - 1
+            }
+            guard let index else { return nil }
+            nextTenant += 1
+            threads[index].tenants.insert(nextTenant)
+            return (threads[index].loop, nextTenant)
+        }
     }
 
     private let limit: Int
@@ -189,8 +207,7 @@ package final class LoopGroup: Sendable {
     // futex under the toolchain's Mutex on Linux (see *Design decisions*).
     private let state = Locked(State())
 
-    /// A group of at most `threads` threads (the process's is ``shared``;
-    /// tests make their own).
+    /// A group of at most `threads` threads.
     package init(threads: Int) {
         limit = max(1, threads)
     }
@@ -211,44 +228,19 @@ package final class LoopGroup: Sendable {
     /// - Throws: the system's error when it refuses a new thread's event
     ///   queue (out of descriptors).
     package func loop(named name: String) throws(Errno) -> EventLoop {
-        enum Choice {
-            case existing(EventLoop, UInt64)
-            case new
-        }
-        let choice = state.withLock { state -> Choice in
-            let quietest = state.threads.indices.min {
-                state.threads[$0].tenants.count < state.threads[$1].tenants.count
-            }
-            if let quietest, state.threads[quietest].tenants.isEmpty || state.threads.count >= limit {
-                state.nextTenant += 1
-                state.threads[quietest].tenants.insert(state.nextTenant)
-                return .existing(state.threads[quietest].loop, state.nextTenant)
-            }
-            return .new
-        }
-        switch choice {
-        case .existing(let host, let tenant):
+        if let (host, tenant) = state.withLock({ $0.admit(limit: limit, new: nil) }) {
             return EventLoop(name: name, sharing: host, tenant: tenant)
-        case .new:
-            // Made outside the lock: a system call.
-            let host = try EventLoop(name: "TypedNotifications.LoopGroup", waiting: .events, group: self)
-            host.start()
-            let (kept, tenant) = state.withLock { state -> (EventLoop, UInt64) in
-                state.nextTenant += 1
-                if state.threads.count < limit {
-                    state.threads.append(Member(loop: host, tenants: [state.nextTenant]))
-                    return (host, state.nextTenant)
-                }
-                // Another caller filled the group meanwhile: use its quietest.
-                let quietest =
-                    state.threads.indices.min { state.threads[$0].tenants.count < state.threads[$1].tenants.count }
-                    ?? 0
-                state.threads[quietest].tenants.insert(state.nextTenant)
-                return (state.threads[quietest].loop, state.nextTenant)
-            }
-            if kept !== host { host.stop() }
-            return EventLoop(name: name, sharing: kept, tenant: tenant)
         }
+        // Made outside the lock (system calls); another caller may have
+        // filled the group meanwhile, and then it is not kept.
+        let made = try EventLoop(name: "TypedNotifications.LoopGroup", waiting: .events, group: self)
+        made.start()
+        guard let (host, tenant) = state.withLock({ $0.admit(limit: limit, new: made) }) else {
+            made.stop()
+            throw Errno(rawValue: EAGAIN)  // not reached: a group has at least one thread
+        }
+        if host !== made { made.stop() }
+        return EventLoop(name: name, sharing: host, tenant: tenant)
     }
 
     /// A loop numbered `tenant` left `host`'s thread.

@@ -32,6 +32,11 @@ import Synchronization
     // used for `add`/`remove`/`wake`, which the kernel makes safe from any
     // thread, and for `wait`, which only the loop's thread calls; its
     // closures are `@Sendable`, and `receive` runs only on the loop's thread.
+    // `host`, `tenant` and `group` are immutable (`group` a weak reference,
+    // which the runtime reads atomically); the counters are atomics; a loop
+    // sharing a thread keeps its own pending work in its own `guarded`,
+    // under its own `mutex`, and reaches its host's only through the host's
+    // methods, which take the host's lock.
 
     /// How long queued jobs may run before the loop looks at its descriptors.
     package static let jobSliceNanoseconds: UInt64 = 1_000_000
