@@ -161,18 +161,18 @@ extension EventLoop {
     }
 }
 
-/// Threads that transports share, as swift-nio's `EventLoopGroup`: a few
-/// loops waiting in the system's event queue, made as they are first needed
-/// and kept while the group lives (idle, each sleeps in `epoll_wait` or
-/// `kevent` with no timer). A transport gets a loop of its own on the thread
-/// that carries the fewest.
+/// The threads the process's hubs share, as swift-nio's `EventLoopGroup`:
+/// a few loops waiting in the system's event queue, made as they are first
+/// needed and kept while the group lives (idle, each sleeps in `epoll_wait`
+/// or `kevent` with no timer). A transport gets a loop of its own on the
+/// thread that carries the fewest.
 ///
-/// Not yet the process's default: a socket or file transport shares a
-/// group only when its configuration names one (`loopGroup`). Made the
-/// default, the whole suite stalled in a full parallel run: tests that hold
-/// a handler on the transport's thread by design (a close while a handler
-/// runs, a held handler with a small buffer) held every other test's hubs on
-/// that thread too, past their 30 s safety nets.
+/// The process's group is ``shared``: a socket or file transport beyond
+/// the process's first few (which keep a thread of their own that sleeps in
+/// its receive call, see ``ThreadAllowance``) takes a loop of it. A handler
+/// that blocks on such a thread holds the other loops on it too, as it
+/// would on a swift-nio event loop; tests that hold a handler on purpose
+/// give their transports a group of their own.
 package final class LoopGroup: Sendable {
     private struct Member {
         var loop: EventLoop
@@ -207,14 +207,22 @@ package final class LoopGroup: Sendable {
     // futex under the toolchain's Mutex on Linux (see *Design decisions*).
     private let state = Locked(State())
 
-    /// A group of at most `threads` threads.
+    /// The process's group: one thread per processor, at most four.
+    package static let shared = LoopGroup(threads: LoopGroup.defaultThreadCount)
+
+    /// One thread per processor, at most four: a hub's work between
+    /// wake-ups is short, and more threads than processors only take turns.
+    static var defaultThreadCount: Int { min(4, SystemProcess.processorCount) }
+
+    /// A group of at most `threads` threads (the process's is ``shared``;
+    /// tests make their own).
     package init(threads: Int) {
         limit = max(1, threads)
     }
 
     deinit {
         // A group of a test, released with the last transport on it: its
-        // threads end. The process's group lives as long as the process.
+        // threads end. ``shared`` lives as long as the process.
         for member in state.withLock({ $0.threads }) { member.loop.stop() }
     }
 

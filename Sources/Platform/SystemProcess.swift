@@ -25,6 +25,11 @@
     /// The corresponding C function is `getgid`.
     package static var groupID: UInt32 { UInt32(getgid()) }
 
+    /// The processors the process may run on now (at least 1).
+    ///
+    /// The corresponding C function is `sysconf(_SC_NPROCESSORS_ONLN)`.
+    package static var processorCount: Int { max(1, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))) }
+
     /// The value of an environment variable, or `nil` when it is not set.
     ///
     /// The corresponding C function is `getenv`.
