@@ -8,7 +8,11 @@ extension TransportEntry {
         name: "file", typeName: "FileSignalTransport",
         meeting: .directory(defaultPath: FileSignalTransport.defaultDirectory), keepsPosts: true,
         make: { (place, request) throws(TypedNotificationError) in
-            try FileSignalTransport(directory: place.text, identity: request.identity, firstRead: request.firstRead)
+            var configuration = FileSignalConfiguration()
+            if let group = request.loopGroup { configuration.loopGroup = group }
+            return try FileSignalTransport(
+                directory: place.text, identity: request.identity, firstRead: request.firstRead,
+                configuration: configuration)
         },
         list: { directory in
             let logs = FileSignalTransport.logs(in: directory)
@@ -69,13 +73,15 @@ extension TransportEntry {
     private static func fileVariant(
         named name: String, _ configure: (inout FileSignalConfiguration) -> Void
     ) -> TransportEntry {
-        var configured = FileSignalConfiguration()
-        configure(&configured)
-        let configuration = configured
+        var preset = FileSignalConfiguration()
+        configure(&preset)
+        let variant = preset
         return TransportEntry(
             name: name, typeName: "FileSignalTransport", meeting: file.meeting, keepsPosts: true, isVariant: true,
             make: { (place, request) throws(TypedNotificationError) in
-                try FileSignalTransport(
+                var configuration = variant
+                if let group = request.loopGroup { configuration.loopGroup = group }
+                return try FileSignalTransport(
                     directory: place.text, identity: request.identity, firstRead: request.firstRead,
                     configuration: configuration)
             })

@@ -10,6 +10,7 @@ extension TransportEntry {
         make: { (place, request) throws(TypedNotificationError) in
             var configuration = SocketTransportConfiguration()
             if let backlog = request.backlogBytes { configuration.spoolLimitPerEndpoint = backlog }
+            if let group = request.loopGroup { configuration.loopGroup = group }
             return try SocketTransport(directory: place.text, configuration: configuration)
         },
         list: { directory in
@@ -36,6 +37,7 @@ extension TransportEntry {
             var configuration = SocketTransportConfiguration()
             configuration.usesKernelCredentials = false
             if let backlog = request.backlogBytes { configuration.spoolLimitPerEndpoint = backlog }
+            if let group = request.loopGroup { configuration.loopGroup = group }
             return try SocketTransport(directory: place.text, configuration: configuration)
         })
 }

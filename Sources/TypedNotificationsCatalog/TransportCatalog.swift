@@ -68,15 +68,21 @@ package struct TransportRequest: Sendable {
     /// How many notifications of a name a transport that keeps them by
     /// count keeps (a Redis stream's length); `nil` for its default.
     package var keepAtMost: Int?
+    /// The loop group a transport that runs on one shares a thread of;
+    /// `nil` for the process's. Tests that hold a handler on purpose give
+    /// one of their own, so that no other test's hubs wait behind it.
+    package var loopGroup: LoopGroup?
 
     /// A request for `identity`, starting at `firstRead`.
     package init(
-        identity: String? = nil, firstRead: ReadStart = .end, backlogBytes: Int? = nil, keepAtMost: Int? = nil
+        identity: String? = nil, firstRead: ReadStart = .end, backlogBytes: Int? = nil, keepAtMost: Int? = nil,
+        loopGroup: LoopGroup? = nil
     ) {
         self.identity = identity
         self.firstRead = firstRead
         self.backlogBytes = backlogBytes
         self.keepAtMost = keepAtMost
+        self.loopGroup = loopGroup
     }
 }
 

@@ -57,10 +57,10 @@ public struct FileSignalConfiguration: Sendable {
     /// that path whatever else runs beside them.
     package var sleepsInReadBeyondLimit = false
 
-    /// A loop group to share a thread of when the transport does not
-    /// sleep in its read, rather than a thread of its own. Not yet the
-    /// default: see `LoopGroup`.
-    package var loopGroup: LoopGroup?
+    /// The loop group a transport shares a thread of when it does not
+    /// sleep in a read of its own: the process's; tests that hold a
+    /// handler on purpose give one of their own.
+    package var loopGroup = LoopGroup.shared
 
     /// How many looks a reader makes, 1 s and then twice as long apart,
     /// while `DIR/logs` is missing after a change (see *Design

@@ -148,7 +148,7 @@ public final class FileSignalTransport: KeepsLatest {
         // instance of its own, so the change that wakes it is taken by the
         // same call; work for the loop and timers come in through it too
         // (see ChangeSleeper). Elsewhere, or when the process already has
-        // its few such instances, it sleeps in the system's event queue.
+        // its few such instances, it shares a thread of the loop group.
         let sleeping =
             configuration.usesChangeEvents && configuration.sleepsInRead
             ? DirectoryMonitor.sleeping(
@@ -161,10 +161,9 @@ public final class FileSignalTransport: KeepsLatest {
             loop = try FileCore.makeLoop(
                 named: "TypedNotifications.FileSignalTransport", for: directory,
                 waiting: .receiving({ receiveCall($0) }, wake: wakeUp))
-        } else if let group = configuration.loopGroup {
-            loop = try FileCore.sharedLoop(named: "TypedNotifications.FileSignalTransport", for: directory, in: group)
         } else {
-            loop = try FileCore.makeLoop(named: "TypedNotifications.FileSignalTransport", for: directory)
+            loop = try FileCore.sharedLoop(
+                named: "TypedNotifications.FileSignalTransport", for: directory, in: configuration.loopGroup)
         }
         do throws(ChangeMonitorError) {
             let monitor: DirectoryMonitor

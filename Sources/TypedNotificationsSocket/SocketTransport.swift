@@ -118,6 +118,9 @@ public final class SocketTransport: NotificationTransport {
     // system's event queue (Apple platforms).
     let wake: SocketWake?
     let receiveCall: LoopReceiveCall?
+    // Its place among the process's few threads that sleep in their own
+    // receive, given back once that thread has finished.
+    let receivingThread: ThreadPermit?
     // The thread, the counters, and the lifecycle with what the threads share.
     @_spi(TransportAuthoring) public let core: SocketCore
     // The registry cache and the endpoints, for the send in progress.
@@ -143,6 +146,10 @@ public final class SocketTransport: NotificationTransport {
     // Datagrams one receive takes, and how many of them say the socket's
     // queue was full (see `receiveWaiting`).
     static let receiveBatch = 8
+
+    /// The process's socket transports whose thread sleeps in its own
+    /// receive: the first two; the rest share the loop group.
+    static let receivingThreads = ThreadAllowance(limit: 2)
     let fullQueueSign = SocketTransport.fullQueueSign(batch: SocketTransport.receiveBatch)
 
     /// A directory for this user that survives as long as the login session:
@@ -214,13 +221,18 @@ public final class SocketTransport: NotificationTransport {
         // On Linux the loop's thread sleeps in the receive itself: the
         // socket blocks (receives that must not wait say so), and a wake-up
         // is a datagram of the transport's own. Elsewhere, or should either
-        // fail, it sleeps in the system's event queue.
+        // fail, it sleeps in the system's event queue. Only the process's
+        // first few transports have such a thread; the others share a
+        // thread of the loop group.
         var wake: SocketWake?
-        if configuration.sleepsInReceive, configuration.loopGroup == nil,
+        let permit = configuration.sleepsInReceive ? Self.receivingThreads.take() : nil
+        if permit != nil || (configuration.sleepsInReceive && configuration.sleepsInReceiveBeyondLimit),
             SystemCalls.enableWaitingReceives(socket, timeoutMilliseconds: 1_000)
         {
             wake = SocketWake(connectingTo: socketPath)
         }
+        if wake == nil { permit?.release() }
+        receivingThread = wake == nil ? nil : permit
         receiveSocket = socket
         watchedFiles = [RecordedPath(directory), RecordedPath(socketPath)].compactMap { $0 }
 
@@ -232,10 +244,9 @@ public final class SocketTransport: NotificationTransport {
                 loop = try SocketCore.makeLoop(
                     named: "TypedNotifications.SocketTransport", for: directory,
                     waiting: .receiving({ receiveCall($0) }, wake: { wake.wake() }))
-            } else if let group = configuration.loopGroup {
-                loop = try SocketCore.sharedLoop(named: "TypedNotifications.SocketTransport", for: directory, in: group)
             } else {
-                loop = try SocketCore.makeLoop(named: "TypedNotifications.SocketTransport", for: directory)
+                loop = try SocketCore.sharedLoop(
+                    named: "TypedNotifications.SocketTransport", for: directory, in: configuration.loopGroup)
             }
         } catch {
             undo()
@@ -441,9 +452,10 @@ public final class SocketTransport: NotificationTransport {
         // holds the receive call, which holds what receives (its socket's
         // reader, the registration file, the hub's receiver), so let go, or
         // a closed transport is never released; then the spool goes.
-        let (receiveCall, spoolDirectory, core) = (receiveCall, spoolDirectory, core)
+        let (receiveCall, receivingThread, spoolDirectory, core) = (receiveCall, receivingThread, spoolDirectory, core)
         closing.end(loop) {
             receiveCall?.clear()
+            receivingThread?.release()
             Self.removeSpool(spoolDirectory)
             core.finishClosing()
         }

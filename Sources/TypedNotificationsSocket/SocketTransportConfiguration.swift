@@ -39,10 +39,16 @@ public struct SocketTransportConfiguration: Sendable {
     /// to run, on Linux, the path Apple platforms take.
     package var sleepsInReceive = true
 
-    /// A loop group to share a thread of, rather than a thread of its own
-    /// (which then never sleeps in its receive). Not yet the default: see
-    /// `LoopGroup`.
-    package var loopGroup: LoopGroup?
+    /// Whether the receiving thread sleeps in its receive call however
+    /// many such threads the process has already (the first two, see
+    /// `SocketTransport.receivingThreads`): tests run that path whatever
+    /// else runs beside them.
+    package var sleepsInReceiveBeyondLimit = false
+
+    /// The loop group a transport shares a thread of when it does not
+    /// sleep in a receive of its own: the process's; tests that hold a
+    /// handler on purpose give one of their own.
+    package var loopGroup = LoopGroup.shared
 
     /// Creates a configuration.
     public init(

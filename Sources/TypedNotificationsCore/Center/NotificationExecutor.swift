@@ -3,13 +3,18 @@ import Synchronization
 /// The serial executor a center runs handlers on when no actor is given.
 ///
 /// Handlers of one center that run here never run concurrently with each
-/// other. On a transport that receives on a thread of its own (the socket and
-/// file transports), that thread is this executor: a notification it
-/// receives is handed to these handlers without waking another thread. A
-/// handler here should not block, then: while it runs, the transport receives
-/// for nobody. The transport looks at its I/O again after at most 1 ms of
-/// handlers plus the handler call running then; handlers on other actors
-/// never run there.
+/// other. On a transport that receives on an event loop (the socket and
+/// file transports), that loop is this executor: a notification it
+/// receives is handed to these handlers on the thread that received it,
+/// without waking another. A process's first few such transports have a
+/// thread each; the rest share a few threads, as the channels of a
+/// swift-nio event loop do. A handler here should not block, then: while
+/// it runs, its transport, and the others on its thread, receive for
+/// nobody. A transport looks at its I/O again after at most 1 ms of
+/// handlers plus the handler call running then, and so does every other
+/// transport on that thread; handlers on other actors never run there. A
+/// handler that must block belongs on an actor of its own
+/// (the `addObserver` forms that take `on actor:`).
 public actor NotificationExecutor {
     // The transport's executor, or nil: the jobs queue on `pool`.
     private let shared: (any TaskExecutor & SerialExecutor)?

@@ -295,8 +295,8 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
 
     /// ``closed()`` for code that cannot await: waits at most `timeout` and
     /// returns whether the close is done. Called from a handler running on
-    /// this hub's transport thread, it would wait for that very thread: it
-    /// returns `false` at once instead.
+    /// this hub's transport thread (which other hubs' transports may share),
+    /// it would wait for that very thread: it returns `false` at once instead.
     public func closed(timeout: Duration) -> Bool {
         if closeDone.isSignalled { return true }
         if let loop = transport.deliveryExecutor as? EventLoop, loop.isCurrent { return false }

@@ -83,8 +83,10 @@ struct ContractTransport: Sendable, Equatable, CustomTestStringConvertible {
     }
 
     /// A transport of this kind at `place`, typed as `T`.
-    func make<T: NotificationTransport>(_ type: T.Type, at place: TransportPlace) throws -> T {
-        try #require(try entry.make(place, TransportRequest()) as? T)
+    func make<T: NotificationTransport>(
+        _ type: T.Type, at place: TransportPlace, request: TransportRequest = TransportRequest()
+    ) throws -> T {
+        try #require(try entry.make(place, request) as? T)
     }
 }
 
@@ -106,23 +108,41 @@ func makeLongDirectory(in base: String, length: Int) throws -> String {
 /// A test body that runs over any transport, given a poster hub and an
 /// observer hub that reach each other.
 protocol ContractBody {
+    /// Whether it holds a handler on the transport's thread until the test
+    /// lets it go: its hubs then get threads of their own, so that no other
+    /// test's hubs wait behind it on a thread they share.
+    var holdsHandler: Bool { get }
+
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws
+}
+
+extension ContractBody {
+    var holdsHandler: Bool { false }
+}
+
+/// What to ask of a transport that runs `body`: a loop group of its own
+/// for a body that holds a handler (a thread for each of its two hubs).
+func transportRequest(for body: some ContractBody) -> TransportRequest {
+    TransportRequest(loopGroup: body.holdsHandler ? LoopGroup(threads: 2) : nil)
 }
 
 /// Runs `body` over `kind`: two hubs on one bus, one directory or one Redis
 /// server made for this call, closed and removed after it.
 func runContract(_ kind: ContractTransport, _ body: some ContractBody) async throws {
     try await kind.withPlace { place in
-        try await runContract(kind, body, poster: try kind.entry.make(place, TransportRequest()), at: place)
+        let request = transportRequest(for: body)
+        try await runContract(kind, body, poster: try kind.entry.make(place, request), request: request, at: place)
     }
 }
 
 private func runContract<T: NotificationTransport>(
-    _ kind: ContractTransport, _ body: some ContractBody, poster transport: T, at place: TransportPlace
+    _ kind: ContractTransport, _ body: some ContractBody, poster transport: T, request: TransportRequest,
+    at place: TransportPlace
 ) async throws {
     let poster = try NotificationHub(endpoint: "poster", transport: transport)
     defer { poster.close() }
-    let observer = try NotificationHub(endpoint: "observer", transport: try kind.make(T.self, at: place))
+    let observer = try NotificationHub(
+        endpoint: "observer", transport: try kind.make(T.self, at: place, request: request))
     defer { observer.close() }
     do {
         try await body.run(poster: poster, observer: observer)
@@ -186,6 +206,8 @@ private struct ExactSynchronousCancel: ContractBody {
 /// arrive with an 8-slot buffer: what it receives plus what it is told it
 /// missed is every post, in order, and the last post always arrives.
 private struct LossesCounted: ContractBody {
+    let holdsHandler = true
+
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         let release = DispatchSemaphore(value: 0)
         let last = Signal()
@@ -351,6 +373,8 @@ private struct OneLifecycle: ContractBody {
 /// returned), `closed(timeout:)` says the close is not done yet, and
 /// `closed()` returns once the handler let the thread go.
 private struct CloseNeverWaits: ContractBody {
+    let holdsHandler = true
+
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         let entered = Signal()
         let release = OneShotEvent()

@@ -53,6 +53,8 @@ private struct SequenceOnLoop: ContractBody {
 }
 
 private struct SlowHandlerDoesNotStarveOthers: ContractBody {
+    let holdsHandler = true
+
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         let received: @Sendable () -> Int = { observer.metrics.received }
         let hub = observer
@@ -112,6 +114,8 @@ private struct CloseFromHandler: ContractBody {
 }
 
 private struct SyncCancelOnLoop: ContractBody {
+    let holdsHandler = true
+
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         let hub = observer
         let started = Signal()

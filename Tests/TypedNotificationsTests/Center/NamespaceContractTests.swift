@@ -115,6 +115,7 @@ private struct EveryFormWholeLabels: ContractBody {
 /// Then one more post of each name. For each name, what arrives plus what
 /// its own deliveries say was missed is every post of it, in order.
 private struct LossesCountedAcrossNames: ContractBody {
+    let holdsHandler = true
     let serves: Bool
 
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {

@@ -94,4 +94,31 @@ struct ManyHubsTests {
         #expect(got.values.sorted() == expected)
         for token in tokens { token.cancel() }
     }
+
+    /// The package's own threads in a process of 1,000 observing hubs: the
+    /// first two of a kind sleep in a receive call of their own thread, the
+    /// rest share the loop group's (one thread per processor, at most four),
+    /// beside the path watcher and the sleepers' timer. 1,000 hubs held
+    /// 1,001 threads before the group.
+    @Test(
+        "1,000 hubs of one local transport in one process: at most 8 package threads, and every hub gets the post",
+        arguments: ["socket", "file"])
+    func thousandHubsFewThreads(kind: String) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let hubs = try HelperProcess(["hubs", kind, directory, "1000", "1"])
+        await hubs.waitForLine(startingWith: "ready")
+        let poster = try HelperProcess([kind == "socket" ? "post" : "fpost", directory, "1", "1"])
+        #expect(await poster.waitForExit() == 0, "\(poster.errors.values)")
+        #expect(await hubs.waitForExit() == 0, "\(hubs.lines.values) \(hubs.errors.values)")
+        let done = hubs.lines.values.first { $0.hasPrefix("done ") } ?? ""
+        var fields: [String: String] = [:]
+        for field in done.split(separator: " ") {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        #expect(fields["hubs"] == "1000" && fields["min"] == "1", "\(done)")
+        let threads = fields["threads"].flatMap { Int($0) }
+        #expect(threads.map { (1...8).contains($0) } == true, "\(done)")
+    }
 }

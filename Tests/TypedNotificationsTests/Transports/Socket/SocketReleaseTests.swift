@@ -35,6 +35,7 @@ struct SocketReleaseTests {
         }
         var configuration = SocketTransportConfiguration()
         configuration.sleepsInReceive = sleepsInReceive
+        configuration.sleepsInReceiveBeyondLimit = sleepsInReceive
         // 150 rounds: in a full parallel run under load one round took up
         // to a second, and 400 of them ran past the time limit (whose
         // cancellation then failed every wait that followed).

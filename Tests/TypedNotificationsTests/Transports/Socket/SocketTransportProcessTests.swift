@@ -365,7 +365,10 @@ struct SocketTransportSecurityTests {
         let directory = try makeLongDirectory(in: base, length: SocketRegistry.maximumDirectoryLength())
         // The deepest path: a registry entry for a 200-byte name.
         let longName = try NotificationName(validating: String(repeating: "n", count: NotificationName.maximumLength))
-        let hub = try socketHub(directory, endpoint: "longest")
+        // Asked to sleep in its receive whatever else the process runs.
+        var configuration = SocketTransportConfiguration()
+        configuration.sleepsInReceiveBeyondLimit = true
+        let hub = try socketHub(directory, endpoint: "longest", configuration: configuration)
         defer { hub.close() }
         #if os(Linux)
             // Its wake-up socket reaches its own socket at this length too:

@@ -93,6 +93,9 @@ struct SocketWakingTests {
         init(directory: String, sleepsInReceive: Bool) throws {
             var configuration = SocketTransportConfiguration()
             configuration.sleepsInReceive = sleepsInReceive
+            configuration.sleepsInReceiveBeyondLimit = sleepsInReceive
+            // Held on purpose: a thread of its own, not one other tests' hubs share.
+            configuration.loopGroup = LoopGroup(threads: 1)
             // No look but the ones posters cause: a spool that is not seen
             // from them is never seen, and the test times out.
             transport = try SocketTransport(directory: directory, configuration: configuration)
@@ -146,6 +149,7 @@ struct SocketWakingTests {
         defer { removeDirectory(directory) }
         var configuration = SocketTransportConfiguration()
         configuration.sleepsInReceive = sleepsInReceive
+        configuration.sleepsInReceiveBeyondLimit = sleepsInReceive
         let transport = try SocketTransport(directory: directory, configuration: configuration)
         let hub = try NotificationHub(endpoint: "observer", transport: transport)
         defer { hub.close() }
