@@ -149,7 +149,7 @@ struct ChangeQueueState {
     /// What ``add(_:to:)`` found.
     enum Added: Equatable {
         case added
-        /// The watch is being removed: add it again once it is gone.
+        /// The watch is being removed, or was: ask the kernel again.
         case retry
         /// The watch ended (its directory went) before the subscriber was
         /// added: its end was handed to the subscribers it had then.
@@ -157,6 +157,16 @@ struct ChangeQueueState {
     }
 
     private(set) var watches: [CInt: [Subscriber]] = [:]
+    /// A subscriber, told apart from every other of the queue.
+    struct SubscriberID: Hashable {
+        var monitor: UInt64
+        var index: Int
+    }
+    // The watches each subscriber is in (one, unless it follows a renamed
+    // directory while its owner watches the path again): a close removes a
+    // subscriber without a walk over the process's every watch, which took
+    // 75–550 µs per subscriber with 1,000 hubs' watches.
+    private var watchesOf: [SubscriberID: [CInt]] = [:]
     private(set) var retiring: Set<CInt> = []
     // Watches whose end (IN_IGNORED) was handed out lately, oldest first: an
     // adder whose inotify_add_watch returned one of them just before its
@@ -165,6 +175,9 @@ struct ChangeQueueState {
     // adder registers microseconds after its call, so the last 4,096 do.
     private var endedWatches: Set<CInt> = []
     private var endedOrder: [CInt] = []
+    // The watches this process removed lately, oldest first (see ``retired(_:)``).
+    private var removedWatches: Set<CInt> = []
+    private var removedOrder: [CInt] = []
     private static let endedRemembered = 4096
     var inboxes: [UInt64: Inbox] = [:]
     // Reads of the queue begun and not yet handed out, by ticket. The kernel
@@ -191,18 +204,17 @@ struct ChangeQueueState {
     /// returns the watch when nobody listens to it now, which the caller
     /// removes (``retired(_:)`` once it is gone).
     mutating func remove(monitor: UInt64, index: Int) -> CInt? {
-        for (watch, subscribers) in watches
-        where subscribers.contains(where: { $0.monitor == monitor && $0.index == index }) {
-            let left = subscribers.filter { !($0.monitor == monitor && $0.index == index) }
-            guard left.isEmpty else {
-                watches[watch] = left
-                return nil
-            }
-            watches[watch] = nil
-            retiring.insert(watch)
-            return watch
+        let id = SubscriberID(monitor: monitor, index: index)
+        guard let watch = watchesOf[id]?.first else { return nil }
+        forget(id, in: watch)
+        let left = (watches[watch] ?? []).filter { !($0.monitor == monitor && $0.index == index) }
+        guard left.isEmpty else {
+            watches[watch] = left
+            return nil
         }
-        return nil
+        watches[watch] = nil
+        retiring.insert(watch)
+        return watch
     }
 
     /// Forgets a monitor; returns the watches nobody listens to now, which
@@ -220,16 +232,25 @@ struct ChangeQueueState {
                 watches[watch] = left
             }
         }
+        watchesOf = watchesOf.filter { $0.key.monitor != monitor }
         return retire
     }
 
     /// Adds a subscriber to the watch the kernel returned, unless that watch
     /// is being removed or has ended.
     mutating func add(_ subscriber: Subscriber, to watch: CInt) -> Added {
-        guard !retiring.contains(watch) else { return .retry }
+        guard !retiring.contains(watch), !removedWatches.contains(watch) else { return .retry }
         guard !endedWatches.contains(watch) else { return .gone }
         watches[watch, default: []].append(subscriber)
+        watchesOf[SubscriberID(monitor: subscriber.monitor, index: subscriber.index), default: []].append(watch)
         return .added
+    }
+
+    /// Drops `watch` from the watches `id` is in.
+    private mutating func forget(_ id: SubscriberID, in watch: CInt) {
+        guard var list = watchesOf[id] else { return }
+        list.removeAll { $0 == watch }
+        watchesOf[id] = list.isEmpty ? nil : list
     }
 
     /// Remembers that `watch` ended, for ``add(_:to:)``.
@@ -249,9 +270,24 @@ struct ChangeQueueState {
         removals.append(watch)
     }
 
-    /// The kernel removed a retired watch.
+    /// Queues the removal of a watch ``remove(monitor:index:)`` retired,
+    /// for the next reader to make (see ``takeRemovals()``).
+    mutating func removeLater(_ watch: CInt) {
+        removals.append(watch)
+    }
+
+    /// The kernel removed a retired watch. Its number is remembered: an
+    /// adder handed it by a call made before the removal asks the kernel
+    /// again (``add(_:to:)`` says retry), whose answer is a new watch or
+    /// that the file is gone, rather than take the removal's end
+    /// (`IN_IGNORED`) for its file's.
     mutating func retired(_ watch: CInt) {
         retiring.remove(watch)
+        guard removedWatches.insert(watch).inserted else { return }
+        removedOrder.append(watch)
+        if removedOrder.count > Self.endedRemembered {
+            removedWatches.remove(removedOrder.removeFirst())
+        }
     }
 
     /// Hands `events` (read by `reader`) to the monitors that listen, then
@@ -361,6 +397,10 @@ struct ChangeQueueState {
         if isLeaving {
             staying = isEnded ? [] : subscribers.filter(\.followsItsFile)
             watches[event.watch] = staying.isEmpty ? nil : staying
+            for subscriber in subscribers
+            where !staying.contains(where: { $0.monitor == subscriber.monitor && $0.index == subscriber.index }) {
+                forget(SubscriberID(monitor: subscriber.monitor, index: subscriber.index), in: event.watch)
+            }
             if isEnded { ended(event.watch) } else if staying.isEmpty { retire(event.watch) }
         }
         // A write to a file matters only to monitors that asked for writes.

@@ -93,12 +93,25 @@
             }
         }
 
-        /// Ends one watch; the kernel's watch goes once nobody subscribes.
+        /// Ends one watch; the kernel's watch goes once nobody subscribes,
+        /// removed by the watcher's thread, which the bell wakes: with
+        /// thousands of watches in the instance, `inotify_rm_watch` took
+        /// 60–350 µs, and a hub's close removes seven. Until it is gone, an
+        /// adder handed its number tries again (``ChangeQueueState/add(_:to:)``).
         ///
-        /// The corresponding C function is `inotify_rm_watch`.
+        /// The corresponding C function is `write` (the bell).
         func remove(_ key: Int) {
-            guard let retire = queue.state.withLock({ $0.remove(monitor: identifier, index: key) }) else { return }
-            queue.removeWatch(retire)
+            let retiring = queue.state.withLock { state in
+                state.remove(monitor: identifier, index: key).map { state.removeLater($0) } != nil
+            }
+            if retiring { ring() }
+        }
+
+        /// Wakes the watcher's thread.
+        private func ring() {
+            var one: UInt64 = 1
+            SystemCalls.count()
+            _ = write(bell, &one, MemoryLayout<UInt64>.size)
         }
 
         /// Sleeps until events come and appends them to `reports`. Returns

@@ -197,10 +197,65 @@ struct ChangeQueueTests {
         let refused = state.add(State.Subscriber(monitor: third, index: 0, includesModifications: false), to: 9)
         #expect(refused == .retry)
         state.retired(9)
-        subscribe(&state, State.Subscriber(monitor: third, index: 0, includesModifications: false), to: 9)
+        // Removed, its number is one a call made before the removal got:
+        // the adder asks the kernel again, whose new watch it joins.
+        let stale = state.add(State.Subscriber(monitor: third, index: 0, includesModifications: false), to: 9)
+        #expect(stale == .retry)
+        subscribe(&state, State.Subscriber(monitor: third, index: 0, includesModifications: false), to: 19)
         // Events for a monitor that went are dropped, not kept.
-        _ = state.takeInbox(third, after: [Self.event(9, State.creation)])
+        _ = state.takeInbox(third, after: [Self.event(19, State.creation)])
         #expect(state.inboxes[first] == nil && state.inboxes[second] == nil)
+    }
+
+    @Test(
+        "a subscriber that follows a renamed directory and watches its path again is removed from each watch in turn"
+    )
+    func subscriberInTwoWatches() {
+        var state = State()
+        let owner = state.addMonitor()
+        var following = State.Subscriber(monitor: owner, index: 3, includesModifications: false)
+        following.followsItsFile = true
+        subscribe(&state, following, to: 9)
+        // Renamed: the kernel keeps watch 9 on it, and the subscriber stays.
+        _ = state.takeInbox(owner, after: [Self.event(9, State.ending & ~State.removal)])
+        #expect(state.watches[9]?.count == 1)
+        // Its owner watches the path again, under the same index.
+        subscribe(&state, following, to: 12)
+        #expect(state.remove(monitor: owner, index: 3) == 9)
+        #expect(state.remove(monitor: owner, index: 3) == 12)
+        #expect(state.remove(monitor: owner, index: 3) == nil)
+        #expect(state.watches.isEmpty)
+        // A removal left for a reader: handed out once; until the kernel
+        // removed it, an adder handed its number tries again.
+        state.removeLater(12)
+        #expect(state.takeRemovals() == [12])
+        #expect(state.takeRemovals().isEmpty)
+        let other = state.addMonitor()
+        #expect(state.add(State.Subscriber(monitor: other, index: 0, includesModifications: false), to: 12) == .retry)
+        state.retired(12)
+        // The removal's end (IN_IGNORED) read after it: to an adder handed
+        // 12 before the removal, still "ask again", never "gone".
+        _ = state.takeInbox(owner, after: [Self.event(12, State.removal)])
+        #expect(state.add(State.Subscriber(monitor: other, index: 0, includesModifications: false), to: 12) == .retry)
+        subscribe(&state, State.Subscriber(monitor: other, index: 0, includesModifications: false), to: 13)
+        // Only the subscriber that is there now hears of a change.
+        let toOther = state.takeInbox(other, after: [Self.event(13, State.creation)])
+        #expect(toOther.changed == [0])
+        #expect(state.takeInbox(owner, after: []).changed.isEmpty)
+    }
+
+    @Test("a subscriber dropped by its watch's end is not found by a later removal; one that followed a rename is")
+    func endedWatchForgetsItsSubscribers() {
+        var state = State()
+        let owner = state.addMonitor()
+        subscribe(&state, State.Subscriber(monitor: owner, index: 1, includesModifications: false), to: 4)
+        var following = State.Subscriber(monitor: owner, index: 2, includesModifications: false)
+        following.followsItsFile = true
+        subscribe(&state, following, to: 4)
+        // Renamed: the one that follows stays; the other is lost.
+        _ = state.takeInbox(owner, after: [Self.event(4, State.ending & ~State.removal)])
+        #expect(state.remove(monitor: owner, index: 1) == nil)
+        #expect(state.remove(monitor: owner, index: 2) == 4)
     }
 
     @Test("a monitor that asks while another read of the queue is handing out waits for it, and not for later reads")
