@@ -35,14 +35,22 @@ extension EventLoop {
     {
         guard let host else { return .failure(Errno(rawValue: EINVAL)) }
         let phase = state { state -> LoopPhase in
-            if state.phase == .created {
+            switch state.phase {
+            case .created:
                 state.handlers[descriptor] = [LoopHandler(tenant: tenant, exclusive: exclusive, body: handler)]
+            case .running: state.watched.insert(descriptor)
+            case .stopping, .stopped: break
             }
             return state.phase
         }
         switch phase {
         case .created: return .success(())
-        case .running: return host.register(descriptor, for: tenant, exclusive: exclusive, onReadable: handler)
+        case .running:
+            let registered = host.register(descriptor, for: tenant, exclusive: exclusive, onReadable: handler)
+            // A stop that took `watched` before the host had the handler
+            // did not remove it: the handler goes now.
+            if state({ $0.phase != .running }) { host.deregister(descriptor, for: tenant) }
+            return registered
         case .stopping, .stopped: return .failure(Errno(rawValue: ECANCELED))
         }
     }
@@ -95,6 +103,7 @@ extension EventLoop {
         let taken = state { state -> (handlers: [CInt: [LoopHandler]], timers: [LoopTimer], jobs: [LoopJob])? in
             guard state.phase == .created else { return nil }
             state.phase = .running
+            state.watched = Set(state.handlers.keys)
             defer { (state.handlers, state.timers, state.jobs) = ([:], [], []) }
             return (state.handlers, state.timers, state.jobs)
         }
@@ -117,16 +126,16 @@ extension EventLoop {
     /// is to run once finished (``whenFinished(_:)``) runs as a job on the
     /// host's thread, after that handler and the jobs queued before.
     func stopTenant() {
-        let stops = state { state -> [LoopJob]? in
+        let stops = state { state -> (jobs: [LoopJob], watched: Set<CInt>)? in
             guard state.phase == .created || state.phase == .running else { return nil }
             state.phase = .stopping
             state.handlers = [:]
             state.timers = []
-            defer { state.jobs = [] }
-            return state.jobs
+            defer { (state.jobs, state.watched) = ([], []) }
+            return (state.jobs, state.watched)
         }
-        guard let held = stops, let host else { return }
-        host.removeTenant(tenant)
+        guard let (held, watched) = stops, let host else { return }
+        host.removeTenant(tenant, watching: watched)
         // Jobs given before a start that never came still run.
         for job in held { host.push(job) }
         host.push(.closure { [self] in self.finishTenant() })
@@ -143,17 +152,18 @@ extension EventLoop {
         for finisher in finishers { finisher() }
     }
 
-    /// On a thread's own loop: forgets every handler, timer and mark of the
-    /// loop numbered `tenant`, and stops watching the descriptors nobody
-    /// else on this thread watches. Idempotent.
-    func removeTenant(_ tenant: UInt64) {
+    /// On a thread's own loop: forgets the handlers of the loop numbered
+    /// `tenant` for the descriptors it was `watching`, and its timers and
+    /// marks, and stops watching the descriptors nobody else on this thread
+    /// watches. Idempotent.
+    func removeTenant(_ tenant: UInt64, watching: Set<CInt>) {
         let unwatched = state { state -> [CInt] in
             var unwatched: [CInt] = []
-            for (descriptor, list) in state.handlers where list.contains(where: { $0.tenant == tenant }) {
-                if state.removeHandler(descriptor, of: tenant) { unwatched.append(descriptor) }
+            for descriptor in watching where state.removeHandler(descriptor, of: tenant) {
+                unwatched.append(descriptor)
             }
             state.timers.removeAll { $0.tenant == tenant }
-            state.marked.removeAll { $0.tenant == tenant }
+            state.marked.removeAll(of: tenant)
             return unwatched
         }
         for descriptor in unwatched { removeFromPoller(descriptor) }

@@ -33,9 +33,36 @@ struct LoopHandler: Sendable {
 }
 
 /// A descriptor another thread said is readable for one loop on this thread.
-struct MarkedDescriptor: Equatable {
+struct MarkedDescriptor: Hashable {
     var descriptor: CInt
     var tenant: UInt64
+}
+
+/// Descriptors marked readable, each once, in the order they were marked:
+/// a thread carrying 500 loops is handed a mark for each of them at once
+/// (a change of a directory they all watch), so membership is a set's.
+struct MarkedDescriptors {
+    private(set) var order: [MarkedDescriptor] = []
+    private var members: Set<MarkedDescriptor> = []
+
+    var isEmpty: Bool { order.isEmpty }
+
+    mutating func insert(_ mark: MarkedDescriptor) {
+        if members.insert(mark).inserted { order.append(mark) }
+    }
+
+    mutating func removeAll(of tenant: UInt64) {
+        guard order.contains(where: { $0.tenant == tenant }) else { return }
+        for mark in order where mark.tenant == tenant { members.remove(mark) }
+        order.removeAll { $0.tenant == tenant }
+    }
+
+    /// Hands every mark over in `taken` (which must be empty), in order,
+    /// trading buffers so that taking allocates nothing.
+    mutating func take(into taken: inout [MarkedDescriptor]) {
+        swap(&order, &taken)
+        members.removeAll(keepingCapacity: true)
+    }
 }
 
 enum LoopPhase: Equatable {
@@ -50,6 +77,10 @@ struct LoopState {
     var jobs: [LoopJob] = []
     // Per descriptor, the handlers of the loops on this thread that watch it.
     var handlers: [CInt: [LoopHandler]] = [:]
+    // A loop sharing a thread, once started: the descriptors it watches on
+    // its host's, so that its stop removes them without a walk over every
+    // loop's (200 µs to 3 ms with 500 loops on a thread).
+    var watched: Set<CInt> = []
     var timers: [LoopTimer] = []
     var nextTimerNumber: UInt64 = 0
     // The loop's thread while it runs.
@@ -59,7 +90,7 @@ struct LoopState {
     var isSleeping = false
     var wakePending = false
     // Descriptors another thread said are readable for this loop (see markReadable).
-    var marked: [MarkedDescriptor] = []
+    var marked = MarkedDescriptors()
     // What runs once the thread has finished (see whenFinished).
     var finishers: [@Sendable () -> Void] = []
 

@@ -100,7 +100,7 @@ import Synchronization
     deinit {
         // A loop sharing a thread that was never stopped: its handlers and
         // timers must not outlive it there.
-        if let host { host.removeTenant(tenant) }
+        if let host { host.removeTenant(tenant, watching: guarded.watched) }
         mutex.deallocate()
     }
 
@@ -175,7 +175,10 @@ import Synchronization
     /// on the loop's thread, or after the handler running now on another.
     @_spi(TransportAuthoring) public func deregister(_ descriptor: CInt) {
         if let host {
-            state { _ = $0.removeHandler(descriptor, of: tenant) }  // not started yet
+            state { state in
+                _ = state.removeHandler(descriptor, of: tenant)  // not started yet
+                state.watched.remove(descriptor)
+            }
             return host.deregister(descriptor, for: tenant)
         }
         deregister(descriptor, for: 0)
@@ -203,7 +206,7 @@ import Synchronization
         let mark = MarkedDescriptor(descriptor: descriptor, tenant: tenant)
         let wakes = state { state -> Bool in
             guard state.handler(descriptor, of: tenant) != nil else { return false }
-            if !state.marked.contains(mark) { state.marked.append(mark) }
+            state.marked.insert(mark)
             return state.takeWakeUp(from: current)
         }
         if wakes { wake() }
@@ -446,11 +449,10 @@ import Synchronization
                 state.wakePending = false
                 for descriptor in ready {
                     for tenant in state.takeReadyTenants(descriptor) {
-                        let mark = MarkedDescriptor(descriptor: descriptor, tenant: tenant)
-                        if !state.marked.contains(mark) { state.marked.append(mark) }
+                        state.marked.insert(MarkedDescriptor(descriptor: descriptor, tenant: tenant))
                     }
                 }
-                swap(&state.marked, &calls)
+                state.marked.take(into: &calls)
             }
             for call in calls {
                 // Looked up one at a time: an earlier handler may deregister a later one.

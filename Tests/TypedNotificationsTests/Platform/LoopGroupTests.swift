@@ -29,6 +29,15 @@ private func pipeHandler(on loop: EventLoop, _ body: @escaping @Sendable () -> V
     return pipe
 }
 
+/// A pipe kept in an array: its ends close when the holder goes.
+private final class PipeHolder {
+    let pipe: SystemCalls.Pipe
+
+    init(_ pipe: consuming SystemCalls.Pipe) {
+        self.pipe = pipe
+    }
+}
+
 /// Loops of the process's group share a few threads; each keeps its own
 /// handlers, timers, stop and finish (`EventLoop+Sharing`).
 @Suite("Loops sharing a thread", .timeLimit(.minutes(5)))
@@ -92,6 +101,32 @@ struct LoopGroupTests {
         _ = SystemCalls.writeAll(second.writeEnd, [2])
         #expect(await reads.wait(forCount: 2, upTo: .seconds(60)))
         #expect(reads.values == [true, true])
+        // The stopped loop's handler never ran again.
+        #expect(order.values == ["handler returns", "finished"])
+    }
+
+    @Test("300 loops on one thread, every other one stopped: the stopped ones' handlers never run, the others' all do")
+    func manyTenantsHalfStopped() async throws {
+        let group = LoopGroup(threads: 1)
+        let ran = Collector<Int>()
+        var loops: [EventLoop] = []
+        var pipes: [PipeHolder] = []
+        for index in 0..<300 {
+            let loop = try group.loop(named: "test.many\(index)")
+            loop.start()
+            loops.append(loop)
+            pipes.append(PipeHolder(try pipeHandler(on: loop) { ran.append(index) }))
+        }
+        defer { for loop in loops { loop.stop() } }
+        for index in stride(from: 0, to: 300, by: 2) { loops[index].stop() }
+        for holder in pipes { _ = SystemCalls.writeAll(holder.pipe.writeEnd, [1]) }
+        #expect(await ran.wait(forCount: 150, upTo: .seconds(60)))
+        // One more turn of the thread: a stopped loop's descriptor, were
+        // it still watched, was ready in the same waits as the others'.
+        let settled = Signal()
+        loops[1].execute { settled.fire() }
+        #expect(await settled.wait(upTo: .seconds(60)))
+        #expect(ran.values.sorted() == Array(stride(from: 1, to: 300, by: 2)))
     }
 
     @Test("a loop sharing a thread runs none of its handlers, timers or jobs before it starts")
