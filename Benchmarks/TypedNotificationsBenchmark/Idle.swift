@@ -225,6 +225,10 @@ func measureIdle(quick: Bool, redis: BenchRedisServer?) throws -> [IdleFigures] 
             IdleScenario(transport: "file", shape: .one, durable: true),
             IdleScenario(transport: "file", shape: .namespace, durable: true),
             IdleScenario(transport: "file", shape: .manyNames, durable: false),
+            // On a thread of the loop group, as hubs past a process's first
+            // few are (and every hub on Apple platforms).
+            IdleScenario(transport: "socket-without-credentials", shape: .hundred, durable: false),
+            IdleScenario(transport: "file-in-event-queue", shape: .hundred, durable: false),
         ]
         if redis != nil {
             scenarios += [

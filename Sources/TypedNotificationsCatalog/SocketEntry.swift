@@ -29,13 +29,16 @@ extension TransportEntry {
             "reaped \(SocketTransport.reapDeadEndpoints(in: directory)) dead endpoint(s)"
         })
 
-    /// Apple platforms' path: no kernel credentials; a sender is what it
-    /// claims, guarded by the directory's permissions.
+    /// Apple platforms' path: no kernel credentials, a sender is what it
+    /// claims, guarded by the directory's permissions; and a loop on a
+    /// thread of the loop group, as a process's socket transports past its
+    /// first two take on Linux, and every one does on Apple platforms.
     package static let socketWithoutCredentials = TransportEntry(
         name: "socket-without-credentials", typeName: "SocketTransport", meeting: socket.meeting, isVariant: true,
         make: { (place, request) throws(TypedNotificationError) in
             var configuration = SocketTransportConfiguration()
             configuration.usesKernelCredentials = false
+            configuration.sleepsInReceive = false
             if let backlog = request.backlogBytes { configuration.spoolLimitPerEndpoint = backlog }
             if let group = request.loopGroup { configuration.loopGroup = group }
             return try SocketTransport(directory: place.text, configuration: configuration)
