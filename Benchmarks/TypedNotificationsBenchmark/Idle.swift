@@ -316,7 +316,7 @@ func measureIdle(quick: Bool, redis: BenchRedisServer?) throws -> [IdleFigures] 
         for figure in figures {
             let calls = figure.packageSystemCalls.map(String.init) ?? "n/a"
             print(
-                "  \(padded(figure.scenario, 36)) \(padded(figure.phase, 14)) wake-ups \(padded("\(figure.packageWakeUps)", 5)) system calls \(padded(calls, 5)) on \(figure.packageThreads) thread\(figure.packageThreads == 1 ? "" : "s")"
+                "  \(padded(figure.scenario, 38)) \(padded(figure.phase, 14)) wake-ups \(padded("\(figure.packageWakeUps)", 5)) system calls \(padded(calls, 5)) on \(figure.packageThreads) thread\(figure.packageThreads == 1 ? "" : "s")"
                     + "; runtime: \(figure.otherWakeUps) on \(figure.otherThreads)"
                     + (figure.busiest.isEmpty ? "" : " (\(figure.busiest.sorted().joined(separator: ", ")))"))
         }
