@@ -1,9 +1,10 @@
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
-/// The skeleton of a transport with a thread of its own: what the socket,
-/// file and Redis transports share, written once.
+/// The skeleton of a transport with an event loop of its own: what the
+/// socket, file and Redis transports share, written once.
 ///
-/// It owns the driver's thread (an ``EventLoop``, which also runs the hub's
+/// It owns the driver's loop (an ``EventLoop``, on a thread of its own or
+/// one it shares with other transports' loops, which also runs the hub's
 /// executor, so a received notification reaches a handler there without
 /// waking another thread), the live counters behind the transport's
 /// statistics, and one lock over the transport's lifecycle and whatever the
