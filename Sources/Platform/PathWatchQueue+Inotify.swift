@@ -48,11 +48,7 @@
             mounts = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
             identifier = queue.state.withLock { state in
                 let identifier = state.addMonitor()
-                state.inboxes[identifier]?.wake = {
-                    var one: UInt64 = 1
-                    SystemCalls.count()
-                    _ = write(bell, &one, MemoryLayout<UInt64>.size)
-                }
+                state.inboxes[identifier]?.wake = { Self.ring(bell) }
                 return identifier
             }
         }
@@ -104,11 +100,11 @@
             let retiring = queue.state.withLock { state in
                 state.remove(monitor: identifier, index: key).map { state.removeLater($0) } != nil
             }
-            if retiring { ring() }
+            if retiring { Self.ring(bell) }
         }
 
-        /// Wakes the watcher's thread.
-        private func ring() {
+        /// Wakes the watcher's thread, asleep in `poll` on `bell`.
+        private static func ring(_ bell: CInt) {
             var one: UInt64 = 1
             SystemCalls.count()
             _ = write(bell, &one, MemoryLayout<UInt64>.size)

@@ -15,9 +15,6 @@ package final class ThreadAllowance: Sendable {
         self.limit = limit
     }
 
-    /// How many are taken now.
-    package var count: Int { taken.load(ordering: .relaxed) }
-
     /// A permit for one more thread, or `nil` when `limit` are taken.
     package func take() -> ThreadPermit? {
         guard taken.add(1, ordering: .relaxed).newValue <= limit else {
