@@ -140,6 +140,7 @@ final class HelperProcess: Sendable {
         Thread.detachNewThread {
             defer {
                 close(descriptor)
+                lines.finish()
                 ended.fire()
             }
             var pending: [UInt8] = []
@@ -169,7 +170,9 @@ final class HelperProcess: Sendable {
         }
     }
 
-    /// Returns once the helper has printed a line that starts with `prefix`.
+    /// Returns once the helper has printed a line that starts with `prefix`;
+    /// if its output ends first (it exited, or died), records that as an
+    /// issue, with what it wrote to standard error, and returns "".
     @discardableResult
     func waitForLine(startingWith prefix: String, containing part: String = "") async -> String {
         var seen = 0
@@ -179,8 +182,29 @@ final class HelperProcess: Sendable {
             if let match = all[seen...].first(where: { $0.hasPrefix(prefix) && (part.isEmpty || $0.contains(part)) }) {
                 return match
             }
+            if lines.isFinished && all.count == lines.values.count {
+                await errorsEnded.wait()
+                Issue.record("helper \(pid) ended its output with no line starting \"\(prefix)\": \(errors.values)")
+                return ""
+            }
             seen = all.count
         }
+    }
+
+    /// How long ``waitForExit()`` waits before it takes the helper as hung.
+    static let hangLimit: Duration = .seconds(600)
+
+    /// A hung helper's threads, from gdb where it is installed, for the
+    /// issue that reports it.
+    private static func threadsOf(_ pid: pid_t) async -> String {
+        let gdb = "/usr/bin/gdb"
+        guard FileManager.default.isExecutableFile(atPath: gdb),
+            let trace = try? HelperProcess(
+                ["-batch", "-nx", "-p", "\(pid)", "-ex", "thread apply all bt 30"], executable: gdb, lifeline: nil)
+        else { return "(no gdb)" }
+        await trace.exited.wait()
+        await trace.waitForOutputEnd()
+        return trace.lines.values.filter { $0.hasPrefix("#") || $0.hasPrefix("Thread ") }.joined(separator: "\n")
     }
 
     /// Returns once the helper's standard output and error have both ended.
@@ -197,8 +221,25 @@ final class HelperProcess: Sendable {
 
     /// Waits for the process to exit and for every line it wrote to be read;
     /// returns its exit code, or 128 + the signal that ended it.
+    ///
+    /// A safety net, never a synchronisation: a helper still running after
+    /// ``hangLimit`` is recorded as an issue with its threads' backtraces,
+    /// then killed, so a hang fails its test instead of the whole run.
     func waitForExit() async -> Int32 {
+        let watchdog = Task { [pid, exited, exitStatus] in
+            try await Task.sleep(for: Self.hangLimit)
+            guard !exited.hasFired else { return }
+            let threads = await Self.threadsOf(pid)
+            Issue.record("helper \(pid) still running after \(Self.hangLimit), killed; its threads:\n\(threads)")
+            exitStatus.withLock { status in
+                // Not reaped yet (see init): the id is still this process's.
+                guard status == nil else { return }
+                kill(-pid, SIGKILL)
+                kill(pid, SIGKILL)
+            }
+        }
         await exited.wait()
+        watchdog.cancel()
         await waitForOutputEnd()
         let status = exitStatus.withLock { $0 } ?? -1
         let signal = status & 0x7F

@@ -37,6 +37,20 @@ struct LifelineTests {
         #expect(status == 0)
     }
 
+    @Test("a helper that dies before the line a test waits for fails that test instead of hanging the run")
+    func deadHelperEndsTheWait() async throws {
+        let helper = try HelperProcess(["hold"])
+        helper.signal(SIGKILL)
+        // The line never comes: the wait ends when the output does, recorded
+        // as an issue (known here); it used to wait for ever.
+        var line: String?
+        await withKnownIssue {
+            line = await helper.waitForLine(startingWith: "never printed")
+        }
+        #expect(line == "")
+        #expect(await helper.waitForExit() == 128 + SIGKILL)
+    }
+
     @Test("processes reaped before the end are taken off the list; the others still end")
     func reapedProcessesAreForgotten() async throws {
         let lifeline = try Lifeline()

@@ -73,10 +73,27 @@ final class Signal: Sendable {
 /// Collects values from any thread; a test can await a count.
 final class Collector<Value: Sendable>: Sendable {
     private let state = Locked<
-        (values: [Value], waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)])
+        (
+            values: [Value], finished: Bool,
+            waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)]
+        )
     >(
-        ([], [])
+        ([], false, [])
     )
+
+    /// No more values will come (a helper's output ended): every wait
+    /// returns now, and later ones at once, whatever their count.
+    func finish() {
+        let waiters = state.withLock { state in
+            state.finished = true
+            defer { state.waiters = [] }
+            return state.waiters.map(\.continuation)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Whether ``finish()`` was called.
+    var isFinished: Bool { state.withLock { $0.finished } }
 
     func append(_ value: Value) {
         let ready = state.withLock { state in
@@ -92,22 +109,23 @@ final class Collector<Value: Sendable>: Sendable {
     var values: [Value] { state.withLock { $0.values } }
 
     /// Waits for at least `count` values, giving up after `limit` (a safety
-    /// net for values a broken promise would never deliver). Returns whether
-    /// they arrived.
+    /// net for values a broken promise would never deliver) or once no more
+    /// can come. Returns whether they arrived.
     func wait(forCount count: Int, upTo limit: Duration) async -> Bool {
         let arrived = Signal()
         Task {
             await wait(forCount: count)
             arrived.fire()
         }
-        return await arrived.wait(upTo: limit)
+        return await arrived.wait(upTo: limit) && values.count >= count
     }
 
-    /// Returns once at least `count` values have arrived.
+    /// Returns once at least `count` values have arrived, or once
+    /// ``finish()`` says no more will.
     func wait(forCount count: Int) async {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state in
-                if state.values.count >= count { return true }
+                if state.values.count >= count || state.finished { return true }
                 state.waiters.append((count, continuation))
                 return false
             }
