@@ -70,6 +70,15 @@ final class SpoolFileLock {
 /// Used only on the transport's event loop, through a ``LoopBound``.
 final class SocketReceiving {
     let receiver: TransportReceiver
+    /// What was received and not handed over yet (see ``SocketHandOver``).
+    let handOver: SocketHandOver
+    /// The socket is off the event queue while something waits for room
+    /// (where the thread sleeps in the event queue).
+    var receivePaused = false
+    /// A look at what waits for room is scheduled.
+    var handOverRecheckScheduled = false
+    /// The spool was to be looked at while something waited for room.
+    var spoolWanted = false
     /// The spool's inotify watch, where the thread sleeps in the event
     /// queue; nil where it sleeps in its receive, and learns of the spool
     /// from posters.
@@ -105,6 +114,7 @@ final class SocketReceiving {
     ) {
         self.registration = registration
         self.receiver = receiver
+        self.handOver = SocketHandOver(receiver: receiver)
         self.spoolMonitor = spoolMonitor
         self.decoder = EnvelopeDecoder(maximumPayloadSize: receiver.maximumPayloadSize)
         // A slot holds the largest envelope the center takes, and a byte

@@ -24,14 +24,77 @@ extension SocketTransport {
 
     func takeSpool(_ bound: LoopBound<SocketReceiving>) {
         let receiving = bound.value
+        // Observers without room: the spool waits for them, as the socket does.
+        guard receiving.handOver.isFlowing else {
+            receiving.spoolWanted = true
+            holdOff(bound)
+            return
+        }
         let pending = takeSpool(
-            datagrams: receiving.batch, decoder: &receiving.decoder, receiver: receiving.receiver,
+            datagrams: receiving.batch, decoder: &receiving.decoder, handOver: receiving.handOver,
             firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
+        if !receiving.handOver.isFlowing { holdOff(bound) }
         // Looked at again shortly.
         if pending, !receiving.recheckScheduled {
             receiving.recheckScheduled = true
             scheduleSpoolLook(bound, after: 1_000_000)
         }
+    }
+
+    /// Something waits for its observers' room: receiving stops (the socket
+    /// leaves the event queue, where the thread sleeps there) until it has
+    /// all been handed over, looked at every millisecond meanwhile. So
+    /// what arrives stays in the socket's queue, then in posters' spools.
+    func holdOff(_ bound: LoopBound<SocketReceiving>) {
+        let receiving = bound.value
+        if receiveCall == nil, !receiving.receivePaused {
+            loop.deregister(receiveSocket.rawValue)
+            receiving.receivePaused = true
+        }
+        guard !receiving.handOverRecheckScheduled else { return }
+        receiving.handOverRecheckScheduled = true
+        loop.schedule(after: 1_000_000) { [weak self] in
+            guard let self, isOpen else { return }
+            bound.value.handOverRecheckScheduled = false
+            if !resumeHandOver(bound) { holdOff(bound) }
+        }
+    }
+
+    /// Hands over what waits, as far as observers have room; once nothing
+    /// waits, receiving goes on and a spool look put off meanwhile is made.
+    /// Returns whether nothing waits.
+    func resumeHandOver(_ bound: LoopBound<SocketReceiving>) -> Bool {
+        let receiving = bound.value
+        guard receiving.handOver.flush() else { return false }
+        if receiving.receivePaused {
+            receiving.receivePaused = false
+            do throws(Errno) {
+                try registerReceive(bound)
+            } catch {
+                receiving.receiver.fail(SharedDirectory.failure(error, "could not watch \(socketPath) again"))
+                return false
+            }
+        }
+        if receiving.spoolWanted {
+            receiving.spoolWanted = false
+            takeSpool(bound)
+        }
+        return receiving.handOver.isFlowing
+    }
+
+    /// Puts the socket on the event queue: what arrives is received a
+    /// handler loop's slice at a time.
+    func registerReceive(_ receiving: LoopBound<SocketReceiving>) throws(Errno) {
+        // Weak: a close no longer waits for the loop, so a handler may
+        // run once more while the transport is being released.
+        try loop.register(receiveSocket.rawValue) { [weak self] in
+            // As many as a handler loop delivers in one slice: a handler on
+            // the hub's executor, which runs on this thread too, keeps up
+            // with a flood instead of watching its buffer fill (it dropped
+            // when this read 4,096 at a time). The loop comes back while
+            // datagrams are waiting, and the spool is read in between.
+            self?.receiveAll(into: receiving, limit: HandlerLoopBudget.deliveries, waitingFirst: false)
+        }.get()
     }
 
     /// Reads every spool file posters left for this endpoint and hands their
@@ -53,7 +116,7 @@ extension SocketTransport {
     /// posters interleaved as they posted, so 200 short-lived posters that
     /// posted one after another are delivered one after another.
     func takeSpool(
-        datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, receiver: TransportReceiver,
+        datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, handOver: SocketHandOver,
         firstSeen: inout [String: UInt64], lastTake: inout UInt64
     ) -> Bool {
         guard case .success(let names) = SystemCalls.directoryEntries(spoolDirectory) else { return false }
@@ -108,14 +171,14 @@ extension SocketTransport {
                 lockedFiles += locks.count
             }
             if lockedFiles >= Spool.filesPerPass {
-                if deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, receiver: receiver) {
+                if deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, handOver: handOver) {
                     unsettled = true
                 }
                 batch = []
                 lockedFiles = 0
             }
         }
-        if !batch.isEmpty, deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, receiver: receiver) {
+        if !batch.isEmpty, deliverSpoolBatch(batch, datagrams: datagrams, decoder: &decoder, handOver: handOver) {
             unsettled = true
         }
         if lockedAny { lastTake = now }
@@ -166,11 +229,14 @@ extension SocketTransport {
     /// after these were listed.
     func deliverSpoolBatch(
         _ posters: [[SpoolFileLock]], datagrams: DatagramBatch, decoder: inout EnvelopeDecoder,
-        receiver: TransportReceiver
+        handOver: SocketHandOver
     ) -> Bool {
         // Datagrams already queued were sent before these files were started:
-        // they go first, so each poster's order holds.
-        let signals = receiveAll(into: datagrams, decoder: &decoder, receiver: receiver, limit: Spool.socketDrainLimit)
+        // they go first, so each poster's order holds (all of them, though
+        // observers' room runs out: they wait, in order, with the records).
+        let signals = receiveAll(
+            into: datagrams, decoder: &decoder, handOver: handOver, limit: Spool.socketDrainLimit,
+            evenWhenWaiting: true)
         // (key, poster, index): keys are post times made non-decreasing per
         // poster, so sorting merges posters without reordering any one.
         var merged: [(key: UInt64, poster: Int, index: Int, record: Spool.Record)] = []
@@ -194,17 +260,18 @@ extension SocketTransport {
             }
         }
         merged.sort { ($0.key, $0.poster, $0.index) < ($1.key, $1.poster, $1.index) }
+        handOver.startRound()
         for entry in merged {
             switch entry.record {
             case .envelope(let message):
                 counters.add(to: .received)
                 counters.add(to: .receivedFromSpool)
-                receiver.receive(message)
+                handOver.handOver(.message(message))
             case .dropped:
-                if let report = entry.record.report { receiver.missed(report) }
+                if let report = entry.record.report { handOver.handOver(.missed(report)) }
             case .oversized(let report):
                 counters.add(to: .refusedOversized)
-                receiver.refused(report)
+                handOver.handOver(.refused(report))
             }
         }
         for files in posters {
@@ -246,6 +313,12 @@ extension SocketTransport {
     /// without waiting for a timer.
     func receiveWaiting(_ bound: LoopBound<SocketReceiving>, timeoutMilliseconds: CInt) {
         let receiving = bound.value
+        // Something waits for room: nothing is received; the recheck (a
+        // timer, so the wait is at most 1 ms) hands it over.
+        guard receiving.handOver.isFlowing else {
+            if timeoutMilliseconds != 0 { SystemProcess.pause(microseconds: 1_000) }
+            return
+        }
         let waits = timeoutMilliseconds != 0
         if waits {
             let timeout = Self.receiveTimeout(forWaitOf: timeoutMilliseconds)
@@ -261,30 +334,37 @@ extension SocketTransport {
     /// `waitingFirst`, then looks at the spool if what arrived says so.
     func receiveAll(into bound: LoopBound<SocketReceiving>, limit: Int, waitingFirst: Bool) {
         let receiving = bound.value
+        guard receiving.handOver.isFlowing || resumeHandOver(bound) else {
+            holdOff(bound)
+            return
+        }
         let signals = receiveAll(
-            into: receiving.batch, decoder: &receiving.decoder, receiver: receiving.receiver, limit: limit,
+            into: receiving.batch, decoder: &receiving.decoder, handOver: receiving.handOver, limit: limit,
             waitingFirst: waitingFirst)
+        if !receiving.handOver.isFlowing { holdOff(bound) }
         if signals.spoolNeedsLook { takeSpool(bound) }
     }
 
     /// Receives what is waiting, a batch per system call, until the socket
-    /// is drained or about `limit` datagrams were taken; with
+    /// is drained, about `limit` datagrams were taken, or (unless
+    /// `evenWhenWaiting`) something waits for its observers' room; with
     /// `waitingFirst`, the first call waits for a datagram. Returns the
     /// signs that the spool needs a look.
     @discardableResult
     func receiveAll(
-        into datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, receiver: TransportReceiver, limit: Int,
-        waitingFirst: Bool = false
+        into datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, handOver: SocketHandOver, limit: Int,
+        waitingFirst: Bool = false, evenWhenWaiting: Bool = false
     ) -> ReceiveSignals {
         var signals = ReceiveSignals()
         var taken = 0
         var waits = waitingFirst
-        while taken < limit {
+        while taken < limit, evenWhenWaiting || handOver.isFlowing {
             guard case .success(let count) = datagrams.receive(receiveSocket, waiting: waits) else { return signals }
             waits = false
             if count >= fullQueueSign { signals.sawFullQueue = true }
+            handOver.startRound()
             for index in 0..<count {
-                if accept(datagrams.datagram(index), datagrams.bytes(index), decoder: &decoder, receiver: receiver) {
+                if accept(datagrams.datagram(index), datagrams.bytes(index), decoder: &decoder, handOver: handOver) {
                     signals.nudged = true
                 }
                 // Once it is decoded: its slot's pages above the first 64 KiB go back.
@@ -303,7 +383,7 @@ extension SocketTransport {
     /// sends once it started a spool file.
     private func accept(
         _ datagram: SystemCalls.Datagram, _ bytes: UnsafeRawBufferPointer, decoder: inout EnvelopeDecoder,
-        receiver: TransportReceiver
+        handOver: SocketHandOver
     ) -> Bool {
         let kernelSays = configuration.usesKernelCredentials
         if kernelSays {
@@ -328,14 +408,14 @@ extension SocketTransport {
             return false
         }
         guard !datagram.truncated else {
-            refuseOversized(bytes, datagram, decoder: &decoder, receiver: receiver)
+            refuseOversized(bytes, datagram, decoder: &decoder, handOver: handOver)
             return false
         }
         let message: TransportMessage
         do {
             message = try decoder.decode(Array(bytes))
         } catch {
-            refuseOversized(bytes, datagram, decoder: &decoder, receiver: receiver, requiringWhole: true)
+            refuseOversized(bytes, datagram, decoder: &decoder, handOver: handOver, requiringWhole: true)
             return false
         }
         guard !isForged(message.sender, datagram) else {
@@ -343,7 +423,7 @@ extension SocketTransport {
             return false
         }
         counters.add(to: .received)
-        receiver.receive(message)
+        handOver.handOver(.message(message))
         return false
     }
 
@@ -354,7 +434,7 @@ extension SocketTransport {
     /// a large payload is malformed, and nothing was missed).
     private func refuseOversized(
         _ bytes: UnsafeRawBufferPointer, _ datagram: SystemCalls.Datagram, decoder: inout EnvelopeDecoder,
-        receiver: TransportReceiver, requiringWhole: Bool = false
+        handOver: SocketHandOver, requiringWhole: Bool = false
     ) {
         guard let report = decoder.oversized(bytes), !requiringWhole || report.lastSequence != nil else {
             counters.add(to: .refusedMalformed)
@@ -365,7 +445,7 @@ extension SocketTransport {
             return
         }
         counters.add(to: .refusedOversized)
-        receiver.refused(report)
+        handOver.handOver(.refused(report))
     }
 
     /// Whether an envelope's sender claims another user or process than

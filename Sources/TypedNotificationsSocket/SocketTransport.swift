@@ -334,16 +334,7 @@ public final class SocketTransport: NotificationTransport {
             receiveCall.set { [weak self] timeout in self?.receiveWaiting(receiving, timeoutMilliseconds: timeout) }
         } else {
             do throws(Errno) {
-                // Weak: a close no longer waits for the loop, so a handler may
-                // run once more while the transport is being released.
-                try loop.register(receiveSocket.rawValue) { [weak self] in
-                    // As many as a handler loop delivers in one slice: a handler on
-                    // the hub's executor, which runs on this thread too, keeps up
-                    // with a flood instead of watching its buffer fill (it dropped
-                    // when this read 4,096 at a time). The loop comes back while
-                    // datagrams are waiting, and the spool is read in between.
-                    self?.receiveAll(into: receiving, limit: HandlerLoopBudget.deliveries, waitingFirst: false)
-                }.get()
+                try registerReceive(receiving)
                 // Without inotify (Apple platforms) the spool is watched
                 // with the directory (see `watchDirectory`).
                 if let spoolMonitor, let descriptor = spoolMonitor.pollDescriptor {

@@ -1,0 +1,154 @@
+import Foundation
+import Testing
+@_spi(TransportAuthoring) import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
+
+/// A socket transport whose thread sleeps in its own receive
+/// ("receiving"), or one on a loop group's thread ("shared", `group`).
+private func socketTransport(_ path: String, _ directory: String, group: LoopGroup) throws -> SocketTransport {
+    var configuration = SocketTransportConfiguration()
+    if path == "receiving" {
+        configuration.sleepsInReceiveBeyondLimit = true
+    } else {
+        configuration.sleepsInReceive = false
+        configuration.loopGroup = group
+    }
+    return try SocketTransport(directory: directory, configuration: configuration)
+}
+
+/// What one observer got: the pings' indexes, in order, and what it was told it missed.
+private final class ObserverTally: Sendable {
+    let indexes = Collector<Int>()
+    let missed = Counter()
+
+    func got(_ ping: HelperPing, _ delivery: NotificationDelivery) {
+        for _ in 0..<delivery.missed { missed.increment() }
+        indexes.append(ping.index)
+    }
+}
+
+/// The socket transport hands the center no more than its observers'
+/// buffers take: what they cannot take yet waits in the socket's queue and
+/// in posters' spools. A handler blocked for seconds used to make its own
+/// buffer, and on a shared thread its neighbours' buffers, drop what
+/// arrived meanwhile (972 of 2,000 each, counted in missed).
+@Suite("Socket transport: reading only as fast as buffers empty", .serialized, .timeLimit(.minutes(3)))
+struct SocketBackpressureTests {
+    static let posts = 2_000
+
+    @Test(
+        "a handler blocked while another process posts 2,000 to its 1,024-notification buffer: all arrive, in order, none missed",
+        arguments: ["receiving", "shared"])
+    func blockedHandlerLosesNothing(path: String) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let group = LoopGroup(threads: 1)
+        let hub = try NotificationHub(endpoint: "blocked", transport: socketTransport(path, directory, group: group))
+        defer { hub.close() }
+        let gate = ThreadGate()
+        gate.close()
+        let blocked = Signal()
+        let tally = ObserverTally()
+        // On the hub's executor: the transport's own thread, which the
+        // block holds, so nothing is received meanwhile.
+        let token = try hub.addObserver(HelperPing.self) { ping, delivery in
+            if ping.index == 0 {
+                blocked.fire()
+                gate.passThrough()
+            }
+            tally.got(ping, delivery)
+        }
+        defer { token.cancel() }
+        // Posts and exits: what the socket's queue cannot take waits in the spool.
+        let poster = try HelperProcess(["post-exit", directory, "\(Self.posts)", "1"])
+        #expect(await blocked.wait(upTo: .seconds(60)))
+        #expect(await poster.waitForExit() == 0, "\(poster.errors.values)")
+        gate.open()
+        #expect(await tally.indexes.wait(forCount: Self.posts, upTo: .seconds(60)))
+        #expect(tally.indexes.values == Array(0..<Self.posts))
+        #expect(tally.missed.count == 0)
+        #expect(hub.metrics.sequenceGaps == 0)
+    }
+
+    @Test("two hubs on one shared thread: one's handler blocks while 2,000 are posted to both; the other gets all, none missed")
+    func neighbourLosesNothing() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let group = LoopGroup(threads: 1)
+        let blocking = try NotificationHub(
+            endpoint: "blocking", transport: socketTransport("shared", directory, group: group))
+        let neighbour = try NotificationHub(
+            endpoint: "neighbour", transport: socketTransport("shared", directory, group: group))
+        defer {
+            blocking.close()
+            neighbour.close()
+        }
+        let gate = ThreadGate()
+        gate.close()
+        let blocked = Signal()
+        let blockingTally = ObserverTally()
+        let neighbourTally = ObserverTally()
+        let first = try blocking.addObserver(HelperPing.self) { ping, delivery in
+            if ping.index == 0 {
+                blocked.fire()
+                gate.passThrough()
+            }
+            blockingTally.got(ping, delivery)
+        }
+        let second = try neighbour.addObserver(HelperPing.self) { ping, delivery in
+            neighbourTally.got(ping, delivery)
+        }
+        defer {
+            first.cancel()
+            second.cancel()
+        }
+        let poster = try HelperProcess(["post-exit", directory, "\(Self.posts)", "1"])
+        #expect(await blocked.wait(upTo: .seconds(60)))
+        #expect(await poster.waitForExit() == 0, "\(poster.errors.values)")
+        gate.open()
+        for tally in [neighbourTally, blockingTally] {
+            #expect(await tally.indexes.wait(forCount: Self.posts, upTo: .seconds(60)))
+            #expect(tally.indexes.values == Array(0..<Self.posts))
+            #expect(tally.missed.count == 0)
+        }
+    }
+
+    @Test("a notification of a name whose observer left while it waited in the socket is not waited for: the later ones arrive")
+    func unobservedNameIsNotWaitedFor() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let group = LoopGroup(threads: 1)
+        let observer = try NotificationHub(
+            endpoint: "observer", transport: socketTransport("shared", directory, group: group))
+        let poster = try NotificationHub(endpoint: "poster", transport: SocketTransport(directory: directory))
+        defer {
+            observer.close()
+            poster.close()
+        }
+        let gate = ThreadGate()
+        gate.close()
+        let blocked = Signal()
+        let got = Collector<Int>()
+        // A buffer of one: the socket hands it one at a time.
+        let token = try observer.addObserver(Ping.self, bufferingPolicy: .bufferingNewest(1)) { ping, _ in
+            if ping.index == 0 {
+                blocked.fire()
+                gate.passThrough()
+            }
+            got.append(ping.index)
+        }
+        defer { token.cancel() }
+        let leaving = try observer.addObserver(Note.self) { _, _ in }
+        try poster.post(Ping(index: 0))
+        #expect(await blocked.wait(upTo: .seconds(30)))
+        // Received once the thread is free, after its observer left: its
+        // name has room for nothing and nobody is backed up on it.
+        try poster.post(Note(text: "for nobody by then"))
+        leaving.cancel()
+        for index in 1..<50 { try poster.post(Ping(index: index)) }
+        gate.open()
+        #expect(await got.wait(forCount: 50, upTo: .seconds(30)))
+        #expect(got.values == Array(0..<50))
+        #expect(observer.metrics.sequenceGaps == 0)
+    }
+}
