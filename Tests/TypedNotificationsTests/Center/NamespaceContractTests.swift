@@ -52,10 +52,29 @@ private struct NewNameAtOnce: ContractBody {
             let name = try NotificationName(validating: "test.jobs.round\(round).first-seen")
             try poster.post(Ping(index: round), as: name)
             #expect(await got.wait(forCount: 1, upTo: .seconds(30)), "round \(round)")
-            #expect(got.values == ["\(name)=\(round)"])
+            #expect(got.values == ["\(name)=\(round)"], "\(logsOf(observer, got.values))")
             token.cancel()
         }
     }
+}
+
+/// For a failure's message: the file logs of the names `values` name, each
+/// segment's size and first bytes, and the observer's counters.
+private func logsOf<T: NotificationTransport>(_ hub: NotificationHub<T>, _ values: [String]) -> String {
+    guard let file = hub.transport as? FileSignalTransport else { return "" }
+    var lines = ["\(file.statistics)"]
+    for value in values {
+        let name = String(value.prefix { $0 != "=" })
+        let directory = file.directory + "/logs/" + name
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for entry in entries.sorted() {
+            let path = directory + "/" + entry
+            let bytes = FileManager.default.contents(atPath: path) ?? Data()
+            let head = bytes.prefix(48).map { String($0, radix: 16) }.joined(separator: " ")
+            lines.append("\(name)/\(entry): \(bytes.count) bytes: \(head)")
+        }
+    }
+    return lines.joined(separator: "\n")
 }
 
 /// Every form sees every name in the namespace, each element saying its

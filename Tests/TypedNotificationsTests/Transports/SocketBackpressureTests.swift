@@ -70,7 +70,9 @@ struct SocketBackpressureTests {
         #expect(hub.metrics.sequenceGaps == 0)
     }
 
-    @Test("two hubs on one shared thread: one's handler blocks while 2,000 are posted to both; the other gets all, none missed")
+    @Test(
+        "two hubs on one shared thread: one's handler blocks while 2,000 are posted to both; the other gets all, none missed"
+    )
     func neighbourLosesNothing() async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
@@ -113,7 +115,9 @@ struct SocketBackpressureTests {
         }
     }
 
-    @Test("a notification of a name whose observer left while it waited in the socket is not waited for: the later ones arrive")
+    @Test(
+        "a notification of a name whose observer left while it waited in the socket is not waited for: the later ones arrive"
+    )
     func unobservedNameIsNotWaitedFor() async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
