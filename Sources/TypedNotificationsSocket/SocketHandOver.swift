@@ -4,15 +4,16 @@
 /// its observers' buffers take it: the socket transport's backpressure.
 ///
 /// A notification whose observers have no room left waits here, and so
-/// does everything received after it, in the order received (a poster's
-/// posts, of any name, keep their order). While anything waits, the
-/// endpoint receives nothing more: datagrams stay in the socket's queue,
-/// and once it is full posters put theirs in the spool, which is not taken
-/// either. So a handler that is slow, or blocked for seconds, makes its
-/// posters spool instead of making its buffer drop; only a spool at its
-/// limit drops, and that is counted, as before. The loop looks again every
-/// millisecond while anything waits (see `SocketTransport.holdOff`), and
-/// not at all otherwise.
+/// does every later one of its name, in the order received; other names
+/// go on. A name holds at most ``heldPerName`` (beyond that its oldest
+/// waiting notification goes, which its observers learn as a gap in the
+/// sender's sequence, counted in `missed`): an observer that stopped
+/// reading without cancelling costs its own name, not the hub's others.
+/// Once ``heldInAll`` wait, the endpoint receives nothing more until some
+/// are handed over: datagrams stay in the socket's queue, and once it is
+/// full posters put theirs in the spool, which is not taken either. The
+/// loop looks again every millisecond while anything waits (see
+/// `SocketTransport.holdOff`), and not at all otherwise.
 ///
 /// Used only on the transport's event loop, through ``SocketReceiving``.
 final class SocketHandOver {
@@ -21,13 +22,46 @@ final class SocketHandOver {
         case message(TransportMessage)
         case missed(MissedNotifications)
         case refused(MissedNotifications)
+
+        var name: NotificationName {
+            switch self {
+            case .message(let message): message.name
+            case .missed(let report), .refused(let report): report.name
+            }
+        }
     }
 
+    /// One name's waiting items, oldest first from `head`.
+    private struct Queue {
+        var items: [Item] = []
+        var head = 0
+        var count: Int { items.count - head }
+
+        mutating func take() -> Item {
+            defer {
+                head += 1
+                if head > 1_024, head * 2 > items.count {
+                    items.removeFirst(head)
+                    head = 0
+                }
+            }
+            return items[head]
+        }
+    }
+
+    /// The most notifications one name keeps waiting for its observers.
+    static let heldPerName = 16_384
+    /// The most kept in all before the endpoint stops receiving.
+    static let heldInAll = 65_536
+
     let receiver: TransportReceiver
-    /// Items not handed over yet, from `head` on.
-    private var waiting: [Item] = []
-    private var head = 0
+    private var held: [NotificationName: Queue] = [:]
+    /// Items waiting, of every name.
+    private(set) var heldCount = 0
     /// What each name's observers can take in this round; see ``takes(_:)``.
+    /// The round's first name is kept apart: most rounds have one name, and
+    /// it costs no hashing then.
+    private var firstRoom: (name: NotificationName, room: Int)?
     private var rooms: [NotificationName: Int] = [:]
     private var handedOver = 0
 
@@ -35,50 +69,60 @@ final class SocketHandOver {
         self.receiver = receiver
     }
 
-    /// Whether nothing waits, so receiving may go on.
-    var isFlowing: Bool { head == waiting.count }
+    /// Whether the endpoint may receive more: fewer than ``heldInAll`` wait.
+    var mayReceive: Bool { heldCount < Self.heldInAll }
 
-    /// How many items wait (for tests of the transport and its figures).
-    var waitingCount: Int { waiting.count - head }
+    /// Whether anything waits.
+    var isHolding: Bool { heldCount > 0 }
 
     /// Starts a round: what the observers' buffers hold is asked again.
     /// A round is one receive, one spool batch or one ``flush()``: no
     /// handler on this thread runs within it, and handlers elsewhere only
     /// make room, so what was asked at its start stays a safe bound.
     func startRound() {
-        rooms.removeAll(keepingCapacity: true)
+        firstRoom = nil
+        if !rooms.isEmpty { rooms.removeAll(keepingCapacity: true) }
         handedOver = 0
     }
 
-    /// Hands `item` over now if nothing waits and its observers have room;
-    /// else it waits, behind what waits already.
+    /// Hands `item` over now if nothing of its name waits and its
+    /// observers have room; else it waits, behind its name's others.
     func handOver(_ item: Item) {
-        guard isFlowing, takes(item) else {
-            waiting.append(item)
-            return
+        let name = item.name
+        if heldCount == 0 || held[name] == nil {
+            guard !takes(item) else {
+                deliver(item)
+                return
+            }
         }
-        deliver(item)
+        var queue = held.removeValue(forKey: name) ?? Queue()
+        queue.items.append(item)
+        heldCount += 1
+        if queue.count > Self.heldPerName {
+            // The oldest goes: a notification shows as the sender's gap
+            // when a later one is handed over; a report takes no room.
+            let oldest = queue.take()
+            heldCount -= 1
+            if case .message = oldest {} else { deliver(oldest) }
+        }
+        held[name] = queue
     }
 
-    /// Hands over what waits, oldest first, while observers have room.
-    /// Returns whether nothing waits any more.
+    /// Hands over what waits, each name's oldest first, as far as observers
+    /// have room. Returns whether nothing waits any more.
     @discardableResult
     func flush() -> Bool {
-        guard !isFlowing else { return true }
+        guard isHolding else { return true }
         startRound()
-        while head < waiting.count, takes(waiting[head]) {
-            let item = waiting[head]
-            head += 1
-            deliver(item)
+        for name in Array(held.keys) {
+            guard var queue = held.removeValue(forKey: name) else { continue }
+            while queue.count > 0, takes(queue.items[queue.head]) {
+                deliver(queue.take())
+                heldCount -= 1
+            }
+            if queue.count > 0 { held[name] = queue }
         }
-        if head == waiting.count {
-            waiting.removeAll(keepingCapacity: waiting.capacity <= 1_024)
-            head = 0
-        } else if head > 1_024, head * 2 > waiting.count {
-            waiting.removeFirst(head)
-            head = 0
-        }
-        return isFlowing
+        return !isHolding
     }
 
     /// Whether `item` may be handed over now. Reports take no buffer
@@ -92,7 +136,9 @@ final class SocketHandOver {
         guard case .message(let message) = item else { return true }
         let name = message.name
         let room: Int
-        if let known = rooms[name] {
+        if let first = firstRoom, first.name == name {
+            room = first.room
+        } else if let known = rooms[name] {
             room = known
         } else {
             switch receiver.room(for: name) {
@@ -100,7 +146,7 @@ final class SocketHandOver {
             case 0 where !receiver.isBackedUp(name): room = .max
             case let left?: room = left + handedOver
             }
-            rooms[name] = room
+            if firstRoom == nil { firstRoom = (name, room) } else { rooms[name] = room }
         }
         guard room == .max || room - handedOver > 0 else { return false }
         handedOver += 1

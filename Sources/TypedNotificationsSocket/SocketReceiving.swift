@@ -72,12 +72,12 @@ final class SocketReceiving {
     let receiver: TransportReceiver
     /// What was received and not handed over yet (see ``SocketHandOver``).
     let handOver: SocketHandOver
-    /// The socket is off the event queue while something waits for room
+    /// The socket is off the event queue while too much waits for room
     /// (where the thread sleeps in the event queue).
     var receivePaused = false
     /// A look at what waits for room is scheduled.
     var handOverRecheckScheduled = false
-    /// The spool was to be looked at while something waited for room.
+    /// The spool was to be looked at while too much waited for room.
     var spoolWanted = false
     /// The spool's inotify watch, where the thread sleeps in the event
     /// queue; nil where it sleeps in its receive, and learns of the spool

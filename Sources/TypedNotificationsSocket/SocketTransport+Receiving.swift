@@ -24,8 +24,8 @@ extension SocketTransport {
 
     func takeSpool(_ bound: LoopBound<SocketReceiving>) {
         let receiving = bound.value
-        // Observers without room: the spool waits for them, as the socket does.
-        guard receiving.handOver.isFlowing else {
+        // Too much waits for observers' room: the spool waits, as the socket does.
+        guard receiving.handOver.mayReceive else {
             receiving.spoolWanted = true
             holdOff(bound)
             return
@@ -33,7 +33,7 @@ extension SocketTransport {
         let pending = takeSpool(
             datagrams: receiving.batch, decoder: &receiving.decoder, handOver: receiving.handOver,
             firstSeen: &receiving.firstSeen, lastTake: &receiving.lastTake)
-        if !receiving.handOver.isFlowing { holdOff(bound) }
+        if receiving.handOver.isHolding { holdOff(bound) }
         // Looked at again shortly.
         if pending, !receiving.recheckScheduled {
             receiving.recheckScheduled = true
@@ -41,13 +41,14 @@ extension SocketTransport {
         }
     }
 
-    /// Something waits for its observers' room: receiving stops (the socket
-    /// leaves the event queue, where the thread sleeps there) until it has
-    /// all been handed over, looked at every millisecond meanwhile. So
-    /// what arrives stays in the socket's queue, then in posters' spools.
+    /// Something waits for its observers' room: looked at every
+    /// millisecond until it has all been handed over. While too much waits
+    /// (``SocketHandOver/mayReceive``), receiving stops too (the socket
+    /// leaves the event queue, where the thread sleeps there), so what
+    /// arrives stays in the socket's queue, then in posters' spools.
     func holdOff(_ bound: LoopBound<SocketReceiving>) {
         let receiving = bound.value
-        if receiveCall == nil, !receiving.receivePaused {
+        if receiveCall == nil, !receiving.receivePaused, !receiving.handOver.mayReceive {
             loop.deregister(receiveSocket.rawValue)
             receiving.receivePaused = true
         }
@@ -60,12 +61,13 @@ extension SocketTransport {
         }
     }
 
-    /// Hands over what waits, as far as observers have room; once nothing
-    /// waits, receiving goes on and a spool look put off meanwhile is made.
-    /// Returns whether nothing waits.
+    /// Hands over what waits, as far as observers have room; once little
+    /// enough waits, receiving goes on and a spool look put off meanwhile
+    /// is made. Returns whether nothing waits.
     func resumeHandOver(_ bound: LoopBound<SocketReceiving>) -> Bool {
         let receiving = bound.value
-        guard receiving.handOver.flush() else { return false }
+        receiving.handOver.flush()
+        guard receiving.handOver.mayReceive else { return false }
         if receiving.receivePaused {
             receiving.receivePaused = false
             do throws(Errno) {
@@ -79,7 +81,7 @@ extension SocketTransport {
             receiving.spoolWanted = false
             takeSpool(bound)
         }
-        return receiving.handOver.isFlowing
+        return !receiving.handOver.isHolding
     }
 
     /// Puts the socket on the event queue: what arrives is received a
@@ -233,7 +235,7 @@ extension SocketTransport {
     ) -> Bool {
         // Datagrams already queued were sent before these files were started:
         // they go first, so each poster's order holds (all of them, though
-        // observers' room runs out: they wait, in order, with the records).
+        // too much waits for room: they wait, in order, with the records).
         let signals = receiveAll(
             into: datagrams, decoder: &decoder, handOver: handOver, limit: Spool.socketDrainLimit,
             evenWhenWaiting: true)
@@ -313,9 +315,9 @@ extension SocketTransport {
     /// without waiting for a timer.
     func receiveWaiting(_ bound: LoopBound<SocketReceiving>, timeoutMilliseconds: CInt) {
         let receiving = bound.value
-        // Something waits for room: nothing is received; the recheck (a
+        // Too much waits for room: nothing is received; the recheck (a
         // timer, so the wait is at most 1 ms) hands it over.
-        guard receiving.handOver.isFlowing else {
+        guard receiving.handOver.mayReceive else {
             if timeoutMilliseconds != 0 { SystemProcess.pause(microseconds: 1_000) }
             return
         }
@@ -334,20 +336,21 @@ extension SocketTransport {
     /// `waitingFirst`, then looks at the spool if what arrived says so.
     func receiveAll(into bound: LoopBound<SocketReceiving>, limit: Int, waitingFirst: Bool) {
         let receiving = bound.value
-        guard receiving.handOver.isFlowing || resumeHandOver(bound) else {
+        if receiving.handOver.isHolding { _ = resumeHandOver(bound) }
+        guard receiving.handOver.mayReceive else {
             holdOff(bound)
             return
         }
         let signals = receiveAll(
             into: receiving.batch, decoder: &receiving.decoder, handOver: receiving.handOver, limit: limit,
             waitingFirst: waitingFirst)
-        if !receiving.handOver.isFlowing { holdOff(bound) }
+        if receiving.handOver.isHolding { holdOff(bound) }
         if signals.spoolNeedsLook { takeSpool(bound) }
     }
 
     /// Receives what is waiting, a batch per system call, until the socket
     /// is drained, about `limit` datagrams were taken, or (unless
-    /// `evenWhenWaiting`) something waits for its observers' room; with
+    /// `evenWhenWaiting`) too much waits for observers' room; with
     /// `waitingFirst`, the first call waits for a datagram. Returns the
     /// signs that the spool needs a look.
     @discardableResult
@@ -358,7 +361,7 @@ extension SocketTransport {
         var signals = ReceiveSignals()
         var taken = 0
         var waits = waitingFirst
-        while taken < limit, evenWhenWaiting || handOver.isFlowing {
+        while taken < limit, evenWhenWaiting || handOver.mayReceive {
             guard case .success(let count) = datagrams.receive(receiveSocket, waiting: waits) else { return signals }
             waits = false
             if count >= fullQueueSign { signals.sawFullQueue = true }

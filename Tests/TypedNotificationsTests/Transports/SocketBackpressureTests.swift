@@ -155,4 +155,73 @@ struct SocketBackpressureTests {
         #expect(got.values == Array(0..<50))
         #expect(observer.metrics.sequenceGaps == 0)
     }
+
+    @Test("a sequence nobody reads does not hold up the hub's other names; read later, it has every one, in order")
+    func unreadSequenceHoldsOnlyItsName() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try NotificationHub(
+            endpoint: "observer", transport: socketTransport("shared", directory, group: LoopGroup(threads: 1)))
+        let poster = try NotificationHub(endpoint: "poster", transport: SocketTransport(directory: directory))
+        defer {
+            observer.close()
+            poster.close()
+        }
+        let unread = try observer.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(8))
+        let notes = Collector<String>()
+        let token = try observer.addObserver(Note.self) { note, _ in notes.append(note.text) }
+        defer { token.cancel() }
+        for index in 0..<500 {
+            try poster.post(Ping(index: index))
+            try poster.post(Note(text: "\(index)"))
+        }
+        // Every note, while the pings wait for a reader.
+        #expect(await notes.wait(forCount: 500, upTo: .seconds(30)))
+        #expect(notes.values == (0..<500).map { "\($0)" })
+        var indexes: [Int] = []
+        var missed = 0
+        for await element in unread {
+            indexes.append(element.notification.index)
+            missed += element.delivery.missed
+            if indexes.count == 500 { break }
+        }
+        #expect(indexes == Array(0..<500))
+        #expect(missed == 0)
+    }
+
+    @Test(
+        "a name holds at most 16,384 for a sequence nobody reads: the oldest beyond go, counted in missed; other names go on"
+    )
+    func heldPerNameIsBounded() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try NotificationHub(
+            endpoint: "observer", transport: socketTransport("shared", directory, group: LoopGroup(threads: 1)))
+        let poster = try NotificationHub(endpoint: "poster", transport: SocketTransport(directory: directory))
+        defer {
+            observer.close()
+            poster.close()
+        }
+        let unread = try observer.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(8))
+        let notes = Collector<String>()
+        let token = try observer.addObserver(Note.self) { note, _ in notes.append(note.text) }
+        defer { token.cancel() }
+        let posts = 20_000
+        for index in 0..<posts { try poster.post(Ping(index: index)) }
+        try poster.post(Note(text: "after"))
+        #expect(await notes.wait(forCount: 1, upTo: .seconds(60)))
+        // The buffer's 8 (the first posted), then the newest 16,384 the
+        // socket kept: what went between is counted once, on the first after it.
+        var indexes: [Int] = []
+        var missed = 0
+        for await element in unread {
+            indexes.append(element.notification.index)
+            missed += element.delivery.missed
+            if element.notification.index == posts - 1 { break }
+        }
+        let kept = 8 + 16_384
+        #expect(indexes.count == kept)
+        #expect(indexes == Array(0..<8) + Array((posts - 16_384)..<posts))
+        #expect(missed == posts - kept)
+    }
 }
