@@ -48,27 +48,22 @@
         /// more event of the longest name (an event arriving later makes
         /// the queue readable again).
         static func parse(
-            _ buffer: [UInt8], count: Int, into events: inout [ChangeQueueState.Event], skipping skipped: CInt? = nil
+            _ buffer: UnsafeRawBufferPointer, count: Int, into events: inout [ChangeQueueState.Event],
+            skipping skipped: CInt? = nil
         ) -> Bool {
             let headerSize = 16
             var offset = 0
             while offset + headerSize <= count {
-                let (descriptor, mask, nameLength) = buffer.withUnsafeBytes { raw in
-                    (
-                        raw.loadUnaligned(fromByteOffset: offset, as: CInt.self),
-                        raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self),
-                        Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-                    )
-                }
+                let descriptor = buffer.loadUnaligned(fromByteOffset: offset, as: CInt.self)
+                let mask = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
+                let nameLength = Int(buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
                 defer { offset += headerSize + nameLength }
                 if descriptor == skipped { continue }
                 // The name (NUL-padded) only of an entry created or moved in.
                 var name: String?
                 if mask & ChangeQueueState.creation != 0, nameLength > 0, offset + headerSize + nameLength <= count {
-                    name = buffer.withUnsafeBytes { raw in
-                        let bytes = raw[(offset + headerSize)..<(offset + headerSize + nameLength)]
-                        return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
-                    }
+                    let bytes = buffer[(offset + headerSize)..<(offset + headerSize + nameLength)]
+                    name = String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
                 }
                 events.append(ChangeQueueState.Event(watch: descriptor, mask: mask, name: name))
             }

@@ -33,7 +33,6 @@ package final class DirectoryMonitor {
         // What each watched directory was when watched: an entry leaving it
         // is the moment to check it is still the one at its path.
         private var identities: [Int: FileIdentity] = [:]
-        private var buffer = [UInt8](repeating: 0, count: 4096)
         private var events: [ChangeQueueState.Event] = []
         /// The queue's sleeper, for a monitor whose owner sleeps in its queue.
         private let sleeper: ChangeSleeper?
@@ -135,11 +134,10 @@ package final class DirectoryMonitor {
     package func sleep(timeoutMilliseconds: CInt) -> Bool {
         #if os(Linux)
             guard let sleeper, sleeper.prepareSleep(timeoutMilliseconds: timeoutMilliseconds) else { return false }
-            let count = readOnce()
-            sleeper.didRead()
-            guard count > 0 else { return false }
             let before = events.count
-            sleptAndDrained = ChangeQueue.parse(buffer, count: count, into: &events, skipping: sleeper.wakeWatch)
+            let (count, drained) = readOnce(skipping: sleeper.wakeWatch, afterRead: sleeper.didRead)
+            guard count > 0 else { return false }
+            sleptAndDrained = drained
             return events.count > before
         #else
             return false
@@ -417,25 +415,32 @@ package final class DirectoryMonitor {
                 defer { sleptAndDrained = false }
                 guard !sleptAndDrained else { return }
                 while sleeper.queuedBytes() > 0 {
-                    let count = readOnce()
-                    sleeper.didRead()
-                    guard count > 0,
-                        !ChangeQueue.parse(buffer, count: count, into: &events, skipping: sleeper.wakeWatch)
-                    else { return }
+                    let (count, drained) = readOnce(skipping: sleeper.wakeWatch, afterRead: sleeper.didRead)
+                    guard count > 0, !drained else { return }
                 }
                 return
             }
             while true {
-                let count = readOnce()
-                guard count > 0 else { return }
-                if ChangeQueue.parse(buffer, count: count, into: &events) { return }
+                let (count, drained) = readOnce()
+                guard count > 0, !drained else { return }
             }
         }
 
-        private func readOnce() -> Int {
-            SystemCalls.count()
-            return buffer.withUnsafeMutableBytes { raw in
-                read(queue.descriptor.rawValue, raw.baseAddress, raw.count)
+        /// Reads the queue once and appends what it read to ``events``
+        /// (leaving out `skipped`'s); `afterRead` runs right after the read.
+        /// Returns what `read` returned, and whether the read emptied the
+        /// queue. The buffer is on the stack: a process's thousand monitors
+        /// kept 4 KiB each for reads that most of them seldom make.
+        private func readOnce(skipping skipped: CInt? = nil, afterRead: () -> Void = {}) -> (count: Int, drained: Bool)
+        {
+            withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { raw in
+                SystemCalls.count()
+                let count = read(queue.descriptor.rawValue, raw.baseAddress, raw.count)
+                afterRead()
+                guard count > 0 else { return (count, false) }
+                let drained = ChangeQueue.parse(
+                    UnsafeRawBufferPointer(raw), count: count, into: &events, skipping: skipped)
+                return (count, drained)
             }
         }
     #endif

@@ -138,7 +138,9 @@
                 while true {
                     SystemCalls.count()
                     let count = buffer.withUnsafeMutableBytes { read(instance, $0.baseAddress, $0.count) }
-                    guard count > 0, !ChangeQueue.parse(buffer, count: count, into: &events) else { break }
+                    guard count > 0,
+                        !buffer.withUnsafeBytes({ ChangeQueue.parse($0, count: count, into: &events) })
+                    else { break }
                 }
             }
             let (taken, bound, wakes, removals) = queue.state.withLock { state in

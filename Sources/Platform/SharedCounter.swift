@@ -69,6 +69,38 @@ package final class SharedCounter: @unchecked Sendable {
         munmap(base, Self.length)
     }
 
+    /// A counter the process's users of `path` share while it lives.
+    private struct Shared: Sendable {
+        weak var counter: SharedCounter?
+    }
+    private static let sharedCounters = Locked<[String: Shared]>([:])
+
+    /// The process's counter for `path`, mapped once however many users it
+    /// has (a mapping is a page of resident memory each: 1,000 socket
+    /// transports on one directory held 4 MB of the same page): the one
+    /// already mapped while the file at `path` is still the one it maps,
+    /// else a new one, as ``init(path:permissions:owner:)`` makes it.
+    ///
+    /// The corresponding C function is `lstat`, and those of the initializer.
+    package static func shared(path: String, permissions: FilePermissions, owner: UInt32) throws(Errno)
+        -> SharedCounter
+    {
+        if case .success(let info) = SystemCalls.linkStatus(path),
+            let known = sharedCounters.withLock({ $0[path]?.counter }),
+            known.identity == info.identity, known.permissions == permissions, known.owner == owner,
+            !known.replaced.load(ordering: .relaxed)
+        {
+            return known
+        }
+        let made = try SharedCounter(path: path, permissions: permissions, owner: owner)
+        sharedCounters.withLock { counters in
+            // Entries whose counter went are only names by now.
+            counters = counters.filter { $0.value.counter != nil }
+            counters[path] = Shared(counter: made)
+        }
+        return made
+    }
+
     /// The counter now, as the last process to bump it left it; `nil` once
     /// its file was found replaced: it says nothing of the others any more.
     package var value: UInt64? {

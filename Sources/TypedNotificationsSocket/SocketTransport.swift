@@ -272,7 +272,7 @@ public final class SocketTransport: NotificationTransport {
             monitor: monitor, excludedEndpoint: configuration.deliversToSelf ? nil : identifier)
         registryGeneration =
             configuration.sharing == .ownerOnly
-            ? try? SharedCounter(
+            ? try? SharedCounter.shared(
                 path: SocketRegistry.generationPath(directory), permissions: configuration.sharing.fileMode,
                 owner: SystemProcess.userID)
             : nil

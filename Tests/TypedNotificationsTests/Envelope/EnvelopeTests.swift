@@ -278,3 +278,25 @@ struct EnvelopeTests {
         #expect(transport.sent.withLock { $0.isEmpty })
     }
 }
+
+@Suite("The envelope decoder's caches")
+struct EnvelopeDecoderCacheTests {
+    @Test(
+        "one decoder, 1,000 names and 1,000 senders, each decoded twice: every field is its own, after its caches grew"
+    )
+    func cachesGrowAndStayCorrect() throws {
+        var decoder = EnvelopeDecoder()
+        for round in 0..<2 {
+            for index in 0..<1_000 {
+                let name = try NotificationName(validating: "test.cache.name\(index)")
+                let sender = try Envelopes.sender(
+                    pid: Int32(index + 1), uid: 501, endpoint: "endpoint\(index)", instance: UInt64(index) &* 7_919)
+                let bytes = try Envelopes.encode(name: name, sender: sender, sequence: UInt64(round + 1))
+                let message = try decoder.decode(bytes)
+                #expect(message.name == name)
+                #expect(message.sender == sender)
+                #expect(message.sequence == UInt64(round + 1))
+            }
+        }
+    }
+}

@@ -26,6 +26,30 @@ struct SharedCounterTests {
         #expect(try SystemCalls.linkStatus(path).get().size == 4096)
     }
 
+    @Test("the process's users of one file share one mapping; a file replaced at the path gets a new one")
+    func processSharesOneMapping() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let path = directory + "/counter"
+        // Read whole: /proc says its files are empty, and a read sized by that stops short.
+        func mappings() throws -> Int {
+            let maps = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd() ?? Data()
+            return String(decoding: maps, as: UTF8.self).split(separator: "\n").filter { $0.hasSuffix(path) }.count
+        }
+        let counters = try (0..<50).map { _ in
+            try SharedCounter.shared(path: path, permissions: 0o600, owner: SystemProcess.userID)
+        }
+        #expect(try mappings() == 1)
+        counters[0].increment()
+        #expect(counters[49].value == 1)
+        // Replaced: the old mapping reaches nobody else any more.
+        try FileManager.default.removeItem(atPath: path)
+        let fresh = try SharedCounter.shared(path: path, permissions: 0o600, owner: SystemProcess.userID)
+        #expect(fresh !== counters[0])
+        #expect(fresh.value == 0)
+        withExtendedLifetime(counters) {}
+    }
+
     @Test("a link, a FIFO, a file open to others or of another owner is refused, never mapped")
     func refusesWhatCouldBeCutShort() throws {
         let directory = try makeTemporaryDirectory()
