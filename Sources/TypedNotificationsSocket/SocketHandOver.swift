@@ -5,15 +5,18 @@
 ///
 /// A notification whose observers have no room left waits here, and so
 /// does every later one of its name, in the order received; other names
-/// go on. A name holds at most ``heldPerName`` (beyond that its oldest
-/// waiting notification goes, which its observers learn as a gap in the
-/// sender's sequence, counted in `missed`): an observer that stopped
-/// reading without cancelling costs its own name, not the hub's others.
-/// Once ``heldInAll`` wait, the endpoint receives nothing more until some
-/// are handed over: datagrams stay in the socket's queue, and once it is
-/// full posters put theirs in the spool, which is not taken either. The
-/// loop looks again every millisecond while anything waits (see
-/// `SocketTransport.holdOff`), and not at all otherwise.
+/// go on. A name keeps at most ``heldBytesPerName`` waiting (envelopes'
+/// bytes and a fixed cost each; over 100,000 small notifications, most of
+/// what a default spool holds): beyond that its oldest waiting
+/// notification goes, and its observers are told (`missed`, with the
+/// sender and sequence, so nothing is counted twice). An observer that
+/// stopped reading without cancelling costs its own name, not the hub's
+/// others. Once ``heldBytesInAll`` wait, the endpoint receives nothing
+/// more until some are handed over: datagrams stay in the socket's queue,
+/// and once it is full posters put theirs in the spool, which is not taken
+/// either. The loop looks again after 1 ms while anything waits, backing
+/// off to 64 ms while nothing moves (see `SocketTransport.holdOff`), and
+/// not at all otherwise.
 ///
 /// Used only on the transport's event loop, through ``SocketReceiving``.
 final class SocketHandOver {
@@ -29,12 +32,20 @@ final class SocketHandOver {
             case .missed(let report), .refused(let report): report.name
             }
         }
+
+        /// What keeping it costs, in bytes: its envelope and a fixed part.
+        var weight: Int {
+            guard case .message(let message) = self else { return 64 }
+            if case .encoded(let encoded) = message.payload { return 160 + encoded.envelope.count }
+            return 160
+        }
     }
 
     /// One name's waiting items, oldest first from `head`.
     private struct Queue {
         var items: [Item] = []
         var head = 0
+        var bytes = 0
         var count: Int { items.count - head }
 
         mutating func take() -> Item {
@@ -49,15 +60,19 @@ final class SocketHandOver {
         }
     }
 
-    /// The most notifications one name keeps waiting for its observers.
-    static let heldPerName = 16_384
-    /// The most kept in all before the endpoint stops receiving.
-    static let heldInAll = 65_536
+    /// The most one name keeps waiting for its observers, in bytes (see
+    /// ``Item/weight``): 32 MiB.
+    static let heldBytesPerName = 32 * 1024 * 1024
+    /// The most kept in all before the endpoint stops receiving: 128 MiB.
+    static let heldBytesInAll = 128 * 1024 * 1024
 
     let receiver: TransportReceiver
     private var held: [NotificationName: Queue] = [:]
-    /// Items waiting, of every name.
+    /// Items waiting, of every name, and what they weigh.
     private(set) var heldCount = 0
+    private var heldBytes = 0
+    /// Whether the last ``flush()`` handed anything over.
+    private(set) var lastFlushMoved = false
     /// What each name's observers can take in this round; see ``takes(_:)``.
     /// The round's first name is kept apart: most rounds have one name, and
     /// it costs no hashing then.
@@ -69,8 +84,8 @@ final class SocketHandOver {
         self.receiver = receiver
     }
 
-    /// Whether the endpoint may receive more: fewer than ``heldInAll`` wait.
-    var mayReceive: Bool { heldCount < Self.heldInAll }
+    /// Whether the endpoint may receive more: less than ``heldBytesInAll`` waits.
+    var mayReceive: Bool { heldBytes < Self.heldBytesInAll }
 
     /// Whether anything waits.
     var isHolding: Bool { heldCount > 0 }
@@ -96,14 +111,28 @@ final class SocketHandOver {
             }
         }
         var queue = held.removeValue(forKey: name) ?? Queue()
+        let weight = item.weight
         queue.items.append(item)
+        queue.bytes += weight
         heldCount += 1
-        if queue.count > Self.heldPerName {
-            // The oldest goes: a notification shows as the sender's gap
-            // when a later one is handed over; a report takes no room.
+        heldBytes += weight
+        while queue.bytes > Self.heldBytesPerName, queue.count > 1 {
+            // The oldest goes, and its observers are told at once, with
+            // whose and which it was (a report takes no room): a gap alone
+            // would say nothing when none of that sender's came before.
             let oldest = queue.take()
+            queue.bytes -= oldest.weight
             heldCount -= 1
-            if case .message = oldest {} else { deliver(oldest) }
+            heldBytes -= oldest.weight
+            switch oldest {
+            case .message(let message):
+                deliver(
+                    .missed(
+                        MissedNotifications(
+                            count: 1, name: message.name, sender: message.sender, lastSequence: message.sequence)))
+            case .missed, .refused:
+                deliver(oldest)
+            }
         }
         held[name] = queue
     }
@@ -112,13 +141,18 @@ final class SocketHandOver {
     /// have room. Returns whether nothing waits any more.
     @discardableResult
     func flush() -> Bool {
+        lastFlushMoved = false
         guard isHolding else { return true }
         startRound()
         for name in Array(held.keys) {
             guard var queue = held.removeValue(forKey: name) else { continue }
             while queue.count > 0, takes(queue.items[queue.head]) {
-                deliver(queue.take())
+                let item = queue.take()
+                queue.bytes -= item.weight
                 heldCount -= 1
+                heldBytes -= item.weight
+                deliver(item)
+                lastFlushMoved = true
             }
             if queue.count > 0 { held[name] = queue }
         }

@@ -77,6 +77,10 @@ final class SocketReceiving {
     var receivePaused = false
     /// A look at what waits for room is scheduled.
     var handOverRecheckScheduled = false
+    /// How long until that look: 1 ms, doubled (up to 64 ms) after each
+    /// look that handed nothing over, so names whose observers stopped
+    /// reading cost little while they wait.
+    var handOverRecheckNanoseconds: UInt64 = 1_000_000
     /// The spool was to be looked at while too much waited for room.
     var spoolWanted = false
     /// The spool's inotify watch, where the thread sleeps in the event

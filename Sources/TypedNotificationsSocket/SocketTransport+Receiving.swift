@@ -41,8 +41,9 @@ extension SocketTransport {
         }
     }
 
-    /// Something waits for its observers' room: looked at every
-    /// millisecond until it has all been handed over. While too much waits
+    /// Something waits for its observers' room: looked at again until it
+    /// has all been handed over, after 1 ms, and up to 64 ms while nothing
+    /// moves. While too much waits
     /// (``SocketHandOver/mayReceive``), receiving stops too (the socket
     /// leaves the event queue, where the thread sleeps there), so what
     /// arrives stays in the socket's queue, then in posters' spools.
@@ -54,10 +55,15 @@ extension SocketTransport {
         }
         guard !receiving.handOverRecheckScheduled else { return }
         receiving.handOverRecheckScheduled = true
-        loop.schedule(after: 1_000_000) { [weak self] in
+        loop.schedule(after: receiving.handOverRecheckNanoseconds) { [weak self] in
             guard let self, isOpen else { return }
-            bound.value.handOverRecheckScheduled = false
-            if !resumeHandOver(bound) { holdOff(bound) }
+            let receiving = bound.value
+            receiving.handOverRecheckScheduled = false
+            let done = resumeHandOver(bound)
+            receiving.handOverRecheckNanoseconds =
+                receiving.handOver.lastFlushMoved || done
+                ? 1_000_000 : min(64_000_000, receiving.handOverRecheckNanoseconds * 2)
+            if !done { holdOff(bound) }
         }
     }
 

@@ -36,10 +36,10 @@ import Synchronization
 ///   naming the endpoint, and the endpoint is told how many it missed.
 /// - **A slow observer is no different:** the endpoint hands each name's
 ///   observers no more than their buffers have room for, and keeps the rest
-///   of that name, in order, until they have (at most 16,384 a name: beyond
-///   that the oldest go, counted in `missed`) while its other names go on.
-///   Once 65,536 wait in all it receives nothing more, so the socket's queue
-///   fills and posters spool.
+///   of that name, in order, until they have (at most 32 MiB a name: beyond
+///   that the oldest go, each counted in `missed`) while its other names go
+///   on. Once 128 MiB wait in all it receives nothing more, so the socket's
+///   queue fills and posters spool.
 /// - **A post waits for a receiver at most 1 ms, and rarely:** sends are
 ///   non-blocking and spool appends never wait for a lock. Only a post that
 ///   finds a socket full, with nothing spooled for that endpoint yet, waits

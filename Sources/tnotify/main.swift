@@ -47,11 +47,11 @@ let help: [String: String] = [
     group; what it printed is acknowledged, the rest comes again marked as a
     redelivery). --from (file or Redis) says where to start without a saved
     cursor: the end (default), the beginning, or the newest N notifications. --buffer N (default 10000)
-    is how many notifications wait while output is slow. Over the file and
-    Redis transports nothing is dropped for that: the log or stream keeps the
-    rest until there is room. Over sockets the oldest beyond it are dropped,
-    and the next line says how many were missed. Ctrl-C or SIGTERM
-    unregisters and exits.
+    is how many notifications wait while output is slow. Nothing is dropped
+    for that: the log or stream keeps the rest until there is room, and over
+    sockets the watcher keeps up to 32 MiB of them (then the oldest go, and
+    the next line says how many were missed). Ctrl-C or SIGTERM unregisters
+    and exits.
     """,
     "latest": """
     usage: tnotify latest NAME [--transport file|redis] [--dir DIR | --url URL] [--json]
