@@ -66,8 +66,17 @@ final class SocketHandOver {
     /// The most kept in all before the endpoint stops receiving: 128 MiB.
     static let heldBytesInAll = 128 * 1024 * 1024
 
+    /// The most names one ``flush()`` looks at: a look costs a question to
+    /// the center a name, and thousands of names whose observers stopped
+    /// reading must not cost a core. They take turns, oldest first.
+    static let namesPerFlush = 64
+
     let receiver: TransportReceiver
     private var held: [NotificationName: Queue] = [:]
+    /// The names that wait, in turn from `turn` on (a name may be listed
+    /// after its queue went: it is skipped).
+    private var turns: [NotificationName] = []
+    private var turn = 0
     /// Items waiting, of every name, and what they weigh.
     private(set) var heldCount = 0
     private var heldBytes = 0
@@ -111,6 +120,7 @@ final class SocketHandOver {
             }
         }
         var queue = held.removeValue(forKey: name) ?? Queue()
+        if queue.count == 0 { turns.append(name) }
         let weight = item.weight
         queue.items.append(item)
         queue.bytes += weight
@@ -138,14 +148,23 @@ final class SocketHandOver {
     }
 
     /// Hands over what waits, each name's oldest first, as far as observers
-    /// have room. Returns whether nothing waits any more.
+    /// have room, looking at up to ``namesPerFlush`` names in turn.
+    /// Returns whether nothing waits any more.
     @discardableResult
     func flush() -> Bool {
         lastFlushMoved = false
-        guard isHolding else { return true }
+        guard isHolding else {
+            turns.removeAll()
+            turn = 0
+            return true
+        }
         startRound()
-        for name in Array(held.keys) {
+        var looked = 0
+        while looked < Self.namesPerFlush, turn < turns.count {
+            let name = turns[turn]
+            turn += 1
             guard var queue = held.removeValue(forKey: name) else { continue }
+            looked += 1
             while queue.count > 0, takes(queue.items[queue.head]) {
                 let item = queue.take()
                 queue.bytes -= item.weight
@@ -154,7 +173,14 @@ final class SocketHandOver {
                 deliver(item)
                 lastFlushMoved = true
             }
-            if queue.count > 0 { held[name] = queue }
+            if queue.count > 0 {
+                held[name] = queue
+                turns.append(name)
+            }
+        }
+        if turn > 1_024, turn * 2 > turns.count {
+            turns.removeFirst(turn)
+            turn = 0
         }
         return !isHolding
     }

@@ -198,7 +198,12 @@ struct SocketBackpressureTests {
         let observer = try NotificationHub(
             endpoint: "observer", transport: socketTransport("shared", directory, group: LoopGroup(threads: 1)))
         let first = try NotificationHub(endpoint: "first", transport: SocketTransport(directory: directory))
-        let second = try NotificationHub(endpoint: "second", transport: SocketTransport(directory: directory))
+        // A spool that takes the whole flood, however far the observer's
+        // thread falls behind: what is bounded here is the observer's memory.
+        let second = try NotificationHub(
+            endpoint: "second",
+            transport: SocketTransport(
+                directory: directory, configuration: SocketTransportConfiguration(spoolLimitPerEndpoint: 256 << 20)))
         defer {
             observer.close()
             first.close()
