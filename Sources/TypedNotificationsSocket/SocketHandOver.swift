@@ -14,9 +14,10 @@
 /// others. Once ``heldBytesInAll`` wait, the endpoint receives nothing
 /// more until some are handed over: datagrams stay in the socket's queue,
 /// and once it is full posters put theirs in the spool, which is not taken
-/// either. The loop looks again after 1 ms while anything waits, backing
-/// off to 64 ms while nothing moves (see `SocketTransport.holdOff`), and
-/// not at all otherwise.
+/// either. The loop looks again after 1 ms while anything waits; with
+/// more names waiting than one look takes, it backs off to 64 ms while
+/// nothing moves (see `SocketTransport.holdOff`). It does not look at all
+/// otherwise.
 ///
 /// Used only on the transport's event loop, through ``SocketReceiving``.
 final class SocketHandOver {
@@ -61,10 +62,11 @@ final class SocketHandOver {
     }
 
     /// The most one name keeps waiting for its observers, in bytes (see
-    /// ``Item/weight``): 32 MiB.
-    static let heldBytesPerName = 32 * 1024 * 1024
-    /// The most kept in all before the endpoint stops receiving: 128 MiB.
-    static let heldBytesInAll = 128 * 1024 * 1024
+    /// ``Item/weight``): 32 MiB unless the configuration says otherwise.
+    let heldBytesPerName: Int
+    /// The most kept in all before the endpoint stops receiving: four
+    /// names' worth, 128 MiB.
+    var heldBytesInAll: Int { 4 * heldBytesPerName }
 
     /// The most names one ``flush()`` looks at: a look costs a question to
     /// the center a name, and thousands of names whose observers stopped
@@ -89,15 +91,19 @@ final class SocketHandOver {
     private var rooms: [NotificationName: Int] = [:]
     private var handedOver = 0
 
-    init(receiver: TransportReceiver) {
+    init(receiver: TransportReceiver, heldBytesPerName: Int) {
         self.receiver = receiver
+        self.heldBytesPerName = heldBytesPerName
     }
 
     /// Whether the endpoint may receive more: less than ``heldBytesInAll`` waits.
-    var mayReceive: Bool { heldBytes < Self.heldBytesInAll }
+    var mayReceive: Bool { heldBytes < heldBytesInAll }
 
     /// Whether anything waits.
     var isHolding: Bool { heldCount > 0 }
+
+    /// How many names have something waiting.
+    var waitingNames: Int { held.count }
 
     /// Starts a round: what the observers' buffers hold is asked again.
     /// A round is one receive, one spool batch or one ``flush()``: no
@@ -126,7 +132,7 @@ final class SocketHandOver {
         queue.bytes += weight
         heldCount += 1
         heldBytes += weight
-        while queue.bytes > Self.heldBytesPerName, queue.count > 1 {
+        while queue.bytes > heldBytesPerName, queue.count > 1 {
             // The oldest goes, and its observers are told at once, with
             // whose and which it was (a report takes no room): a gap alone
             // would say nothing when none of that sender's came before.

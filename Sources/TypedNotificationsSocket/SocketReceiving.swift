@@ -77,9 +77,10 @@ final class SocketReceiving {
     var receivePaused = false
     /// A look at what waits for room is scheduled.
     var handOverRecheckScheduled = false
-    /// How long until that look: 1 ms, doubled (up to 64 ms) after each
-    /// look that handed nothing over, so names whose observers stopped
-    /// reading cost little while they wait.
+    /// How long until that look: 1 ms; with more names waiting than a look
+    /// takes, doubled (up to 64 ms) after each look that handed nothing
+    /// over, so thousands of names whose observers stopped reading cost
+    /// little while they wait.
     var handOverRecheckNanoseconds: UInt64 = 1_000_000
     /// The spool was to be looked at while too much waited for room.
     var spoolWanted = false
@@ -114,11 +115,11 @@ final class SocketReceiving {
 
     init(
         receiver: TransportReceiver, spoolMonitor: DirectoryMonitor?, maximumEnvelopeSize: Int,
-        watchedFiles: [RecordedPath], registration: consuming FileDescriptor
+        heldBytesPerName: Int, watchedFiles: [RecordedPath], registration: consuming FileDescriptor
     ) {
         self.registration = registration
         self.receiver = receiver
-        self.handOver = SocketHandOver(receiver: receiver)
+        self.handOver = SocketHandOver(receiver: receiver, heldBytesPerName: heldBytesPerName)
         self.spoolMonitor = spoolMonitor
         self.decoder = EnvelopeDecoder(maximumPayloadSize: receiver.maximumPayloadSize)
         // A slot holds the largest envelope the center takes, and a byte

@@ -42,8 +42,8 @@ extension SocketTransport {
     }
 
     /// Something waits for its observers' room: looked at again until it
-    /// has all been handed over, after 1 ms, and up to 64 ms while nothing
-    /// moves. While too much waits
+    /// has all been handed over, after 1 ms (up to 64 ms while nothing moves
+    /// and more names wait than one look takes). While too much waits
     /// (``SocketHandOver/mayReceive``), receiving stops too (the socket
     /// leaves the event queue, where the thread sleeps there), so what
     /// arrives stays in the socket's queue, then in posters' spools.
@@ -60,8 +60,12 @@ extension SocketTransport {
             let receiving = bound.value
             receiving.handOverRecheckScheduled = false
             let done = resumeHandOver(bound)
+            // A look at a few names costs microseconds: every millisecond,
+            // so an observer that reads again gets its backlog at once.
+            // Past what one look takes, back off while nothing moves.
+            let few = receiving.handOver.waitingNames <= SocketHandOver.namesPerFlush
             receiving.handOverRecheckNanoseconds =
-                receiving.handOver.lastFlushMoved || done
+                receiving.handOver.lastFlushMoved || done || few
                 ? 1_000_000 : min(64_000_000, receiving.handOverRecheckNanoseconds * 2)
             if !done { holdOff(bound) }
         }

@@ -335,7 +335,8 @@ public final class SocketTransport: NotificationTransport {
         let receiving = core.onThread(
             SocketReceiving(
                 receiver: receiver, spoolMonitor: spoolMonitor, maximumEnvelopeSize: maximumEnvelopeSize,
-                watchedFiles: watchedFiles, registration: registration))
+                heldBytesPerName: configuration.heldBytesPerName, watchedFiles: watchedFiles,
+                registration: registration))
         if let receiveCall {
             receiveCall.set { [weak self] timeout in self?.receiveWaiting(receiving, timeoutMilliseconds: timeout) }
         } else {

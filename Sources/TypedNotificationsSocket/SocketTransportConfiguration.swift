@@ -45,6 +45,10 @@ public struct SocketTransportConfiguration: Sendable {
     /// else runs beside them.
     package var sleepsInReceiveBeyondLimit = false
 
+    /// The most one name keeps waiting for its observers' room, in bytes
+    /// (see `SocketHandOver`): 32 MiB. Tests of the bound lower it.
+    package var heldBytesPerName = 32 * 1024 * 1024
+
     /// The loop group a transport shares a thread of when it does not
     /// sleep in a receive of its own: the process's; tests that hold a
     /// handler on purpose give one of their own.
