@@ -42,23 +42,11 @@ final class SocketHandOver {
         }
     }
 
-    /// One name's waiting items, oldest first from `head`.
+    /// One name's waiting items, oldest first, and what they weigh.
     private struct Queue {
-        var items: [Item] = []
-        var head = 0
+        var items = FIFOBuffer<Item>()
         var bytes = 0
-        var count: Int { items.count - head }
-
-        mutating func take() -> Item {
-            defer {
-                head += 1
-                if head > 1_024, head * 2 > items.count {
-                    items.removeFirst(head)
-                    head = 0
-                }
-            }
-            return items[head]
-        }
+        var count: Int { items.count }
     }
 
     /// The most one name keeps waiting for its observers, in bytes (see
@@ -136,7 +124,7 @@ final class SocketHandOver {
             // The oldest goes, and its observers are told at once, with
             // whose and which it was (a report takes no room): a gap alone
             // would say nothing when none of that sender's came before.
-            let oldest = queue.take()
+            guard let oldest = queue.items.removeFirst() else { break }
             queue.bytes -= oldest.weight
             heldCount -= 1
             heldBytes -= oldest.weight
@@ -171,8 +159,8 @@ final class SocketHandOver {
             turn += 1
             guard var queue = held.removeValue(forKey: name) else { continue }
             looked += 1
-            while queue.count > 0, takes(queue.items[queue.head]) {
-                let item = queue.take()
+            while let next = queue.items.first, takes(next) {
+                guard let item = queue.items.removeFirst() else { break }
                 queue.bytes -= item.weight
                 heldCount -= 1
                 heldBytes -= item.weight
