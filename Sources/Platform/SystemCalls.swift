@@ -161,13 +161,18 @@ import Synchronization
         defer { closedir(directory) }
         var names: [String] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            // Read in place, up to its NUL: an entry is only as long as its
+            // name, and the last one of the system's buffer may end a page
+            // before the 256 bytes `d_name` declares, so copying the whole
+            // field (as `entry.pointee.d_name` does) can read past the page.
+            let name = String(cString: UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
             if name != "." && name != ".." { names.append(name) }
         }
         return .success(names)
     }
+
+    /// Where a directory entry's name starts in its `dirent`.
+    private static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? MemoryLayout<dirent>.size
 
     /// A non-blocking, close-on-exec Unix datagram socket.
     ///
