@@ -165,7 +165,8 @@ import Synchronization
             // name, and the last one of the system's buffer may end a page
             // before the 256 bytes `d_name` declares, so copying the whole
             // field (as `entry.pointee.d_name` does) can read past the page.
-            let name = String(cString: UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
+            let name = String(
+                cString: UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
             if name != "." && name != ".." { names.append(name) }
         }
         return .success(names)
