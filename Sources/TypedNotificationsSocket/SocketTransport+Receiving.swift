@@ -299,10 +299,12 @@ extension SocketTransport {
         guard case .success(let names) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
             return
         }
+        // This process's own sockets are alive: not probed.
+        let ours = Self.boundHere.withLock { $0 }
         for name in names where name.hasSuffix(".sock") {
             guard isOpen else { return }
             let id = String(name.dropLast(5))
-            guard id != identifier, SocketRegistry.isIdentifier(id) else { continue }
+            guard !ours.contains(id), SocketRegistry.isIdentifier(id) else { continue }
             if SocketTransport.endpointState(directory, id) == .dead {
                 _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
                 Self.removeSpool(Spool.directory(directory, endpoint: id))

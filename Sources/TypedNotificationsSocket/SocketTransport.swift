@@ -156,6 +156,12 @@ public final class SocketTransport: NotificationTransport {
     /// The process's socket transports whose thread sleeps in its own
     /// receive: the first two; the rest share the loop group.
     static let receivingThreads = ThreadAllowance(limit: 2)
+
+    /// The identifiers of this process's bound sockets: alive as long as
+    /// they are here (a socket leaves after its file is unlinked), so a
+    /// sweep never probes them. A process opening its thousandth hub
+    /// otherwise connects to its own 999 others first.
+    static let boundHere = Locked<Set<String>>([])
     let fullQueueSign = SocketTransport.fullQueueSign(batch: SocketTransport.receiveBatch)
 
     /// A directory for this user that survives as long as the login session:
@@ -212,8 +218,11 @@ public final class SocketTransport: NotificationTransport {
         _ = SystemCalls.changeMode(socketPath, permissions: configuration.sharing.fileMode)
         let spoolDirectory = spoolDirectory
         let socketPath = socketPath
+        let identifier = identifier
+        Self.boundHere.withLock { _ = $0.insert(identifier) }
         func undo() {
             _ = SystemCalls.removeFile(socketPath)
+            Self.boundHere.withLock { _ = $0.remove(identifier) }
             _ = SystemCalls.removeDirectory(spoolDirectory)
         }
         if configuration.usesKernelCredentials, case .failure(let error) = SystemCalls.enableCredentials(socket) {
@@ -445,6 +454,7 @@ public final class SocketTransport: NotificationTransport {
         }
         if !names.isEmpty { registryGeneration?.increment() }
         _ = SystemCalls.removeFile(socketPath)
+        Self.boundHere.withLock { [identifier] in _ = $0.remove(identifier) }
         // Nothing waits for the loop's thread (it may be this one: a center
         // released while it delivered). Once it has finished: the loop
         // holds the receive call, which holds what receives (its socket's
