@@ -5,29 +5,41 @@ import CTypedNotifications
 /// largest, so a burst costs a call per batch and a single datagram needs
 /// no second call to learn that nothing else is waiting.
 ///
-/// Used by one thread at a time, as its owner is.
+/// A batch receives into storage of its own, or into the storage of the
+/// thread its loop shares with other loops (``EventLoop/datagramStorage()``):
+/// each loop's receive reads what it received before it returns, and the
+/// loops sharing a thread run one at a time, so one storage serves them
+/// all, and a thousand hubs keep one resident page, not a thousand.
+///
+/// Used by one thread at a time, as its owner is; a batch on shared
+/// storage checks, at each receive, that it runs on that storage's thread.
 package final class DatagramBatch {
     /// Datagrams one call can take.
     package let slots: Int
     /// The largest datagram a slot holds (one byte more tells a longer one apart).
     package let slotLength: Int
-    private let buffer: LazyBuffer
-    private let results: UnsafeMutablePointer<ctn_received>
+    private let storage: DatagramStorage
+    // The loop whose thread alone may use shared storage; nil for storage of its own.
+    private let confinedTo: EventLoop?
     /// How many the last ``receive(_:)`` took.
     package private(set) var count = 0
 
     /// A batch of `slots` slots of `slotLength` bytes, none resident yet.
     package init(slots: Int, slotLength: Int) {
-        self.slots = min(max(1, slots), Int(CTN_RECEIVE_BATCH_MAX))
-        self.slotLength = max(1, slotLength)
-        buffer = LazyBuffer(count: self.slots * self.slotLength)
-        results = .allocate(capacity: self.slots)
-        results.initialize(repeating: ctn_received(), count: self.slots)
+        storage = DatagramStorage(slots: slots, slotLength: slotLength)
+        self.slots = storage.slots
+        self.slotLength = storage.slotLength
+        confinedTo = nil
     }
 
-    deinit {
-        results.deinitialize(count: slots)
-        results.deallocate()
+    /// A batch of up to `slots` slots of `slotLength` bytes in the storage
+    /// of `loop`'s thread (see ``EventLoop/datagramStorage()``), used on
+    /// that thread only.
+    package init(slots: Int, slotLength: Int, sharingThreadOf loop: EventLoop) {
+        storage = loop.datagramStorage()
+        self.slots = min(max(1, slots), storage.slots)
+        self.slotLength = min(max(1, slotLength), storage.slotLength)
+        confinedTo = loop
     }
 
     /// Whether fewer datagrams than ``slots`` from one ``receive(_:)`` mean
@@ -49,7 +61,14 @@ package final class DatagramBatch {
     /// The corresponding C function is `recvmmsg`, with `MSG_WAITFORONE`
     /// when waiting.
     package func receive(_ descriptor: borrowing FileDescriptor, waiting: Bool) -> Result<Int, Errno> {
+        if let confinedTo {
+            precondition(confinedTo.isCurrent, "a thread's datagram storage used on another thread")
+        }
         count = 0
+        let buffer = storage.buffer
+        let results = storage.results
+        let slotLength = slotLength
+        let slots = slots
         let received = SystemCalls.retrying {
             waiting
                 ? ctn_receive_datagrams_waiting(
@@ -64,7 +83,7 @@ package final class DatagramBatch {
     /// The `index`-th datagram of the last receive: its length, whether it
     /// was truncated, and who sent it.
     package func datagram(_ index: Int) -> SystemCalls.Datagram {
-        let result = results[index]
+        let result = storage.results[index]
         let present = result.credentials.present == 1
         return SystemCalls.Datagram(
             length: min(Int(result.length), slotLength),
@@ -79,8 +98,8 @@ package final class DatagramBatch {
     /// the next receive.
     package func bytes(_ index: Int) -> UnsafeRawBufferPointer {
         let start = index * slotLength
-        let length = min(Int(results[index].length), slotLength)
-        return UnsafeRawBufferPointer(rebasing: buffer.bytes[start..<(start + length)])
+        let length = min(Int(storage.results[index].length), slotLength)
+        return UnsafeRawBufferPointer(rebasing: storage.buffer.bytes[start..<(start + length)])
     }
 
     /// After the `index`-th datagram is decoded: gives back its slot's pages
@@ -88,6 +107,44 @@ package final class DatagramBatch {
     /// endpoint large.
     package func shrink(_ index: Int) {
         let start = index * slotLength
-        buffer.shrink(region: start..<(start + slotLength), after: Int(results[index].length))
+        storage.buffer.shrink(region: start..<(start + slotLength), after: Int(storage.results[index].length))
     }
+}
+
+/// The bytes and results a ``DatagramBatch`` receives into: a lazy
+/// mapping of `slots` slots of `slotLength` bytes.
+package final class DatagramStorage: @unchecked Sendable {
+    // Sendable: it is written by a receive and read after it by the thread
+    // that called the receive, never between. Storage of one batch's own
+    // is used by that batch's owner, one thread at a time; a thread's
+    // shared storage is used only by batches made with
+    // `init(slots:slotLength:sharingThreadOf:)`, whose every receive traps
+    // unless it runs on that thread, which runs one loop's handler or job
+    // at a time, and each reads its datagrams before it returns (a receive
+    // never runs inside another: nothing on the thread runs a loop's handler
+    // but the thread's loop itself). It passes between threads only under
+    // the lock of the `EventLoop` that keeps it.
+    let slots: Int
+    let slotLength: Int
+    let buffer: LazyBuffer
+    let results: UnsafeMutablePointer<ctn_received>
+
+    init(slots: Int, slotLength: Int) {
+        self.slots = min(max(1, slots), Int(CTN_RECEIVE_BATCH_MAX))
+        self.slotLength = max(1, slotLength)
+        buffer = LazyBuffer(count: self.slots * self.slotLength)
+        results = .allocate(capacity: self.slots)
+        results.initialize(repeating: ctn_received(), count: self.slots)
+    }
+
+    deinit {
+        results.deinitialize(count: slots)
+        results.deallocate()
+    }
+
+    /// What a thread's shared storage holds: 8 datagrams of up to 4 MiB and
+    /// a byte, the most a socket transport takes (its slots are cut to its
+    /// own limit).
+    static var sharedSlots: Int { 8 }
+    static var sharedSlotLength: Int { 4 * 1024 * 1024 + 1 }
 }

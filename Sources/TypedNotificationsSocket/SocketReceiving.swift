@@ -115,7 +115,8 @@ final class SocketReceiving {
 
     init(
         receiver: TransportReceiver, spoolMonitor: DirectoryMonitor?, maximumEnvelopeSize: Int,
-        heldBytesPerName: Int, watchedFiles: [RecordedPath], registration: consuming FileDescriptor
+        heldBytesPerName: Int, watchedFiles: [RecordedPath], registration: consuming FileDescriptor,
+        loop: EventLoop
     ) {
         self.registration = registration
         self.receiver = receiver
@@ -125,8 +126,13 @@ final class SocketReceiving {
         // A slot holds the largest envelope the center takes, and a byte
         // more: a longer datagram is cut there by the kernel, never copied
         // whole, and refused from its header (see `accept`).
-        self.batch = DatagramBatch(
-            slots: SocketTransport.receiveBatch, slotLength: min(maximumEnvelopeSize, decoder.largestEnvelope) + 1)
+        let slotLength = min(maximumEnvelopeSize, decoder.largestEnvelope) + 1
+        // A transport with a thread of its own receives into storage of its
+        // own; those sharing a thread share its storage too.
+        self.batch =
+            loop.sharesThread
+            ? DatagramBatch(slots: SocketTransport.receiveBatch, slotLength: slotLength, sharingThreadOf: loop)
+            : DatagramBatch(slots: SocketTransport.receiveBatch, slotLength: slotLength)
         self.removalWatch = RemovalWatch(watchedFiles)
     }
 }

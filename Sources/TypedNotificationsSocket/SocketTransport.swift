@@ -345,7 +345,7 @@ public final class SocketTransport: NotificationTransport {
             SocketReceiving(
                 receiver: receiver, spoolMonitor: spoolMonitor, maximumEnvelopeSize: maximumEnvelopeSize,
                 heldBytesPerName: configuration.heldBytesPerName, watchedFiles: watchedFiles,
-                registration: registration))
+                registration: registration, loop: loop))
         if let receiveCall {
             receiveCall.set { [weak self] timeout in self?.receiveWaiting(receiving, timeoutMilliseconds: timeout) }
         } else {

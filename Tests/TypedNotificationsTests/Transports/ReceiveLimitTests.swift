@@ -67,6 +67,55 @@ struct ReceiveLimitTests {
         #expect(observer.metrics.sequenceGaps == 0)
     }
 
+    @Test(
+        "hubs sharing a thread share its receive storage: a 64 KiB hub refuses 4 MB ones, a 4 MiB hub beside it gets them whole"
+    )
+    func sharedThreadKeepsEachLimit() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // Both on one thread, so their datagrams land in one storage, in
+        // slots each cut to its own hub's limit.
+        let group = LoopGroup(threads: 1)
+        var configuration = SocketTransportConfiguration()
+        configuration.loopGroup = group
+        configuration.sleepsInReceive = false
+        let small = try socketHub(directory, endpoint: "small", configuration: configuration)
+        defer { small.close() }
+        let large = try socketHub(
+            directory, endpoint: "large-observer", configuration: configuration,
+            hubConfiguration: NotificationHubConfiguration(maximumPayloadSize: 4 * 1024 * 1024))
+        defer { large.close() }
+        let loops = [small, large].compactMap { $0.transport.deliveryExecutor as? EventLoop }
+        try #require(loops.count == 2 && loops.allSatisfy(\.sharesThread))
+        #expect(Set(loops.map(\.threadLoop)).count == 1)
+        let smallDeliveries = try small.deliveries(of: [UInt8].self, named: limitedName)
+        let largeDeliveries = try large.deliveries(of: [UInt8].self, named: limitedName)
+        let poster = try largePoster(directory)
+        defer { poster.close() }
+        let big = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        for round in 0..<3 {
+            try poster.post([UInt8(round)], as: limitedName)
+            try poster.post(big, as: limitedName)
+        }
+        try poster.post([9], as: limitedName)
+
+        var smallSeen: [(bytes: [UInt8], missed: Int)] = []
+        for await delivered in smallDeliveries {
+            smallSeen.append((delivered.notification, delivered.delivery.missed))
+            if smallSeen.count == 4 { break }
+        }
+        #expect(smallSeen.map(\.bytes) == [[0], [1], [2], [9]])
+        #expect(smallSeen.map(\.missed) == [0, 1, 1, 1])
+        #expect(small.transport.statistics.refusedOversized == 3)
+        var largeSeen: [[UInt8]] = []
+        for await delivered in largeDeliveries {
+            largeSeen.append(delivered.notification)
+            if largeSeen.count == 7 { break }
+        }
+        #expect(largeSeen == [[0], big, [1], big, [2], big, [9]])
+        #expect(large.transport.statistics.refusedOversized == 0)
+    }
+
     @Test("a watcher sent 4 MB notifications, by socket and by spool, stays small and says it missed each")
     func watcherStaysSmall() async throws {
         let directory = try makeTemporaryDirectory()
