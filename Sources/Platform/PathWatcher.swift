@@ -166,12 +166,58 @@ private struct Listener {
     let changed: @Sendable () -> Void
 }
 
+/// The listeners of one watch. Most watches have one (a socket's own file,
+/// a spool directory): kept inline, with no table of its own, which a
+/// thousand hubs each watching a few such paths would pay for.
+private enum Listeners {
+    case one(token: UInt64, Listener)
+    case many([UInt64: Listener])
+
+    mutating func add(_ listener: Listener, token: UInt64) {
+        switch self {
+        case .one(let first, let firstListener):
+            self = .many([first: firstListener, token: listener])
+        case .many(var all):
+            // Let go of this copy first, so the table grows in place.
+            self = .one(token: token, listener)
+            all[token] = listener
+            self = .many(all)
+        }
+    }
+
+    /// Removes `token`'s listener: whether it was here, and whether any
+    /// is left (the caller forgets an empty one).
+    mutating func remove(_ token: UInt64) -> (removed: Bool, empty: Bool) {
+        switch self {
+        case .one(let only, _):
+            return (only == token, only == token)
+        case .many(var all):
+            // Let go of this copy first, so the table shrinks in place.
+            self = .one(token: 0, Listener(events: [], changed: {}))
+            let removed = all.removeValue(forKey: token) != nil
+            if all.count == 1, let (last, listener) = all.first {
+                self = .one(token: last, listener)
+            } else {
+                self = .many(all)
+            }
+            return (removed, all.isEmpty)
+        }
+    }
+
+    func visit(_ body: (UInt64, Listener) -> Void) {
+        switch self {
+        case .one(let token, let listener): body(token, listener)
+        case .many(let all): for (token, listener) in all { body(token, listener) }
+        }
+    }
+}
+
 /// Who listens to which kernel watch. A value: decided under the lock, the
 /// system calls made after.
 private struct PathWatcherState {
     /// The key of the mount watches: never a kernel watch's.
     static let mountKey = Int.min
-    private var listeners: [Int: [UInt64: Listener]] = [:]
+    private var listeners: [Int: Listeners] = [:]
     private var removing: Set<Int> = []
     private var nextToken: UInt64 = 0
     // Changes of keys nobody listens to yet: a watch's change can be read
@@ -192,15 +238,18 @@ private struct PathWatcherState {
             removing.remove(key)
         }
         nextToken &+= 1
-        listeners[key, default: [:]][nextToken] = listener
+        if listeners[key] == nil {
+            listeners[key] = .one(token: nextToken, listener)
+        } else {
+            listeners[key]?.add(listener, token: nextToken)
+        }
         return (nextToken, early.remove(key) != nil)
     }
 
     /// Removes a listener; returns whether the kernel's watch must go (then
     /// ``removed(_:)`` once it has).
     mutating func remove(_ token: UInt64, from key: Int) -> Bool {
-        guard listeners[key]?.removeValue(forKey: token) != nil else { return false }
-        guard listeners[key]?.isEmpty == true else { return false }
+        guard let (removed, empty) = listeners[key]?.remove(token), removed, empty else { return false }
         listeners[key] = nil
         removing.insert(key)
         return true
@@ -223,20 +272,17 @@ private struct PathWatcherState {
         for report in reports {
             switch report {
             case .overflowed:
-                for keyed in listeners.values {
-                    for (token, listener) in keyed { call(token, listener) }
-                }
+                for keyed in listeners.values { keyed.visit(call) }
             case .mounted:
-                for (token, listener) in listeners[Self.mountKey] ?? [:] { call(token, listener) }
+                listeners[Self.mountKey]?.visit(call)
             case .changed(let key, let events, let ended):
                 guard listeners[key] != nil else {
                     if early.count >= Self.earlyRemembered { early.removeAll() }
                     early.insert(key)
                     continue
                 }
-                for (token, listener) in listeners[key] ?? [:] where !listener.events.isDisjoint(with: events) || ended
-                {
-                    call(token, listener)
+                listeners[key]?.visit { token, listener in
+                    if !listener.events.isDisjoint(with: events) || ended { call(token, listener) }
                 }
                 if ended { listeners[key] = nil }
             }
