@@ -168,6 +168,29 @@ struct PathWatcherTests {
         #expect(Set(await watching.settled().filter { $0 == "first" || $0 == "second" }) == ["second"])
     }
 
+    @Test("five watches of one file, cancelled from the middle out: each call goes to those still watching, once")
+    func manyOnOneFile() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let watching = try Watching(in: directory)
+        let file = directory + "/file"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        // One listener kept inline, then a table, shrinking back to one.
+        var watches = try (0..<5).map { try watching.watch(file, for: .attributes, as: "w\($0)") }
+        var live = Set((0..<5).map { "w\($0)" })
+        for (round, index) in [2, 0, 4, 1].enumerated() {
+            watches[index].cancel()
+            live.remove("w\(index)")
+            let before = await watching.settled()
+            #expect(chmod(file, round % 2 == 0 ? 0o600 : 0o644) == 0)
+            for name in live { await watching.wait(for: name, count: before.filter { $0 == name }.count + 1) }
+            let calls = Array(await watching.settled().dropFirst(before.count))
+            #expect(calls.sorted() == live.sorted(), "round \(round)")
+        }
+        watches[3].cancel()
+        watches.removeAll()
+    }
+
     #if os(Linux)
         @Test(
             "a socket watcher process holds one inotify instance, shared by its path watches and its registry monitor")
