@@ -55,6 +55,21 @@ extension EventLoop {
         }
     }
 
+    /// The storage that the loops sharing this loop's thread receive
+    /// datagrams into, one at a time (see ``DatagramBatch``): made when
+    /// first asked for, and kept as long as the thread's own loop.
+    package func datagramStorage() -> DatagramStorage {
+        let keeper = host ?? self
+        if let made = keeper.sharedStorage.withLock({ $0 }) { return made }
+        // Mapped with no lock held; of two made at once, one is kept.
+        let made = DatagramStorage(slots: DatagramStorage.sharedSlots, slotLength: DatagramStorage.sharedSlotLength)
+        return keeper.sharedStorage.withLock { kept in
+            if let kept { return kept }
+            kept = made
+            return made
+        }
+    }
+
     /// Sets a timer of this loop sharing a thread; returns its number (one
     /// no timer has when the loop has stopped: timers end then).
     func scheduleAsTenant(after nanoseconds: UInt64, cancellable: Bool, _ body: @escaping @Sendable () -> Void)

@@ -65,7 +65,7 @@ import Synchronization
     let finished = OneShotEvent()
     // The receive storage of this thread's loops, made by the first that
     // asks (see ``datagramStorage()``); kept on the thread's own loop.
-    private let sharedStorage = Locked<DatagramStorage?>(nil)
+    let sharedStorage = Locked<DatagramStorage?>(nil)
 
     /// Creates a loop whose thread waits as `waiting` says; the thread
     /// starts with ``start()``.
@@ -213,21 +213,6 @@ import Synchronization
             return state.takeWakeUp(from: current)
         }
         if wakes { wake() }
-    }
-
-    /// The storage that the loops sharing this loop's thread receive
-    /// datagrams into, one at a time (see ``DatagramBatch``): made when
-    /// first asked for, and kept as long as the thread's own loop.
-    package func datagramStorage() -> DatagramStorage {
-        let keeper = host ?? self
-        if let made = keeper.sharedStorage.withLock({ $0 }) { return made }
-        // Mapped with no lock held; of two made at once, one is kept.
-        let made = DatagramStorage(slots: DatagramStorage.sharedSlots, slotLength: DatagramStorage.sharedSlotLength)
-        return keeper.sharedStorage.withLock { kept in
-            if let kept { return kept }
-            kept = made
-            return made
-        }
     }
 
     /// Runs `body` on the loop's thread once `nanoseconds` have passed. Timers
