@@ -39,9 +39,12 @@ struct HubsOutput: Codable {
     /// The package's own threads with every hub open (`PackageThreads`:
     /// the loop group's, the first hubs' receiving threads, the watchers').
     var packageThreadsAfter: Int?
-    /// How long `close()` of one of the hubs took while a handler of it
-    /// was running, held until `close()` returned, in microseconds.
+    /// How long `close()` of a hub took while a handler of it was
+    /// running, held until `close()` returned, in microseconds: the median
+    /// of ``closesTimed`` hubs, one at a time, and the longest of them.
     var closeWithHandlerMicroseconds: Double?
+    var closeWithHandlerMicrosecondsLongest: Double?
+    var closesTimed: Int?
 }
 
 /// How many threads this process has now, from `/proc/self/task`.
@@ -151,8 +154,15 @@ func measureHubs<T: NotificationTransport>(kind: Kind, count: Int, make: () thro
         output.packageThreadsAfter = PackageThreads.count()
         output.perHubKiB = hubs.isEmpty ? 0 : (output.residentAfterKiB - output.residentBeforeKiB) / hubs.count
         for token in tokens { token.cancel() }
-        if let held = hubs.last {
-            output.closeWithHandlerMicroseconds = try timeCloseWithHandlerRunning(held, poster: poster)
+        // One close is one sample of a thread's scheduling: nine, the
+        // last hubs opened, each with its own handler held.
+        var closes: [Double] = []
+        for held in hubs.suffix(9) { closes.append(try timeCloseWithHandlerRunning(held, poster: poster)) }
+        closes.sort()
+        if !closes.isEmpty {
+            output.closeWithHandlerMicroseconds = closes[closes.count / 2]
+            output.closeWithHandlerMicrosecondsLongest = closes.last
+            output.closesTimed = closes.count
         }
         for hub in hubs { hub.closeAndWait() }
         poster.closeAndWait()

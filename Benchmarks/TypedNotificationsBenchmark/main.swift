@@ -334,6 +334,9 @@ if sections.contains("memory") {
         }
         if let close = run.closeWithHandlerMicroseconds {
             print(String(format: "; close() with a handler running: %.1f µs", close), terminator: "")
+            if let longest = run.closeWithHandlerMicrosecondsLongest, let timed = run.closesTimed {
+                print(String(format: " (median of %d; longest %.1f µs)", timed, longest), terminator: "")
+            }
         }
         print("")
     }
