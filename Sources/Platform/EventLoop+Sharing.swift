@@ -172,17 +172,25 @@ extension EventLoop {
     /// marks, and stops watching the descriptors nobody else on this thread
     /// watches. Idempotent.
     func removeTenant(_ tenant: UInt64, watching: Set<CInt>) {
+        // What the loop's handlers and timers hold is released after the
+        // lock: the last release of a transport's receiving state frees its
+        // buffers and closes descriptors (1 to 2 ms of CPU with 500 loops
+        // on the thread, measured under the lock before).
+        var removed: [LoopHandler] = []
+        var timers: [LoopTimer] = []
         let unwatched = state { state -> [CInt] in
             var unwatched: [CInt] = []
-            for descriptor in watching where state.removeHandler(descriptor, of: tenant) {
+            for descriptor in watching where state.removeHandler(descriptor, of: tenant, into: &removed) {
                 unwatched.append(descriptor)
             }
-            state.timers.removeAll { $0.tenant == tenant }
+            timers = state.timers.filter { $0.tenant == tenant }
+            if !timers.isEmpty { state.timers.removeAll { $0.tenant == tenant } }
             state.marked.removeAll(of: tenant)
             return unwatched
         }
         for descriptor in unwatched { removeFromPoller(descriptor) }
         group?.left(self, tenant: tenant)
+        withExtendedLifetime((removed, timers)) {}
     }
 }
 

@@ -132,13 +132,17 @@ struct LoopState {
         return [first.tenant]
     }
 
-    /// Removes `tenant`'s handler for `descriptor`; returns whether no
+    /// Removes `tenant`'s handler for `descriptor`, appending it to
+    /// `removed` so that it is released after the lock (its last release
+    /// may tear a transport's receiving state down); returns whether no
     /// loop watches the descriptor any more.
-    mutating func removeHandler(_ descriptor: CInt, of tenant: UInt64) -> Bool {
-        guard var list = handlers[descriptor] else { return false }
-        list.removeAll { $0.tenant == tenant }
-        handlers[descriptor] = list.isEmpty ? nil : list
-        return list.isEmpty
+    mutating func removeHandler(_ descriptor: CInt, of tenant: UInt64, into removed: inout [LoopHandler]) -> Bool {
+        guard let index = handlers.index(forKey: descriptor) else { return false }
+        removed.append(contentsOf: handlers.values[index].lazy.filter { $0.tenant == tenant })
+        handlers.values[index].removeAll { $0.tenant == tenant }
+        guard handlers.values[index].isEmpty else { return false }
+        handlers.remove(at: index)
+        return true
     }
 
     mutating func takeDueTimers(now: UInt64) -> [LoopTimer] {
@@ -146,5 +150,17 @@ struct LoopState {
         let due = timers.filter { $0.deadline <= now }.sorted { $0.deadline < $1.deadline }
         timers.removeAll { $0.deadline <= now }
         return due
+    }
+}
+
+extension EventLoop {
+    /// What ``join(nanoseconds:)`` did.
+    @_spi(TransportAuthoring) public enum JoinOutcome: Equatable, Sendable {
+        /// The loop's thread has finished.
+        case joined
+        /// It had not finished in time.
+        case timedOut
+        /// Called on the loop's own thread, which cannot wait for itself.
+        case refusedOnLoopThread
     }
 }

@@ -159,36 +159,49 @@ import Synchronization
         _ descriptor: CInt, for tenant: UInt64, exclusive: Bool, onReadable handler: @escaping @Sendable () -> Void
     ) -> Result<Void, Errno> {
         guard case .events(let poller) = waiting else { return .failure(Errno(rawValue: EOPNOTSUPP)) }
+        // A handler replaced, or removed on failure, is released after the lock.
+        var replaced: [LoopHandler] = []
+        let added = LoopHandler(tenant: tenant, exclusive: exclusive, body: handler)
         let isFirst = state { state -> Bool in
-            var list = state.handlers[descriptor] ?? []
-            list.removeAll { $0.tenant == tenant }
-            list.append(LoopHandler(tenant: tenant, exclusive: exclusive, body: handler))
-            state.handlers[descriptor] = list
-            return list.count == 1
+            // In place: every loop on a thread watches the process's change queue.
+            guard let index = state.handlers.index(forKey: descriptor) else {
+                state.handlers[descriptor] = [added]
+                return true
+            }
+            replaced.append(contentsOf: state.handlers.values[index].lazy.filter { $0.tenant == tenant })
+            state.handlers.values[index].removeAll { $0.tenant == tenant }
+            state.handlers.values[index].append(added)
+            return state.handlers.values[index].count == 1
         }
         guard isFirst else { return .success(()) }
-        let added = poller.add(descriptor, exclusive: exclusive)
-        if case .failure = added {
-            state { _ = $0.removeHandler(descriptor, of: tenant) }
+        let result = poller.add(descriptor, exclusive: exclusive)
+        if case .failure = result {
+            state { _ = $0.removeHandler(descriptor, of: tenant, into: &replaced) }
         }
-        return added
+        withExtendedLifetime(replaced) {}
+        return result
     }
 
     /// Stops watching `descriptor`; its handler is not called again once this returns
     /// on the loop's thread, or after the handler running now on another.
     @_spi(TransportAuthoring) public func deregister(_ descriptor: CInt) {
         if let host {
+            var removed: [LoopHandler] = []
             state { state in
-                _ = state.removeHandler(descriptor, of: tenant)  // not started yet
+                _ = state.removeHandler(descriptor, of: tenant, into: &removed)  // not started yet
                 state.watched.remove(descriptor)
             }
+            withExtendedLifetime(removed) {}
             return host.deregister(descriptor, for: tenant)
         }
         deregister(descriptor, for: 0)
     }
 
     func deregister(_ descriptor: CInt, for tenant: UInt64) {
-        if state({ $0.removeHandler(descriptor, of: tenant) }) { removeFromPoller(descriptor) }
+        // The handler is released after the lock.
+        var removed: [LoopHandler] = []
+        if state({ $0.removeHandler(descriptor, of: tenant, into: &removed) }) { removeFromPoller(descriptor) }
+        withExtendedLifetime(removed) {}
     }
 
     /// The system's event queue stops watching `descriptor`.
@@ -330,16 +343,6 @@ import Synchronization
         case .nothing:
             break
         }
-    }
-
-    /// What ``join(nanoseconds:)`` did.
-    @_spi(TransportAuthoring) public enum JoinOutcome: Equatable, Sendable {
-        /// The loop's thread has finished.
-        case joined
-        /// It had not finished in time.
-        case timedOut
-        /// Called on the loop's own thread, which cannot wait for itself.
-        case refusedOnLoopThread
     }
 
     /// Waits at most `nanoseconds` for the loop's thread to finish after
