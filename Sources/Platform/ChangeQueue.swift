@@ -206,14 +206,23 @@ struct ChangeQueueState {
         let id = SubscriberID(monitor: monitor, index: index)
         guard let watch = watchesOf[id]?.first else { return nil }
         forget(id, in: watch)
-        let left = (watches[watch] ?? []).filter { !($0.monitor == monitor && $0.index == index) }
-        guard left.isEmpty else {
-            watches[watch] = left
-            return nil
+        guard watches[watch] != nil else {
+            retiring.insert(watch)
+            return watch
         }
-        watches[watch] = nil
+        return withdraw(from: watch) { $0.monitor == monitor && $0.index == index } ? watch : nil
+    }
+
+    /// Removes the subscribers of `watch` that `leaving` picks, in place (a
+    /// watch of the shared directory lists every hub); returns whether the
+    /// watch has none left, and then it is retiring.
+    private mutating func withdraw(from watch: CInt, _ leaving: (Subscriber) -> Bool) -> Bool {
+        guard let slot = watches.index(forKey: watch) else { return false }
+        watches.values[slot].removeAll(where: leaving)
+        guard watches.values[slot].isEmpty else { return false }
+        watches.remove(at: slot)
         retiring.insert(watch)
-        return watch
+        return true
     }
 
     /// Forgets a monitor; returns the watches nobody listens to now, which
@@ -226,17 +235,7 @@ struct ChangeQueueState {
         for index in subscribersOf.removeValue(forKey: monitor) ?? [] {
             touched += watchesOf.removeValue(forKey: SubscriberID(monitor: monitor, index: index)) ?? []
         }
-        var retire: [CInt] = []
-        for watch in touched {
-            // In place: a watch of the shared directory lists every hub.
-            guard let slot = watches.index(forKey: watch) else { continue }
-            watches.values[slot].removeAll { $0.monitor == monitor }
-            guard watches.values[slot].isEmpty else { continue }
-            watches.remove(at: slot)
-            retiring.insert(watch)
-            retire.append(watch)
-        }
-        return retire
+        return touched.filter { watch in withdraw(from: watch) { $0.monitor == monitor } }
     }
 
     /// Adds a subscriber to the watch the kernel returned, unless that watch
