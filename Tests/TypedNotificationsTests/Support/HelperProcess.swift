@@ -175,6 +175,18 @@ final class HelperProcess: Sendable {
     /// issue, with what it wrote to standard error, and returns "".
     @discardableResult
     func waitForLine(startingWith prefix: String, containing part: String = "") async -> String {
+        if let match = await line(startingWith: prefix, containing: part) { return match }
+        await errorsEnded.wait()
+        let wanted = "line starting \"\(prefix)\" containing \"\(part)\""
+        Issue.record("helper \(pid) ended its output with no \(wanted): \(lines.values.suffix(5)) \(errors.values)")
+        return ""
+    }
+
+    /// Returns the first line that starts with `prefix` and contains `part`
+    /// once the helper has printed it, or `nil` once its output has ended
+    /// without one: for a caller to whom an early exit is an answer (a
+    /// server whose port was taken), not a failure.
+    func line(startingWith prefix: String, containing part: String = "") async -> String? {
         var seen = 0
         while true {
             await lines.wait(forCount: seen + 1)
@@ -182,11 +194,7 @@ final class HelperProcess: Sendable {
             if let match = all[seen...].first(where: { $0.hasPrefix(prefix) && (part.isEmpty || $0.contains(part)) }) {
                 return match
             }
-            if lines.isFinished && all.count == lines.values.count {
-                await errorsEnded.wait()
-                Issue.record("helper \(pid) ended its output with no line starting \"\(prefix)\": \(errors.values)")
-                return ""
-            }
+            if lines.isFinished && all.count == lines.values.count { return nil }
             seen = all.count
         }
     }
