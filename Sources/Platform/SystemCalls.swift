@@ -153,7 +153,9 @@ import Synchronization
         retrying { read(descriptor.rawValue, buffer.baseAddress, buffer.count) }
     }
 
-    /// Names in a directory, without `.` and `..`.
+    /// Names in a directory, without `.` and `..`. A name that is not UTF-8
+    /// comes back repaired (each bad byte U+FFFD), so it names no file:
+    /// ``removeTree(_:)`` removes such files by their bytes.
     ///
     /// The corresponding C functions are `opendir`, `readdir` and `closedir`.
     package static func directoryEntries(_ path: String) -> Result<[String], Errno> {
@@ -173,7 +175,7 @@ import Synchronization
     }
 
     /// Where a directory entry's name starts in its `dirent`.
-    private static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? MemoryLayout<dirent>.size
+    static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? MemoryLayout<dirent>.size
 
     /// A non-blocking, close-on-exec Unix datagram socket.
     ///

@@ -274,13 +274,10 @@ extension SocketTransport {
         Self.removeSpool(Spool.directory(directory, endpoint: id))
     }
 
-    /// Removes a spool directory and the files in it; never follows a link.
+    /// Removes a spool directory and everything in it, whatever the names;
+    /// never follows a link.
     static func removeSpool(_ path: String) {
-        guard case .success(let info) = SystemCalls.linkStatus(path), info.kind == .directory else { return }
-        if case .success(let names) = SystemCalls.directoryEntries(path) {
-            for name in names { _ = SystemCalls.removeFile(path + "/" + name) }
-        }
-        _ = SystemCalls.removeDirectory(path)
+        _ = SystemCalls.removeTree(path)
     }
 
     /// Sends the envelope to every endpoint registered for its name, or to

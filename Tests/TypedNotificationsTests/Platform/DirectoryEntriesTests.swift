@@ -35,3 +35,71 @@ struct DirectoryEntriesTests {
         #expect(error == .noSuchFile)
     }
 }
+
+@Suite("Removing a tree")
+struct RemoveTreeTests {
+    @Test("names that are not UTF-8, at every level, go with their folders; what links point to stays")
+    func hostileNames() throws {
+        let root = try makeTemporaryDirectory()
+        defer { removeDirectory(root) }
+        let outside = try makeTemporaryDirectory()
+        defer { removeDirectory(outside) }
+        #expect(FileManager.default.createFile(atPath: outside + "/kept", contents: nil))
+        let tree = root + "/tree"
+        try FileManager.default.createDirectory(atPath: tree + "/a/b", withIntermediateDirectories: true)
+        for folder in ["", "/a", "/a/b"] {
+            let prefix = Array((tree + folder + "/").utf8)
+            #expect(createFile(bytes: prefix + Array("caf".utf8) + [0xE9]))
+            #expect(createFile(bytes: prefix + [UInt8](repeating: 0xFF, count: 255)))
+            #expect(createFile(bytes: prefix + Array("plain".utf8)))
+        }
+        // Links to a folder and to a file outside: removed as links.
+        try FileManager.default.createSymbolicLink(atPath: tree + "/a/folder", withDestinationPath: outside)
+        try FileManager.default.createSymbolicLink(atPath: tree + "/file", withDestinationPath: outside + "/kept")
+        #expect(throws: Never.self) { try SystemCalls.removeTree(tree).get() }
+        #expect(!FileManager.default.fileExists(atPath: tree))
+        #expect(files(in: outside) == ["kept"])
+    }
+
+    @Test("a link where the tree should be is refused and left, and so is its target; a missing path is ENOENT")
+    func linkAtTheTop() throws {
+        let root = try makeTemporaryDirectory()
+        defer { removeDirectory(root) }
+        let target = try makeTemporaryDirectory()
+        defer { removeDirectory(target) }
+        #expect(FileManager.default.createFile(atPath: target + "/kept", contents: nil))
+        try FileManager.default.createSymbolicLink(atPath: root + "/link", withDestinationPath: target)
+        guard case .failure(let error) = SystemCalls.removeTree(root + "/link") else {
+            Issue.record("removed through a link")
+            return
+        }
+        #expect(error == .tooManySymbolicLinks || error == .notADirectory)
+        #expect(files(in: target) == ["kept"])
+        #expect(files(in: root) == ["link"])
+        guard case .failure(let missing) = SystemCalls.removeTree(root + "/missing") else {
+            Issue.record("removed nothing and said so")
+            return
+        }
+        #expect(missing == .noSuchFile)
+    }
+
+    @Test("a tree deeper than the limit keeps what is below it and says the folder is not empty, without trapping")
+    func tooDeep() throws {
+        let root = try makeTemporaryDirectory()
+        defer { removeDirectory(root) }
+        let levels = SystemCalls.deepestRemovedTree + 2
+        let deepest = root + "/tree" + String(repeating: "/d", count: levels)
+        try FileManager.default.createDirectory(atPath: deepest, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: deepest + "/f", contents: nil))
+        guard case .failure(let error) = SystemCalls.removeTree(root + "/tree") else {
+            Issue.record("removed a tree past the limit")
+            return
+        }
+        #expect(error.rawValue == ENOTEMPTY)
+        #expect(FileManager.default.fileExists(atPath: deepest + "/f"))
+        // Within the limit, what is left goes.
+        try FileManager.default.removeItem(atPath: root + "/tree" + String(repeating: "/d", count: 2))
+        #expect(throws: Never.self) { try SystemCalls.removeTree(root + "/tree").get() }
+        #expect(files(in: root).isEmpty)
+    }
+}

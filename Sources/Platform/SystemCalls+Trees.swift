@@ -1,0 +1,87 @@
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#else
+    #error("TypedNotifications does not support this platform yet.")
+#endif
+
+extension SystemCalls {
+    /// How many levels below a directory ``removeTree(_:)`` goes: a tree
+    /// deeper than that (only a hostile process makes one in a folder of
+    /// ours) keeps what is below, and its directory stays.
+    package static let deepestRemovedTree = 16
+
+    /// Removes the directory at `path` and everything in it, never following
+    /// a symbolic link: a link in the tree is removed as a link, and `path`
+    /// itself must be a directory, not a link to one. Each entry is named
+    /// by its bytes, so a name that is not UTF-8 goes too, and the tree is
+    /// walked through descriptors, so a directory swapped for a link while
+    /// it is walked is never followed either.
+    ///
+    /// Fails with what the last step that failed reported: `ENOENT` when
+    /// there was nothing at `path`, `ENOTDIR` or `ELOOP` for a file or a
+    /// link there, `ENOTEMPTY` when something in it stayed.
+    ///
+    /// The corresponding C functions are `open`, `openat`, `fdopendir`,
+    /// `readdir`, `unlinkat` and `rmdir`.
+    package static func removeTree(_ path: String) -> Result<Void, Errno> {
+        let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+        switch retrying({ open(path, flags) }) {
+        case .failure(let error):
+            return .failure(error)
+        case .success(let raw):
+            let directory = FileDescriptor(adopting: raw)
+            removeContents(of: directory, levelsLeft: deepestRemovedTree)
+            return removeDirectory(path)
+        }
+    }
+
+    /// Removes what `directory` holds, as deep as `levelsLeft` allows; what
+    /// cannot be removed stays, and its directory's removal says so.
+    private static func removeContents(of directory: borrowing FileDescriptor, levelsLeft: Int) {
+        guard levelsLeft > 0 else { return }
+        // Every name first, then the removals: whether `readdir` still
+        // lists what was removed after it was opened is unspecified.
+        for name in entryNames(of: directory) {
+            name.withUnsafeBufferPointer { bytes in
+                guard let cName = bytes.baseAddress else { return }
+                guard case .failure(let error) = retrying({ unlinkat(directory.rawValue, cName, 0) }) else { return }
+                // A directory: Linux says EISDIR, Apple platforms EPERM.
+                guard error.rawValue == EISDIR || error == .notPermitted else { return }
+                let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+                guard case .success(let raw) = retrying({ openat(directory.rawValue, cName, flags) }) else { return }
+                let inner = FileDescriptor(adopting: raw)
+                removeContents(of: inner, levelsLeft: levelsLeft - 1)
+                _ = retrying { unlinkat(directory.rawValue, cName, AT_REMOVEDIR) }
+            }
+        }
+    }
+
+    /// The names in `directory`, each its bytes and a NUL, without `.` and
+    /// `..`; none when it cannot be listed.
+    private static func entryNames(of directory: borrowing FileDescriptor) -> [[CChar]] {
+        // `fdopendir` owns the descriptor it is given and `closedir` closes
+        // it: it gets a duplicate.
+        guard case .success(let duplicate) = retrying({ dup(directory.rawValue) }) else { return [] }
+        guard let stream = fdopendir(duplicate) else {
+            _ = close(duplicate)
+            return []
+        }
+        defer { closedir(stream) }
+        // `fdopendir` reads from the descriptor's offset: from the start.
+        rewinddir(stream)
+        var names: [[CChar]] = []
+        while let entry = readdir(stream) {
+            // Read in place, up to its NUL (see `directoryEntries`).
+            let start = UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self)
+            let length = strlen(start)
+            let name = Array(UnsafeBufferPointer(start: start, count: length + 1))
+            if name == [46, 0] || name == [46, 46, 0] { continue }
+            names.append(name)
+        }
+        return names
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
+
+@_spi(TransportAuthoring) @testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotificationsSocket
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Makes an empty file at `path`, given as bytes that need not be UTF-8.
+func createFile(bytes path: [UInt8]) -> Bool {
+    let descriptor = (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { bytes in
+        bytes.baseAddress.map { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) } ?? -1
+    }
+    guard descriptor >= 0 else { return false }
+    close(descriptor)
+    return true
+}
+
+@Suite("Socket transport: what dead endpoints leave is swept")
+struct SocketSweepTests {
+    /// Starts an observer in another process, stops it, posts to it until
+    /// its spool holds files, and kills it: its socket, registry entry and
+    /// spool stay behind. Returns its endpoint identifier.
+    private func killedObserverWithSpool(_ directory: String) async throws -> String {
+        let victim = try HelperProcess(["observe", directory, "1000000"])
+        await victim.waitForLine(startingWith: "ready")
+        let id = try #require(files(in: directory + "/spool").first)
+        victim.signal(SIGSTOP)
+        await waitUntilStopped(victim.pid)
+        let poster = try socketHub(directory, endpoint: "poster")
+        for index in 0..<100 { try poster.post(HelperPing(poster: 1, index: index)) }
+        poster.close()
+        await poster.closed()
+        #expect(files(in: directory + "/spool/" + id).contains { $0 != ".registration" })
+        victim.signal(SIGKILL)
+        #expect(await victim.waitForExit() == 128 + SIGKILL)
+        return id
+    }
+
+    @Test(
+        "an endpoint killed inside its close, its socket unlinked and its spool not yet: the next transport removes the spool, and so does gc"
+    )
+    func killedInsideClose() async throws {
+        for reaper in ["transport", "gc"] {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let id = try await killedObserverWithSpool(directory)
+            // What its close had done when it died: the registry entries
+            // removed, then the socket; the spool is the last step.
+            for entry in registryEntries(directory, HelperPing.name) {
+                try FileManager.default.removeItem(atPath: directory + "/names/\(HelperPing.name.rawValue)/" + entry)
+            }
+            try FileManager.default.removeItem(atPath: directory + "/sockets/\(id).sock")
+            #expect(files(in: directory + "/spool") == [id])
+            if reaper == "transport" {
+                // Its open sweeps, before it returns.
+                let next = try socketHub(directory, endpoint: "next")
+                #expect(files(in: directory + "/spool") == [next.transport.identifier], "\(reaper)")
+                next.close()
+                await next.closed()
+            } else {
+                let gc = try await tnotify(["gc", "--transport", "socket", "--dir", directory])
+                #expect(gc.output.first == "socket transport: reaped 1 dead endpoint(s)")
+                #expect(files(in: directory + "/spool").isEmpty, "\(reaper)")
+            }
+        }
+    }
+
+    @Test(
+        "a dead endpoint's spool holding names that are not UTF-8, a folder and a link is removed whole; the link's target stays"
+    )
+    func hostileNamesInADeadSpool() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let outside = try makeTemporaryDirectory()
+        defer { removeDirectory(outside) }
+        #expect(FileManager.default.createFile(atPath: outside + "/kept", contents: Data("kept".utf8)))
+        let id = try await killedObserverWithSpool(directory)
+        let spool = Array((directory + "/spool/" + id + "/").utf8)
+        #expect(createFile(bytes: spool + Array("caf".utf8) + [0xE9]))
+        #expect(createFile(bytes: spool + [UInt8](repeating: 0xFF, count: 255)))
+        #expect(createFile(bytes: spool + [0xC3]))
+        try FileManager.default.createDirectory(
+            atPath: directory + "/spool/\(id)/folder/inner", withIntermediateDirectories: true)
+        #expect(createFile(bytes: spool + Array("folder/inner/".utf8) + [0x80, 0x81]))
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/spool/\(id)/link", withDestinationPath: outside)
+        // Listed by name, a name that is not UTF-8 comes back repaired and
+        // names no file: the old removal left such a spool for ever.
+        let next = try socketHub(directory, endpoint: "next")
+        #expect(files(in: directory + "/spool") == [next.transport.identifier])
+        #expect(files(in: directory + "/sockets") == ["\(next.transport.identifier).sock"])
+        #expect(files(in: outside) == ["kept"])
+        next.close()
+        await next.closed()
+    }
+
+    @Test(
+        "transports opened beside a process that opens and closes hubs without pause (each open sweeps) keep their spools, and each registers"
+    )
+    func bornBesideASweeper() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        // One observing hub, and a thread opening, observing with and
+        // closing hubs as fast as it can: every open sweeps the directory.
+        let sweeper = try HelperProcess(["hubs", "socket", directory, "1", "1", "churn"])
+        await sweeper.waitForLine(startingWith: "ready")
+        for round in 0..<300 {
+            let transport = try SocketTransport(directory: directory)
+            // A spool listed with no socket beside it is swept: one made
+            // before its socket was bound could go between the two.
+            #expect(
+                FileManager.default.fileExists(atPath: transport.spoolDirectory),
+                "round \(round): the spool of a transport being born was swept")
+            let hub = try NotificationHub(endpoint: "born\(round)", transport: transport)
+            #expect(FileManager.default.fileExists(atPath: transport.spoolDirectory), "round \(round), opened")
+            let token = try hub.addObserver(HelperPing.self) { _, _ in }
+            token.cancel()
+            hub.close()
+            await hub.closed()
+        }
+        // The sweeper's observer gets the one ping it waits for, and ends.
+        let poster = try socketHub(directory, endpoint: "poster")
+        try poster.post(HelperPing(poster: 0, index: 0))
+        let done = await sweeper.waitForLine(startingWith: "done")
+        #expect(done.contains("churned="))
+        #expect(!done.contains("churned=0 "))
+        poster.close()
+        await poster.closed()
+        #expect(await sweeper.waitForExit() == 0)
+    }
+}
