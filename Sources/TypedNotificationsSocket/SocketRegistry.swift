@@ -15,6 +15,9 @@ import Synchronization
 /// its name. Every entry of an endpoint is a hard link to its one
 /// registration file, whose link count therefore says, for one `fstat`,
 /// whether any entry was removed behind its back (`rm -rf DIR/names/NAME`).
+/// An endpoint binds its socket before it makes its spool directory, and
+/// unlinks the socket first when it closes: a spool directory with no
+/// socket beside it is of an endpoint that closed or died, and is swept.
 ///
 /// A post of `com.example.jobs.done` looks in `names/com.example.jobs.done`,
 /// then in `namespaces/com`, `namespaces/com.example`,

@@ -295,20 +295,35 @@ extension SocketTransport {
     /// Removes the sockets (and spools) in the directory that nobody is bound
     /// to any more: processes that ended without closing, by SIGTERM or
     /// SIGKILL. Their registry entries go on the next post that routes to them.
+    /// Removes as well the spools whose socket is gone: a process that
+    /// ended while it closed (its socket unlinked, its spool not yet).
+    ///
+    /// An endpoint binds its socket before it makes its spool, and unlinks
+    /// it first when it closes, so a spool listed before the sockets are
+    /// whose socket is not among them is of an endpoint that closed or
+    /// died, never of one being born.
     func sweepDeadSockets() {
+        let spools = SystemCalls.directoryEntries(Spool.directory(directory))
         guard case .success(let names) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) else {
             return
         }
         // This process's own sockets are alive: not probed.
         let ours = Self.boundHere.withLock { $0 }
+        var sockets = Set<String>()
         for name in names where name.hasSuffix(".sock") {
             guard isOpen else { return }
             let id = String(name.dropLast(5))
+            sockets.insert(id)
             guard !ours.contains(id), SocketRegistry.isIdentifier(id) else { continue }
             if SocketTransport.endpointState(directory, id) == .dead {
                 _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
                 Self.removeSpool(Spool.directory(directory, endpoint: id))
             }
+        }
+        guard case .success(let spooled) = spools else { return }
+        for id in spooled where !sockets.contains(id) && SocketRegistry.isIdentifier(id) {
+            guard isOpen else { return }
+            Self.removeSpool(Spool.directory(directory, endpoint: id))
         }
     }
 

@@ -208,12 +208,20 @@ public final class SocketTransport: NotificationTransport {
         } catch {
             throw SharedDirectory.failure(error, "could not create a socket")
         }
-        // The spool directory first: a poster that finds the socket full
-        // writes there, so it must exist once the socket does.
-        try SharedDirectory.prepare(spoolDirectory, sharing: configuration.sharing)
         if case .failure(let error) = SystemCalls.bindSocket(socket, toSocketPath: socketPath) {
-            _ = SystemCalls.removeDirectory(spoolDirectory)
             throw SharedDirectory.failure(error, "could not bind \(socketPath)")
+        }
+        // The spool directory after the socket, as close unlinks the socket
+        // first: so a spool with no socket beside it is of an endpoint that
+        // closed or died, never of one being born, and a sweep removes it
+        // (`sweepDeadSockets`). Posters reach an endpoint only through its
+        // registry entries, links to a file in its spool directory, so none
+        // finds its socket full before that directory exists.
+        do throws(TypedNotificationError) {
+            try SharedDirectory.prepare(spoolDirectory, sharing: configuration.sharing)
+        } catch {
+            _ = SystemCalls.removeFile(socketPath)
+            throw error
         }
         _ = SystemCalls.changeMode(socketPath, permissions: configuration.sharing.fileMode)
         let spoolDirectory = spoolDirectory
