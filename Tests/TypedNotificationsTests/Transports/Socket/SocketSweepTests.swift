@@ -110,7 +110,15 @@ struct SocketSweepTests {
         // closing hubs as fast as it can: every open sweeps the directory.
         let sweeper = try HelperProcess(["hubs", "socket", directory, "1", "1", "churn"])
         await sweeper.waitForLine(startingWith: "ready")
-        for round in 0..<300 {
+        // 300 rounds, or as many as 30 s hold on a busy machine: the
+        // sweeper's observer waits 120 s for its ping, posted after them.
+        let clock = ContinuousClock()
+        let started = clock.now
+        var closing: [NotificationHub<SocketTransport>] = []
+        var slowest = Duration.zero
+        for round in 0..<300 where clock.now - started < .seconds(30) {
+            let roundStarted = clock.now
+            defer { slowest = max(slowest, clock.now - roundStarted) }
             let transport = try SocketTransport(directory: directory)
             // A spool listed with no socket beside it is swept: one made
             // before its socket was bound could go between the two.
@@ -122,14 +130,16 @@ struct SocketSweepTests {
             let token = try hub.addObserver(HelperPing.self) { _, _ in }
             token.cancel()
             hub.close()
-            await hub.closed()
+            closing.append(hub)
         }
+        #expect(closing.count >= 5, "\(closing.count) rounds in 30 s, the slowest \(slowest)")
         // The sweeper's observer gets the one ping it waits for, and ends.
         let poster = try socketHub(directory, endpoint: "poster")
         try poster.post(HelperPing(poster: 0, index: 0))
         let done = await sweeper.waitForLine(startingWith: "done")
         #expect(done.contains("churned="))
         #expect(!done.contains("churned=0 "))
+        for hub in closing { await hub.closed() }
         poster.close()
         await poster.closed()
         #expect(await sweeper.waitForExit() == 0)
