@@ -36,6 +36,10 @@ struct SocketReleaseTests {
         var configuration = SocketTransportConfiguration()
         configuration.sleepsInReceive = sleepsInReceive
         configuration.sleepsInReceiveBeyondLimit = sleepsInReceive
+        // Observers in the event queue share a thread of a group of their
+        // own, not the process's: in a full run, other suites' hubs kept
+        // the shared threads busy enough that one round waited over 60 s.
+        configuration.loopGroup = LoopGroup(threads: 1)
         // 150 rounds: in a full parallel run under load one round took up
         // to a second, and 400 of them ran past the time limit (whose
         // cancellation then failed every wait that followed).
@@ -49,7 +53,12 @@ struct SocketReleaseTests {
                 let got = await received.wait(upTo: .seconds(60))
                 #expect(
                     got,
-                    "round \(round): observer failure \(String(describing: observer.failure)), poster failure \(String(describing: poster.failure)), failed posts \(failures.count)"
+                    """
+                    round \(round): observer failure \(String(describing: observer.failure)), \
+                    poster failure \(String(describing: poster.failure)), failed posts \(failures.count); \
+                    observer \(observer.transport.statistics), poster \(poster.transport.statistics), \
+                    unread by \(poster.transport.endpointsWithUnreadPosts)
+                    """
                 )
                 withExtendedLifetime(token) {}
             }
