@@ -197,7 +197,7 @@ final class SocketHandOver {
         } else {
             switch receiver.room(for: name) {
             case nil: room = .max
-            case 0 where !receiver.isBackedUp(name): room = .max
+            case 0: room = roomWhenFull(name)
             case let left?: room = left + handedOver
             }
             if firstRoom == nil { firstRoom = (name, room) } else { rooms[name] = room }
@@ -205,6 +205,24 @@ final class SocketHandOver {
         guard room == .max || room - handedOver > 0 else { return false }
         handedOver += 1
         return true
+    }
+
+    /// The room of a name whose observers had none when asked: none while
+    /// one is backed up; else asked again, and unbounded only if it is
+    /// still none, which then means that nobody observes the name.
+    ///
+    /// Asked in this order because a reader on another thread only ever
+    /// empties a buffer during a round: a full one that was read down below
+    /// backed up between the two questions has room by the second ask. The
+    /// other way round (room 0, then not backed up, then unbounded) took a
+    /// buffer read down meanwhile for a name nobody observes, and handed it
+    /// a whole spool batch at once, which its policy then dropped.
+    private func roomWhenFull(_ name: NotificationName) -> Int {
+        guard !receiver.isBackedUp(name) else { return 0 }
+        switch receiver.room(for: name) {
+        case nil, 0?: return .max
+        case let left?: return left + handedOver
+        }
     }
 
     private func deliver(_ item: Item) {
