@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 import TypedNotifications
@@ -24,17 +25,74 @@ func makeHub(
     try NotificationHub(endpoint: endpoint, transport: InProcessTransport(bus: bus))
 }
 
+/// One timed wait: resumed once, with `true` by the thread that brought
+/// what it waits for, or `false` by a timer off the shared pool once its
+/// limit passed (or its task was cancelled), whichever comes first.
+///
+/// The outcome is decided when the first of those happens, never when the
+/// waiting task next runs: with hundreds of tests on the shared pool's two
+/// threads, a resumed task can wait a minute for one, and a safety net
+/// raced on the pool then fails a test whose notifications all arrived in
+/// time (CI: every ping handled 2 s after the gate opened; the wait, on
+/// the pool, gave up at 60 s).
+final class TimedWaiter: Sendable {
+    private let state = Locked<(continuation: CheckedContinuation<Bool, Never>?, outcome: Bool?)>((nil, nil))
+
+    /// Decides the outcome, if nothing decided it yet.
+    func resume(_ outcome: Bool) {
+        let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard state.outcome == nil else { return nil }
+            state.outcome = outcome
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(returning: outcome)
+    }
+
+    /// Waits for the outcome: `register` hands the waiter to whatever will
+    /// resume it (or resumes it at once), and the clock starts after it.
+    static func wait(upTo limit: Duration, _ register: (TimedWaiter) -> Void) async -> Bool {
+        let waiter = TimedWaiter()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let decided = waiter.state.withLock { state -> Bool? in
+                    if state.outcome == nil { state.continuation = continuation }
+                    return state.outcome
+                }
+                if let decided {
+                    continuation.resume(returning: decided)
+                    return
+                }
+                register(waiter)
+                let (seconds, attoseconds) = limit.components
+                let nanoseconds = min(seconds, 86_400) * 1_000_000_000 + attoseconds / 1_000_000_000
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) {
+                    waiter.resume(false)
+                }
+            }
+        } onCancel: {
+            waiter.resume(false)
+        }
+    }
+}
+
 /// A one-shot signal that any number of tasks can await.
 final class Signal: Sendable {
-    private let state = Locked<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Locked<
+        (fired: Bool, waiters: [CheckedContinuation<Void, Never>], timed: [TimedWaiter])
+    >((false, [], []))
 
     func fire() {
-        let waiters = state.withLock { state in
+        let (waiters, timed) = state.withLock { state in
             state.fired = true
-            defer { state.waiters = [] }
-            return state.waiters
+            defer {
+                state.waiters = []
+                state.timed = []
+            }
+            return (state.waiters, state.timed)
         }
         for waiter in waiters { waiter.resume() }
+        for waiter in timed { waiter.resume(true) }
     }
 
     var hasFired: Bool { state.withLock { $0.fired } }
@@ -50,22 +108,15 @@ final class Signal: Sendable {
     }
 
     /// Waits for the signal, giving up after `limit` (a safety net for a
-    /// signal that a broken promise would never fire). Returns whether it fired.
+    /// signal that a broken promise would never fire). Returns whether it
+    /// fired within `limit`, as decided when it fired (see ``TimedWaiter``).
     func wait(upTo limit: Duration) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await self.wait()
-                return true
+        await TimedWaiter.wait(upTo: limit) { waiter in
+            let fired = state.withLock { state in
+                if !state.fired { state.timed.append(waiter) }
+                return state.fired
             }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return false
-            }
-            let first = await group.next() ?? false
-            // The waiter, if it lost, stays parked: fire to let the group end.
-            if !first { self.fire() }
-            group.cancelAll()
-            return first
+            if fired { waiter.resume(true) }
         }
     }
 }
@@ -75,49 +126,68 @@ final class Collector<Value: Sendable>: Sendable {
     private let state = Locked<
         (
             values: [Value], finished: Bool,
-            waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)]
+            waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)],
+            timed: [(count: Int, waiter: TimedWaiter)]
         )
     >(
-        ([], false, [])
+        ([], false, [], [])
     )
 
     /// No more values will come (a helper's output ended): every wait
     /// returns now, and later ones at once, whatever their count.
     func finish() {
-        let waiters = state.withLock { state in
+        let (waiters, timed) = state.withLock { state in
             state.finished = true
-            defer { state.waiters = [] }
-            return state.waiters.map(\.continuation)
+            defer {
+                state.waiters = []
+                state.timed = []
+            }
+            return (state.waiters.map(\.continuation), state.timed.map(\.waiter))
         }
         for waiter in waiters { waiter.resume() }
+        // Each still waited for more than there are.
+        for waiter in timed { waiter.resume(false) }
     }
 
     /// Whether ``finish()`` was called.
     var isFinished: Bool { state.withLock { $0.finished } }
 
     func append(_ value: Value) {
-        let ready = state.withLock { state in
+        let (ready, timed) = state.withLock { state in
             state.values.append(value)
             let count = state.values.count
-            let ready = state.waiters.filter { $0.count <= count }.map(\.continuation)
-            state.waiters.removeAll { $0.count <= count }
-            return ready
+            var ready: [CheckedContinuation<Void, Never>] = []
+            var timed: [TimedWaiter] = []
+            if !state.waiters.isEmpty {
+                ready = state.waiters.filter { $0.count <= count }.map(\.continuation)
+                state.waiters.removeAll { $0.count <= count }
+            }
+            if !state.timed.isEmpty {
+                timed = state.timed.filter { $0.count <= count }.map(\.waiter)
+                state.timed.removeAll { $0.count <= count }
+            }
+            return (ready, timed)
         }
         for waiter in ready { waiter.resume() }
+        for waiter in timed { waiter.resume(true) }
     }
 
     var values: [Value] { state.withLock { $0.values } }
 
     /// Waits for at least `count` values, giving up after `limit` (a safety
     /// net for values a broken promise would never deliver) or once no more
-    /// can come. Returns whether they arrived.
+    /// can come. Returns whether they arrived within `limit`, as decided
+    /// when the last of them arrived (see ``TimedWaiter``).
     func wait(forCount count: Int, upTo limit: Duration) async -> Bool {
-        let arrived = Signal()
-        Task {
-            await wait(forCount: count)
-            arrived.fire()
+        await TimedWaiter.wait(upTo: limit) { waiter in
+            let outcome = state.withLock { state -> Bool? in
+                if state.values.count >= count { return true }
+                if state.finished { return false }
+                state.timed.append((count, waiter))
+                return nil
+            }
+            if let outcome { waiter.resume(outcome) }
         }
-        return await arrived.wait(upTo: limit) && values.count >= count
     }
 
     /// Returns once at least `count` values have arrived, or once

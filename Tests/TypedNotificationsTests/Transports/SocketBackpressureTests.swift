@@ -16,13 +16,32 @@ private func socketTransport(_ path: String, _ directory: String, group: LoopGro
     return try SocketTransport(directory: directory, configuration: configuration)
 }
 
+/// The spool files under `directory`, as `folder/file`: what posters
+/// keep for observers that have yet to read it.
+private func spoolFiles(in directory: String) -> [String] {
+    let spool = directory + "/spool"
+    let folders = (try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? []
+    return folders.sorted().flatMap { folder in
+        ((try? FileManager.default.contentsOfDirectory(atPath: spool + "/" + folder)) ?? []).sorted().map {
+            folder + "/" + $0
+        }
+    }
+}
+
 /// What one observer got: the pings' indexes, in order, and what it was told it missed.
 private final class ObserverTally: Sendable {
     let indexes = Collector<Int>()
     let missed = Counter()
+    /// When the first and the latest ping reached the handler.
+    let times = Locked<(first: ContinuousClock.Instant?, latest: ContinuousClock.Instant?)>((nil, nil))
 
     func got(_ ping: HelperPing, _ delivery: NotificationDelivery) {
         for _ in 0..<delivery.missed { missed.increment() }
+        let now = ContinuousClock.now
+        times.withLock { times in
+            if times.first == nil { times.first = now }
+            times.latest = now
+        }
         indexes.append(ping.index)
     }
 }
@@ -60,11 +79,23 @@ struct SocketBackpressureTests {
         }
         defer { token.cancel() }
         // Posts and exits: what the socket's queue cannot take waits in the spool.
+        let started = ContinuousClock.now
         let poster = try HelperProcess(["post-exit", directory, "\(Self.posts)", "1"])
         #expect(await blocked.wait(upTo: .seconds(60)))
+        let blockedAt = ContinuousClock.now - started
         #expect(await poster.waitForExit() == 0, "\(poster.errors.values)")
+        let exitedAt = ContinuousClock.now - started
         gate.open()
-        #expect(await tally.indexes.wait(forCount: Self.posts, upTo: .seconds(60)))
+        let arrived = await tally.indexes.wait(forCount: Self.posts, upTo: .seconds(60))
+        #expect(
+            arrived,
+            """
+            \(tally.indexes.values.count) arrived, \(tally.missed.count) missed; blocked after \(blockedAt), \
+            poster exited after \(exitedAt), gave up after \(ContinuousClock.now - started); handler: first \
+            after the gate \(tally.times.withLock { $0.first.map { $0 - started } }.map { "\($0)" } ?? "never"), \
+            latest \(tally.times.withLock { $0.latest.map { $0 - started } }.map { "\($0)" } ?? "never"); \
+            \(hub.metrics); spool left: \(spoolFiles(in: directory))
+            """)
         #expect(tally.indexes.values == Array(0..<Self.posts))
         #expect(tally.missed.count == 0)
         #expect(hub.metrics.sequenceGaps == 0)
