@@ -39,6 +39,52 @@ extension SystemCalls {
         }
     }
 
+    /// Removes the last of `components` from the folders the others name
+    /// under `base`, reaching each folder, `base` included, through a
+    /// descriptor opened without following a symbolic link: a folder that
+    /// is a link, or is swapped for one while this runs (by anyone who may
+    /// write to `base`), is never followed, so nothing outside `base` goes.
+    /// With `tree`, the last component is a directory removed with all it
+    /// holds, as ``removeTree(_:)`` removes one; otherwise it is unlinked,
+    /// whatever it is but a directory (a link goes as a link).
+    ///
+    /// Fails with `ELOOP` or `ENOTDIR` when `base` or a folder on the way is
+    /// a link or no folder, `ENOENT` when something is missing, `ENOTEMPTY`
+    /// when something in a tree stayed, and `EINVAL`, calling nothing, for
+    /// a component that is empty, `.`, `..` or holds a `/`.
+    ///
+    /// The corresponding C functions are `open`, `openat` and `unlinkat`.
+    package static func removeEntry(_ components: [String], under base: String, tree: Bool = false) -> Result<
+        Void, Errno
+    > {
+        let climbs: (String) -> Bool = { $0.isEmpty || $0 == "." || $0 == ".." || $0.contains("/") }
+        guard let last = components.last, !components.contains(where: climbs) else {
+            return .failure(.invalidArgument)
+        }
+        let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+        var folder: FileDescriptor
+        switch retrying({ open(base, flags) }) {
+        case .failure(let error): return .failure(error)
+        case .success(let raw): folder = FileDescriptor(adopting: raw)
+        }
+        for component in components.dropLast() {
+            switch retrying({ openat(folder.rawValue, component, flags) }) {
+            case .failure(let error): return .failure(error)
+            case .success(let raw): folder = FileDescriptor(adopting: raw)
+            }
+        }
+        guard tree else {
+            return retrying { unlinkat(folder.rawValue, last, 0) }.map { _ in }
+        }
+        switch retrying({ openat(folder.rawValue, last, flags) }) {
+        case .failure(let error): return .failure(error)
+        case .success(let raw):
+            let inner = FileDescriptor(adopting: raw)
+            removeContents(of: inner, levelsLeft: deepestRemovedTree)
+            return retrying { unlinkat(folder.rawValue, last, AT_REMOVEDIR) }.map { _ in }
+        }
+    }
+
     /// Removes what `directory` holds, as deep as `levelsLeft` allows; what
     /// cannot be removed stays, and its directory's removal says so.
     private static func removeContents(of directory: borrowing FileDescriptor, levelsLeft: Int) {

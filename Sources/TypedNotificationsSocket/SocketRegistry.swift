@@ -117,6 +117,34 @@ enum SocketRegistry {
         entryPath(directory, .name(name), id)
     }
 
+    /// Removes an endpoint's socket file, `sockets/ID.sock`, reaching it
+    /// through folders opened without following a link (see
+    /// `SystemCalls.removeEntry`): `sockets/` swapped for a link by anyone
+    /// who may write the directory leads nowhere outside it.
+    @discardableResult
+    static func removeSocket(_ directory: String, _ id: String) -> Result<Void, Errno> {
+        SystemCalls.removeEntry(["sockets", id + ".sock"], under: directory)
+    }
+
+    /// Removes a registry entry, `names/NAME/ID` or `namespaces/NS/ID`,
+    /// never through a link (see ``removeSocket(_:_:)``).
+    @discardableResult
+    static func removeEntry(_ directory: String, _ selector: NotificationSelector, _ id: String) -> Result<Void, Errno>
+    {
+        switch selector {
+        case .name(let name): SystemCalls.removeEntry(["names", name.rawValue, id], under: directory)
+        case .namespace(let namespace):
+            SystemCalls.removeEntry(["namespaces", namespace.rawValue, id], under: directory)
+        }
+    }
+
+    /// Removes an endpoint's spool, `spool/ID`, with everything in it,
+    /// whatever the names, never through a link (see ``removeSocket(_:_:)``).
+    @discardableResult
+    static func removeSpool(_ directory: String, _ id: String) -> Result<Void, Errno> {
+        SystemCalls.removeEntry(["spool", id], under: directory, tree: true)
+    }
+
     /// This endpoint's registration file, in its own spool directory (whose
     /// reader skips names that start with a dot).
     static func registrationPath(_ directory: String, _ id: String) -> String {

@@ -262,22 +262,16 @@ extension SocketTransport {
         for name in routing.machine.endpointDied(id) {
             reapEntry(id, of: name)
         }
-        _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
-        Self.removeSpool(Spool.directory(directory, endpoint: id))
+        SocketRegistry.removeSocket(directory, id)
+        SocketRegistry.removeSpool(directory, id)
     }
 
     func reapEntry(_ id: String, of name: NotificationSelector) {
-        if case .success = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, id)) {
+        if case .success = SocketRegistry.removeEntry(directory, name, id) {
             counters.add(to: .reapedEndpoints)
         }
-        _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
-        Self.removeSpool(Spool.directory(directory, endpoint: id))
-    }
-
-    /// Removes a spool directory and everything in it, whatever the names;
-    /// never follows a link.
-    static func removeSpool(_ path: String) {
-        _ = SystemCalls.removeTree(path)
+        SocketRegistry.removeSocket(directory, id)
+        SocketRegistry.removeSpool(directory, id)
     }
 
     /// Sends the envelope to every endpoint registered for its name, or to

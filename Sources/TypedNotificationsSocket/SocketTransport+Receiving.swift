@@ -316,14 +316,14 @@ extension SocketTransport {
             sockets.insert(id)
             guard !ours.contains(id), SocketRegistry.isIdentifier(id) else { continue }
             if SocketTransport.endpointState(directory, id) == .dead {
-                _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
-                Self.removeSpool(Spool.directory(directory, endpoint: id))
+                SocketRegistry.removeSocket(directory, id)
+                SocketRegistry.removeSpool(directory, id)
             }
         }
         guard case .success(let spooled) = spools else { return }
         for id in spooled where !sockets.contains(id) && SocketRegistry.isIdentifier(id) {
             guard isOpen else { return }
-            Self.removeSpool(Spool.directory(directory, endpoint: id))
+            SocketRegistry.removeSpool(directory, id)
         }
     }
 

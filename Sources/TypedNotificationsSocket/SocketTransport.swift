@@ -422,7 +422,7 @@ public final class SocketTransport: NotificationTransport {
         }
         guard registered else {
             // Closed meanwhile: `close` did not know of this entry.
-            _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+            SocketRegistry.removeEntry(directory, name, identifier)
             throw TypedNotificationError(code: .closed, message: "subscribe on a socket transport that closed")
         }
     }
@@ -436,7 +436,7 @@ public final class SocketTransport: NotificationTransport {
             return state.shared.subscribed.remove(name) != nil
         }
         guard removed else { return }
-        _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+        SocketRegistry.removeEntry(directory, name, identifier)
         registryGeneration?.increment()
     }
 
@@ -458,21 +458,23 @@ public final class SocketTransport: NotificationTransport {
         for watch in watches.withLock({ $0.close() }) { watch.cancel() }
         dropRoutingAfterClose()
         for name in names {
-            _ = SystemCalls.removeFile(SocketRegistry.entryPath(directory, name, identifier))
+            SocketRegistry.removeEntry(directory, name, identifier)
         }
         if !names.isEmpty { registryGeneration?.increment() }
-        _ = SystemCalls.removeFile(socketPath)
+        SocketRegistry.removeSocket(directory, identifier)
         Self.boundHere.withLock { [identifier] in _ = $0.remove(identifier) }
         // Nothing waits for the loop's thread (it may be this one: a center
         // released while it delivered). Once it has finished: the loop
         // holds the receive call, which holds what receives (its socket's
         // reader, the registration file, the hub's receiver), so let go, or
         // a closed transport is never released; then the spool goes.
-        let (receiveCall, receivingThread, spoolDirectory, core) = (receiveCall, receivingThread, spoolDirectory, core)
+        let (receiveCall, receivingThread, directory, identifier, core) = (
+            receiveCall, receivingThread, directory, identifier, core
+        )
         closing.end(loop) {
             receiveCall?.clear()
             receivingThread?.release()
-            Self.removeSpool(spoolDirectory)
+            SocketRegistry.removeSpool(directory, identifier)
             core.finishClosing()
         }
     }

@@ -102,4 +102,52 @@ struct RemoveTreeTests {
         #expect(throws: Never.self) { try SystemCalls.removeTree(root + "/tree").get() }
         #expect(files(in: root).isEmpty)
     }
+
+    @Test(
+        "an entry removed under a base never through a link: a folder on the way that is one, or the base, refuses it")
+    func removeEntryNeverThroughALink() throws {
+        let root = try makeTemporaryDirectory()
+        defer { removeDirectory(root) }
+        let outside = try makeTemporaryDirectory()
+        defer { removeDirectory(outside) }
+        try FileManager.default.createDirectory(atPath: outside + "/spool/id/inner", withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: outside + "/spool/id/kept", contents: Data("kept".utf8)))
+        #expect(FileManager.default.createFile(atPath: outside + "/spool/file", contents: nil))
+        try FileManager.default.createSymbolicLink(atPath: root + "/spool", withDestinationPath: outside + "/spool")
+        let before = try FileManager.default.subpathsOfDirectory(atPath: outside).sorted()
+        for (components, tree) in [
+            (["spool", "id"], true), (["spool", "file"], false), (["spool", "id", "kept"], false),
+        ] {
+            guard case .failure(let error) = SystemCalls.removeEntry(components, under: root, tree: tree) else {
+                Issue.record("\(components) was removed through a link")
+                continue
+            }
+            #expect(error == .tooManySymbolicLinks || error == .notADirectory, "\(components): \(error)")
+        }
+        // The base itself a link: refused too.
+        guard case .failure = SystemCalls.removeEntry(["id"], under: root + "/spool", tree: true) else {
+            Issue.record("removed under a base that is a link")
+            return
+        }
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: outside).sorted() == before)
+        // Through real folders: a tree goes whole, a link as a link, a file.
+        try FileManager.default.removeItem(atPath: root + "/spool")
+        try FileManager.default.createDirectory(atPath: root + "/spool/id/inner", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: root + "/spool/id/link", withDestinationPath: outside)
+        try FileManager.default.createSymbolicLink(
+            atPath: root + "/spool/link", withDestinationPath: outside + "/spool")
+        #expect(FileManager.default.createFile(atPath: root + "/spool/file", contents: nil))
+        #expect(throws: Never.self) { try SystemCalls.removeEntry(["spool", "id"], under: root, tree: true).get() }
+        #expect(throws: Never.self) { try SystemCalls.removeEntry(["spool", "link"], under: root).get() }
+        #expect(throws: Never.self) { try SystemCalls.removeEntry(["spool", "file"], under: root).get() }
+        #expect(files(in: root + "/spool").isEmpty)
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: outside).sorted() == before)
+        // Names that could climb out are refused before any call.
+        for climbing in [["spool", "../x"], ["..", "x"], ["spool", "."], ["", "x"]] {
+            guard case .failure(.invalidArgument) = SystemCalls.removeEntry(climbing, under: root) else {
+                Issue.record("\(climbing) was taken")
+                continue
+            }
+        }
+    }
 }
