@@ -60,9 +60,24 @@ package enum SharedPaths {
         case .failure(let error):
             throw SharedPathFailure(kind: .systemCall(error), message: "could not create the directory \(path)")
         }
+        // Removed again since (another process's `rm -rf`): the caller's
+        // chain starts over on `ENOENT`.
+        guard try checkDirectory(path, modes: modes) else {
+            throw SharedPathFailure(kind: .systemCall(.noSuchFile), message: "could not inspect \(path)")
+        }
+    }
+
+    /// Checks `path` as ``prepareDirectory(_:modes:)`` does, without making
+    /// it: a real directory (not a symbolic link), owned by this user, with
+    /// no permission bits beyond the modes'. Returns `false` when nothing is
+    /// there.
+    ///
+    /// The corresponding C function is `lstat`.
+    package static func checkDirectory(_ path: String, modes: SharingModes) throws(SharedPathFailure) -> Bool {
         let info: FileStatus
         switch SystemCalls.linkStatus(path) {
         case .success(let found): info = found
+        case .failure(.noSuchFile): return false
         case .failure(let error):
             throw SharedPathFailure(kind: .systemCall(error), message: "could not inspect \(path)")
         }
@@ -87,6 +102,7 @@ package enum SharedPaths {
                     "\(path) has mode \(info.permissions), open to more users than \(modes.name) allows; run chmod \(modes.directory) on it"
             )
         }
+        return true
     }
 
     /// Opens `path` without blocking (a FIFO would block `open` until a

@@ -41,8 +41,8 @@ extension TransportEntry {
             }
             return lines
         },
-        collectGarbage: { directory in
-            "deleted \(FileSignalTransport.applyRetention(in: directory)) old segment(s)"
+        collectGarbage: { (directory) throws(TypedNotificationError) in
+            "deleted \(try FileSignalTransport.applyRetention(in: directory)) old segment(s)"
         },
         warnings: { name, directory in
             FileSignalTransport.refusedSegments(of: name, in: directory, sharing: .ownerOnly).map {

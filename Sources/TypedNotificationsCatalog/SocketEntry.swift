@@ -25,8 +25,8 @@ extension TransportEntry {
                 return "\(endpoint.identifier)  \(owner) \(state): \(names)\(spool)"
             }
         },
-        collectGarbage: { directory in
-            "reaped \(SocketTransport.reapDeadEndpoints(in: directory)) dead endpoint(s)"
+        collectGarbage: { (directory) throws(TypedNotificationError) in
+            "reaped \(try SocketTransport.reapDeadEndpoints(in: directory)) dead endpoint(s)"
         })
 
     /// Apple platforms' path: no kernel credentials, a sender is what it

@@ -111,7 +111,7 @@ package struct TransportEntry: Sendable {
     /// `tnotify ls`: lines that describe what is at a place.
     package let list: (@Sendable (String) throws(TypedNotificationError) -> [String])?
     /// `tnotify gc`: cleans up at a place and says what it did.
-    package let collectGarbage: (@Sendable (String) -> String)?
+    package let collectGarbage: (@Sendable (String) throws(TypedNotificationError) -> String)?
     /// Why `tnotify gc` has nothing to do, when ``collectGarbage`` is `nil`.
     package let noGarbage: String
     /// `tnotify watch`: warnings about a name at a place, before watching.
@@ -124,7 +124,7 @@ package struct TransportEntry: Sendable {
         name: String, typeName: String, meeting: Meeting, keepsPosts: Bool = false, isVariant: Bool = false,
         make: @escaping TransportMaker,
         list: (@Sendable (String) throws(TypedNotificationError) -> [String])? = nil,
-        collectGarbage: (@Sendable (String) -> String)? = nil,
+        collectGarbage: (@Sendable (String) throws(TypedNotificationError) -> String)? = nil,
         noGarbage: String = "",
         warnings: @escaping @Sendable (NotificationName, String) -> [String] = { _, _ in [] },
         describe: @escaping @Sendable (String) -> String = { $0 }

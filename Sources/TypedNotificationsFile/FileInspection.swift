@@ -129,13 +129,24 @@ extension FileSignalTransport {
     }
 
     /// Applies `configuration`'s retention policy to every log now; returns how
-    /// many segments were deleted.
+    /// many segments were deleted (0 when there is no directory).
+    ///
+    /// - Throws: ``TypedNotificationError/Code/insecureDirectory`` when the
+    ///   directory, `logs/` or `cursors/` is a symbolic link, a file,
+    ///   another user's or open to others, as a transport refuses it;
+    ///   nothing is deleted then. A log whose own folder is not a real
+    ///   directory is passed over.
     package static func applyRetention(
         in directory: String = defaultDirectory,
         configuration: FileSignalConfiguration = FileSignalConfiguration()
-    ) -> Int {
+    ) throws(TypedNotificationError) -> Int {
+        let folders = [directory, FileLog.logsDirectory(directory), FileLog.cursorsDirectory(directory)]
+        guard try SharedDirectory.check(folders, sharing: .group) else { return 0 }
         let counters = Counters<FileSignalStatistics>()
         for summary in logs(in: directory, configuration: configuration) {
+            guard case .success(let folder) = SystemCalls.linkStatus(FileLog.nameDirectory(directory, summary.name)),
+                folder.kind == .directory
+            else { continue }
             guard let newest = FileLog.segments(directory, summary.name).last else { continue }
             FileRetention.apply(
                 root: directory,

@@ -98,13 +98,26 @@ extension SocketTransport {
     /// Removes everything of endpoints that no longer listen: registry
     /// entries, socket files (also of processes that never registered, such
     /// as posters ended by SIGTERM) and spools. Returns how many endpoints
-    /// were removed.
-    package static func reapDeadEndpoints(in directory: String = defaultDirectory) -> Int {
+    /// were removed; 0 when there is no directory.
+    ///
+    /// - Throws: ``TypedNotificationError/Code/insecureDirectory`` when the
+    ///   directory or one of its folders is a symbolic link, a file, another
+    ///   user's or open to others, as a transport refuses it; nothing is
+    ///   removed then. Each removal reaches its file through folders opened
+    ///   without following a link, so a folder swapped for one meanwhile
+    ///   leads nowhere outside the directory.
+    package static func reapDeadEndpoints(in directory: String = defaultDirectory) throws(TypedNotificationError)
+        -> Int
+    {
         let directory = SharedDirectory.absolute(directory)
+        let folders = [
+            directory, SocketRegistry.socketsDirectory(directory), SocketRegistry.namesDirectory(directory),
+            SocketRegistry.namespacesDirectory(directory), Spool.directory(directory),
+        ]
+        guard try SharedDirectory.check(folders, sharing: .group) else { return 0 }
         var dead = Set<String>()
         for registration in registrations(in: directory) where !registration.isAlive {
-            let entry = SocketRegistry.entryPath(directory, registration.selector, registration.identifier)
-            _ = SystemCalls.removeFile(entry)
+            SocketRegistry.removeEntry(directory, registration.selector, registration.identifier)
             dead.insert(registration.identifier)
         }
         if case .success(let files) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) {
@@ -121,8 +134,8 @@ extension SocketTransport {
             }
         }
         for id in dead {
-            _ = SystemCalls.removeFile(SocketRegistry.socketPath(directory, id))
-            removeSpool(Spool.directory(directory, endpoint: id))
+            SocketRegistry.removeSocket(directory, id)
+            SocketRegistry.removeSpool(directory, id)
         }
         return dead.count
     }

@@ -302,7 +302,11 @@ func gcCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
         guard let collect = entry.collectGarbage else {
             throw CommandFailure(code: .usage, message: entry.noGarbage)
         }
-        emit("\(entry.name) transport: " + collect(entry.place(arguments).text))
+        do {
+            emit("\(entry.name) transport: " + (try collect(entry.place(arguments).text)))
+        } catch {
+            throw failure(error)
+        }
     }
 }
 

@@ -37,6 +37,27 @@ package enum SharedDirectory {
         }
     }
 
+    /// Checks each of `paths` that exists as ``prepare(_:sharing:)`` does,
+    /// making none: for tools that only look or clean up, which must refuse
+    /// a folder swapped for a link as every transport does. Returns
+    /// whether the first one, the directory itself, exists.
+    package static func check(_ paths: [String], sharing: DirectorySharing) throws(TypedNotificationError) -> Bool {
+        var first: Bool?
+        for path in paths {
+            let exists: Bool
+            do throws(SharedPathFailure) {
+                exists = try SharedPaths.checkDirectory(path, modes: sharing.modes)
+            } catch {
+                throw failure(error)
+            }
+            if first == nil {
+                first = exists
+                if !exists { return false }
+            }
+        }
+        return first ?? false
+    }
+
     /// Prepares each of `paths` in order, each inside the one before.
     /// Another process's `rm -rf` may remove a folder just made, again and
     /// again while it runs (each `rm` a few milliseconds): when a step

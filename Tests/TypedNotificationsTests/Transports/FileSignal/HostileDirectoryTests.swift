@@ -47,6 +47,24 @@ struct HostileDirectoryTests {
         try TypedNotificationsTests.directoryWithBacklog(identity: "c", (0..<waiting).map { Ping(index: $0) })
     }
 
+    @Test(
+        "logs/ or cursors/ a link: gc exits 77 naming it, and deletes nothing at its target",
+        arguments: ["logs", "cursors"])
+    func gcRefusesALinkedFolder(folder: String) async throws {
+        let directory = try directoryWithBacklog(3)
+        defer { removeDirectory(directory) }
+        let outside = try makeTemporaryDirectory()
+        defer { removeDirectory(outside) }
+        #expect(rename(directory + "/" + folder, outside + "/" + folder) == 0)
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/" + folder, withDestinationPath: outside + "/" + folder)
+        let before = try FileManager.default.subpathsOfDirectory(atPath: outside).sorted()
+        let gc = try await tnotify(["gc", "--transport", "file", "--dir", directory])
+        #expect(gc.status == 77, "\(gc)")
+        #expect(gc.errors.joined().contains(directory + "/" + folder + " is not a directory"), "\(gc)")
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: outside).sorted() == before)
+    }
+
     @Test("a FIFO planted as a cursor: ls, gc and a durable watcher go on; the watcher reads from the oldest, marked")
     func fifoCursor() async throws {
         let directory = try directoryWithBacklog(3)

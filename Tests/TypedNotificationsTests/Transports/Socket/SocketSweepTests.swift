@@ -71,6 +71,69 @@ struct SocketSweepTests {
         }
     }
 
+    /// The review of stop 77: `tnotify gc` on a directory whose `spool/`
+    /// or `names/` another process had swapped for a link deleted the
+    /// files of the link's target (removals followed every folder but the
+    /// last). Anyone who may write the directory can make the swap: in a
+    /// group-shared one, another member, at any time.
+    @Test(
+        "spool/ swapped for a link while a poster and an observer run: the poster reaps its dead peer and closes, and nothing at the link's target goes; gc refuses it"
+    )
+    func swappedSpoolFolder() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let outside = try makeTemporaryDirectory()
+        defer { removeDirectory(outside) }
+        // The poster first: its open would sweep a dead peer made before it.
+        let poster = try socketHub(directory, endpoint: "poster")
+        let victim = try HelperProcess(["observe", directory, "1000000"])
+        await victim.waitForLine(startingWith: "ready")
+        let id = try #require(files(in: directory + "/spool").first { $0 != poster.transport.identifier })
+        victim.signal(SIGSTOP)
+        await waitUntilStopped(victim.pid)
+        for index in 0..<100 { try poster.post(HelperPing(poster: 1, index: index)) }
+        victim.signal(SIGKILL)
+        #expect(await victim.waitForExit() == 128 + SIGKILL)
+        let spooled = files(in: directory + "/spool/" + id).filter { $0 != ".registration" }
+        #expect(!spooled.isEmpty)
+        // Another process moves the spools out and leaves a link behind.
+        #expect(rename(directory + "/spool", outside + "/spool") == 0)
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/spool", withDestinationPath: outside + "/spool")
+        let gc = try await tnotify(["gc", "--transport", "socket", "--dir", directory])
+        #expect(gc.status == 77, "\(gc)")
+        #expect(gc.errors.joined().contains("is not a directory (a symbolic link or a file is refused)"), "\(gc)")
+        // The poster finds its peer dead and reaps it: the entry and the
+        // socket go, through real folders; its spool is not reached.
+        try poster.post(HelperPing(poster: 1, index: 100))
+        #expect(await waitUntil { poster.transport.statistics.reapedEndpoints >= 1 })
+        #expect(!files(in: directory + "/sockets").contains(id + ".sock"))
+        #expect(!registryEntries(directory, HelperPing.name).contains(id))
+        poster.close()
+        await poster.closed()
+        #expect(files(in: outside + "/spool").sorted() == [id, poster.transport.identifier].sorted())
+        #expect(files(in: outside + "/spool/" + id).filter { $0 != ".registration" } == spooled)
+    }
+
+    @Test(
+        "names/ or spool/ a link: gc exits 77 naming it, and removes nothing anywhere", arguments: ["names", "spool"])
+    func gcRefusesALinkedFolder(folder: String) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let outside = try makeTemporaryDirectory()
+        defer { removeDirectory(outside) }
+        let id = try await killedObserverWithSpool(directory)
+        #expect(rename(directory + "/" + folder, outside + "/" + folder) == 0)
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/" + folder, withDestinationPath: outside + "/" + folder)
+        let before = try FileManager.default.subpathsOfDirectory(atPath: outside).sorted()
+        let gc = try await tnotify(["gc", "--transport", "socket", "--dir", directory])
+        #expect(gc.status == 77, "\(gc)")
+        #expect(gc.errors.joined().contains(directory + "/" + folder + " is not a directory"), "\(gc)")
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: outside).sorted() == before)
+        #expect(files(in: directory + "/sockets") == [id + ".sock"])
+    }
+
     @Test(
         "a dead endpoint's spool holding names that are not UTF-8, a folder and a link is removed whole; the link's target stays"
     )
