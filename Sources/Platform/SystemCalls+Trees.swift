@@ -57,32 +57,103 @@ extension SystemCalls {
     package static func removeEntry(_ components: [String], under base: String, tree: Bool = false) -> Result<
         Void, Errno
     > {
-        let climbs: (String) -> Bool = { $0.isEmpty || $0 == "." || $0 == ".." || $0.contains("/") }
         guard let last = components.last, !components.contains(where: climbs) else {
             return .failure(.invalidArgument)
         }
+        let folder: FileDescriptor
+        do throws(Errno) {
+            folder = try openFolder(components.dropLast(), under: base).get()
+        } catch {
+            return .failure(error)
+        }
+        return removeEntry(last, in: folder, tree: tree)
+    }
+
+    /// Removes the entry `name` of `folder`: a directory with all it holds
+    /// with `tree`, else unlinked.
+    private static func removeEntry(_ name: String, in folder: borrowing FileDescriptor, tree: Bool) -> Result<
+        Void, Errno
+    > {
+        let parent = folder.rawValue
+        guard tree else {
+            return retrying { unlinkat(parent, name, 0) }.map { _ in }
+        }
+        let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+        switch retrying({ openat(parent, name, flags) }) {
+        case .failure(let error): return .failure(error)
+        case .success(let raw):
+            let inner = FileDescriptor(adopting: raw)
+            removeContents(of: inner, levelsLeft: deepestRemovedTree)
+            return retrying { unlinkat(parent, name, AT_REMOVEDIR) }.map { _ in }
+        }
+    }
+
+    /// Opens the folder `components` name under `base`, each step (`base`
+    /// included) without following a symbolic link: what is done relative
+    /// to it stays inside it, whatever is swapped for a link later.
+    ///
+    /// The corresponding C functions are `open` and `openat`.
+    package static func openFolder(_ components: some Collection<String>, under base: String) -> Result<
+        FileDescriptor, Errno
+    > {
         let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
         var folder: FileDescriptor
         switch retrying({ open(base, flags) }) {
         case .failure(let error): return .failure(error)
         case .success(let raw): folder = FileDescriptor(adopting: raw)
         }
-        for component in components.dropLast() {
+        for component in components {
+            guard !climbs(component) else { return .failure(.invalidArgument) }
             switch retrying({ openat(folder.rawValue, component, flags) }) {
             case .failure(let error): return .failure(error)
             case .success(let raw): folder = FileDescriptor(adopting: raw)
             }
         }
-        guard tree else {
-            return retrying { unlinkat(folder.rawValue, last, 0) }.map { _ in }
+        return .success(folder)
+    }
+
+    /// Whether `component` could name anything but an entry of its folder.
+    private static func climbs(_ component: String) -> Bool {
+        component.isEmpty || component == "." || component == ".." || component.contains("/")
+    }
+
+    /// Names in the folder `folder` is open on, without `.` and `..`, as
+    /// ``directoryEntries(_:)`` gives them (a name that is not UTF-8
+    /// repaired).
+    ///
+    /// The corresponding C functions are `fdopendir`, `readdir` and `closedir`.
+    package static func directoryEntries(of folder: borrowing FileDescriptor) -> [String] {
+        entryNames(of: folder).map { name in
+            name.withUnsafeBufferPointer { bytes in bytes.baseAddress.map { String(cString: $0) } ?? "" }
         }
-        switch retrying({ openat(folder.rawValue, last, flags) }) {
-        case .failure(let error): return .failure(error)
-        case .success(let raw):
-            let inner = FileDescriptor(adopting: raw)
-            removeContents(of: inner, levelsLeft: deepestRemovedTree)
-            return retrying { unlinkat(folder.rawValue, last, AT_REMOVEDIR) }.map { _ in }
-        }
+    }
+
+    /// Opens the entry `name` of `folder`, close-on-exec.
+    ///
+    /// The corresponding C function is `openat`.
+    package static func openFile(
+        _ name: String, in folder: borrowing FileDescriptor, _ access: FileAccess, options: FileOpenOptions = []
+    ) -> Result<FileDescriptor, Errno> {
+        guard !climbs(name) else { return .failure(.invalidArgument) }
+        let flags = access.flags | options.flags
+        return retrying { openat(folder.rawValue, name, flags) }.map(FileDescriptor.init(adopting:))
+    }
+
+    /// Unlinks the entry `name` of `folder` (a link goes as a link).
+    ///
+    /// The corresponding C function is `unlinkat`.
+    package static func removeFile(_ name: String, in folder: borrowing FileDescriptor) -> Result<Void, Errno> {
+        guard !climbs(name) else { return .failure(.invalidArgument) }
+        return retrying { unlinkat(folder.rawValue, name, 0) }.map { _ in }
+    }
+
+    /// The entry `name` of `folder`, not followed if it is a link.
+    ///
+    /// The corresponding C function is `fstatat`.
+    package static func linkStatus(_ name: String, in folder: borrowing FileDescriptor) -> Result<FileStatus, Errno> {
+        guard !climbs(name) else { return .failure(.invalidArgument) }
+        var info = stat()
+        return retrying { fstatat(folder.rawValue, name, &info, AT_SYMLINK_NOFOLLOW) }.map { _ in FileStatus(info) }
     }
 
     /// Removes what `directory` holds, as deep as `levelsLeft` allows; what

@@ -5,13 +5,14 @@ import Dispatch
 /// A spool file the endpoint has open and locked; closing the descriptor
 /// (when this is released) unlocks it.
 final class SpoolFileLock {
-    let path: String
+    /// Its name in the endpoint's spool folder.
+    let name: String
     let descriptor: FileDescriptor
     /// The file's owner: the only user its records may claim.
     let owner: UInt32
 
-    init(path: String, descriptor: consuming FileDescriptor, owner: UInt32) {
-        self.path = path
+    init(name: String, descriptor: consuming FileDescriptor, owner: UInt32) {
+        self.name = name
         self.descriptor = descriptor
         self.owner = owner
     }

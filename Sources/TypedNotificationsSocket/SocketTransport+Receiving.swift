@@ -131,7 +131,7 @@ extension SocketTransport {
         datagrams: DatagramBatch, decoder: inout EnvelopeDecoder, handOver: SocketHandOver,
         firstSeen: inout [String: UInt64], lastTake: inout UInt64
     ) -> Bool {
-        guard case .success(let names) = SystemCalls.directoryEntries(spoolDirectory) else { return false }
+        let names = SystemCalls.directoryEntries(of: spoolFolder)
         let now = SystemClock.monotonicNanoseconds()
         let settle = lastTake != 0 && now &- lastTake < Spool.burstNanoseconds ? Spool.settleNanoseconds : 0
         var unsettled = false
@@ -147,16 +147,16 @@ extension SocketTransport {
             guard let parsed = Spool.parseFileName(name) else {
                 // Not ours to read: count it and clear it out of the way.
                 counters.add(to: .refusedMalformed)
-                _ = SystemCalls.removeFile(spoolDirectory + "/" + name)
+                _ = SystemCalls.removeFile(name, in: spoolFolder)
                 continue
             }
             byPoster[parsed.poster, default: []].append((parsed.generation, name))
         }
         // Each poster's generations in order; posters by their oldest file.
         var posters: [(started: Int64, files: [String])] = byPoster.values.map { files in
-            let ordered = files.sorted { $0.generation < $1.generation }.map { spoolDirectory + "/" + $0.file }
+            let ordered = files.sorted { $0.generation < $1.generation }.map(\.file)
             var started = Int64.max
-            if let first = ordered.first, case .success(let info) = SystemCalls.linkStatus(first) {
+            if let first = ordered.first, case .success(let info) = SystemCalls.linkStatus(first, in: spoolFolder) {
                 started = info.modifiedNanoseconds
             }
             return (started, ordered)
@@ -168,8 +168,8 @@ extension SocketTransport {
         var lockedFiles = 0
         for poster in posters {
             var locks: [SpoolFileLock] = []
-            files: for path in poster.files {
-                switch lockSpoolFile(path) {
+            files: for name in poster.files {
+                switch lockSpoolFile(name) {
                 case .locked(let lock): locks.append(lock)
                 case .refused: continue
                 case .busy:
@@ -205,29 +205,33 @@ extension SocketTransport {
         case busy
     }
 
-    /// Opens and locks one spool file, refusing anything but a regular file
-    /// of an allowed owner; never blocks (a FIFO planted here included).
-    func lockSpoolFile(_ path: String) -> SpoolFileOutcome {
-        guard case .success(let file) = SystemCalls.openFile(path, .readOnly, options: [.noFollow, .nonBlocking]) else {
+    /// Opens and locks the spool file `name`, refusing anything but a
+    /// regular file of an allowed owner; never blocks (a FIFO planted here
+    /// included).
+    func lockSpoolFile(_ name: String) -> SpoolFileOutcome {
+        guard
+            case .success(let file) = SystemCalls.openFile(
+                name, in: spoolFolder, .readOnly, options: [.noFollow, .nonBlocking])
+        else {
             counters.add(to: .refusedMalformed)
-            _ = SystemCalls.removeFile(path)
+            _ = SystemCalls.removeFile(name, in: spoolFolder)
             return .refused
         }
         guard case .success(let info) = SystemCalls.fileStatus(file), info.kind == .regular else {
             counters.add(to: .refusedMalformed)
-            _ = SystemCalls.removeFile(path)
+            _ = SystemCalls.removeFile(name, in: spoolFolder)
             return .refused
         }
         guard configuration.sharing == .group || info.owner == SystemProcess.userID else {
             counters.add(to: .refusedForeignSender)
-            _ = SystemCalls.removeFile(path)
+            _ = SystemCalls.removeFile(name, in: spoolFolder)
             return .refused
         }
         // A poster holds the lock only for one append (microseconds): look
         // again a few times, briefly, before leaving the file for the next pass.
         for attempt in 0..<Spool.lockAttempts {
             if case .success(true) = SystemCalls.tryLockFile(file) {
-                return .locked(SpoolFileLock(path: path, descriptor: file, owner: info.owner))
+                return .locked(SpoolFileLock(name: name, descriptor: file, owner: info.owner))
             }
             if attempt + 1 < Spool.lockAttempts { SystemProcess.pause(microseconds: 20) }
         }
@@ -287,7 +291,7 @@ extension SocketTransport {
             }
         }
         for files in posters {
-            for file in files { _ = SystemCalls.removeFile(file.path) }
+            for file in files { _ = SystemCalls.removeFile(file.name, in: spoolFolder) }
         }
         return signals.spoolNeedsLook
     }

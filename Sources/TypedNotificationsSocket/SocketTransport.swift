@@ -118,6 +118,11 @@ public final class SocketTransport: NotificationTransport {
 
     let identifier: String
     let spoolDirectory: String
+    /// This endpoint's spool folder, opened once without following a link
+    /// at any step: it is listed, read and emptied through this, so a
+    /// folder swapped for a link later (by anyone who may write the
+    /// directory) leads nowhere else.
+    let spoolFolder: FileDescriptor
     let receiveSocket: FileDescriptor
     // Where the loop's thread sleeps in its receive call (Linux): its
     // wake-up, and the receive `open` sets. Nil where it sleeps in the
@@ -222,6 +227,12 @@ public final class SocketTransport: NotificationTransport {
         } catch {
             _ = SystemCalls.removeFile(socketPath)
             throw error
+        }
+        switch SystemCalls.openFolder(["spool", identifier], under: directory) {
+        case .success(let folder): spoolFolder = folder
+        case .failure(let error):
+            _ = SystemCalls.removeFile(socketPath)
+            throw SharedDirectory.failure(error, "could not open the spool \(spoolDirectory)")
         }
         _ = SystemCalls.changeMode(socketPath, permissions: configuration.sharing.fileMode)
         let spoolDirectory = spoolDirectory
