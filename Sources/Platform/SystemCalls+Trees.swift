@@ -128,15 +128,78 @@ extension SystemCalls {
         }
     }
 
-    /// Opens the entry `name` of `folder`, close-on-exec.
+    /// Opens the entry `name` of `folder`, close-on-exec, creating it with
+    /// `permissions` when `options` say so.
     ///
     /// The corresponding C function is `openat`.
     package static func openFile(
-        _ name: String, in folder: borrowing FileDescriptor, _ access: FileAccess, options: FileOpenOptions = []
+        _ name: String, in folder: borrowing FileDescriptor, _ access: FileAccess, options: FileOpenOptions = [],
+        permissions: FilePermissions = 0o600
     ) -> Result<FileDescriptor, Errno> {
         guard !climbs(name) else { return .failure(.invalidArgument) }
         let flags = access.flags | options.flags
-        return retrying { openat(folder.rawValue, name, flags) }.map(FileDescriptor.init(adopting:))
+        let parent = folder.rawValue
+        return retrying { openat(parent, name, flags, permissions.mode) }.map(FileDescriptor.init(adopting:))
+    }
+
+    /// Makes `path` another name of the entry `name` of `folder`, failing
+    /// with `EEXIST` when `path` exists, whatever it is.
+    ///
+    /// The corresponding C function is `linkat`.
+    package static func hardLink(_ name: String, in folder: borrowing FileDescriptor, to path: String) -> Result<
+        Void, Errno
+    > {
+        guard !climbs(name) else { return .failure(.invalidArgument) }
+        let parent = folder.rawValue
+        return retrying { linkat(parent, name, AT_FDCWD, path, 0) }.map { _ in }
+    }
+
+    /// Makes the entry `name` of `folder` another name of the file at
+    /// `path` (a link there is linked as a link, never followed), failing
+    /// with `EEXIST` when `name` exists.
+    ///
+    /// The corresponding C function is `linkat`.
+    package static func hardLink(_ path: String, toEntry name: String, in folder: borrowing FileDescriptor)
+        -> Result<Void, Errno>
+    {
+        guard !climbs(name) else { return .failure(.invalidArgument) }
+        let parent = folder.rawValue
+        return retrying { linkat(AT_FDCWD, path, parent, name, 0) }.map { _ in }
+    }
+
+    /// Makes the entry `other` of `folder` another name of its entry `name`.
+    ///
+    /// The corresponding C function is `linkat`.
+    package static func hardLink(_ name: String, asEntry other: String, in folder: borrowing FileDescriptor)
+        -> Result<Void, Errno>
+    {
+        guard !climbs(name), !climbs(other) else { return .failure(.invalidArgument) }
+        let parent = folder.rawValue
+        return retrying { linkat(parent, name, parent, other, 0) }.map { _ in }
+    }
+
+    /// Renames the entry `name` of `folder` to `path`, replacing what is
+    /// there as `rename` does.
+    ///
+    /// The corresponding C function is `renameat`.
+    package static func renameFile(_ name: String, in folder: borrowing FileDescriptor, to path: String) -> Result<
+        Void, Errno
+    > {
+        guard !climbs(name) else { return .failure(.invalidArgument) }
+        let parent = folder.rawValue
+        return retrying { renameat(parent, name, AT_FDCWD, path) }.map { _ in }
+    }
+
+    /// Renames the entry `name` of `folder` to its entry `other`, replacing
+    /// what is there as `rename` does.
+    ///
+    /// The corresponding C function is `renameat`.
+    package static func renameFile(_ name: String, toEntry other: String, in folder: borrowing FileDescriptor)
+        -> Result<Void, Errno>
+    {
+        guard !climbs(name), !climbs(other) else { return .failure(.invalidArgument) }
+        let parent = folder.rawValue
+        return retrying { renameat(parent, name, parent, other) }.map { _ in }
     }
 
     /// Unlinks the entry `name` of `folder` (a link goes as a link).

@@ -151,21 +151,44 @@ enum SocketRegistry {
         Spool.directory(directory, endpoint: id) + "/.registration"
     }
 
+    /// The registration file's name in the endpoint's spool folder.
+    static let registrationName = ".registration"
+
     /// Where an entry is made before it is renamed into place: a name of
-    /// its own per call, in the endpoint's spool directory, so two threads
+    /// its own per call, in the endpoint's spool folder, so two threads
     /// that repair entries at once never take each other's.
-    static func stagingPath(_ directory: String, _ id: String) -> String {
-        Spool.directory(directory, endpoint: id) + "/.entry." + String(stagings.add(1, ordering: .relaxed).oldValue)
+    static func stagingName() -> String {
+        ".entry." + String(stagings.add(1, ordering: .relaxed).oldValue)
     }
 
     private static let stagings = Atomic<UInt64>(0)
 
-    /// Creates this endpoint's registration file, which every entry is a
-    /// hard link to, and returns it open (to count its links and know it).
+    /// Creates this endpoint's registration file in its spool folder
+    /// (`spool`, opened when the transport started, so a folder swapped for
+    /// a link since leads nowhere else), which every entry is a hard link
+    /// to, and returns it open (to count its links and know it).
     static func makeRegistration(
-        _ id: String, in directory: String, sender: NotificationSender, sharing: DirectorySharing
+        in spool: borrowing FileDescriptor, path: String, sender: NotificationSender, sharing: DirectorySharing
     ) throws(TypedNotificationError) -> FileDescriptor {
-        try createFile(registrationPath(directory, id), sender: sender, sharing: sharing)
+        let file: FileDescriptor
+        do throws(Errno) {
+            file = try SystemCalls.openFile(
+                registrationName, in: spool, .writeOnly, options: [.create, .exclusive, .noFollow],
+                permissions: sharing.fileMode
+            ).get()
+        } catch {
+            throw SharedDirectory.failure(error, "could not create \(path)")
+        }
+        if case .failure(let error) = SystemCalls.writeAll(file, registrationLine(sender)) {
+            _ = SystemCalls.removeFile(registrationName, in: spool)
+            throw SharedDirectory.failure(error, "could not write \(path)")
+        }
+        return file
+    }
+
+    /// What a registration file holds: `pid uid endpoint`, for people and tools.
+    static func registrationLine(_ sender: NotificationSender) -> [UInt8] {
+        Array("\(sender.processID) \(sender.userID) \(sender.endpoint)\n".utf8)
     }
 
     /// How an entry was made.
@@ -193,12 +216,12 @@ enum SocketRegistry {
         _ id: String,
         for name: NotificationSelector,
         in directory: String,
+        spool: borrowing FileDescriptor,
         registration identity: FileIdentity,
         sender: NotificationSender,
         sharing: DirectorySharing
     ) throws(TypedNotificationError) -> Registered {
         let path = entryPath(directory, name, id)
-        let source = registrationPath(directory, id)
         // Another process's `rm -rf DIR/names` may remove the folders just
         // made, again and again while it runs (each `rm` a few
         // milliseconds): made again, up to 64 times, before giving up.
@@ -217,7 +240,7 @@ enum SocketRegistry {
                 guard attempts < Self.registerAttempts else { throw error }
                 continue
             }
-            linked = SystemCalls.hardLink(source, to: path)
+            linked = SystemCalls.hardLink(registrationName, in: spool, to: path)
             guard case .failure(.noSuchFile) = linked, attempts < Self.registerAttempts else { break }
         } while true
         switch linked {
@@ -237,11 +260,12 @@ enum SocketRegistry {
             // writes (its reader skips dot names), not beside the entry: a
             // name there (`ID.new`) would be 4 bytes past the longest path
             // the directory's length was checked for.
-            let staged = stagingPath(directory, id)
-            _ = SystemCalls.removeFile(staged)
-            let replaced = SystemCalls.hardLink(source, to: staged).flatMap { SystemCalls.renameFile(staged, to: path) }
+            let staged = stagingName()
+            _ = SystemCalls.removeFile(staged, in: spool)
+            var replaced = SystemCalls.hardLink(registrationName, asEntry: staged, in: spool)
+            if case .success = replaced { replaced = SystemCalls.renameFile(staged, in: spool, to: path) }
             if case .failure(let error) = replaced {
-                _ = SystemCalls.removeFile(staged)
+                _ = SystemCalls.removeFile(staged, in: spool)
                 throw SharedDirectory.failure(error, "could not register for \(name) at \(path)")
             }
             return .linked
@@ -264,8 +288,7 @@ enum SocketRegistry {
         } catch {
             throw SharedDirectory.failure(error, "could not create \(path)")
         }
-        let line = "\(sender.processID) \(sender.userID) \(sender.endpoint)\n"
-        if case .failure(let error) = SystemCalls.writeAll(file, Array(line.utf8)) {
+        if case .failure(let error) = SystemCalls.writeAll(file, registrationLine(sender)) {
             _ = SystemCalls.removeFile(path)
             throw SharedDirectory.failure(error, "could not write \(path)")
         }

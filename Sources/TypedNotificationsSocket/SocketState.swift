@@ -126,7 +126,7 @@ final class SocketPeer: @unchecked Sendable {
     /// Darwin the peer's file is compared, device and inode, after it). Any
     /// length of directory the system allows.
     static func connect(
-        _ id: String, path: String, spoolDirectory: String, poster: String, sharing: DirectorySharing, spoolLimit: Int
+        _ id: String, path: String, directory: String, poster: String, sharing: DirectorySharing, spoolLimit: Int
     ) -> Connection {
         let socket: FileDescriptor
         do throws(Errno) {
@@ -148,7 +148,7 @@ final class SocketPeer: @unchecked Sendable {
             return .unreachable
         }
         _ = SystemCalls.setBufferSize(socket, send: true, bytes: SocketRegistry.largestEnvelope)
-        let spool = SpoolWriter(directory: spoolDirectory, poster: poster, sharing: sharing, limit: spoolLimit)
+        let spool = SpoolWriter(base: directory, endpoint: id, poster: poster, sharing: sharing, limit: spoolLimit)
         return .connected(SocketPeer(id: id, descriptor: socket, spool: spool, path: path, sharing: sharing))
     }
 

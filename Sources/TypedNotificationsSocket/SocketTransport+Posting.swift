@@ -233,7 +233,7 @@ extension SocketTransport {
             switch SocketPeer.connect(
                 id,
                 path: SocketRegistry.socketPath(directory, id),
-                spoolDirectory: Spool.directory(directory, endpoint: id),
+                directory: directory,
                 poster: identifier,
                 sharing: configuration.sharing,
                 spoolLimit: configuration.spoolLimitPerEndpoint

@@ -241,15 +241,20 @@ extension SocketTransport {
                 missing.append(name)
             }
         }
+        // In the spool folder opened at start, never by path: with spool/
+        // swapped for a link, a path would lead to another folder's file.
         let path = SocketRegistry.registrationPath(directory, identifier)
-        if status(path)?.identity != ours {
-            if let present, case .success = SystemCalls.hardLink(present, to: path) {
+        let name = SocketRegistry.registrationName
+        var current: FileIdentity?
+        if case .success(let found) = SystemCalls.linkStatus(name, in: spoolFolder) { current = found.identity }
+        if current != ours {
+            if let present, case .success = SystemCalls.hardLink(present, toEntry: name, in: spoolFolder) {
                 // Its own name went too: linked back from an entry still there.
             } else {
                 // Gone with every entry: a new one, which every entry links to.
-                _ = SystemCalls.removeFile(path)
+                _ = SystemCalls.removeFile(name, in: spoolFolder)
                 let file = try SocketRegistry.makeRegistration(
-                    identifier, in: directory, sender: sender, sharing: configuration.sharing)
+                    in: spoolFolder, path: path, sender: sender, sharing: configuration.sharing)
                 guard case .success(let made) = SystemCalls.fileStatus(file) else {
                     throw TypedNotificationError(code: .transportFailure, message: "could not inspect \(path)")
                 }
@@ -263,7 +268,7 @@ extension SocketTransport {
         var repaired = 0
         for name in missing {
             let made = try SocketRegistry.register(
-                identifier, for: name, in: directory, registration: ours, sender: sender,
+                identifier, for: name, in: directory, spool: spoolFolder, registration: ours, sender: sender,
                 sharing: configuration.sharing)
             repaired += 1
             // Unsubscribed meanwhile (it forgets the name before it unlinks):

@@ -340,7 +340,8 @@ public final class SocketTransport: NotificationTransport {
             }
         }
         let registration = try SocketRegistry.makeRegistration(
-            identifier, in: directory, sender: sender, sharing: configuration.sharing)
+            in: spoolFolder, path: SocketRegistry.registrationPath(directory, identifier), sender: sender,
+            sharing: configuration.sharing)
         do throws(TypedNotificationError) {
             guard case .success(let info) = SystemCalls.fileStatus(registration) else {
                 throw TypedNotificationError(
@@ -348,7 +349,7 @@ public final class SocketTransport: NotificationTransport {
             }
             try core.open(sender) { $0.registration = info.identity }
         } catch {
-            _ = SystemCalls.removeFile(SocketRegistry.registrationPath(directory, identifier))
+            _ = SystemCalls.removeFile(SocketRegistry.registrationName, in: spoolFolder)
             throw error
         }
         // Before open returns, so that a transport that is up has reaped the
@@ -420,7 +421,7 @@ public final class SocketTransport: NotificationTransport {
             throw TypedNotificationError(code: .closed, message: "subscribe on a socket transport that is not open")
         }
         let made = try SocketRegistry.register(
-            identifier, for: name, in: directory, registration: registration, sender: sender,
+            identifier, for: name, in: directory, spool: spoolFolder, registration: registration, sender: sender,
             sharing: configuration.sharing)
         // After the entry exists: a poster that sees the new generation
         // finds the entry's creation among the change events it then reads.

@@ -252,6 +252,10 @@ final class SpoolWriter: @unchecked Sendable {
     // written only by the send in progress (one at a time, see
     // SocketRoutingSlot); the current file is behind `current`'s lock,
     // which no system call is made under.
+    /// The transport's directory, and the endpoint whose spool this writes.
+    let base: String
+    let endpoint: String
+    /// The endpoint's spool folder, `base/spool/endpoint`.
     let directory: String
     let poster: String
     let sharing: DirectorySharing
@@ -286,8 +290,10 @@ final class SpoolWriter: @unchecked Sendable {
         return true
     }
 
-    init(directory: String, poster: String, sharing: DirectorySharing, limit: Int) {
-        self.directory = directory
+    init(base: String, endpoint: String, poster: String, sharing: DirectorySharing, limit: Int) {
+        self.base = base
+        self.endpoint = endpoint
+        directory = Spool.directory(base, endpoint: endpoint)
         self.poster = poster
         self.sharing = sharing
         self.limit = max(0, limit)
@@ -337,29 +343,40 @@ final class SpoolWriter: @unchecked Sendable {
         let generation = nextGeneration
         nextGeneration &+= 1
         let finalName = Spool.fileName(poster: poster, generation: generation)
-        let temporary = directory + "/." + finalName
+        let temporary = "." + finalName
+        // Reached through folders that are no link, each step: a spool/
+        // swapped for one leads the file nowhere its reader would not look
+        // (it fails, and the post says so), never to another folder.
+        let folder: FileDescriptor
+        do throws(Errno) {
+            folder = try SystemCalls.openFolder(["spool", endpoint], under: base).get()
+        } catch {
+            return .failed(error)
+        }
         let descriptor: FileDescriptor
-        switch SystemCalls.openFile(
-            temporary, .writeOnly, options: [.create, .exclusive, .noFollow], permissions: sharing.fileMode)
-        {
-        case .success(let opened): descriptor = opened
-        case .failure(let error): return .failed(error)
+        do throws(Errno) {
+            descriptor = try SystemCalls.openFile(
+                temporary, in: folder, .writeOnly, options: [.create, .exclusive, .noFollow],
+                permissions: sharing.fileMode
+            ).get()
+        } catch {
+            return .failed(error)
         }
         if sharing == .group { _ = SystemCalls.changeMode(descriptor, permissions: sharing.fileMode) }
         let created = SpoolFile(descriptor: descriptor, generation: generation, size: 0, allowance: allowance)
         if case .failure(let error) = SystemCalls.writeAll(created.descriptor, Spool.magic) {
-            _ = SystemCalls.removeFile(temporary)
+            _ = SystemCalls.removeFile(temporary, in: folder)
             return .failed(error)
         }
         created.size = Spool.magic.count
         let outcome = write(encoded, of: message, to: created)
         if case .failed = outcome {
-            _ = SystemCalls.removeFile(temporary)
+            _ = SystemCalls.removeFile(temporary, in: folder)
             return outcome
         }
         // Only a complete file appears under its real name.
-        if case .failure(let error) = SystemCalls.renameFile(temporary, to: directory + "/" + finalName) {
-            _ = SystemCalls.removeFile(temporary)
+        if case .failure(let error) = SystemCalls.renameFile(temporary, toEntry: finalName, in: folder) {
+            _ = SystemCalls.removeFile(temporary, in: folder)
             return .failed(error)
         }
         file = created

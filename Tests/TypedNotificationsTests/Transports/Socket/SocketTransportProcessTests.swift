@@ -346,7 +346,7 @@ struct SocketTransportSecurityTests {
             SocketRegistry.entryPath(directory, .name(name), id),
             SocketRegistry.entryPath(directory, .namespace(namespace), id),
             SocketRegistry.registrationPath(directory, id),
-            SocketRegistry.stagingPath(directory, id),
+            spool + "/" + SocketRegistry.stagingName(),
             spool + "/." + Spool.fileName(poster: id, generation: .max),
             spool + "/" + Spool.fileName(poster: id, generation: .max),
         ]

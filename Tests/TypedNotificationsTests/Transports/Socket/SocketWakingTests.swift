@@ -164,7 +164,7 @@ struct SocketWakingTests {
         let id = endpointIdentifier(transport)
         guard
             case .connected(let peer) = SocketPeer.connect(
-                id, path: transport.socketPath, spoolDirectory: Spool.directory(directory, endpoint: id),
+                id, path: transport.socketPath, directory: directory,
                 poster: SocketRegistry.makeIdentifier(), sharing: .ownerOnly, spoolLimit: 1 << 20)
         else {
             Issue.record("could not reach the observer's socket")
