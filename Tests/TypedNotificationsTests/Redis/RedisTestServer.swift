@@ -88,17 +88,12 @@ final class RedisTestServer: Sendable {
                 "--appendfsync", "always", "--save", "", "--daemonize", "no", "--loglevel", "notice",
             ] + extra
         let server = try HelperProcess(arguments, executable: executable)
-        // Ready when it says so; a server that exits first (its port taken)
-        // has ended its output without the line, which is an answer here,
-        // not an issue: the caller tries another port.
-        let decided = Signal()
-        Task {
-            _ = await server.line(startingWith: "", containing: "Ready to accept connections")
-            decided.fire()
-        }
-        let ready =
-            await decided.wait(upTo: .seconds(30))
-            && server.lines.values.contains { $0.contains("Ready to accept connections") }
+        // Ready when it says so, as decided on the thread that reads its
+        // output (see `TimedWaiter`); a server that exits first (its port
+        // taken) has ended its output without the line, which is an answer
+        // here, not an issue: the caller tries another port.
+        let ready = await server.lines.wait(
+            forValue: { $0.contains("Ready to accept connections") }, upTo: .seconds(30))
         guard ready else {
             if portMayBeTaken && server.lines.values.contains(where: { $0.contains("Address already in use") }) {
                 return nil

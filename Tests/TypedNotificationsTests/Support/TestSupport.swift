@@ -127,10 +127,11 @@ final class Collector<Value: Sendable>: Sendable {
         (
             values: [Value], finished: Bool,
             waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)],
-            timed: [(count: Int, waiter: TimedWaiter)]
+            timed: [(count: Int, waiter: TimedWaiter)],
+            matching: [(match: @Sendable (Value) -> Bool, waiter: TimedWaiter)]
         )
     >(
-        ([], false, [], [])
+        ([], false, [], [], [])
     )
 
     /// No more values will come (a helper's output ended): every wait
@@ -141,8 +142,9 @@ final class Collector<Value: Sendable>: Sendable {
             defer {
                 state.waiters = []
                 state.timed = []
+                state.matching = []
             }
-            return (state.waiters.map(\.continuation), state.timed.map(\.waiter))
+            return (state.waiters.map(\.continuation), state.timed.map(\.waiter) + state.matching.map(\.waiter))
         }
         for waiter in waiters { waiter.resume() }
         // Each still waited for more than there are.
@@ -166,6 +168,11 @@ final class Collector<Value: Sendable>: Sendable {
                 timed = state.timed.filter { $0.count <= count }.map(\.waiter)
                 state.timed.removeAll { $0.count <= count }
             }
+            if !state.matching.isEmpty {
+                // The predicates are a test's pure checks of one value.
+                timed += state.matching.filter { $0.match(value) }.map(\.waiter)
+                state.matching.removeAll { $0.match(value) }
+            }
             return (ready, timed)
         }
         for waiter in ready { waiter.resume() }
@@ -184,6 +191,21 @@ final class Collector<Value: Sendable>: Sendable {
                 if state.values.count >= count { return true }
                 if state.finished { return false }
                 state.timed.append((count, waiter))
+                return nil
+            }
+            if let outcome { waiter.resume(outcome) }
+        }
+    }
+
+    /// Waits for a value that `match` accepts, giving up after `limit` (a
+    /// safety net) or once no more can come. Returns whether one arrived
+    /// within `limit`, as decided when it arrived (see ``TimedWaiter``).
+    func wait(forValue match: @escaping @Sendable (Value) -> Bool, upTo limit: Duration) async -> Bool {
+        await TimedWaiter.wait(upTo: limit) { waiter in
+            let outcome = state.withLock { state -> Bool? in
+                if state.values.contains(where: match) { return true }
+                if state.finished { return false }
+                state.matching.append((match, waiter))
                 return nil
             }
             if let outcome { waiter.resume(outcome) }

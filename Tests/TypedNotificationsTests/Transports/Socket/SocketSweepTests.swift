@@ -115,45 +115,6 @@ struct SocketSweepTests {
         #expect(files(in: outside + "/spool/" + id).filter { $0 != ".registration" } == spooled)
     }
 
-    /// An endpoint removes what in its spool is no spool file. It used to
-    /// list and empty its spool by path, so with `spool/` swapped for a
-    /// link (by anyone who may write the directory: another member of a
-    /// group-shared one) it removed every file of the link's target.
-    @Test(
-        "spool/ swapped for a link under a running observer: it empties its own spool folder, wherever it went, and never the link's target"
-    )
-    func observerKeepsToItsOwnSpool() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let outside = try makeTemporaryDirectory()
-        defer { removeDirectory(outside) }
-        let observer = try socketHub(directory, endpoint: "observer")
-        let id = observer.transport.identifier
-        try FileManager.default.createDirectory(atPath: outside + "/victim", withIntermediateDirectories: true)
-        for name in ["precious", "junk"] {
-            #expect(FileManager.default.createFile(atPath: outside + "/victim/" + name, contents: Data(name.utf8)))
-        }
-        // The spools moved away; in their place a link to a folder whose
-        // entry for this endpoint leads to the victim's files.
-        #expect(rename(directory + "/spool", outside + "/moved") == 0)
-        try FileManager.default.createDirectory(atPath: outside + "/fake", withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(
-            atPath: outside + "/fake/" + id, withDestinationPath: outside + "/victim")
-        try FileManager.default.createSymbolicLink(atPath: directory + "/spool", withDestinationPath: outside + "/fake")
-        // Something that is no spool file, in the endpoint's own folder.
-        #expect(FileManager.default.createFile(atPath: outside + "/moved/\(id)/junk", contents: nil))
-        // The nudge a poster sends when it starts a spool file: an empty datagram.
-        let nudge = try SystemCalls.datagramSocket().get()
-        try SystemCalls.connectSocket(nudge, toSocketPath: observer.transport.socketPath).get()
-        let empty = [UInt8]()
-        #expect(try empty.withUnsafeBytes { SystemCalls.sendDatagram(nudge, $0) }.get() == 0)
-        #expect(await waitUntil { observer.transport.statistics.refusedMalformed >= 1 })
-        #expect(!files(in: outside + "/moved/" + id).contains("junk"))
-        #expect(Set(files(in: outside + "/victim")).isSuperset(of: ["precious", "junk"]))
-        observer.close()
-        await observer.closed()
-    }
-
     @Test(
         "names/ or spool/ a link: gc exits 77 naming it, and removes nothing anywhere", arguments: ["names", "spool"])
     func gcRefusesALinkedFolder(folder: String) async throws {

@@ -116,4 +116,34 @@ struct SwappedFolderTests {
         await poster.closed()
         #expect(contents(of: outside + "/victim") == kept)
     }
+
+    /// An endpoint removes what in its spool is no spool file. It used to
+    /// list and empty its spool by path, so with `spool/` swapped for a
+    /// link it removed every file of the link's target.
+    @Test(
+        "spool/ swapped for a link under a running observer: it empties its own spool folder, wherever it went, and never the link's target"
+    )
+    func observerKeepsToItsOwnSpool() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let outside = try makeTemporaryDirectory()
+        defer { removeDirectory(outside) }
+        let observer = try socketHub(directory, endpoint: "observer")
+        let id = observer.transport.identifier
+        let kept = try victim(in: outside)
+        try swapSpool(directory, outside, id: id)
+        // Something that is no spool file, in the endpoint's own folder.
+        #expect(FileManager.default.createFile(atPath: outside + "/moved/\(id)/junk", contents: nil))
+        // The nudge a poster sends when it starts a spool file: an empty datagram.
+        let nudge = try SystemCalls.datagramSocket().get()
+        try SystemCalls.connectSocket(nudge, toSocketPath: observer.transport.socketPath).get()
+        let empty = [UInt8]()
+        #expect(try empty.withUnsafeBytes { SystemCalls.sendDatagram(nudge, $0) }.get() == 0)
+        #expect(await waitUntil { observer.transport.statistics.refusedMalformed >= 1 })
+        #expect(!files(in: outside + "/moved/" + id).contains("junk"))
+        #expect(contents(of: outside + "/victim") == kept)
+        observer.close()
+        await observer.closed()
+        #expect(contents(of: outside + "/victim") == kept)
+    }
 }
