@@ -122,14 +122,17 @@ let package = Package(
             path: "Sources/TestHelper"
         ),
         // Counts heap allocations for the benchmark; never linked into the library.
-        .target(name: "AllocationCounter", path: "Benchmarks/AllocationCounter"),
+        .target(
+            name: "CTypedNotificationsAllocationCounter", path: "Benchmarks/CTypedNotificationsAllocationCounter"),
         // Starts the benchmark's own processes; never linked into the library.
-        .target(name: "CBenchmarkSupport", path: "Benchmarks/CBenchmarkSupport"),
+        .target(
+            name: "CTypedNotificationsBenchmarkSupport", path: "Benchmarks/CTypedNotificationsBenchmarkSupport"),
         .executableTarget(
             name: "TypedNotificationsBenchmark",
             dependencies: [
                 "TypedNotifications", "TypedNotificationsRedis", "TypedNotificationsPlatform", "CTypedNotifications",
-                "AllocationCounter", "CBenchmarkSupport", "TypedNotificationsCatalog",
+                "CTypedNotificationsAllocationCounter", "CTypedNotificationsBenchmarkSupport",
+                "TypedNotificationsCatalog",
             ],
             path: "Benchmarks/TypedNotificationsBenchmark"
         ),

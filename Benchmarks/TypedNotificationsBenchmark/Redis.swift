@@ -1,4 +1,4 @@
-import CBenchmarkSupport
+import CTypedNotificationsBenchmarkSupport
 import Foundation
 import TypedNotifications
 import TypedNotificationsCatalog

@@ -1,5 +1,5 @@
-import AllocationCounter
-import CBenchmarkSupport
+import CTypedNotificationsAllocationCounter
+import CTypedNotificationsBenchmarkSupport
 import CTypedNotifications
 import Dispatch
 import Foundation

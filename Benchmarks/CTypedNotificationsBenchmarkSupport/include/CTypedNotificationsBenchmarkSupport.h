@@ -1,7 +1,7 @@
 // What the benchmark needs from C and the library does not: starting its
 // own processes so that they die with it. Never linked into the library.
-#ifndef C_BENCHMARK_SUPPORT_H
-#define C_BENCHMARK_SUPPORT_H
+#ifndef C_TYPED_NOTIFICATIONS_BENCHMARK_SUPPORT_H
+#define C_TYPED_NOTIFICATIONS_BENCHMARK_SUPPORT_H
 
 /// Starts `path` with `argv` and `envp`, with no signal blocked, as a child
 /// that is sent SIGKILL when this process ends however it ends (a signal,

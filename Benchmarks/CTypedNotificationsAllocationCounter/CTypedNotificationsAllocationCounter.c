@@ -2,7 +2,7 @@
 // allocator's entry points and forwarding to glibc's own implementations.
 // Linked only into the benchmark executable, never into the library.
 
-#include "AllocationCounter.h"
+#include "CTypedNotificationsAllocationCounter.h"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)

@@ -1,4 +1,4 @@
-#include "CBenchmarkSupport.h"
+#include "CTypedNotificationsBenchmarkSupport.h"
 
 #include <errno.h>
 #include <fcntl.h>
