@@ -78,7 +78,7 @@ struct StalledWatcherTests {
         var missed = 0
         var seen = 0
         while printed + missed < 3_000 {
-            guard await watcher.lines.wait(forCount: seen + 1, upTo: .seconds(60)) else { break }
+            guard await watcher.lines.wait(forCount: seen + 1, upTo: safetyNet) else { break }
             let lines = watcher.lines.values
             for line in Watched.jsonObjects(lines[seen...]) {
                 printed += 1
@@ -142,7 +142,7 @@ struct RedisStalledWatcherTests {
             // late this task runs: so each run leaves a backlog.
             let watcher = try HelperProcess(
                 arguments, executable: HelperProcess.tnotify, smallPipe: true, stalledAtLine: 151)
-            let arrived = await watcher.lines.wait(forCount: 151, upTo: .seconds(60))
+            let arrived = await watcher.lines.wait(forCount: 151, upTo: safetyNet)
             #expect(arrived, "run \(run): \(watcher.lines.values.count) lines; \(watcher.errors.values)")
             // Stopped with a backlog left, SIGTERM ends it with the line it
             // is writing unfinished (it closes its hub and exits after 2 s).

@@ -41,7 +41,7 @@ struct ActorLifetimeTests {
             try hub.post(Ping(index: 1))
             await model.firstRun.wait()
         }
-        #expect(await released.wait(upTo: .seconds(10)), "the actor was never released")
+        #expect(await released.wait(upTo: safetyNet), "the actor was never released")
         #expect(weakModel == nil)
         #expect(hub.metrics.activeObservers == 0)
         try hub.post(Ping(index: 2))
@@ -62,7 +62,7 @@ struct ActorLifetimeTests {
             for index in 0..<20_000 { try hub.post(Ping(index: index)) }
             await model.firstRun.wait()
         }
-        #expect(await released.wait(upTo: .seconds(10)), "the actor was never released")
+        #expect(await released.wait(upTo: safetyNet), "the actor was never released")
         #expect(hub.metrics.activeObservers == 0)
         let afterRelease = runs.count
         try hub.post(Ping(index: -1))

@@ -181,7 +181,7 @@ private struct ImmediateRegistration: ContractBody {
             let got = Collector<Int>()
             let token = try observer.addObserver(Ping.self) { ping, _ in got.append(ping.index) }
             try poster.post(Ping(index: round))
-            #expect(await got.wait(forCount: 1, upTo: .seconds(30)), "round \(round)")
+            #expect(await got.wait(forCount: 1, upTo: safetyNet), "round \(round)")
             #expect(got.values.first == round)
             token.cancel()
         }
@@ -236,7 +236,7 @@ private struct LossesCounted: ContractBody {
         }
         #expect(await waitUntil { posted.wait(nanoseconds: 0) })
         #expect(failures.withLock { $0 }.isEmpty)
-        #expect(await last.wait(upTo: .seconds(60)))
+        #expect(await last.wait(upTo: safetyNet))
         let values = received.values
         #expect(values.count + values.map(\.missed).reduce(0, +) == 300)
         #expect(values.map(\.index) == values.map(\.index).sorted())
@@ -282,7 +282,7 @@ private struct CancelledObserversReleased: ContractBody {
             }
         }
         try poster.post(Ping(index: 1))
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + safetyNet
         while seen.count == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
         #expect(seen.count == 1)
         #expect(weakWitness != nil)
@@ -391,7 +391,7 @@ private struct CloseNeverWaits: ContractBody {
             waited.set(release.wait(nanoseconds: 600_000_000_000))
         }
         try poster.post(Ping(index: 0))
-        #expect(await entered.wait(upTo: .seconds(60)))
+        #expect(await entered.wait(upTo: safetyNet))
         observer.close()
         // Still held: only now is it let go.
         if observer.transport.deliveryExecutor != nil {
@@ -424,7 +424,7 @@ private struct ClosedFromItsHandler: ContractBody {
             done.fire()
         }
         try poster.post(Ping(index: 0))
-        #expect(await done.wait(upTo: .seconds(60)))
+        #expect(await done.wait(upTo: safetyNet))
         await observer.closed()
         if observer.transport.deliveryExecutor != nil {
             // It would have waited for its own thread: refused at once.

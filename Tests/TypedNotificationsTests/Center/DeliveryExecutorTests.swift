@@ -106,7 +106,7 @@ private struct CloseFromHandler: ContractBody {
             closed.fire()
         }
         try hub.post(Ping(index: 0))
-        #expect(await closed.wait(upTo: .seconds(30)))
+        #expect(await closed.wait(upTo: safetyNet))
         #expect(onLoop.isSet)
         #expect(throws: TypedNotificationError.self) { try hub.post(Ping(index: 1)) }
         token.cancel()
@@ -138,7 +138,7 @@ private struct SyncCancelOnLoop: ContractBody {
         let drained = Signal()
         let last = try hub.addObserver(Note.self) { _, _ in drained.fire() }
         try hub.post(Note(text: "last"))
-        #expect(await drained.wait(upTo: .seconds(30)))
+        #expect(await drained.wait(upTo: safetyNet))
         #expect(ranAfterCancel.count == 0)
         probe.cancel()
         last.cancel()

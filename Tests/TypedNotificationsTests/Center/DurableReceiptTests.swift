@@ -30,8 +30,8 @@ struct DurableReceiptTests {
         // Observed and handled: acknowledged.
         let token = try hub.addObserver(Ping.self) { ping, _ in handled.append(ping.index) }
         transport.inject(try durableMessage(Ping(index: 0), acknowledged: acknowledged))
-        #expect(await handled.wait(forCount: 1, upTo: .seconds(30)))
-        #expect(await acknowledged.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await handled.wait(forCount: 1, upTo: safetyNet))
+        #expect(await acknowledged.wait(forCount: 1, upTo: safetyNet))
         // Observed only by one whose sender filter passes it by: the
         // identity chose not to see it, so it is acknowledged too.
         token.cancel()
@@ -39,7 +39,7 @@ struct DurableReceiptTests {
             handled.append(ping.index)
         }
         transport.inject(try durableMessage(Ping(index: 1), acknowledged: acknowledged))
-        #expect(await acknowledged.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await acknowledged.wait(forCount: 2, upTo: safetyNet))
         // The last observer left; a read already in flight hands over one
         // more: nobody took it, so it stays unacknowledged.
         filtered.cancel()
@@ -65,7 +65,7 @@ struct DurableReceiptTests {
         #expect(acknowledged.values.isEmpty)
         // The sequence goes without being iterated: it abandons what it holds.
         withExtendedLifetime(sequence) { sequence = nil }
-        #expect(await acknowledged.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await acknowledged.wait(forCount: 1, upTo: safetyNet))
     }
 
     @Test("a durable message a buffer dropped is not acknowledged; the one it kept is, once handled")
@@ -87,7 +87,7 @@ struct DurableReceiptTests {
         #expect(kept?.delivery.missed == 1)
         // Asking for the next lets go of the one handled.
         let waiting = Task { _ = await iterator.next() }
-        #expect(await acknowledged.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await acknowledged.wait(forCount: 1, upTo: safetyNet))
         waiting.cancel()
         _ = await waiting.value
         #expect(acknowledged.values == [1])

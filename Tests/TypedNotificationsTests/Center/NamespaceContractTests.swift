@@ -27,7 +27,7 @@ private func namespaceObserver<T: NotificationTransport, Observed>(
         let got = Collector<Int>()
         let token = try observer.addObserver(Ping.self, named: "test.jobs.one") { ping, _ in got.append(ping.index) }
         try poster.post(Ping(index: 7), as: "test.jobs.one")
-        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 1, upTo: safetyNet))
         #expect(got.values == [7])
         token.cancel()
         return nil
@@ -51,7 +51,7 @@ private struct NewNameAtOnce: ContractBody {
             guard let token = made else { return }
             let name = try NotificationName(validating: "test.jobs.round\(round).first-seen")
             try poster.post(Ping(index: round), as: name)
-            #expect(await got.wait(forCount: 1, upTo: .seconds(30)), "round \(round)")
+            #expect(await got.wait(forCount: 1, upTo: safetyNet), "round \(round)")
             #expect(got.values == ["\(name)=\(round)"], "\(logsOf(observer, got.values))")
             token.cancel()
         }
@@ -105,7 +105,7 @@ private struct EveryFormWholeLabels: ContractBody {
         // Order is per poster per name: the file transport keeps a log per
         // name, and reads two names' logs in either order.
         let expected = ["test.jobs=1", "test.jobs.a=3", "test.jobs.b.c=5", "test.jobs.a=7", "test.jobs.end=99"]
-        #expect(await byClosure.wait(forCount: 5, upTo: .seconds(30)))
+        #expect(await byClosure.wait(forCount: 5, upTo: safetyNet))
         #expect(Self.byName(byClosure.values) == Self.byName(expected))
         var fromSequence: [String] = []
         for await (name, ping) in named {
@@ -166,12 +166,12 @@ private struct LossesCountedAcrossNames: ContractBody {
         for index in 0..<240 { posted[names[index % 2].rawValue, default: 0] += 1 }
         posted[names[2].rawValue, default: 0] += 60
         // Once the flood is handled, one more of each name carries what is left.
-        #expect(await received.wait(forCount: 8, upTo: .seconds(120)))
+        #expect(await received.wait(forCount: 8, upTo: safetyNet))
         for (offset, name) in names.enumerated() {
             try poster.post(Ping(index: 1_000 + offset), as: name)
             posted[name.rawValue, default: 0] += 1
         }
-        #expect(await finals.wait(forCount: 3, upTo: .seconds(120)))
+        #expect(await finals.wait(forCount: 3, upTo: safetyNet))
         let values = received.values
         for name in names {
             let own = values.filter { $0.name == name.rawValue }

@@ -82,7 +82,7 @@ struct SubscriptionTests {
         // A delivery of another name needs the observer table: it must not
         // wait behind the subscription held at the gate.
         try poster.post(Note(text: "during"))
-        #expect(await notes.wait(forCount: 1, upTo: .seconds(30)), "a delivery waited behind another name's subscribe")
+        #expect(await notes.wait(forCount: 1, upTo: safetyNet), "a delivery waited behind another name's subscribe")
         let sameName = try hub.deliveries(of: Note.self)
         _ = sameName
         let registeredEarly = registered.load(ordering: .acquiring)
@@ -104,7 +104,7 @@ struct SubscriptionTests {
         #expect(subscribes == 1, "one subscribe for both observers")
 
         try poster.post(Ping(index: 1))
-        #expect(await pings.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await pings.wait(forCount: 2, upTo: safetyNet))
         #expect(Set(pings.values) == [1, 1001], "both registered observers have it")
 
         for token in tokens.withLock({ $0 }) { token.cancel() }

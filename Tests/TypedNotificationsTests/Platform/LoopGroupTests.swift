@@ -83,23 +83,23 @@ struct LoopGroupTests {
         let reads = Collector<Bool>()
         let second = try pipeHandler(on: going) { reads.append(going.isCurrent) }
         _ = SystemCalls.writeAll(first.writeEnd, [1])
-        #expect(await order.wait(forCount: 2, upTo: .seconds(60)))
+        #expect(await order.wait(forCount: 2, upTo: safetyNet))
         #expect(order.values == ["handler returns", "finished"])
         // Its descriptor is no longer watched; the other loop's still is.
         _ = SystemCalls.writeAll(first.writeEnd, [2])
         _ = SystemCalls.writeAll(second.writeEnd, [1])
-        #expect(await reads.wait(forCount: 1, upTo: .seconds(60)))
+        #expect(await reads.wait(forCount: 1, upTo: safetyNet))
         // Jobs given to the stopped loop still run, on the thread.
         let job = Signal()
         stopping.execute { job.fire() }
-        #expect(await job.wait(upTo: .seconds(60)))
+        #expect(await job.wait(upTo: safetyNet))
         // The other loop's timers fire, after the stopped loop's was due.
         let timer = Signal()
         going.schedule(after: 300_000_000) { timer.fire() }
-        #expect(await timer.wait(upTo: .seconds(60)))
+        #expect(await timer.wait(upTo: safetyNet))
         #expect(!order.values.contains("stopped loop's timer"))
         _ = SystemCalls.writeAll(second.writeEnd, [2])
-        #expect(await reads.wait(forCount: 2, upTo: .seconds(60)))
+        #expect(await reads.wait(forCount: 2, upTo: safetyNet))
         #expect(reads.values == [true, true])
         // The stopped loop's handler never ran again.
         #expect(order.values == ["handler returns", "finished"])
@@ -120,12 +120,12 @@ struct LoopGroupTests {
         defer { for loop in loops { loop.stop() } }
         for index in stride(from: 0, to: 300, by: 2) { loops[index].stop() }
         for holder in pipes { _ = SystemCalls.writeAll(holder.pipe.writeEnd, [1]) }
-        #expect(await ran.wait(forCount: 150, upTo: .seconds(60)))
+        #expect(await ran.wait(forCount: 150, upTo: safetyNet))
         // One more turn of the thread: a stopped loop's descriptor, were
         // it still watched, was ready in the same waits as the others'.
         let settled = Signal()
         loops[1].execute { settled.fire() }
-        #expect(await settled.wait(upTo: .seconds(60)))
+        #expect(await settled.wait(upTo: safetyNet))
         #expect(ran.values.sorted() == Array(stride(from: 1, to: 300, by: 2)))
     }
 
@@ -146,10 +146,10 @@ struct LoopGroupTests {
         defer { other.stop() }
         let passed = Signal()
         other.schedule(after: 50_000_000) { passed.fire() }
-        #expect(await passed.wait(upTo: .seconds(60)))
+        #expect(await passed.wait(upTo: safetyNet))
         #expect(ran.values.isEmpty)
         loop.start()
-        #expect(await ran.wait(forCount: 3, upTo: .seconds(60)))
+        #expect(await ran.wait(forCount: 3, upTo: safetyNet))
         #expect(Set(ran.values) == ["handler", "timer", "job"])
     }
 
@@ -171,7 +171,7 @@ struct LoopGroupTests {
         defer { last.stop() }
         let ran = Signal()
         last.execute { ran.fire() }
-        #expect(await ran.wait(upTo: .seconds(60)))
+        #expect(await ran.wait(upTo: safetyNet))
         #expect(group.threadCount == 1)
     }
 }

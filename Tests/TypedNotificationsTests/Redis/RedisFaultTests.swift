@@ -216,7 +216,7 @@ struct RedisFaultTests {
                 try await Task.sleep(for: .milliseconds(10))
             }
         }
-        let arrived = await seen.wait(forCount: 600, upTo: .seconds(120))
+        let arrived = await seen.wait(forCount: 600, upTo: safetyNet)
         var handled: Set<Int> = []
         for (index, redelivery) in seen.values {
             if handled.contains(index) {
@@ -327,7 +327,7 @@ struct RedisFaultTests {
             seen.append((ping.index, delivery.isRedelivery))
         }
         defer { withExtendedLifetime(token) {} }
-        #expect(await seen.wait(forCount: 19, upTo: .seconds(30)))
+        #expect(await seen.wait(forCount: 19, upTo: safetyNet))
         #expect(seen.values.map(\.index) == Array(1..<20))
         #expect(seen.values.allSatisfy { $0.redelivery })
         #expect(observer.transport.statistics.acknowledged >= 1)
@@ -365,7 +365,7 @@ struct RedisFaultTests {
             }
             // What the previous round posted, handled and acknowledged;
             // then this one's read waits.
-            #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
+            #expect(await seen.wait(forCount: round, upTo: safetyNet))
             #expect(await waitUntil { durable.transport.statistics.acknowledged == min(round, 1) })
             #expect(await waitUntil { readerBlocked(server) })
             // The last observer leaves, so the name is unsubscribed, and at
@@ -415,9 +415,9 @@ struct RedisFaultTests {
         for round in 0..<2 {
             let (durable, token) = try run()
             defer { withExtendedLifetime(token) {} }
-            #expect(await seen.wait(forCount: round, upTo: .seconds(30)))
+            #expect(await seen.wait(forCount: round, upTo: safetyNet))
             try poster.post(Ping(index: -1))
-            #expect(await holding.wait(forCount: round + 1, upTo: .seconds(30)))
+            #expect(await holding.wait(forCount: round + 1, upTo: safetyNet))
             // close() does not wait for the loop, which the handler holds;
             // the reads end at the server once the close is done.
             durable.close()
@@ -430,7 +430,7 @@ struct RedisFaultTests {
             token.cancel()
             last.close()
         }
-        #expect(await seen.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await seen.wait(forCount: 2, upTo: safetyNet))
         #expect(seen.values.map(\.index) == [0, 1])
         #expect(seen.values.allSatisfy { !$0.redelivery }, "\(seen.values)")
     }
@@ -518,7 +518,7 @@ struct RedisFaultTests {
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         for index in 0..<10 { try poster.post(Ping(index: index)) }
-        #expect(await seen.wait(forCount: 9, upTo: .seconds(30)))
+        #expect(await seen.wait(forCount: 9, upTo: safetyNet))
         #expect(await waitUntil { durable.transport.statistics.acknowledged == 9 })
         #expect(try server.command("ACL", "SETUSER", "app", "-xack") == .simpleString("OK"))
         release.signal()
@@ -553,14 +553,14 @@ struct RedisFaultTests {
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         try poster.post(Ping(index: 0))
-        #expect(await seen.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await seen.wait(forCount: 1, upTo: safetyNet))
         #expect(transport.statistics.reconnects == 0)
         // The fault: stopped for three times the reader's patience.
         server.signal(SIGSTOP)
         try await Task.sleep(for: .milliseconds(900))
         server.signal(SIGCONT)
         try poster.post(Ping(index: 1))
-        #expect(await seen.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await seen.wait(forCount: 2, upTo: safetyNet))
         #expect(seen.values == [0, 1])
         // Without the watchdog the old read just resumes: no reconnect.
         #expect(transport.statistics.reconnects >= 1)
@@ -694,7 +694,7 @@ struct RedisFaultTests {
         let seen = Collector<Int>()
         let token = try first.addObserver(Ping.self) { ping, _ in seen.append(ping.index) }
         try poster.post(Ping(index: 0))
-        #expect(await seen.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await seen.wait(forCount: 1, upTo: safetyNet))
         #expect(await waitUntil { first.transport.statistics.acknowledged == 1 })
         token.cancel()
         first.close()

@@ -103,9 +103,9 @@ struct RedisNamespaceTests {
             got.append("\(delivery.name) \(ping.index)")
         }
         defer { token.cancel() }
-        #expect(await got.wait(forCount: 8, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 8, upTo: safetyNet))
         try poster.post(Ping(index: 9), as: "test.trim.a")
-        #expect(await got.wait(forCount: 9, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 9, upTo: safetyNet))
         #expect(
             got.values.sorted()
                 == [
@@ -135,9 +135,9 @@ struct RedisNamespaceTests {
         defer { token.cancel() }
         // The poster learns of the restart from its broken connection.
         try poster.post(Ping(index: 1), as: "test.restart.a")
-        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 1, upTo: safetyNet))
         try poster.post(Ping(index: 2), as: "test.restart.a")
-        #expect(await got.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 2, upTo: safetyNet))
         #expect(got.values == [1, 2])
     }
 
@@ -164,7 +164,7 @@ struct RedisNamespaceTests {
         let got = Collector<Int>()
         let token = try back.addObserver(Ping.self, in: "test.det") { ping, _ in got.append(ping.index) }
         defer { token.cancel() }
-        #expect(await got.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 2, upTo: safetyNet))
         #expect(got.values == [0, 1])
     }
 
@@ -197,7 +197,7 @@ struct RedisNamespaceTests {
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         try poster.post(Ping(index: 1), as: "test.acl.job")
-        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 1, upTo: safetyNet))
         #expect(got.values == [1])
     }
 
@@ -234,7 +234,7 @@ struct RedisNamespaceTests {
                 identity == nil
                 ? ["test.odd.early 1", "test.odd.late 2"]
                 : ["test.odd.early 0", "test.odd.early 1", "test.odd.early 11", "test.odd.late 12"]
-            #expect(await got.wait(forCount: expected.count, upTo: .seconds(30)), "\(identity ?? "plain")")
+            #expect(await got.wait(forCount: expected.count, upTo: safetyNet), "\(identity ?? "plain")")
             #expect(got.values.sorted() == expected, "\(identity ?? "plain")")
             #expect(observer.failure == nil)
         }
@@ -266,7 +266,7 @@ struct RedisNamespaceTests {
 
             let posted = names.prefix(10)
             for index in 1...3 { for name in posted { try poster.post(Ping(index: index), as: name) } }
-            #expect(await got.wait(forCount: 30, upTo: .seconds(30)))
+            #expect(await got.wait(forCount: 30, upTo: safetyNet))
             for name in posted {
                 #expect(got.values.filter { $0.name == name.rawValue }.map { $0.index } == [1, 2, 3])
             }
@@ -304,7 +304,7 @@ struct RedisNamespaceTests {
         let posted = names.prefix(30)
         for index in 1...3 { for name in posted { try poster.post(Ping(index: index), as: name) } }
         try poster.post(Ping(index: 1), as: "test.quiet.new")
-        #expect(await got.wait(forCount: 91, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 91, upTo: safetyNet))
         for name in posted {
             #expect(got.values.filter { $0.name == name.rawValue }.map { $0.index } == [1, 2, 3])
         }
@@ -329,7 +329,7 @@ struct RedisNamespaceTests {
         }
         _ = try transaction.call(["XTRIM", key, "MAXLEN", "2"].map { Array($0.utf8) })
         _ = try transaction.call([Array("EXEC".utf8)])
-        #expect(await got.wait(forCount: 93, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 93, upTo: safetyNet))
         let afterTrim = got.values.filter { $0.name == trimmed.rawValue }
         #expect(afterTrim.map { $0.index } == [14, 15])
         #expect(afterTrim.first?.missed == 3)
@@ -344,7 +344,7 @@ struct RedisNamespaceTests {
         try FileManager.default.removeItem(atPath: server.directory + "/appendonlydir")
         try await server.start()
         try poster.post(Ping(index: 4), as: names[200])
-        #expect(await got.wait(forCount: 94, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 94, upTo: safetyNet))
         #expect(got.values.last.map { [$0.name, String($0.index)] } == [names[200].rawValue, "4"])
         #expect(observer.transport.statistics.wokenReaders > woken)
     }
@@ -368,7 +368,7 @@ struct RedisNamespaceTests {
         try await offThePool {
             for index in 0..<3 { for name in names { try poster.post(Ping(index: index), as: name) } }
         }
-        #expect(await got.wait(forCount: 900, upTo: .seconds(120)))
+        #expect(await got.wait(forCount: 900, upTo: safetyNet))
         for name in names {
             #expect(got.values.filter { $0.name == name.rawValue }.map { $0.index } == [0, 1, 2])
         }
@@ -399,15 +399,15 @@ struct RedisNamespaceTests {
         _ = try server.command("DEL", key)
         _ = try server.command("SET", key, "junk")
         try poster.post(Ping(index: 1), as: "test.swap.a")
-        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 1, upTo: safetyNet))
         #expect(await waitUntil { observer.transport.readerErrors["test.swap.b"] != nil })
         try poster.post(Ping(index: 2), as: "test.swap.a")
-        #expect(await got.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 2, upTo: safetyNet))
         // A stream again: its posts come, and the error goes.
         _ = try server.command("DEL", key)
         try poster.post(Ping(index: 1), as: "test.swap.b")
         try poster.post(Ping(index: 2), as: "test.swap.b")
-        #expect(await got.wait(forCount: 4, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 4, upTo: safetyNet))
         #expect(got.values == ["test.swap.a:1", "test.swap.a:2", "test.swap.b:1", "test.swap.b:2"])
         #expect(await waitUntil { observer.transport.readerErrors.isEmpty })
     }
@@ -440,7 +440,7 @@ struct RedisNamespaceTests {
 
         let posted = Array(names.prefix(30))
         for index in 1...3 { for name in posted { try poster.post(Ping(index: index), as: name) } }
-        #expect(await got.wait(forCount: 90, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 90, upTo: safetyNet))
         for name in posted {
             #expect(got.values.filter { $0.name == name.rawValue }.map { $0.index } == [1, 2, 3])
         }
@@ -461,7 +461,7 @@ struct RedisNamespaceTests {
             token.cancel()
             observer.close()
         }
-        #expect(await next.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await next.wait(forCount: 2, upTo: safetyNet))
         #expect(next.values.map { $0.index } == [4, 5])
         #expect(next.values.allSatisfy { $0.name == names[150].rawValue && !$0.again })
     }
@@ -499,7 +499,7 @@ struct RedisNamespaceTests {
                 }
             }
         }
-        #expect(await got.wait(forCount: count, upTo: .seconds(120)))
+        #expect(await got.wait(forCount: count, upTo: safetyNet))
         let elapsed = ContinuousClock.now - started
         #expect(Set(got.values).count == count)
         // At most the reading connections, the announcements' reader, the
@@ -509,7 +509,7 @@ struct RedisNamespaceTests {
         #expect(mostConnections.withLock { $0 } <= bound)
         #expect(await waitUntil { connections() <= 2 + IdleReaders.spareLimit + count / 500 })
         try poster.post(Ping(index: -1), as: "test.many.n0")
-        #expect(await got.wait(forCount: count + 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: count + 1, upTo: safetyNet))
         #expect(got.values.count == count + 1)
         print(
             "\(count) new names through one Redis namespace (identity \(identity ?? "none")): delivered in \(elapsed), at most \(mostConnections.withLock { $0 }) reading connections (the server listed up to \(mostListed.withLock { $0 }), closed ones too; names reading at once: up to \(observer.transport.mostNamesReadingAtOnce)), \(observer.transport.idleWatchCount) watches at the end, RSS +\(residentKiB() - rssBefore) KiB"
@@ -536,14 +536,14 @@ struct RedisNamespaceTests {
         defer { nameToken.cancel() }
         try poster.post(Ping(index: 0), as: "test.both.kept")
         try poster.post(Ping(index: 0), as: "test.both.other")
-        #expect(await inNamespace.wait(forCount: 2, upTo: .seconds(30)))
-        #expect(await named.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await inNamespace.wait(forCount: 2, upTo: safetyNet))
+        #expect(await named.wait(forCount: 1, upTo: safetyNet))
         namespaceToken.cancel()
         // Readers of names no longer observed are gone; the named one stays.
         #expect(await waitUntil { observer.transport.namesRead == ["test.both.kept"] })
         try poster.post(Ping(index: 1), as: "test.both.other")
         try poster.post(Ping(index: 1), as: "test.both.kept")
-        #expect(await named.wait(forCount: 2, upTo: .seconds(30)))
+        #expect(await named.wait(forCount: 2, upTo: safetyNet))
         #expect(named.values == [0, 1])
         #expect(inNamespace.values.sorted() == ["test.both.kept", "test.both.other"])
     }
@@ -577,7 +577,7 @@ struct RedisClusterNamespaceTests {
         let names = try (0..<24).map { try NotificationName(validating: "spread.n\($0)") }
         for index in 0..<3 { for name in names { try poster.post(Ping(index: index), as: name) } }
         try poster.post(Ping(index: 0), as: "spreadx")
-        #expect(await got.wait(forCount: 72, upTo: .seconds(60)))
+        #expect(await got.wait(forCount: 72, upTo: safetyNet))
         for name in names {
             #expect(got.values.filter { $0.hasPrefix("\(name) ") } == (0..<3).map { "\(name) \($0)" })
         }
@@ -596,10 +596,10 @@ struct RedisClusterNamespaceTests {
             resumed.append("\(delivery.name) \(ping.index)")
         }
         defer { resumedToken.cancel() }
-        #expect(await resumed.wait(forCount: 72, upTo: .seconds(60)))
+        #expect(await resumed.wait(forCount: 72, upTo: safetyNet))
         try poster.post(Ping(index: 3), as: "spread.n0")
-        #expect(await got.wait(forCount: 73, upTo: .seconds(30)))
-        #expect(await resumed.wait(forCount: 73, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 73, upTo: safetyNet))
+        #expect(await resumed.wait(forCount: 73, upTo: safetyNet))
         #expect(Set(resumed.values).count == 73)
         #expect(!got.values.contains { $0.hasPrefix("spreadx") })
     }

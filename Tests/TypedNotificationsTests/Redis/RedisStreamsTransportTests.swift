@@ -128,10 +128,10 @@ struct RedisStreamsTransportTests {
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         try poster.post(Ping(index: 0))
-        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 1, upTo: safetyNet))
         #expect(try server.command("XGROUP", "DESTROY", "tn:{test.ping}", "gizmo") == .integer(1))
         for index in 1...5 { try poster.post(Ping(index: index)) }
-        #expect(await got.wait(forCount: 6, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 6, upTo: safetyNet))
         #expect(got.values == Array(0...5))
         token.cancel()
     }

@@ -32,7 +32,7 @@ func playCancelWhileLoopBodyRuns<Durable: NotificationTransport, Posting: Notifi
         return handled
     }
     for index in 0..<3 { try poster.post(Ping(index: index)) }
-    #expect(await inBody.wait(upTo: .seconds(30)))
+    #expect(await inBody.wait(upTo: safetyNet))
     // Cancelled while the body runs; the body then finishes.
     loop.cancel()
     bodyMayEnd.fire()
@@ -50,7 +50,7 @@ func playCancelWhileLoopBodyRuns<Durable: NotificationTransport, Posting: Notifi
         arrived.append(DeliveredNotification(notification: ping, delivery: delivery))
     }
     defer { token.cancel() }
-    _ = await arrived.wait(forCount: 1, upTo: .seconds(30))
+    _ = await arrived.wait(forCount: 1, upTo: safetyNet)
     return (handled, arrived.values.first)
 }
 

@@ -46,9 +46,9 @@ func playStalledWatcher(
     var watch = StalledWatch()
     var seen = 0
     while watch.printedCount + watch.missed < count {
-        guard await watcher.lines.wait(forCount: seen + 1, upTo: .seconds(60)) else {
+        guard await watcher.lines.wait(forCount: seen + 1, upTo: safetyNet) else {
             Issue.record(
-                "after 60 s: \(watch.printedCount) printed, \(watch.missed) missed, of \(count); \(watcher.errors.values)"
+                "after \(safetyNet): \(watch.printedCount) printed, \(watch.missed) missed, of \(count); \(watcher.errors.values)"
             )
             break
         }

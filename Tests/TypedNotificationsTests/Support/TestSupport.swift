@@ -263,11 +263,22 @@ func startThread(_ body: @escaping @Sendable () -> Void) -> OneShotEvent {
     return done
 }
 
+/// How long a test waits for something a broken promise would never bring
+/// (a notification, a helper's line, a condition) before it fails.
+///
+/// Generous on purpose: in a full run on two cores, with some 500 tests in
+/// flight, a job queued on the shared pool (an in-process hub's handler, a
+/// resumed test task) has waited more than 30 s behind the pool's runnable
+/// jobs while nothing was lost (the loop of 20 runs on `86d7de6`, run 8: the
+/// handler ran, late). A notification that was lost is as lost after 180 s,
+/// and a test that passes never waits for the net.
+let safetyNet: Duration = .seconds(180)
+
 /// Waits on this thread, with a generous safety net, until `condition`
 /// holds: for synchronous tests and threads of their own (an async test
 /// uses ``waitUntil(_:)``, which frees its thread while it waits).
 func waitOnThisThread(_ condition: () -> Bool) -> Bool {
-    let deadline = SystemClock.monotonicNanoseconds() + 30_000_000_000
+    let deadline = SystemClock.monotonicNanoseconds() + UInt64(safetyNet.components.seconds) * 1_000_000_000
     while !condition() {
         guard SystemClock.monotonicNanoseconds() < deadline else { return false }
         SystemProcess.pause(microseconds: 200)
@@ -280,7 +291,7 @@ func waitOnThisThread(_ condition: () -> Bool) -> Bool {
 /// threads (two on a 2-core machine), which every other test's tasks need.
 /// The deadline (30 s) is a safety net.
 func waitUntil(_ condition: () -> Bool) async -> Bool {
-    let deadline = SystemClock.monotonicNanoseconds() + 30_000_000_000
+    let deadline = SystemClock.monotonicNanoseconds() + UInt64(safetyNet.components.seconds) * 1_000_000_000
     while !condition() {
         guard SystemClock.monotonicNanoseconds() < deadline else { return false }
         try? await Task.sleep(for: .microseconds(500))

@@ -48,7 +48,7 @@ struct EnvelopeLoopbackTests {
         // One poster's envelopes reach the receiving thread in order: once
         // the sentinel arrived, the lossy one was decoded before it.
         try poster.post(Ping(index: 1))
-        #expect(await sentinel.wait(upTo: .seconds(30)))
+        #expect(await sentinel.wait(upTo: safetyNet))
         #expect(delivered.values.isEmpty)
         #expect(observer.metrics.undecodable == 1)
         #expect(observer.transport.statistics.received == 2)
@@ -167,7 +167,7 @@ struct UnstartedObservationTests {
         let token = try hub.addObserver(Ping.self) { _, _ in marker.fire() }
         defer { token.cancel() }
         try poster.post(Ping(index: 0))
-        #expect(await marker.wait(upTo: .seconds(30)))
+        #expect(await marker.wait(upTo: safetyNet))
         // The name was unsubscribed: the transport received only the marker.
         #expect(hub.transport.statistics.received == 1)
     }

@@ -236,7 +236,7 @@ struct ReceiveLimitTests {
         #expect(await waitUntil { first.transport.committedPosition(of: limitedName) != nil })
         let start = try #require(first.transport.committedPosition(of: limitedName))
         try poster.post([1], as: limitedName)
-        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 1, upTo: safetyNet))
         // Handled and committed: the cursor is past the first record.
         #expect(await waitUntil { (first.transport.committedPosition(of: limitedName) ?? start) > start })
         let handled = try #require(first.transport.committedPosition(of: limitedName))

@@ -83,10 +83,10 @@ struct SharedThreadHubsTests {
         #expect(doomed.failure?.code == .transportFailure)
 
         try poster.post(Ping(index: 0))
-        #expect(await closedInHandler.wait(upTo: .seconds(60)))
+        #expect(await closedInHandler.wait(upTo: safetyNet))
         await closing.closed()
         for index in 1...100 { try poster.post(Ping(index: index)) }
-        #expect(await got.wait(forCount: 101, upTo: .seconds(60)))
+        #expect(await got.wait(forCount: 101, upTo: safetyNet))
         #expect(got.values == Array(0...100))
         #expect(going.failure == nil)
     }
@@ -130,7 +130,7 @@ struct SharedThreadHubsTests {
         #expect(await waitUntil { count.handled.load(ordering: .relaxed) > 0 })
         let atPost = count.handled.load(ordering: .relaxed)
         try calmPoster.post(Ping(index: 0))
-        #expect(await seenAt.wait(forCount: 1, upTo: .seconds(60)))
+        #expect(await seenAt.wait(forCount: 1, upTo: safetyNet))
         // Two seconds of backlog were queued; the quiet hub waited for a
         // slice of them (1 ms of handlers, plus the one running), not for all.
         let behind = (seenAt.values.first ?? total) - atPost

@@ -81,12 +81,12 @@ struct SocketBackpressureTests {
         // Posts and exits: what the socket's queue cannot take waits in the spool.
         let started = ContinuousClock.now
         let poster = try HelperProcess(["post-exit", directory, "\(Self.posts)", "1"])
-        #expect(await blocked.wait(upTo: .seconds(60)))
+        #expect(await blocked.wait(upTo: safetyNet))
         let blockedAt = ContinuousClock.now - started
         #expect(await poster.waitForExit() == 0, "\(poster.errors.values)")
         let exitedAt = ContinuousClock.now - started
         gate.open()
-        let arrived = await tally.indexes.wait(forCount: Self.posts, upTo: .seconds(60))
+        let arrived = await tally.indexes.wait(forCount: Self.posts, upTo: safetyNet)
         #expect(
             arrived,
             """
@@ -136,11 +136,11 @@ struct SocketBackpressureTests {
             second.cancel()
         }
         let poster = try HelperProcess(["post-exit", directory, "\(Self.posts)", "1"])
-        #expect(await blocked.wait(upTo: .seconds(60)))
+        #expect(await blocked.wait(upTo: safetyNet))
         #expect(await poster.waitForExit() == 0, "\(poster.errors.values)")
         gate.open()
         for tally in [neighbourTally, blockingTally] {
-            #expect(await tally.indexes.wait(forCount: Self.posts, upTo: .seconds(60)))
+            #expect(await tally.indexes.wait(forCount: Self.posts, upTo: safetyNet))
             #expect(tally.indexes.values == Array(0..<Self.posts))
             #expect(tally.missed.count == 0)
         }
@@ -175,14 +175,14 @@ struct SocketBackpressureTests {
         defer { token.cancel() }
         let leaving = try observer.addObserver(Note.self) { _, _ in }
         try poster.post(Ping(index: 0))
-        #expect(await blocked.wait(upTo: .seconds(30)))
+        #expect(await blocked.wait(upTo: safetyNet))
         // Received once the thread is free, after its observer left: its
         // name has room for nothing and nobody is backed up on it.
         try poster.post(Note(text: "for nobody by then"))
         leaving.cancel()
         for index in 1..<50 { try poster.post(Ping(index: index)) }
         gate.open()
-        #expect(await got.wait(forCount: 50, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 50, upTo: safetyNet))
         #expect(got.values == Array(0..<50))
         #expect(observer.metrics.sequenceGaps == 0)
     }
@@ -207,7 +207,7 @@ struct SocketBackpressureTests {
             try poster.post(Note(text: "\(index)"))
         }
         // Every note, while the pings wait for a reader.
-        #expect(await notes.wait(forCount: 500, upTo: .seconds(30)))
+        #expect(await notes.wait(forCount: 500, upTo: safetyNet))
         #expect(notes.values == (0..<500).map { "\($0)" })
         var indexes: [Int] = []
         var missed = 0
@@ -251,7 +251,7 @@ struct SocketBackpressureTests {
         let filler = String(repeating: "x", count: 60_000)
         for index in 0..<posts { try second.post(LargePing(poster: 2, index: index, filler: filler)) }
         try second.post(Note(text: "after"))
-        #expect(await notes.wait(forCount: 1, upTo: .seconds(60)))
+        #expect(await notes.wait(forCount: 1, upTo: safetyNet))
         var indexes: [Int] = []
         var missed = 0
         for await element in unread {

@@ -396,7 +396,7 @@ struct FileSignalLocalTests {
             await received.wait(forCount: index + 1)
         }
         for index in 400..<4000 { try poster.post(HelperPing(poster: 1, index: index)) }
-        #expect(await received.wait(forCount: 4000, upTo: .seconds(60)))
+        #expect(await received.wait(forCount: 4000, upTo: safetyNet))
         #expect(received.values == Array(0..<4000))
         #expect(reader.metrics.dropped == 0)
         #expect(FileLog.segments(directory, HelperPing.name).count > 50)

@@ -35,12 +35,12 @@ struct LogAdversaryTests {
         }
         let first = try HelperProcess(["fpost", directory, "20", "1"])
         #expect(await first.waitForExit() == 0, "\(first.errors.values)")
-        #expect(await got.wait(forCount: 20, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 20, upTo: safetyNet))
         try FileManager.default.moveItem(
             atPath: directory + "/logs/" + HelperPing.name.rawValue, toPath: directory + "/moved")
         let second = try HelperProcess(["fpost", directory, "30", "3"])
         #expect(await second.waitForExit() == 0, "\(second.errors.values)")
-        #expect(await got.wait(forCount: 50, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 50, upTo: safetyNet))
         #expect(got.values.filter { $0.poster == 3 }.map(\.index) == Array(0..<30))
         token.cancel()
     }
@@ -68,7 +68,7 @@ struct LogAdversaryTests {
         let log = logs + "/" + HelperPing.name.rawValue
         let first = try HelperProcess(["fpost", directory, "1", "0"])
         #expect(await first.waitForExit() == 0, "\(first.errors.values)")
-        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 1, upTo: safetyNet))
         let adversaries: [[String]] = [
             ["/bin/rm", "-rf", log], ["/bin/rm", "-rf", logs],
             ["/bin/mv", log, directory + "/away"], ["/bin/mv", logs, directory + "/away"],
@@ -79,7 +79,7 @@ struct LogAdversaryTests {
             #expect(await adversary.waitForExit() == 0, "round \(round): \(adversary.errors.values)")
             let poster = try HelperProcess(["fpost", directory, "1", "\(round)"])
             #expect(await poster.waitForExit() == 0, "round \(round): \(poster.errors.values)")
-            let arrived = await got.wait(forCount: round + 1, upTo: .seconds(30))
+            let arrived = await got.wait(forCount: round + 1, upTo: safetyNet)
             #expect(arrived, "round \(round), after \(arguments.joined(separator: " "))")
             guard arrived else { break }
             removeDirectory(directory + "/away")
@@ -118,13 +118,13 @@ struct LogAdversaryTests {
             }
         }
         for index in 0..<10 { try poster.post(HelperPing(poster: 0, index: index)) }
-        #expect(await got.wait(forCount: 10, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 10, upTo: safetyNet))
 
         // Nobody makes the log again: the poster's next post does.
         let before = try segmentBytes(log)
         try await move(to: "moved-1")
         for index in 10..<30 { try poster.post(HelperPing(poster: 0, index: index)) }
-        #expect(await got.wait(forCount: 30, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 30, upTo: safetyNet))
         #expect(try segmentBytes(directory + "/moved-1") == before)
 
         // Another process makes it again first; the poster goes on in it.
@@ -133,7 +133,7 @@ struct LogAdversaryTests {
         let other = try HelperProcess(["fpost", directory, "5", "3"])
         #expect(await other.waitForExit() == 0, "\(other.errors.values)")
         for index in 30..<50 { try poster.post(HelperPing(poster: 0, index: index)) }
-        #expect(await got.wait(forCount: 55, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 55, upTo: safetyNet))
         #expect(try segmentBytes(directory + "/moved-2") == again)
 
         #expect(got.values.filter { $0.poster == 0 }.map(\.index) == Array(0..<50))
@@ -228,9 +228,9 @@ struct LogAdversaryTests {
         watcher.signal(SIGCONT)
         for index in 40..<50 { try renewed.post(HelperPing(poster: 2, index: index)) }
         let fromNewLog = { watcher.lines.values.filter { $0.contains(#""endpoint":"new""#) } }
-        // "watching", record 200 of the old log, the new log's 50 (a safety
-        // net of 20 s for a watcher that stalls on the removed log).
-        _ = await watcher.lines.wait(forCount: 52, upTo: .seconds(20))
+        // "watching", record 200 of the old log, the new log's 50 (with a
+        // safety net for a watcher that stalls on the removed log).
+        _ = await watcher.lines.wait(forCount: 52, upTo: safetyNet)
         watcher.signal(SIGTERM)
         #expect(await watcher.waitForExit() == 0)
         #expect(fromNewLog().map { jsonField($0, "sequence") } == (1...50).map { $0 })
@@ -263,7 +263,7 @@ struct LogAdversaryTests {
         defer { renewed.close() }
         for index in 0..<120 { try renewed.post(HelperPing(poster: 2, index: index)) }
         let second = try HelperProcess(arguments, executable: HelperProcess.tnotify)
-        _ = await second.lines.wait(forCount: 121, upTo: .seconds(20))
+        _ = await second.lines.wait(forCount: 121, upTo: safetyNet)
         second.signal(SIGTERM)
         #expect(await second.waitForExit() == 0)
         let lines = second.lines.values.filter { $0.hasPrefix("{") }
@@ -684,10 +684,10 @@ struct LogAdversaryTests {
         let seen = Collector<HelperPing>()
         let token = try reader.addObserver(HelperPing.self) { ping, _ in seen.append(ping) }
         defer { token.cancel() }
-        #expect(await seen.wait(forCount: 9, upTo: .seconds(20)))
+        #expect(await seen.wait(forCount: 9, upTo: safetyNet))
         let new = [HelperPing(poster: 2, index: 0)] + (0..<3).map { HelperPing(poster: 3, index: $0) }
         #expect(seen.values == (0..<5).map { HelperPing(poster: 1, index: $0) } + new)
-        #expect(await watched.wait(forCount: 4, upTo: .seconds(20)))
+        #expect(await watched.wait(forCount: 4, upTo: safetyNet))
         #expect(watched.values == new)
 
         // A watcher started now, from the end, reads nothing of the newest
@@ -710,7 +710,7 @@ struct LogAdversaryTests {
         #expect(await waitUntil { late.transport.statistics.shrunkSegments >= 1 })
         let later = try HelperProcess(["fpost", directory, "1", "5"])
         #expect(await later.waitForExit() == 0)
-        #expect(await lateSeen.wait(forCount: 1, upTo: .seconds(20)))
+        #expect(await lateSeen.wait(forCount: 1, upTo: safetyNet))
         #expect(lateSeen.values == [HelperPing(poster: 5, index: 0)])
     }
 

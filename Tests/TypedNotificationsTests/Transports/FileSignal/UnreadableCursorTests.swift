@@ -36,7 +36,7 @@ struct UnreadableCursorTests {
     /// Waits for `count` notification lines (a safety net of 30 s: a
     /// watcher that lost them never prints them), then stops the watcher.
     private func lines(_ count: Int, of watcher: HelperProcess) async -> [Watched] {
-        let arrived = await watcher.lines.wait(forCount: count + 1, upTo: .seconds(30))
+        let arrived = await watcher.lines.wait(forCount: count + 1, upTo: safetyNet)
         #expect(arrived, "\(watcher.lines.values) \(watcher.errors.values)")
         watcher.signal(SIGTERM)
         #expect(await watcher.waitForExit() == 0)

@@ -424,7 +424,7 @@ struct RegistryRepairTests {
         defer { poster.close() }
         try poster.post("registered", as: name)
         try poster.post("registered", as: inNamespace)
-        #expect(await watcher.lines.wait(forCount: 3, upTo: .seconds(30)))
+        #expect(await watcher.lines.wait(forCount: 3, upTo: safetyNet))
 
         // Repair: each entry replaced by a copy of itself, as a backup's
         // restore would, is made a link to the registration file again.
@@ -444,7 +444,7 @@ struct RegistryRepairTests {
         }
         try poster.post("repaired", as: name)
         try poster.post("repaired", as: inNamespace)
-        #expect(await watcher.lines.wait(forCount: 5, upTo: .seconds(30)), "\(watcher.errors.values)")
+        #expect(await watcher.lines.wait(forCount: 5, upTo: safetyNet), "\(watcher.errors.values)")
 
         // Reap: the watcher killed, the next post removes its entries.
         watcher.signal(SIGKILL)

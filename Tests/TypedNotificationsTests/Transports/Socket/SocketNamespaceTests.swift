@@ -86,7 +86,7 @@ struct SocketNamespaceTests {
         let poster = try socketHub(directory, endpoint: "poster")
         defer { poster.close() }
         try poster.post(Ping(index: 1), as: "test.jobs.done")
-        #expect(await got.wait(forCount: 1, upTo: .seconds(30)))
+        #expect(await got.wait(forCount: 1, upTo: safetyNet))
         #expect(got.values == ["test.jobs.done"])
         #expect(poster.transport.statistics.reapedEndpoints == 1)
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/namespaces/test.jobs")) ?? []

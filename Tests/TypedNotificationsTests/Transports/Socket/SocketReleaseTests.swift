@@ -50,7 +50,7 @@ struct SocketReleaseTests {
             do {
                 let observer = try socketHub(directory, endpoint: "observer-\(round)", configuration: configuration)
                 let token = try observer.addObserver(Ping.self) { _, _ in received.fire() }
-                let got = await received.wait(upTo: .seconds(60))
+                let got = await received.wait(upTo: safetyNet)
                 #expect(
                     got,
                     """

@@ -125,11 +125,11 @@ struct SocketWakingTests {
         defer { poster.close() }
         func blob(_ index: Int) -> Blob { Blob(bytes: [UInt8(index)] + Array(repeating: 0x5A, count: size - 1)) }
         try poster.post(blob(0))
-        #expect(await observer.holding.wait(upTo: .seconds(60)), "the first notification never reached its handler")
+        #expect(await observer.holding.wait(upTo: safetyNet), "the first notification never reached its handler")
         for index in 1..<count { try poster.post(blob(index)) }
         #expect(posterTransport.statistics.spooled > 0, "nothing was spooled: the scenario did not happen")
         observer.release.signal()
-        #expect(await observer.received.wait(forCount: count, upTo: .seconds(60)))
+        #expect(await observer.received.wait(forCount: count, upTo: safetyNet))
         #expect(observer.received.values.map { Int($0[0]) } == Array(0..<count))
         #expect(observer.transport.statistics.receivedFromSpool > 0)
     }
@@ -178,7 +178,7 @@ struct SocketWakingTests {
             return
         }
         peer.nudgeIfSpoolStarted()
-        #expect(await received.wait(forCount: 1, upTo: .seconds(60)), "the spooled notification never arrived")
+        #expect(await received.wait(forCount: 1, upTo: safetyNet), "the spooled notification never arrived")
         #expect(received.values == [[1, 2, 3]])
         #expect(transport.statistics.receivedFromSpool == 1)
     }
