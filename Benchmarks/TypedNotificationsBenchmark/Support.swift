@@ -1,6 +1,6 @@
+import CTypedNotifications
 import CTypedNotificationsAllocationCounter
 import CTypedNotificationsBenchmarkSupport
-import CTypedNotifications
 import Dispatch
 import Foundation
 import Synchronization
