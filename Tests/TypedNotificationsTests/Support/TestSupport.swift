@@ -289,7 +289,7 @@ func waitOnThisThread(_ condition: () -> Bool) -> Bool {
 /// Waits until `condition` holds, looking again every half millisecond
 /// with the task suspended, never holding one of the cooperative pool's
 /// threads (two on a 2-core machine), which every other test's tasks need.
-/// The deadline (30 s) is a safety net.
+/// The deadline (``safetyNet``) is a safety net.
 func waitUntil(_ condition: () -> Bool) async -> Bool {
     let deadline = SystemClock.monotonicNanoseconds() + UInt64(safetyNet.components.seconds) * 1_000_000_000
     while !condition() {
