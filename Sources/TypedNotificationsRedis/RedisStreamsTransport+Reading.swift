@@ -353,11 +353,17 @@ extension RedisStreamsTransport {
     }
 
     /// What an entry whose envelope is over the center's payload limit says
-    /// of itself, if it is one of the reader's name.
+    /// of itself, if it is one of the reader's name. An entry always holds
+    /// its whole value, so, as for a datagram the socket transport received
+    /// whole, the length is believed only with every byte there and the
+    /// checksum holding: an entry whose header only claims a large payload
+    /// is corrupt, and nothing was missed.
     func oversized(_ fields: [RESPValue]?, of reader: StreamReader) -> MissedNotifications? {
-        guard let fields, fields.count == 2, case .bulkString(let value?) = fields[1] else { return nil }
+        guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "e")],
+            case .bulkString(let value?) = fields[1]
+        else { return nil }
         let report = value.withUnsafeBytes { decoder(for: reader).oversized($0) }
-        guard let report, report.name == reader.name else { return nil }
+        guard let report, report.lastSequence != nil, report.name == reader.name else { return nil }
         return report
     }
 

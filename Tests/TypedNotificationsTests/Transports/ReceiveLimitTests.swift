@@ -263,15 +263,11 @@ struct ReceiveLimitTests {
         #expect(second.metrics.undecodable == 0)
     }
 
-    @Test("a short datagram whose header claims a large payload is malformed, and nothing is missed")
-    func forgedLengthIsMalformed() async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { removeDirectory(directory) }
-        let observer = try socketHub(directory, endpoint: "small")
-        defer { observer.close() }
-        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
-        // A valid header and name, a payload length of 1,000,000, and
-        // nothing after the endpoint: 32 + name + endpoint bytes.
+    /// A whole, valid envelope of 70,000 bytes of payload (over the
+    /// default 64 KiB limit), and a forgery of it: a valid header and name
+    /// claiming 1,000,000 bytes, and nothing after the endpoint (32 + name +
+    /// endpoint bytes).
+    private func lengthClaim() throws -> (forged: [UInt8], whole: [UInt8]) {
         let sender = try forgedSender(instance: 9)
         let real = try forgedMessage(
             [UInt8](repeating: 1, count: 70_000), named: limitedName, from: sender, sequence: 1)
@@ -281,6 +277,17 @@ struct ReceiveLimitTests {
         forged.withUnsafeMutableBytes {
             $0.storeBytes(of: UInt32(1_000_000).littleEndian, toByteOffset: 8, as: UInt32.self)
         }
+        return (forged, Array(encoded.envelope))
+    }
+
+    @Test("a short datagram whose header claims a large payload is malformed, and nothing is missed")
+    func forgedLengthIsMalformed() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let observer = try socketHub(directory, endpoint: "small")
+        defer { observer.close() }
+        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let forged = try lengthClaim().forged
         let socket = try SystemCalls.datagramSocket().get()
         try SystemCalls.connectSocket(socket, toSocketPath: observer.transport.socketPath).get()
         for _ in 0..<3 {
@@ -295,6 +302,38 @@ struct ReceiveLimitTests {
             break
         }
         #expect(observer.transport.statistics.refusedMalformed == 3)
+        #expect(observer.transport.statistics.refusedOversized == 0)
+        #expect(observer.metrics.undecodable == 0)
+    }
+
+    @Test(
+        "a Redis entry whose header only claims a large payload, or whose envelope is under another field, is corrupt; nothing is missed",
+        .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
+    func redisForgedLengthIsCorrupt() async throws {
+        let server = try await RedisTestServer()
+        let observer = try redisHub(server, endpoint: "small")
+        defer { observer.close() }
+        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let (forged, whole) = try lengthClaim()
+        let key = Array("tn:{\(limitedName.rawValue)}".utf8)
+        let entries: [[[UInt8]]] = [
+            [Array("e".utf8), forged],
+            // Whole and checksummed, over the limit, but not in the entry's field.
+            [Array("x".utf8), whole],
+        ]
+        for fields in entries {
+            let reply = try server.command(bytes: [Array("XADD".utf8), key, Array("*".utf8)] + fields)
+            guard case .bulkString = reply else { throw RedisTestFailure("XADD failed: \(reply)") }
+        }
+        let poster = try redisHub(server, endpoint: "poster")
+        defer { poster.close() }
+        try poster.post([3], as: limitedName)
+        for await delivered in deliveries {
+            #expect(delivered.notification == [3])
+            #expect(delivered.delivery.missed == 0)
+            break
+        }
+        #expect(observer.transport.statistics.corruptEntriesSkipped == 2)
         #expect(observer.transport.statistics.refusedOversized == 0)
         #expect(observer.metrics.undecodable == 0)
     }
