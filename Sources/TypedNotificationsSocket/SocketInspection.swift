@@ -116,9 +116,20 @@ extension SocketTransport {
         ]
         guard try SharedDirectory.check(folders, sharing: .group) else { return 0 }
         var dead = Set<String>()
+        var removedEntries = false
         for registration in registrations(in: directory) where !registration.isAlive {
-            SocketRegistry.removeEntry(directory, registration.selector, registration.identifier)
+            if case .success = SocketRegistry.removeEntry(directory, registration.selector, registration.identifier) {
+                removedEntries = true
+            }
             dead.insert(registration.identifier)
+        }
+        // Every removal bumps the registry's generation, where there is one
+        // (an owner-only directory whose endpoints made it): never made here.
+        let generation = SocketRegistry.generationPath(directory)
+        if removedEntries, case .success = SystemCalls.linkStatus(generation) {
+            try? SharedCounter.shared(
+                path: generation, permissions: DirectorySharing.ownerOnly.fileMode, owner: SystemProcess.userID
+            ).increment()
         }
         if case .success(let files) = SystemCalls.directoryEntries(SocketRegistry.socketsDirectory(directory)) {
             for file in files where file.hasSuffix(".sock") {

@@ -269,6 +269,9 @@ extension SocketTransport {
     func reapEntry(_ id: String, of name: NotificationSelector) {
         if case .success = SocketRegistry.removeEntry(directory, name, id) {
             counters.add(to: .reapedEndpoints)
+            // A removal, as an unsubscribe is: posters that cached the
+            // dead endpoint's route read the registry's changes again.
+            registryGeneration?.increment()
         }
         SocketRegistry.removeSocket(directory, id)
         SocketRegistry.removeSpool(directory, id)

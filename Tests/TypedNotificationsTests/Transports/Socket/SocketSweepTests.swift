@@ -71,6 +71,40 @@ struct SocketSweepTests {
         }
     }
 
+    /// The registry's generation (`names/.generation`), as another
+    /// process reads it: the host-order 64-bit integer at its start.
+    private func generation(_ directory: String) throws -> UInt64 {
+        let bytes = try #require(FileManager.default.contents(atPath: directory + "/names/.generation"))
+        try #require(bytes.count >= 8)
+        return bytes.prefix(8).withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+    }
+
+    @Test("a dead endpoint's entries reaped by a poster, or by gc, bump the registry's generation as any removal does")
+    func reapingBumpsTheGeneration() async throws {
+        for reaper in ["poster", "gc"] {
+            let directory = try makeTemporaryDirectory()
+            defer { removeDirectory(directory) }
+            let victim = try HelperProcess(["observe", directory, "1000000"])
+            await victim.waitForLine(startingWith: "ready")
+            #expect(registryEntries(directory, HelperPing.name).count == 1)
+            victim.signal(SIGKILL)
+            #expect(await victim.waitForExit() == 128 + SIGKILL)
+            let before = try generation(directory)
+            if reaper == "poster" {
+                let poster = try socketHub(directory, endpoint: "poster")
+                // The post finds the socket dead and reaps what it left.
+                try? poster.post(HelperPing(poster: 1, index: 0))
+                poster.close()
+                await poster.closed()
+            } else {
+                let gc = try await tnotify(["gc", "--transport", "socket", "--dir", directory])
+                #expect(gc.output.first == "socket transport: reaped 1 dead endpoint(s)")
+            }
+            #expect(registryEntries(directory, HelperPing.name).isEmpty, "\(reaper)")
+            #expect(try generation(directory) > before, "\(reaper): the entry went and the generation stood still")
+        }
+    }
+
     /// The review of stop 77: `tnotify gc` on a directory whose `spool/`
     /// or `names/` another process had swapped for a link deleted the
     /// files of the link's target (removals followed every folder but the
