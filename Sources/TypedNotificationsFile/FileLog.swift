@@ -3,10 +3,11 @@
 
 /// The layout of a file-plus-signal directory:
 ///
-///     DIR/                                   0700
-///     DIR/logs/NAME/lock                     serializes appends (flock)
+///     DIR/                                   0700 (0770 shared with a group)
+///     DIR/logs/NAME/lock                     serializes appends (flock); the newest segment number
 ///     DIR/logs/NAME/00000000000000000001.log segments of framed envelopes (``LogFormat``), 0600
-///     DIR/cursors/IDENTITY/NAME              a durable reader's position: "segment offset"
+///     DIR/cursors/IDENTITY/NAME              a durable reader's position (``FileCursor``):
+///                                            "C_SEG C_OFF D_SEG D_OFF INDEX LOG"
 ///     DIR/cursors/IDENTITY/NAMESPACE.*       the cursor of every name in the namespace without one
 ///
 /// The log is the truth. Every record is a `NotificationEnvelope` framed in

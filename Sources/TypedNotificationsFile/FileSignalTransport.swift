@@ -102,7 +102,8 @@ public final class FileSignalTransport: KeepsLatest {
     /// Creates the directory structure if needed and checks it.
     ///
     /// - Parameters:
-    ///   - directory: The shared directory; created 0700 if missing.
+    ///   - directory: The shared directory; created 0700 if missing (0770 when
+    ///     shared with a group).
     ///   - identity: A durable identity such as `"widget"`, following the rules
     ///     of endpoint labels; `nil` for a plain observer.
     ///   - firstRead: Where reading a name starts when there is no saved
