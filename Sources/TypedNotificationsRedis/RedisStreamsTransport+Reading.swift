@@ -341,12 +341,20 @@ extension RedisStreamsTransport {
         return box
     }
 
-    /// The envelope in an entry's fields, if it is a valid one of the reader's name.
-    func decode(_ fields: [RESPValue]?, of reader: StreamReader) -> TransportMessage? {
+    /// The bytes of an entry's one field, `e`: where a post puts its
+    /// envelope. `nil` for an entry with any other field, or more.
+    func envelopeBytes(_ fields: [RESPValue]?) -> [UInt8]? {
         guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "e")],
             case .bulkString(let value?) = fields[1]
         else { return nil }
-        guard let message = try? decoder(for: reader).decode(value), message.name == reader.name else {
+        return value
+    }
+
+    /// The envelope in an entry's fields, if it is a valid one of the reader's name.
+    func decode(_ fields: [RESPValue]?, of reader: StreamReader) -> TransportMessage? {
+        guard let value = envelopeBytes(fields),
+            let message = try? decoder(for: reader).decode(value), message.name == reader.name
+        else {
             return nil
         }
         return message
@@ -359,9 +367,7 @@ extension RedisStreamsTransport {
     /// checksum holding: an entry whose header only claims a large payload
     /// is corrupt, and nothing was missed.
     func oversized(_ fields: [RESPValue]?, of reader: StreamReader) -> MissedNotifications? {
-        guard let fields, fields.count == 2, case .bulkString(let field?) = fields[0], field == [UInt8(ascii: "e")],
-            case .bulkString(let value?) = fields[1]
-        else { return nil }
+        guard let value = envelopeBytes(fields) else { return nil }
         let report = value.withUnsafeBytes { decoder(for: reader).oversized($0) }
         guard let report, report.lastSequence != nil, report.name == reader.name else { return nil }
         return report

@@ -280,6 +280,19 @@ struct ReceiveLimitTests {
         return (forged, Array(encoded.envelope))
     }
 
+    /// Posts `[3]` through `poster` and expects it to be `deliveries`' next,
+    /// with nothing missed: the forgeries before it cost the observer nothing.
+    private func expectNextCleanly(
+        _ deliveries: DeliverySequence<[UInt8]>, postedBy poster: NotificationHub<some NotificationTransport>
+    ) async throws {
+        try poster.post([3], as: limitedName)
+        for await delivered in deliveries {
+            #expect(delivered.notification == [3])
+            #expect(delivered.delivery.missed == 0)
+            break
+        }
+    }
+
     @Test("a short datagram whose header claims a large payload is malformed, and nothing is missed")
     func forgedLengthIsMalformed() async throws {
         let directory = try makeTemporaryDirectory()
@@ -295,12 +308,7 @@ struct ReceiveLimitTests {
         }
         let poster = try socketHub(directory, endpoint: "poster")
         defer { poster.close() }
-        try poster.post([3], as: limitedName)
-        for await delivered in deliveries {
-            #expect(delivered.notification == [3])
-            #expect(delivered.delivery.missed == 0)
-            break
-        }
+        try await expectNextCleanly(deliveries, postedBy: poster)
         #expect(observer.transport.statistics.refusedMalformed == 3)
         #expect(observer.transport.statistics.refusedOversized == 0)
         #expect(observer.metrics.undecodable == 0)
@@ -327,12 +335,7 @@ struct ReceiveLimitTests {
         }
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
-        try poster.post([3], as: limitedName)
-        for await delivered in deliveries {
-            #expect(delivered.notification == [3])
-            #expect(delivered.delivery.missed == 0)
-            break
-        }
+        try await expectNextCleanly(deliveries, postedBy: poster)
         #expect(observer.transport.statistics.corruptEntriesSkipped == 2)
         #expect(observer.transport.statistics.refusedOversized == 0)
         #expect(observer.metrics.undecodable == 0)
