@@ -159,7 +159,9 @@ extension LogCursorStateMachine {
                 // jump between them is a forged index, not a loss.
                 if skippedStretch { arrive(at: index) }
                 nextIndex = index &+ 1
-                guard var message = Self.decode(envelope, in: fresh, with: &decoder) else {
+                // An envelope of another name than its log's is not this
+                // log's record, whoever wrote it there: corrupt, as over Redis.
+                guard var message = Self.decode(envelope, in: fresh, with: &decoder), message.name == name else {
                     if Self.isOversized(envelope, in: fresh, for: &decoder) {
                         // Over the center's payload limit: refused, and said so.
                         result.oversizedRecords += 1

@@ -150,6 +150,26 @@ struct LogCursorStateMachineTests {
         #expect(result.missedAfterRecords == 0)
     }
 
+    @Test("a whole, checksummed envelope of another name than its log's is corrupt, counted and missed")
+    func envelopeOfAnotherName() throws {
+        var log = MemoryLog()
+        var one = segment(0..<1)
+        let poster = try #require(logTestSender)
+        let stranger = try NotificationEnvelope.encode(
+            name: NotificationName(validating: "not.the.log"), sender: poster, sequence: 2,
+            timestamp: NotificationTimestamp(wallClockNanoseconds: 0, monotonicNanoseconds: 0)
+        ) { _ in }
+        one.append(envelope: Array(stranger.envelope))
+        one.append(envelope: pingEnvelope(2, sequence: 3))
+        log.segments[1] = one.bytes
+        var machine = start()
+        let result = log.pass(&machine)
+        #expect(sequences(result) == [1, 3])
+        #expect(result.records.allSatisfy { $0.message.name == Ping.name })
+        #expect(result.corruptRecordsSkipped == 1)
+        #expect(result.records.map(\.missedBefore) == [0, 1])
+    }
+
     @Test("a rollover mark leads to the next segment without a directory look-up")
     func rolloverMark() {
         var log = MemoryLog()
