@@ -105,3 +105,48 @@ log_vectors = [
 with open("log-vectors.json", "w") as f:
     json.dump(log_vectors, f, indent=2)
     f.write("\n")
+
+
+# Formats.md: what surrounds the envelope on each transport.
+def resp(*arguments):
+    out = b"*%d\r\n" % len(arguments)
+    for argument in arguments:
+        data = argument if isinstance(argument, bytes) else str(argument).encode()
+        out += b"$%d\r\n%s\r\n" % (len(data), data)
+    return out
+
+
+endpoint_id, poster_id = "00c0ffee12345678", "0123456789abcdef"
+ready = envelope("com.example.ready", "widget", 4242, 1000, 0x0123456789ABCDEF, 5, 1_763_800_000_000_000_000,
+                 123_456_789, b'"hello"')
+marker = envelope("com.example.ready", "widget", 4242, 1000, 0x0123456789ABCDEF, 9, 1_763_800_000_500_000_000,
+                  623_456_789, b"")
+dropped = 3
+drop_head = b"D" + struct.pack("<Q", dropped)
+spool_file = b"TNSPOOL1" + b"E" + ready + drop_head + struct.pack("<I", crc32c(drop_head)) + marker
+cursor = dict(committedSegment=3, committedOffset=4096, deliveredSegment=3, deliveredOffset=8192,
+              nextIndex=17, log=0x0123456789ABCDEF)
+formats = dict(
+    registration=dict(id=endpoint_id, pid=4242, uid=1000, endpoint="widget", text="4242 1000 widget\n",
+                      socket="sockets/%s.sock" % endpoint_id,
+                      file="spool/%s/.registration" % endpoint_id,
+                      nameEntry="names/com.example.ready/%s" % endpoint_id,
+                      namespaceEntry="namespaces/com.example/%s" % endpoint_id),
+    spool=dict(poster=poster_id, generation=26, fileName="%s-%08x.spool" % (poster_id, 26),
+               envelopeHex=ready.hex(), dropped=dropped, markerHex=marker.hex(), fileHex=spool_file.hex()),
+    cursor=dict(cursor, text="%d %d %d %d %d %d\n" % tuple(cursor[k] for k in (
+        "committedSegment", "committedOffset", "deliveredSegment", "deliveredOffset", "nextIndex", "log")),
+        namespaceMarker="1 0 1 0 0\n"),
+    lock=dict(newestSegment=7, hex=struct.pack("<Q", 7).hex()),
+    redis=dict(prefix="tn", name="com.example.ready", maximumLength=100000, envelopeHex=ready.hex(),
+               key="tn:{com.example.ready}",
+               postHex=resp("XADD", "tn:{com.example.ready}", "MAXLEN", "~", 100000, "*", "e", ready).hex(),
+               announcements=[dict(namespace=ns, names="tn:names:{%s}" % ns, stream="tn:new:{%s}" % ns,
+                                   commands=[["SISMEMBER", "tn:names:{%s}" % ns, "com.example.ready"],
+                                             ["XADD", "tn:new:{%s}" % ns, "*", "n", "com.example.ready"],
+                                             ["SADD", "tn:names:{%s}" % ns, "com.example.ready"]])
+                              for ns in ("com", "com.example")]),
+)
+with open("formats-vectors.json", "w") as f:
+    json.dump(formats, f, indent=2)
+    f.write("\n")
