@@ -126,31 +126,37 @@ def python_watch(name, count, transport_flags):
     return watcher
 
 
-def local_cases(tnotify, root):
+def both_ways(tnotify, label, name, flags):
+    """Python posts and tnotify watches `name`; then tnotify posts and Python watches `name.back`."""
     texts = ["one", "two", "three"]
+    watcher = tnotify_watch(tnotify, [name], flags)
+    try:
+        run(PROGRAM + ["post", name, *texts, *flags])
+        expect("%s: Python posts, tnotify watches" % label, texts_of_tnotify(watcher, len(texts)),
+               [(name, text, "python") for text in texts])
+    finally:
+        watcher.stop()
+
+    other = name + ".back"
+    watcher = python_watch(other, len(texts), flags)
+    try:
+        for text in texts:
+            run([tnotify, "post", other, "--text", text, *flags])
+        expect("%s: tnotify posts, Python watches" % label, [g[:3] for g in texts_of_python(watcher, len(texts))],
+               [(other, text, "tnotify") for text in texts])
+    finally:
+        watcher.stop()
+
+
+def spool_files(directory):
+    spool = os.path.join(directory, "spool")
+    return [f for folder in os.listdir(spool) for f in os.listdir(os.path.join(spool, folder)) if f.endswith(".spool")]
+
+
+def local_cases(tnotify, root):
     for transport in ("socket", "file"):
-        directory = os.path.join(root, transport)
-        flags = ["--transport", transport, "--dir", directory]
-        name = "org.interop.%s" % transport
-
-        watcher = tnotify_watch(tnotify, [name], flags)
-        try:
-            run(PROGRAM + ["post", name, *texts, *flags])
-            expect("%s: Python posts, tnotify watches" % transport, texts_of_tnotify(watcher, len(texts)),
-                   [(name, text, "python") for text in texts])
-        finally:
-            watcher.stop()
-
-        other = name + ".back"
-        watcher = python_watch(other, len(texts), flags)
-        try:
-            for text in texts:
-                run([tnotify, "post", other, "--text", text, *flags])
-            got = texts_of_python(watcher, len(texts))
-            expect("%s: tnotify posts, Python watches" % transport, [g[:3] for g in got],
-                   [(other, text, "tnotify") for text in texts])
-        finally:
-            watcher.stop()
+        flags = ["--transport", transport, "--dir", os.path.join(root, transport)]
+        both_ways(tnotify, transport, "org.interop.%s" % transport, flags)
 
     # One log written by both, record after record: each appends after the other.
     directory = os.path.join(root, "file")
@@ -197,8 +203,7 @@ def local_cases(tnotify, root):
     try:
         watcher.child.send_signal(signal.SIGSTOP)
         run(PROGRAM + ["post", name, *texts, *flags])
-        spooled = [f for folder in os.listdir(os.path.join(directory, "spool"))
-                   for f in os.listdir(os.path.join(directory, "spool", folder)) if f.endswith(".spool")]
+        spooled = spool_files(directory)
         if not spooled:
             raise Failure("socket: no spool file was written for the stopped watcher")
         watcher.child.send_signal(signal.SIGCONT)
@@ -217,6 +222,8 @@ def local_cases(tnotify, root):
         watcher.child.send_signal(signal.SIGSTOP)
         for text in texts:
             run([tnotify, "post", name, "--text", text, *flags])
+        if not spool_files(directory):
+            raise Failure("socket: no tnotify post spooled for the stopped Python watcher")
         watcher.child.send_signal(signal.SIGCONT)
         got = texts_of_python(watcher, count)
         # Each tnotify post is a sender of its own: no order between them.
@@ -256,26 +263,7 @@ def redis_cases(tnotify, root):
             pass
         url = "redis://127.0.0.1:%d" % port
         flags = ["--transport", "redis", "--url", url]
-        texts = ["one", "two", "three"]
-
-        name = "org.interop.redis"
-        watcher = tnotify_watch(tnotify, [name], flags)
-        try:
-            run(PROGRAM + ["post", name, *texts, *flags])
-            expect("redis: Python posts, tnotify watches", texts_of_tnotify(watcher, len(texts)),
-                   [(name, text, "python") for text in texts])
-        finally:
-            watcher.stop()
-
-        other = name + ".back"
-        watcher = python_watch(other, len(texts), flags)
-        try:
-            for text in texts:
-                run([tnotify, "post", other, "--text", text, *flags])
-            expect("redis: tnotify posts, Python watches", [g[:3] for g in texts_of_python(watcher, len(texts))],
-                   [(other, text, "tnotify") for text in texts])
-        finally:
-            watcher.stop()
+        both_ways(tnotify, "redis", "org.interop.redis", flags)
 
         # A namespace observer hears a name Python announced and posted.
         fresh = "org.interop.space.fresh"
