@@ -150,6 +150,8 @@ package struct FileStatus: Sendable, Equatable {
     package var permissions: FilePermissions
     /// The user that owns it.
     package var owner: UInt32
+    /// The group it belongs to.
+    package var group: UInt32
     /// Its size in bytes.
     package var size: Int
     /// Names it has: 0 once an open file was removed.
@@ -163,6 +165,7 @@ package struct FileStatus: Sendable, Equatable {
         kind = FileKind(mode: info.st_mode)
         permissions = FilePermissions(rawValue: UInt32(info.st_mode))
         owner = UInt32(info.st_uid)
+        group = UInt32(info.st_gid)
         size = Int(info.st_size)
         links = Int(info.st_nlink)
         identity = FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))

@@ -53,8 +53,16 @@ package enum SharedPaths {
     package static func prepareDirectory(_ path: String, modes: SharingModes) throws(SharedPathFailure) {
         switch SystemCalls.makeDirectory(path, permissions: modes.directory) {
         case .success:
-            // mkdir applies the umask; set the mode exactly.
-            _ = SystemCalls.changeMode(path, permissions: modes.directory)
+            // mkdir applies the umask; set the mode exactly, keeping the
+            // set-group-ID bit a shared directory passes to the folders made
+            // in it (so that everything below belongs to its group).
+            var permissions = modes.directory
+            if !modes.ownerOnly, case .success(let made) = SystemCalls.linkStatus(path),
+                made.permissions.intersects(Self.setGroupID)
+            {
+                permissions = FilePermissions(rawValue: permissions.rawValue | Self.setGroupID.rawValue)
+            }
+            _ = SystemCalls.changeMode(path, permissions: permissions)
         case .failure(.fileExists):
             break
         case .failure(let error):
@@ -67,10 +75,15 @@ package enum SharedPaths {
         }
     }
 
+    /// The set-group-ID bit: on a directory, what is made in it takes the
+    /// directory's group.
+    package static let setGroupID: FilePermissions = 0o2000
+
     /// Checks `path` as ``prepareDirectory(_:modes:)`` does, without making
-    /// it: a real directory (not a symbolic link), owned by this user, with
-    /// no permission bits beyond the modes'. Returns `false` when nothing is
-    /// there.
+    /// it: a real directory (not a symbolic link), owned by this user (or,
+    /// for a group's modes, of a group this process is in, whoever made
+    /// it), with no permission bits beyond the modes'. Returns `false` when
+    /// nothing is there.
     ///
     /// The corresponding C function is `lstat`.
     package static func checkDirectory(_ path: String, modes: SharingModes) throws(SharedPathFailure) -> Bool {
@@ -88,11 +101,16 @@ package enum SharedPaths {
                     "\(path) is not a directory (a symbolic link or a file is refused); remove it or choose another directory"
             )
         }
-        guard info.owner == SystemProcess.userID else {
+        guard info.owner == SystemProcess.userID || (!modes.ownerOnly && SystemProcess.isMember(ofGroup: info.group))
+        else {
+            let allowed =
+                modes.ownerOnly
+                ? "choose a directory of your own"
+                : "a group-shared directory must belong to this user or to a group of this process"
             throw SharedPathFailure(
                 kind: .insecure,
                 message:
-                    "\(path) belongs to user \(info.owner), not to this user (\(SystemProcess.userID)); choose a directory of your own"
+                    "\(path) belongs to user \(info.owner) and group \(info.group), not to this user (\(SystemProcess.userID)); \(allowed)"
             )
         }
         guard !info.permissions.intersects(modes.forbidden) else {
@@ -130,6 +148,12 @@ package enum SharedPaths {
         case .success(let info):
             if let problem = problem(with: info, modes: modes) {
                 return .failure(SharedPathFailure(kind: .insecure, message: "refused \(path): it \(problem)"))
+            }
+            // A file this user made in a group-shared directory: `open`
+            // applied the umask (0640 for 0660, under the usual 022), which
+            // would shut the other members out.
+            if !modes.ownerOnly, info.owner == SystemProcess.userID, info.permissions != modes.file {
+                _ = SystemCalls.changeMode(file, permissions: modes.file)
             }
             return .success(file)
         case .failure(let error):

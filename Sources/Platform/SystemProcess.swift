@@ -25,6 +25,20 @@
     /// The corresponding C function is `getgid`.
     package static var groupID: UInt32 { UInt32(getgid()) }
 
+    /// Whether the process is in `group`: its effective group, or one of its
+    /// supplementary groups (what the kernel checks a group's permission
+    /// bits against).
+    ///
+    /// The corresponding C functions are `getegid` and `getgroups`.
+    package static func isMember(ofGroup group: UInt32) -> Bool {
+        if UInt32(getegid()) == group { return true }
+        let count = getgroups(0, nil)
+        guard count > 0 else { return false }
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        let found = getgroups(count, &groups)
+        return found > 0 && groups.prefix(Int(found)).contains { UInt32($0) == group }
+    }
+
     /// The processors the process may run on now (at least 1).
     ///
     /// The corresponding C function is `sysconf(_SC_NPROCESSORS_ONLN)`.

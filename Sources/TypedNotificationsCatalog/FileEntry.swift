@@ -10,6 +10,7 @@ extension TransportEntry {
         make: { (place, request) throws(TypedNotificationError) in
             var configuration = FileSignalConfiguration()
             if let group = request.loopGroup { configuration.loopGroup = group }
+            if request.sharedWithGroup { configuration.sharing = .group }
             return try FileSignalTransport(
                 directory: place.text, identity: request.identity, firstRead: request.firstRead,
                 configuration: configuration)
@@ -44,8 +45,8 @@ extension TransportEntry {
         collectGarbage: { (directory) throws(TypedNotificationError) in
             "deleted \(try FileSignalTransport.applyRetention(in: directory)) old segment(s)"
         },
-        warnings: { name, directory in
-            FileSignalTransport.refusedSegments(of: name, in: directory, sharing: .ownerOnly).map {
+        warnings: { name, directory, sharing in
+            FileSignalTransport.refusedSegments(of: name, in: directory, sharing: sharing).map {
                 "the log of \(name) has a segment that is never read: \($0)"
             }
         })
@@ -81,6 +82,7 @@ extension TransportEntry {
             make: { (place, request) throws(TypedNotificationError) in
                 var configuration = variant
                 if let group = request.loopGroup { configuration.loopGroup = group }
+                if request.sharedWithGroup { configuration.sharing = .group }
                 return try FileSignalTransport(
                     directory: place.text, identity: request.identity, firstRead: request.firstRead,
                     configuration: configuration)

@@ -11,6 +11,7 @@ extension TransportEntry {
             var configuration = SocketTransportConfiguration()
             if let backlog = request.backlogBytes { configuration.spoolLimitPerEndpoint = backlog }
             if let group = request.loopGroup { configuration.loopGroup = group }
+            if request.sharedWithGroup { configuration.sharing = .group }
             return try SocketTransport(directory: place.text, configuration: configuration)
         },
         list: { directory in
@@ -41,6 +42,7 @@ extension TransportEntry {
             configuration.sleepsInReceive = false
             if let backlog = request.backlogBytes { configuration.spoolLimitPerEndpoint = backlog }
             if let group = request.loopGroup { configuration.loopGroup = group }
+            if request.sharedWithGroup { configuration.sharing = .group }
             return try SocketTransport(directory: place.text, configuration: configuration)
         })
 }

@@ -72,17 +72,21 @@ package struct TransportRequest: Sendable {
     /// `nil` for the process's. Tests that hold a handler on purpose give
     /// one of their own, so that no other test's hubs wait behind it.
     package var loopGroup: LoopGroup?
+    /// Whether a transport in a shared directory shares it with the
+    /// directory's group (``DirectorySharing/group``), not its owner alone.
+    package var sharedWithGroup: Bool
 
     /// A request for `identity`, starting at `firstRead`.
     package init(
         identity: String? = nil, firstRead: ReadStart = .end, backlogBytes: Int? = nil, keepAtMost: Int? = nil,
-        loopGroup: LoopGroup? = nil
+        loopGroup: LoopGroup? = nil, sharedWithGroup: Bool = false
     ) {
         self.identity = identity
         self.firstRead = firstRead
         self.backlogBytes = backlogBytes
         self.keepAtMost = keepAtMost
         self.loopGroup = loopGroup
+        self.sharedWithGroup = sharedWithGroup
     }
 }
 
@@ -114,8 +118,8 @@ package struct TransportEntry: Sendable {
     package let collectGarbage: (@Sendable (String) throws(TypedNotificationError) -> String)?
     /// Why `tnotify gc` has nothing to do, when ``collectGarbage`` is `nil`.
     package let noGarbage: String
-    /// `tnotify watch`: warnings about a name at a place, before watching.
-    package let warnings: @Sendable (NotificationName, String) -> [String]
+    /// `tnotify watch`: warnings about a name at a place shared so, before watching.
+    package let warnings: @Sendable (NotificationName, String, DirectorySharing) -> [String]
     /// A place as tools print it (a URL without its password).
     package let describe: @Sendable (String) -> String
 
@@ -126,7 +130,7 @@ package struct TransportEntry: Sendable {
         list: (@Sendable (String) throws(TypedNotificationError) -> [String])? = nil,
         collectGarbage: (@Sendable (String) throws(TypedNotificationError) -> String)? = nil,
         noGarbage: String = "",
-        warnings: @escaping @Sendable (NotificationName, String) -> [String] = { _, _ in [] },
+        warnings: @escaping @Sendable (NotificationName, String, DirectorySharing) -> [String] = { _, _, _ in [] },
         describe: @escaping @Sendable (String) -> String = { $0 }
     ) {
         self.name = name

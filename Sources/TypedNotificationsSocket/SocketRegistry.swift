@@ -179,6 +179,8 @@ enum SocketRegistry {
         } catch {
             throw SharedDirectory.failure(error, "could not create \(path)")
         }
+        // The umask took the group's write bit: give the members theirs.
+        if sharing == .group { _ = SystemCalls.changeMode(file, permissions: sharing.fileMode) }
         if case .failure(let error) = SystemCalls.writeAll(file, registrationLine(sender)) {
             _ = SystemCalls.removeFile(registrationName, in: spool)
             throw SharedDirectory.failure(error, "could not write \(path)")
@@ -288,6 +290,7 @@ enum SocketRegistry {
         } catch {
             throw SharedDirectory.failure(error, "could not create \(path)")
         }
+        if sharing == .group { _ = SystemCalls.changeMode(file, permissions: sharing.fileMode) }
         if case .failure(let error) = SystemCalls.writeAll(file, registrationLine(sender)) {
             _ = SystemCalls.removeFile(path)
             throw SharedDirectory.failure(error, "could not write \(path)")

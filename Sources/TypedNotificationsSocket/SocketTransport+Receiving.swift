@@ -426,10 +426,11 @@ extension SocketTransport {
                 counters.add(to: .refusedForeignSender)
                 return false
             }
-            let allowed =
-                user == ownUser
-                || (configuration.sharing == .group && datagram.senderGroupID == ownGroup)
-            guard allowed else {
+            // Shared with a group, the socket's mode (0660, of the
+            // directory's group) is the gate: the kernel let only a member
+            // (or root) connect, and a member's primary group need not be
+            // the shared one, so the sender's group says nothing here.
+            guard user == ownUser || configuration.sharing == .group else {
                 counters.add(to: .refusedForeignSender)
                 return false
             }

@@ -152,7 +152,6 @@ public final class SocketTransport: NotificationTransport {
     let lookAtEveryEntry = Atomic<Bool>(false)
     // Read once: a getuid per datagram showed in profiles.
     let ownUser = SystemProcess.userID
-    let ownGroup = SystemProcess.groupID
     let ownProcess = SystemProcess.id
     // Datagrams one receive takes, and how many of them say the socket's
     // queue was full (see `receiveWaiting`).

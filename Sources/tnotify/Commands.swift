@@ -7,7 +7,7 @@ import TypedNotificationsCatalog
 /// `tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis] [--dir DIR | --url URL] [--wait TIME]`
 func postCommand(_ words: ArraySlice<String>) throws(CommandFailure) {
     let arguments = try Arguments(
-        words, options: ["json", "text", "transport", "dir", "url", "wait"], flags: ["stdin"])
+        words, options: ["json", "text", "transport", "dir", "url", "wait"], flags: ["stdin", "group"])
     guard arguments.positional.count == 1 else {
         throw CommandFailure(code: .usage, message: "post takes exactly one NAME")
     }
@@ -91,7 +91,7 @@ let defaultWatchBuffer = 10_000
 /// `tnotify watch NAME|PREFIX.*... [--transport …] [--dir … | --url …] [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]`
 func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
     let arguments = try Arguments(
-        words, options: ["transport", "dir", "url", "cursor", "from", "buffer"], flags: ["json"])
+        words, options: ["transport", "dir", "url", "cursor", "from", "buffer"], flags: ["json", "group"])
     var buffer = defaultWatchBuffer
     if let text = arguments.option("buffer") {
         guard let value = Int(text), value > 0 else {
@@ -143,7 +143,8 @@ func watchCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
         "watching \(names.map(\.description).joined(separator: " ")) over the \(entry.name) transport, \(entry.location(arguments))"
     )
     for case .name(let name) in names {
-        for warning in entry.warnings(name, entry.place(arguments).text) { warn("tnotify: " + warning) }
+        let sharing: DirectorySharing = arguments.flag("group") ? .group : .ownerOnly
+        for warning in entry.warnings(name, entry.place(arguments).text, sharing) { warn("tnotify: " + warning) }
     }
     for case .name(let name) in names {
         if let problem = hub.cursorProblem(for: name) { warn(cursorWarning(name.description, problem)) }

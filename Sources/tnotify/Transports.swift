@@ -61,7 +61,8 @@ extension TransportEntry {
         _ arguments: Arguments, endpoint: String, identity: String? = nil, start: ReadStart = .end
     ) throws(TypedNotificationError) -> AnyHub {
         try makeHub(
-            at: place(arguments), endpoint: endpoint, request: TransportRequest(identity: identity, firstRead: start))
+            at: place(arguments), endpoint: endpoint,
+            request: TransportRequest(identity: identity, firstRead: start, sharedWithGroup: arguments.flag("group")))
     }
 }
 

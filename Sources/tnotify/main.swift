@@ -25,7 +25,7 @@ let help: [String: String] = [
     """,
     "post": """
     usage: tnotify post NAME [--json TEXT | --text TEXT | --stdin] [--transport socket|file|redis]
-                        [--dir DIR | --url URL] [--wait TIME]
+                        [--dir DIR | --url URL] [--group] [--wait TIME]
 
     Posts one notification named NAME. The payload is JSON (checked), UTF-8 text,
     or standard input's bytes; none gives an empty payload. Returns at once: an
@@ -34,10 +34,13 @@ let help: [String: String] = [
     spool is full). Over Redis, returns once the server stored it; exits 69
     when the server cannot be reached. --wait TIME (socket transport; 5s, 250ms) also waits until
     every observer has read it, and exits 75 naming those that have not.
+    --group (socket or file) shares the directory with its group, as
+    DirectorySharing.group: 0770 and 0660, every member's files and messages
+    accepted; make the directory the group's, set-group-ID (chmod 2770).
     """,
     "watch": """
     usage: tnotify watch NAME|PREFIX.*... [--transport socket|file|redis] [--dir DIR | --url URL]
-                         [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json]
+                         [--cursor ID] [--from end|beginning|newest:N] [--buffer N] [--json] [--group]
 
     Prints one line per notification: time, name, sender, sequence number and
     payload; with --json, one JSON object per line. PREFIX.* (quote it from the
@@ -50,8 +53,8 @@ let help: [String: String] = [
     is how many notifications wait while output is slow. Nothing is dropped
     for that: the log or stream keeps the rest until there is room, and over
     sockets the watcher keeps up to 32 MiB of them (then the oldest go, and
-    the next line says how many were missed). Ctrl-C or SIGTERM unregisters
-    and exits.
+    the next line says how many were missed). --group: as for post. Ctrl-C or
+    SIGTERM unregisters and exits.
     """,
     "latest": """
     usage: tnotify latest NAME [--transport file|redis] [--dir DIR | --url URL] [--json]

@@ -7,6 +7,8 @@ public enum DirectorySharing: Sendable, Hashable {
     case ownerOnly
     /// Also the members of the directory's group: directories 0770, files and
     /// sockets 0660, and messages from users in that group are accepted.
+    /// Make the directory the group's and set-group-ID (`chmod 2770`), so
+    /// that what any member makes in it belongs to the group.
     case group
 
     package var directoryMode: FilePermissions { self == .ownerOnly ? 0o700 : 0o770 }
