@@ -86,14 +86,17 @@ def run(arguments, env=None):
     return done.stdout
 
 
-def texts_of_tnotify(watcher, count):
+def texts_of_tnotify(watcher, count, missed=None):
+    """The first `count` notifications tnotify printed; each reported none
+    missed, or as many as `missed` says, one per notification."""
     import json
     got = []
     while len(got) < count:
         line = watcher.line(watcher.out, "notification %d of %d" % (len(got) + 1, count))
         message = json.loads(line)
-        if message.get("missed"):
-            raise Failure("tnotify watch reported %s missed: %s" % (message["missed"], line))
+        wanted = missed[len(got)] if missed else 0
+        if message.get("missed", 0) != wanted:
+            raise Failure("tnotify watch reported %s missed, not %d: %s" % (message.get("missed"), wanted, line))
         got.append((message["name"], message.get("payloadText"), message["sender"]["endpoint"]))
     return got
 
@@ -188,6 +191,43 @@ def local_cases(tnotify, root):
         expect("file: a 60,000-byte record across blocks, read by tnotify",
                texts_of_tnotify(swift, 2), wanted)
         expect("file: a 60,000-byte record across blocks, read by Python",
+               [g[:3] for g in texts_of_python(python, 2)], wanted)
+    finally:
+        swift.stop()
+        python.stop()
+
+    # A damaged last record (a byte of its data flipped): the Python writer
+    # leaves it and goes on after it; tnotify reports it missed.
+    name = "org.interop.damaged"
+    for text in ("d1", "d2", "d3"):
+        run([tnotify, "post", name, "--text", text, *flags])
+    segment = os.path.join(directory, "logs", name, "%020d.log" % 1)
+    with open(segment, "r+b") as file:
+        data = file.read()
+        at = data.rindex(b"d3")
+        file.seek(at)
+        file.write(b"X")
+    run(PROGRAM + ["post", name, "after", *flags])
+    swift = tnotify_watch(tnotify, [name], flags + ["--from", "beginning"])
+    try:
+        expect("file: Python appends after a damaged last record, which tnotify then reports missed",
+               texts_of_tnotify(swift, 3, missed=[0, 0, 1]),
+               [(name, "d1", "tnotify"), (name, "d2", "tnotify"), (name, "after", "python")])
+    finally:
+        swift.stop()
+
+    # An envelope of another name in a log: skipped by both readers, and reported missed by tnotify.
+    name = "org.interop.forged"
+    run(PROGRAM + ["post", name, "one", *flags])
+    run(PROGRAM + ["post", name, "forged", "--forge-name", "org.interop.elsewhere", *flags])
+    run(PROGRAM + ["post", name, "two", *flags])
+    swift = tnotify_watch(tnotify, [name], flags + ["--from", "beginning"])
+    python = python_watch(name, 2, flags)
+    try:
+        wanted = [(name, "one", "python"), (name, "two", "python")]
+        expect("file: an envelope of another name in a log is skipped by tnotify, and reported missed",
+               texts_of_tnotify(swift, 2, missed=[0, 1]), wanted)
+        expect("file: an envelope of another name in a log is skipped by Python",
                [g[:3] for g in texts_of_python(python, 2)], wanted)
     finally:
         swift.stop()

@@ -330,6 +330,7 @@ class SocketWatcher:
         os.write(fd, ("%d %d python\n" % (os.getpid(), os.getuid())).encode())
         os.close(fd)
         self.entries = []
+        self.names = names
         for name in names:
             if name.endswith(SPEC["namespace_suffix"]):
                 parent = os.path.join(directory, SPEC["namespaces"])
@@ -352,6 +353,12 @@ class SocketWatcher:
         for file in os.listdir(self.spool):
             os.unlink(os.path.join(self.spool, file))
         os.rmdir(self.spool)
+
+    def observes(self, name: str) -> bool:
+        suffix = SPEC["namespace_suffix"]
+        return any(name == pattern or (pattern.endswith(suffix) and (
+            name == pattern[:-len(suffix)] or name.startswith(pattern[:-len(suffix) + 1])))
+            for pattern in self.names)
 
     def messages(self):
         """Every notification, in order: each wait's datagrams until the
@@ -387,7 +394,8 @@ class SocketWatcher:
                     continue
                 if sender is None or (message["pid"], message["uid"]) != (sender[0], sender[1]):
                     continue  # another sender than the envelope claims
-                yield message
+                if self.observes(message["name"]):
+                    yield message
             if nudged or received >= queue_length:
                 yield from self.take_spool()
 
@@ -425,7 +433,7 @@ class SocketWatcher:
                 except Malformed:
                     break  # the rest of the file cannot be framed
                 offset += total
-                if kind == SPEC["spool_envelope"] and message["uid"] == info.st_uid:
+                if kind == SPEC["spool_envelope"] and message["uid"] == info.st_uid and self.observes(message["name"]):
                     yield message
 
 
@@ -460,31 +468,53 @@ def segments(folder: str) -> list:
 
 
 class Walk:
-    """Reads a segment's fragments from `position`: whole records, the
-    rollover mark, and where the last whole fragment ends."""
+    """Reads a segment's fragments from `position`, as WireFormat.md says:
+    whole records, the rollover mark, records lost to damage, and where the
+    last whole fragment ends (`end`), with what lies after it (`tail`):
+    nothing, a tear (a write cut short) or damage at the log's end."""
 
     def __init__(self, data: bytes, position: int):
-        self.records, self.rollover, self.next_index = [], None, None
+        self.records, self.rollover, self.next_index, self.lost = [], None, None, 0
+        self.tail = None
         block, header = SPEC["block"], SPEC["fragment_header"]
         pieces = b""
         while position < len(data):
-            if block - position % block < header:
-                position += block - position % block
+            left = block - position % block
+            if left < header:
+                position += left
                 continue
             found = parse_header(data, position)
+            if found is not None:
+                kind, length, data_checksum, index = found
+                end = position + header + length
+                if end > position + left:
+                    found = None  # a length past its block is never believed
             if found is None:
                 if not any(data[position:position + header]):
-                    position += block - position % block  # padding to the block's end
+                    position += left  # zero padding to the block's end
                     continue
-                break  # a torn or damaged fragment: the writer handles it
-            kind, length, data_checksum, index = found
-            end = position + header + length
-            if end > len(data) or end > position - position % block + block:
+                if position + header > len(data):
+                    self.tail = "tear"  # a header cut short
+                    break
+                # Search this block for the next header whose checksum holds.
+                following = next((at for at in range(position + 1, position + left - header + 1)
+                                  if parse_header(data, at) is not None), None)
+                if following is None and position + left >= len(data):
+                    self.tail = "damage"  # a whole header that does not check, at the log's end
+                    break
+                position = following if following is not None else position + left
+                continue
+            if end > len(data):
+                self.tail = "tear"  # a record being written, or cut short
                 break
             body = data[position + header:end]
-            if crc32c(body) != data_checksum:
-                break
             position = end
+            if crc32c(body) != data_checksum:
+                # Damaged: its record is lost and counted, as the one expected here.
+                self.lost += 1
+                self.next_index = (self.next_index if self.next_index is not None else index) + 1
+                pieces = b""
+                continue
             if kind == SPEC["start"]:
                 self.next_index = index
             elif kind == SPEC["rollover"]:
@@ -500,15 +530,16 @@ class Walk:
 
 
 class FilePoster:
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, forged_name: str = None):
         self.directory = directory
         self.instance = int(random_id(), 16)
         self.sequences = {}
+        self.forged_name = forged_name  # tests only: envelopes that name another name than their log
 
     def post(self, name: str, payload: bytes) -> None:
         sequence = self.sequences.get(name, 0) + 1
         self.sequences[name] = sequence
-        envelope = encode(name, "python", self.instance, sequence, payload)
+        envelope = encode(self.forged_name or name, "python", self.instance, sequence, payload)
         logs = os.path.join(self.directory, SPEC["logs"])
         folder = os.path.join(logs, name)
         for path in (self.directory, logs, folder):
@@ -547,9 +578,13 @@ class FilePoster:
             walk = Walk(data, 0)
             position, index = walk.end, walk.next_index
             block = SPEC["block"]
-            if position < len(data):
-                # A torn tail: zero it, go on at the next block.
+            if walk.tail == "tear":
+                # Zero it, so the hole can never complete it; go on at the next block.
                 os.pwrite(fd, bytes(len(data) - position), position)
+                position += block - position % block
+            elif walk.tail == "damage":
+                # Left as it is: the record it began is lost, its index not used again.
+                index += 1
                 position += block - position % block
             if position >= SPEC["segment_limit"]:
                 log = struct.unpack(U64, data[SPEC["fragment_header"]:SPEC["fragment_header"] + 8])[0]
@@ -598,9 +633,12 @@ def watch_file(directory: str, name: str, count: int) -> None:
         walk = Walk(data, position)
         for record in walk.records:
             try:
-                emit(decode(record))
+                message = decode(record)
             except Malformed:
-                continue
+                continue  # counted as missed by a reader that reports
+            if message["name"] != name:
+                continue  # not this log's record, whoever wrote it here
+            emit(message)
             seen += 1
         position = walk.end
         if walk.rollover is not None:
@@ -739,6 +777,7 @@ def main() -> int:
     parser.add_argument("--dir")
     parser.add_argument("--url")
     parser.add_argument("--count", type=int, default=1)
+    parser.add_argument("--forge-name", help="file post: write envelopes naming this name into NAME's log (a test's adversary)")
     options = parser.parse_args()
     names = options.name.split(",")
     suffix = SPEC["namespace_suffix"]
@@ -753,7 +792,7 @@ def main() -> int:
         SPEC["socket_default"] if transport == "socket" else SPEC["file_default"])
     if options.command == "post":
         poster = SocketPoster(directory) if transport == "socket" else \
-            FilePoster(directory) if transport == "file" else RedisPoster(options.url)
+            FilePoster(directory, options.forge_name) if transport == "file" else RedisPoster(options.url)
         for text in options.texts:
             poster.post(options.name, text.encode())
         return 0
