@@ -20,11 +20,6 @@
     /// The corresponding C function is `getuid`.
     package static var userID: UInt32 { UInt32(getuid()) }
 
-    /// The calling process's real group id.
-    ///
-    /// The corresponding C function is `getgid`.
-    package static var groupID: UInt32 { UInt32(getgid()) }
-
     /// Whether the process is in `group`: its effective group, or one of its
     /// supplementary groups (what the kernel checks a group's permission
     /// bits against).

@@ -179,13 +179,19 @@ enum SocketRegistry {
         } catch {
             throw SharedDirectory.failure(error, "could not create \(path)")
         }
-        // The umask took the group's write bit: give the members theirs.
-        if sharing == .group { _ = SystemCalls.changeMode(file, permissions: sharing.fileMode) }
+        grantSharedMode(file, sharing: sharing)
         if case .failure(let error) = SystemCalls.writeAll(file, registrationLine(sender)) {
             _ = SystemCalls.removeFile(registrationName, in: spool)
             throw SharedDirectory.failure(error, "could not write \(path)")
         }
         return file
+    }
+
+    /// Gives a file just created in a group-shared directory the group's
+    /// mode: `open` applied the umask, which takes the group's write bit
+    /// (0640 for 0660 under the usual 022) and would shut the members out.
+    static func grantSharedMode(_ file: borrowing FileDescriptor, sharing: DirectorySharing) {
+        if sharing == .group { _ = SystemCalls.changeMode(file, permissions: sharing.fileMode) }
     }
 
     /// What a registration file holds: `pid uid endpoint`, for people and tools.
@@ -290,7 +296,7 @@ enum SocketRegistry {
         } catch {
             throw SharedDirectory.failure(error, "could not create \(path)")
         }
-        if sharing == .group { _ = SystemCalls.changeMode(file, permissions: sharing.fileMode) }
+        grantSharedMode(file, sharing: sharing)
         if case .failure(let error) = SystemCalls.writeAll(file, registrationLine(sender)) {
             _ = SystemCalls.removeFile(path)
             throw SharedDirectory.failure(error, "could not write \(path)")

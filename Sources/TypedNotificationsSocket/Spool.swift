@@ -362,7 +362,7 @@ final class SpoolWriter: @unchecked Sendable {
         } catch {
             return .failed(error)
         }
-        if sharing == .group { _ = SystemCalls.changeMode(descriptor, permissions: sharing.fileMode) }
+        SocketRegistry.grantSharedMode(descriptor, sharing: sharing)
         let created = SpoolFile(descriptor: descriptor, generation: generation, size: 0, allowance: allowance)
         if case .failure(let error) = SystemCalls.writeAll(created.descriptor, Spool.magic) {
             _ = SystemCalls.removeFile(temporary, in: folder)
