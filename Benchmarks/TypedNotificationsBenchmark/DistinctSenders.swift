@@ -48,7 +48,7 @@ func runSenderSoak(_ arguments: ArraySlice<String>) throws {
     // do), so the run measures steady state rather than a backlog's size.
     let chunk = tenth % 5000 == 0 ? 5000 : tenth
     let counter = BatchCounter(batchSize: chunk)
-    let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { _, _ in counter.deliver() }
+    let token = try hub.addObserver(.of(BenchTick.self), bufferingPolicy: .unbounded) { _, _ in counter.deliver() }
     defer { token.cancel() }
     let filler = BenchTick.filler(forPayloadSize: 16)
     let pid = Int32(truncatingIfNeeded: ProcessInfo.processInfo.processIdentifier)

@@ -116,7 +116,7 @@ func measureHubs<T: NotificationTransport>(kind: Kind, count: Int, make: () thro
     do {
         let warmTally = DeliveryTally(target: 1)
         let warmObserver = try NotificationHub(endpoint: "warm-observer", transport: make())
-        let warmToken = try warmObserver.addObserver(BenchTick.self) { _, _ in warmTally.deliver() }
+        let warmToken = try warmObserver.addObserver(.of(BenchTick.self)) { _, _ in warmTally.deliver() }
         let poster = try NotificationHub(endpoint: "poster", transport: make())
         try poster.post(BenchTick(index: 0, filler: BenchTick.filler(forPayloadSize: 16)))
         guard warmTally.allDelivered.wait(timeout: .now() + 60) == .success else {
@@ -134,7 +134,7 @@ func measureHubs<T: NotificationTransport>(kind: Kind, count: Int, make: () thro
         do {
             for index in 0..<count {
                 let hub = try NotificationHub(endpoint: "hub-\(index)", transport: make())
-                tokens.append(try hub.addObserver(BenchTick.self) { _, _ in tally.deliver() })
+                tokens.append(try hub.addObserver(.of(BenchTick.self)) { _, _ in tally.deliver() })
                 hubs.append(hub)
             }
         } catch {
@@ -180,7 +180,7 @@ func timeCloseWithHandlerRunning<T: NotificationTransport, P: NotificationTransp
 ) throws -> Double {
     let entered = DispatchSemaphore(value: 0)
     let release = DispatchSemaphore(value: 0)
-    let token = try hub.addObserver(BenchTick.self) { _, _ in
+    let token = try hub.addObserver(.of(BenchTick.self)) { _, _ in
         entered.signal()
         release.wait()
     }

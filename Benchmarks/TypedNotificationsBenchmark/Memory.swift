@@ -70,7 +70,7 @@ func soak<T: NotificationTransport>(_ transport: T, kind: Kind, count: Int) thro
     let batch = count / 10
     let chunk = batch % 5000 == 0 ? 5000 : batch
     let counter = BatchCounter(batchSize: chunk)
-    let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { _, _ in counter.deliver() }
+    let token = try hub.addObserver(.of(BenchTick.self), bufferingPolicy: .unbounded) { _, _ in counter.deliver() }
     defer { token.cancel() }
     let filler = BenchTick.filler(forPayloadSize: 16)
     var index: UInt64 = 0
@@ -106,13 +106,13 @@ func observerCost() throws -> (handler: Int?, sequence: Int?) {
     let observers = 1000
     let hub = try NotificationHub(endpoint: "weigh", transport: InProcessTransport(bus: InProcessBus()))
     // The first registration builds the hub's tables; weigh from the second.
-    let first = try hub.addObserver(BenchTick.self) { _, _ in }
+    let first = try hub.addObserver(.of(BenchTick.self)) { _, _ in }
     guard let before = heapBytesInUse() else { return (nil, nil) }
     var tokens: [ObservationToken] = []
-    for _ in 0..<observers { tokens.append(try hub.addObserver(BenchTick.self) { _, _ in }) }
+    for _ in 0..<observers { tokens.append(try hub.addObserver(.of(BenchTick.self)) { _, _ in }) }
     let afterHandlers = heapBytesInUse() ?? before
     var sequences: [NotificationSequence<BenchTick>] = []
-    for _ in 0..<observers { sequences.append(try hub.notifications(of: BenchTick.self)) }
+    for _ in 0..<observers { sequences.append(try hub.notifications(.of(BenchTick.self))) }
     let afterSequences = heapBytesInUse() ?? afterHandlers
     for token in tokens { token.cancel() }
     first.cancel()

@@ -108,7 +108,7 @@ struct Micro {
         let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
         let done = AsyncStream<Int>.makeStream()
         let last = count - 1
-        let token = try hub.addObserver(Tick.self, bufferingPolicy: .unbounded) { tick, _ in
+        let token = try hub.addObserver(.of(Tick.self), bufferingPolicy: .unbounded) { tick, _ in
             if tick.index == last { done.continuation.yield(tick.index) }
         }
         for index in 0..<count { try hub.post(Tick(index: index)) }
@@ -125,7 +125,7 @@ struct Micro {
         let done = AsyncStream<Int>.makeStream()
         let last = count - 1
         let actor = TickCounter()
-        let token = try hub.addObserver(Tick.self, bufferingPolicy: .unbounded, on: actor) { actor, tick, _ in
+        let token = try hub.addObserver(.of(Tick.self), bufferingPolicy: .unbounded, on: actor) { actor, tick, _ in
             actor.seen &+= 1
             if tick.index == last { done.continuation.yield(actor.seen) }
         }
@@ -139,7 +139,7 @@ struct Micro {
 
     func hubSequence() async throws -> Int {
         let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
-        let ticks = try hub.notifications(of: Tick.self, bufferingPolicy: .unbounded)
+        let ticks = try hub.notifications(.of(Tick.self), bufferingPolicy: .unbounded)
         let last = count - 1
         let reader = Task {
             var sum = 0

@@ -88,8 +88,9 @@ func runNamespaceObserver(_ arguments: ArraySlice<String>) throws {
         let token =
             words[2] == "name"
             ? try hub.addObserver(
-                NamespaceProbe.self, named: NamespaceProbe.name, bufferingPolicy: .unbounded, handler: handler)
-            : try hub.addObserver(NamespaceProbe.self, in: "bench.ns", bufferingPolicy: .unbounded, handler: handler)
+                .of(NamespaceProbe.self, named: NamespaceProbe.name), bufferingPolicy: .unbounded, handler: handler)
+            : try hub.addObserver(
+                .of(NamespaceProbe.self, in: "bench.ns"), bufferingPolicy: .unbounded, handler: handler)
         say("ready")
         done.wait()
         let final = state.withLock { $0 }
@@ -112,7 +113,7 @@ func runNamespaceHolder(_ arguments: ArraySlice<String>) throws {
     var tokens: [ObservationToken] = []
     for index in 0..<count {
         let namespace = try NotificationNamespace(validating: "bench.other\(index)")
-        tokens.append(try hub.addObserver(RawNotification.self, in: namespace) { _, _ in })
+        tokens.append(try hub.addObserver(.of(RawNotification.self, in: namespace)) { _, _ in })
     }
     say("ready")
     while true { pause() }

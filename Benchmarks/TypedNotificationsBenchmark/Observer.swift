@@ -56,7 +56,7 @@ func sayReady(_ recorder: Recorder) {
 /// One of our transports: a handler files each notification until the end marker.
 func observeWithHub<T: NotificationTransport>(_ transport: T, _ recorder: Recorder) throws {
     let hub = try NotificationHub(endpoint: "observer", transport: transport)
-    let token = try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { tick, _ in
+    let token = try hub.addObserver(.of(BenchTick.self), bufferingPolicy: .unbounded) { tick, _ in
         recorder.record(tick.index)
     }
     sayReady(recorder)

@@ -230,13 +230,15 @@ func makeInProcessPoster(_ spec: PointSpec, _ recorders: [Recorder]) throws -> P
     case .hubHandlers:
         let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
         let tokens = try recorders.map { recorder in
-            try hub.addObserver(BenchTick.self, bufferingPolicy: .unbounded) { tick, _ in recorder.record(tick.index) }
+            try hub.addObserver(.of(BenchTick.self), bufferingPolicy: .unbounded) { tick, _ in
+                recorder.record(tick.index)
+            }
         }
         return Poster(post: { try hub.post($0) }, close: { for token in tokens { token.cancel() } })
     case .hubSequences:
         let hub = try NotificationHub(endpoint: "bench", transport: InProcessTransport(bus: InProcessBus()))
         let tasks = try recorders.map { recorder in
-            let ticks = try hub.notifications(of: BenchTick.self, bufferingPolicy: .unbounded)
+            let ticks = try hub.notifications(.of(BenchTick.self), bufferingPolicy: .unbounded)
             return Task.detached {
                 for await tick in ticks {
                     recorder.record(tick.index)

@@ -28,7 +28,7 @@ func runStoppedObserver(_ arguments: ArraySlice<String>) throws {
     let hub = try NotificationHub(endpoint: "stopped-observer", transport: SocketTransport(directory: directory))
     let done = DispatchSemaphore(value: 0)
     let counts = Locked((received: 0, missed: 0))
-    let token = try hub.addObserver(StoppedProbe.self, bufferingPolicy: .unbounded) { _, delivery in
+    let token = try hub.addObserver(.of(StoppedProbe.self), bufferingPolicy: .unbounded) { _, delivery in
         let finished = counts.withLock { counts -> Bool in
             counts.received += 1
             counts.missed += delivery.missed

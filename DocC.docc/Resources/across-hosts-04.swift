@@ -43,7 +43,7 @@ case "watch":
     let transport = try RedisStreamsTransport(url: url, identity: "dashboard", firstRead: .newest(10))
     let center = try NotificationHub(endpoint: "dashboard", transport: transport)
     print("watching; run `swift run Jobs post 1 2 3` on another host")
-    for await finished in try center.deliveries(of: JobFinished.self) {
+    for await finished in try center.deliveries(.of(JobFinished.self)) {
         let again = finished.delivery.isRedelivery ? " (again: not handled before a crash)" : ""
         print("job \(finished.notification.jobID) finished\(again)")
     }

@@ -50,7 +50,7 @@ func followScores(limit: Int) async throws(TypedNotificationError) {
     let transport = try FileSignalTransport(directory: sharedDirectory(), identity: "widget")
     let center = try NotificationHub(endpoint: "widget", transport: transport)
     var shown = 0
-    for await delivered in try center.deliveries(of: ScoreChanged.self) {
+    for await delivered in try center.deliveries(.of(ScoreChanged.self)) {
         let score = delivered.notification
         print("score \(score.home)–\(score.away) (#\(delivered.delivery.sequence) from \(delivered.delivery.sender))")
         shown += 1

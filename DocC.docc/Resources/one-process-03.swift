@@ -14,7 +14,7 @@ let center = try NotificationHub(endpoint: "downloads", transport: InProcessTran
 
 // The observer is registered when this line returns, before any task runs:
 // nothing posted after it is missed.
-let finished = try center.notifications(of: DownloadFinished.self)
+let finished = try center.notifications(.of(DownloadFinished.self))
 let listener = Task {
     for await download in finished {
         print("finished \(download.url): \(download.bytes) bytes")

@@ -16,7 +16,7 @@ let arguments = CommandLine.arguments.dropFirst()
 switch arguments.first {
 case "watch":
     // Only other processes' posts; the kernel vouches for each sender's uid.
-    let joins = try center.deliveries(of: UserJoined.self, from: .others)
+    let joins = try center.deliveries(.of(UserJoined.self), from: .others)
     print("watching; run `swift run Presence announce NAME` in another terminal")
     for await joined in joins {
         let delivery = joined.delivery

@@ -54,10 +54,10 @@ func observePings(_ hub: AnyObject, _ handler: @escaping @Sendable (HelperPing, 
     -> ObservationToken
 {
     if let hub = hub as? NotificationHub<SocketTransport> {
-        return try hub.addObserver(HelperPing.self) { ping, delivery in handler(ping, delivery.missed) }
+        return try hub.addObserver(.of(HelperPing.self)) { ping, delivery in handler(ping, delivery.missed) }
     }
     guard let hub = hub as? NotificationHub<FileSignalTransport> else { fail("no hub") }
-    return try hub.addObserver(HelperPing.self) { ping, delivery in handler(ping, delivery.missed) }
+    return try hub.addObserver(.of(HelperPing.self)) { ping, delivery in handler(ping, delivery.missed) }
 }
 
 /// Whether the run is over, and how many hubs the churn opened and closed.

@@ -109,7 +109,7 @@ func observe(directory: String, count: Int, countingMissed: Bool = false) async 
 func observe<Transport: NotificationTransport>(_ hub: NotificationHub<Transport>, count: Int, countingMissed: Bool)
     async throws
 {
-    let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+    let deliveries = try hub.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
     say("ready")
     var received = 0
     var missed = 0
@@ -138,7 +138,7 @@ func observeFiles(
         configuration: FileSignalConfiguration(pollInterval: pollInterval)
     )
     let hub = try NotificationHub(endpoint: "observer", transport: transport)
-    let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+    let deliveries = try hub.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
     say("ready sleeping=\(transport.sleepsInRead)")
     var received = 0
     var missed = 0
@@ -168,12 +168,13 @@ func observeManyNames(directory: String, names: Int, count: Int) async throws {
     var tokens: [ObservationToken] = []
     for index in 0..<names {
         let name = try NotificationName(validating: "test.many.\(index)")
-        tokens.append(try hub.addObserver(named: name) { _ in continuation.yield(name.rawValue) })
+        tokens.append(
+            try hub.addObserver(.of(RawNotification.self, named: name)) { _, _ in continuation.yield(name.rawValue) })
     }
     // The first read pass of every name (and its watch) is behind us once a
     // post to the last name subscribed has come back.
     let last = try NotificationName(validating: "test.many.\(names - 1)")
-    try hub.post(name: last)
+    try hub.post(RawNotification(), as: last)
     var iterator = stream.makeAsyncIterator()
     _ = await iterator.next()
     say("ready")
@@ -211,7 +212,7 @@ func observeDurably<Transport: NotificationTransport>(_ hub: NotificationHub<Tra
     switch mode {
     case "handler":
         let finished = AsyncStream<Void>.makeStream()
-        let token = try hub.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, delivery in
+        let token = try hub.addObserver(.of(HelperPing.self), bufferingPolicy: .unbounded) { ping, delivery in
             say("got \(ping.index) \(delivery.isRedelivery ? 1 : 0)")
             if ping.index == last { finished.continuation.finish() }
         }
@@ -220,7 +221,7 @@ func observeDurably<Transport: NotificationTransport>(_ hub: NotificationHub<Tra
         say("done")
         withExtendedLifetime(token) {}
     default:
-        let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try hub.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         say("ready")
         for await delivered in deliveries {
             say("got \(delivered.notification.index) \(delivered.delivery.isRedelivery ? 1 : 0)")

@@ -34,15 +34,16 @@ extension NotificationHub: ErasedHub {
         throws(TypedNotificationError) -> DeliverySequence<RawNotification>
     {
         switch selector {
-        case .name(let name): try deliveries(of: RawNotification.self, named: name, bufferingPolicy: bufferingPolicy)
-        case .namespace(let namespace): try deliveries(in: namespace, bufferingPolicy: bufferingPolicy)
+        case .name(let name): try deliveries(.of(RawNotification.self, named: name), bufferingPolicy: bufferingPolicy)
+        case .namespace(let namespace):
+            try deliveries(.of(RawNotification.self, in: namespace), bufferingPolicy: bufferingPolicy)
         }
     }
 
     package func typedDeliveries<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
         -> DeliverySequence<N>
     {
-        try deliveries(of: type, bufferingPolicy: .unbounded)
+        try deliveries(.of(type), bufferingPolicy: .unbounded)
     }
 
     package func latestRaw(of name: NotificationName) throws(TypedNotificationError)
@@ -92,10 +93,10 @@ package struct AnyHub: Sendable {
     }
 
     /// Typed deliveries, unbounded.
-    package func notifications<N: TypedNotification>(of type: N.Type) throws(TypedNotificationError)
+    package func notifications<N: TypedNotification>(_ observed: Observed<N>) throws(TypedNotificationError)
         -> DeliverySequence<N>
     {
-        try hub.typedDeliveries(of: type)
+        try hub.typedDeliveries(of: N.self)
     }
 
     /// The newest value kept under `name`; `nil` where none is, or the

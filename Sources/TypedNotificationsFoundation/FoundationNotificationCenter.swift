@@ -10,7 +10,7 @@ import Synchronization
 /// changing nothing but the calls, and one call site at a time:
 ///
 /// ```swift
-/// let token = try NotificationCenter.default.addObserver(Reload.self) { note, _ in … }
+/// let token = try NotificationCenter.default.addObserver(.of(Reload.self)) { note, _ in … }
 /// NotificationCenter.default.post(Reload(reason: "manual"))
 /// ```
 ///
@@ -21,7 +21,7 @@ import Synchronization
 ///   `Notification.typedValue(as:)`), and who sent it under
 ///   ``TypedNotificationUserInfoKey/delivery``.
 /// - **Foundation poster, typed observer**: `post(name:object:userInfo:)`
-///   reaches name-only observers (``addObserver(named:from:bufferingPolicy:handler:)``)
+///   reaches name-only observers (``addObserver(_:from:bufferingPolicy:handler:)``)
 ///   and typed observers of a ``PayloadlessNotification``; a typed observer
 ///   of a type with a payload receives the value put under
 ///   ``TypedNotificationUserInfoKey/value``, and counts any other post of its
@@ -81,11 +81,6 @@ extension NotificationCenter: TypedNotificationCenter {
         typed.post(payload, as: name)
     }
 
-    /// Posts `name` with no payload, as a Darwin notification does. Never throws.
-    public func post(name: NotificationName) {
-        typed.post(EmptyPayload(), as: name)
-    }
-
     /// Registers an observer of a name or a namespace now, not yet started
     /// (call `addObserver`, `deliveries` or `notifications`).
     @_spi(CenterAuthoring) public func observe<Payload: DarwinPayload>(
@@ -126,11 +121,6 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
     /// Posts a typed notification as a Foundation notification. Never throws.
     public func post<N: TypedNotification>(_ notification: N) {
         post(notification, as: N.name)
-    }
-
-    /// Posts `name` with no payload. Never throws.
-    public func post(name: NotificationName) {
-        post(EmptyPayload(), as: name)
     }
 
     /// Posts `payload` under `name` as a Foundation notification whose
@@ -312,7 +302,7 @@ enum FoundationBridge {
             // it apart from the next untyped post: there is no count to keep.
             sequence: 0,
             timestamp: .now,
-            payload: .value(value ?? EmptyPayload())
+            payload: .value(value ?? RawNotification())
         )
     }
 

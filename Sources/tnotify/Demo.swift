@@ -38,8 +38,8 @@ func demoCommand(_ words: ArraySlice<String>) async throws(CommandFailure) {
         do {
             let app = try entry.makeHub(at: .directory(directory), endpoint: "app")
             // Registered before the extension starts: nothing it posts can be missed.
-            let progress = try app.notifications(of: UploadProgress.self)
-            let finished = try app.notifications(of: UploadFinished.self)
+            let progress = try app.notifications(.of(UploadProgress.self))
+            let finished = try app.notifications(.of(UploadFinished.self))
             let child = try spawnSelf(["demo-extension", entry.name, directory])
             emit(
                 "app (pid \(ProcessInfo.processInfo.processIdentifier)): started the extension, pid \(child.processIdentifier); observing with for await"

@@ -15,11 +15,11 @@ struct ReadmeTests {
         let seen = Collector<UUID>()
         let center = try NotificationHub(endpoint: "app", transport: InProcessTransport(bus: InProcessBus()))
 
-        let token = try center.addObserver(BroadcastStarted.self) { note, delivery in
+        let token = try center.addObserver(.of(BroadcastStarted.self)) { note, delivery in
             print(note.sessionID, "from", delivery.sender, "#\(delivery.sequence)")
             seen.append(note.sessionID)
         }
-        let starts = try center.notifications(of: BroadcastStarted.self)
+        let starts = try center.notifications(.of(BroadcastStarted.self))
 
         let id = UUID()
         try center.post(BroadcastStarted(sessionID: id))

@@ -41,7 +41,7 @@ public actor NotificationExecutor {
     ///
     /// ```swift
     /// Task(executorPreference: center.executor.taskExecutor) {
-    ///     for await (note, _) in try center.notifications(of: Reload.self) { … }
+    ///     for await (note, _) in try center.notifications(.of(Reload.self)) { … }
     /// }
     /// ```
     ///

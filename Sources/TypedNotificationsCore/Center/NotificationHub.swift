@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// ```swift
 /// let center = try NotificationHub(endpoint: "app", transport: InProcessTransport())
-/// let token = try center.addObserver(Reload.self) { note, delivery in … }
+/// let token = try center.addObserver(.of(Reload.self)) { note, delivery in … }
 /// try center.post(Reload(reason: "config changed"))
 /// ```
 ///

@@ -3,7 +3,7 @@ import Synchronization
 /// Notifications of one type with their delivery metadata, as an async sequence.
 ///
 /// The observer is registered when the sequence is created, not when
-/// iteration starts: nothing posted after ``TypedNotificationCenter/deliveries(of:from:bufferingPolicy:)``
+/// iteration starts: nothing posted after ``TypedNotificationCenter/deliveries(_:from:bufferingPolicy:)``
 /// returned is missed. Until iterated, notifications wait in the buffer under
 /// the sequence's ``NotificationBufferingPolicy``.
 ///
@@ -76,8 +76,7 @@ public struct NotificationSequence<Notification: DarwinPayload>: AsyncSequence, 
 
     private let deliveries: DeliverySequence<Notification>
 
-    /// Wraps a sequence of deliveries, keeping the values.
-    public init(_ deliveries: DeliverySequence<Notification>) {
+    init(_ deliveries: DeliverySequence<Notification>) {
         self.deliveries = deliveries
     }
 

@@ -2,7 +2,7 @@
 /// removes the observer.
 ///
 /// ```swift
-/// let token = try center.addObserver(Reload.self) { note, delivery in … }
+/// let token = try center.addObserver(.of(Reload.self)) { note, delivery in … }
 /// …
 /// token.cancel()               // from any code: no run of the handler begins after this
 /// await token.cancelAndWait()  // from async code: the same, without blocking a thread

@@ -21,11 +21,14 @@ import Synchronization
 ///   policy; what it drops is counted and reported as
 ///   ``NotificationDelivery/missed`` on the next delivery.
 ///
-/// Names chosen at run time work the same way: ``post(name:)`` and
-/// ``addObserver(named:from:bufferingPolicy:handler:)`` for a bare name, as a
-/// Darwin notification is, and ``post(_:as:)``,
-/// ``deliveries(of:named:from:bufferingPolicy:)`` for any ``DarwinPayload``
-/// under a name given per call.
+/// One way to observe, for every subject: an ``Observed`` value says what
+/// (a notification type, a payload type under a name chosen at run time, or
+/// under every name of a namespace), passed to ``addObserver(_:from:bufferingPolicy:handler:)``
+/// (on the center's executor, an actor, or the main actor),
+/// ``notifications(_:from:bufferingPolicy:)`` or ``deliveries(_:from:bufferingPolicy:)``.
+/// Any ``DarwinPayload`` posts under a name given per call with
+/// ``post(_:as:)``; a bare name, as a Darwin notification is, is an empty
+/// ``RawNotification``.
 ///
 /// The centers are ``NotificationHub`` and Foundation's `NotificationCenter`;
 /// a center of your own forwards to one of them (a transport of your own is a
@@ -167,32 +170,38 @@ extension TypedNotificationCenter {
         try post(notification, as: try N.name.validated(declaredBy: N.self))
     }
 
-    /// Posts `name` with no payload, as a Darwin notification does.
-    ///
-    /// Observers of `name` registered with
-    /// ``addObserver(named:from:bufferingPolicy:handler:)`` or
-    /// ``deliveries(named:from:bufferingPolicy:)`` get it, and so do typed
-    /// observers of a ``PayloadlessNotification`` with that name.
-    ///
-    /// - Throws: as ``post(_:as:)``.
-    public func post(name: NotificationName) throws(TypedNotificationError) {
-        try post(EmptyPayload(), as: name)
-    }
-
     /// Registers a handler that runs on the center's ``executor``.
+    ///
+    /// ```swift
+    /// let token = try center.addObserver(.of(Reload.self)) { reload, delivery in … }
+    /// ```
     ///
     /// Handlers of one center on its executor never run concurrently.
     ///
+    /// - Parameters:
+    ///   - observed: What is observed: a notification type, a payload type
+    ///     under a name, or under every name of a namespace (``Observed``).
+    ///   - senders: Whose posts are delivered.
+    ///   - bufferingPolicy: What the observer's buffer keeps when its handler
+    ///     falls behind; what it drops is reported as
+    ///     ``NotificationDelivery/missed``.
+    ///   - handler: Runs once per notification, in post order per poster and name.
     /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver<N: TypedNotification>(
-        _ type: N.Type,
+    /// - Throws: ``TypedNotificationError`` if the center is closed, the name
+    ///   or namespace is invalid, or the transport cannot observe a namespace
+    ///   (``TypedNotificationError/Code/unsupported``).
+    public func addObserver<Value: DarwinPayload>(
+        _ observed: Observed<Value>,
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default,
-        handler: @escaping @Sendable (N, NotificationDelivery) -> Void
+        handler: @escaping @Sendable (Value, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
-        try addObserver(
-            type, named: try N.name.validated(declaredBy: N.self), from: senders, bufferingPolicy: bufferingPolicy,
-            handler: handler)
+        try registerObserver(
+            Value.self, selecting: try observed.selector.get(), from: senders, bufferingPolicy: bufferingPolicy,
+            on: executor
+        ) { _, value, delivery in
+            handler(value, delivery)
+        }
     }
 
     /// Registers a handler that runs isolated to `actor`.
@@ -204,221 +213,80 @@ extension TypedNotificationCenter {
     /// first notification. The main actor and the center's executor are kept.
     ///
     /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver<N: TypedNotification, A: Actor>(
-        _ type: N.Type,
+    /// - Throws: as ``addObserver(_:from:bufferingPolicy:handler:)``.
+    public func addObserver<Value: DarwinPayload, A: Actor>(
+        _ observed: Observed<Value>,
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default,
         on actor: A,
-        handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
+        handler: @escaping @Sendable (isolated A, Value, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            type, selecting: .name(try N.name.validated(declaredBy: N.self)), from: senders,
-            bufferingPolicy: bufferingPolicy,
+            Value.self, selecting: try observed.selector.get(), from: senders, bufferingPolicy: bufferingPolicy,
             on: actor, handler: handler)
     }
 
     /// Registers a handler that runs on the main actor, for UI code.
     ///
+    /// ```swift
+    /// let token = try center.addObserver(.of(ThemeChanged.self), on: .main) { theme, _ in
+    ///     view.apply(theme)
+    /// }
+    /// ```
+    ///
     /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver<N: TypedNotification>(
-        _ type: N.Type,
+    /// - Throws: as ``addObserver(_:from:bufferingPolicy:handler:)``.
+    public func addObserver<Value: DarwinPayload>(
+        _ observed: Observed<Value>,
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default,
         on placement: MainActorPlacement,
-        handler: @escaping @MainActor @Sendable (N, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        try addObserver(
-            type, named: try N.name.validated(declaredBy: N.self), from: senders, bufferingPolicy: bufferingPolicy,
-            on: placement, handler: handler)
-    }
-
-    /// Registers a handler of the values posted under `name`, chosen at run
-    /// time, decoded as `type`; it runs on the center's ``executor``.
-    ///
-    /// A post whose payload does not decode as `type` is counted as
-    /// undecodable and reported in the next delivery's
-    /// ``NotificationDelivery/missed``.
-    ///
-    /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver<Payload: DarwinPayload>(
-        _ type: Payload.Type,
-        named name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default,
-        handler: @escaping @Sendable (Payload, NotificationDelivery) -> Void
+        handler: @escaping @MainActor @Sendable (Value, NotificationDelivery) -> Void
     ) throws(TypedNotificationError) -> ObservationToken {
         try registerObserver(
-            type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: executor
-        ) {
-            _, value, delivery in
-            handler(value, delivery)
-        }
-    }
-
-    /// Registers a handler of the values posted under `name`, chosen at run
-    /// time, decoded as `type`; it runs isolated to `actor`, which the center
-    /// holds weakly while it waits (see
-    /// ``addObserver(_:from:bufferingPolicy:on:handler:)-(_,_,_,A,_)``).
-    ///
-    /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver<Payload: DarwinPayload, A: Actor>(
-        _ type: Payload.Type,
-        named name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default,
-        on actor: A,
-        handler: @escaping @Sendable (isolated A, Payload, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        try registerObserver(
-            type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: actor, handler: handler)
-    }
-
-    /// Registers a handler of the values posted under `name`, chosen at run
-    /// time, decoded as `type`; it runs on the main actor, for UI code.
-    ///
-    /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver<Payload: DarwinPayload>(
-        _ type: Payload.Type,
-        named name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default,
-        on placement: MainActorPlacement,
-        handler: @escaping @MainActor @Sendable (Payload, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        try registerObserver(
-            type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: MainActor.shared
+            Value.self, selecting: try observed.selector.get(), from: senders, bufferingPolicy: bufferingPolicy,
+            on: MainActor.shared
         ) { _, value, delivery in
             // The loop runs isolated to MainActor.shared, which is the main actor.
             MainActor.assumeIsolated { handler(value, delivery) }
         }
     }
 
-    /// Registers a handler of every post under `name`, whatever its payload,
-    /// as a Darwin-notification observer is; it runs on the center's
-    /// ``executor``.
+    /// Registers an observer now and returns its deliveries as an async
+    /// sequence: each value with who sent it, its sequence number, when, its
+    /// name, and how many were missed before it.
     ///
     /// ```swift
-    /// let token = try center.addObserver(named: name) { delivery in reload() }
-    /// try center.post(name: name)
+    /// for await posted in try center.deliveries(.of(RawNotification.self, in: "com.example.jobs")) {
+    ///     print(posted.name, posted.delivery.sender, posted.notification.bytes.count)
+    /// }
     /// ```
     ///
-    /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver(
-        named name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default,
-        handler: @escaping @Sendable (NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        try registerObserver(
-            RawNotification.self, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: executor
-        ) { _, _, delivery in
-            handler(delivery)
-        }
-    }
-
-    /// Registers a handler of every post under `name`, whatever its payload;
-    /// it runs isolated to `actor`, which the center holds weakly while it
-    /// waits (see ``addObserver(_:from:bufferingPolicy:on:handler:)-(_,_,_,A,_)``).
-    ///
-    /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver<A: Actor>(
-        named name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default,
-        on actor: A,
-        handler: @escaping @Sendable (isolated A, NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        try registerObserver(
-            RawNotification.self, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy, on: actor
-        ) { actor, _, delivery in
-            handler(actor, delivery)
-        }
-    }
-
-    /// Registers a handler of every post under `name`, whatever its payload;
-    /// it runs on the main actor, for UI code.
-    ///
-    /// - Returns: A token; the observer lives until it is cancelled or released.
-    public func addObserver(
-        named name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default,
-        on placement: MainActorPlacement,
-        handler: @escaping @MainActor @Sendable (NotificationDelivery) -> Void
-    ) throws(TypedNotificationError) -> ObservationToken {
-        try registerObserver(
-            RawNotification.self, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy,
-            on: MainActor.shared
-        ) { _, _, delivery in
-            // The loop runs isolated to MainActor.shared, which is the main actor.
-            MainActor.assumeIsolated { handler(delivery) }
-        }
-    }
-
-    /// Registers an observer now and returns its deliveries as an async sequence.
-    public func deliveries<N: TypedNotification>(
-        of type: N.Type,
+    /// - Throws: as ``addObserver(_:from:bufferingPolicy:handler:)``.
+    public func deliveries<Value: DarwinPayload>(
+        _ observed: Observed<Value>,
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default
-    ) throws(TypedNotificationError) -> DeliverySequence<N> {
+    ) throws(TypedNotificationError) -> DeliverySequence<Value> {
         try registerDeliveries(
-            of: type, selecting: .name(try N.name.validated(declaredBy: N.self)), from: senders,
-            bufferingPolicy: bufferingPolicy)
+            of: Value.self, selecting: try observed.selector.get(), from: senders, bufferingPolicy: bufferingPolicy)
     }
 
-    /// Registers an observer now and returns its notifications as an async sequence.
+    /// Registers an observer now and returns its values as an async sequence.
     ///
     /// ```swift
-    /// for await note in try center.notifications(of: Reload.self) { … }
+    /// for await reload in try center.notifications(.of(Reload.self)) { … }
     /// ```
-    public func notifications<N: TypedNotification>(
-        of type: N.Type,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default
-    ) throws(TypedNotificationError) -> NotificationSequence<N> {
-        NotificationSequence(try deliveries(of: type, from: senders, bufferingPolicy: bufferingPolicy))
-    }
-
-    /// Registers an observer of `name`, chosen at run time, now and returns
-    /// its deliveries, decoded as `type`, as an async sequence.
     ///
-    /// A post whose payload does not decode as `type` is counted as
-    /// undecodable and reported in the next delivery's
-    /// ``NotificationDelivery/missed``.
-    public func deliveries<Payload: DarwinPayload>(
-        of type: Payload.Type,
-        named name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default
-    ) throws(TypedNotificationError) -> DeliverySequence<Payload> {
-        try registerDeliveries(of: type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy)
-    }
-
-    /// Registers an observer of `name`, chosen at run time, now and returns
-    /// its values, decoded as `type`, as an async sequence.
-    public func notifications<Payload: DarwinPayload>(
-        of type: Payload.Type,
-        named name: NotificationName,
-        from senders: SenderFilter = .any,
-        bufferingPolicy: NotificationBufferingPolicy = .default
-    ) throws(TypedNotificationError) -> NotificationSequence<Payload> {
-        NotificationSequence(
-            try registerDeliveries(of: type, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy))
-    }
-
-    /// Registers an observer of every post under `name`, whatever its
-    /// payload, now and returns its deliveries as an async sequence: the
-    /// payload's bytes as they are, with who sent it and what was missed.
+    /// Use ``deliveries(_:from:bufferingPolicy:)`` to see who sent each, its
+    /// name, and ``NotificationDelivery/missed``.
     ///
-    /// ```swift
-    /// for await posted in try center.deliveries(named: name) { reload() }
-    /// ```
-    public func deliveries(
-        named name: NotificationName,
+    /// - Throws: as ``addObserver(_:from:bufferingPolicy:handler:)``.
+    public func notifications<Value: DarwinPayload>(
+        _ observed: Observed<Value>,
         from senders: SenderFilter = .any,
         bufferingPolicy: NotificationBufferingPolicy = .default
-    ) throws(TypedNotificationError) -> DeliverySequence<RawNotification> {
-        try registerDeliveries(
-            of: RawNotification.self, selecting: .name(name), from: senders, bufferingPolicy: bufferingPolicy)
+    ) throws(TypedNotificationError) -> NotificationSequence<Value> {
+        NotificationSequence(try deliveries(observed, from: senders, bufferingPolicy: bufferingPolicy))
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 /// through Foundation's `JSONEncoder` and `JSONDecoder` with their default
 /// strategies (so a `Date` is encoded as seconds since 2001-01-01 and `Data` as
 /// Base64). `String`, `Substring`, `Data`, `[UInt8]`, every fixed-width integer
-/// type, `Bool` and ``EmptyPayload`` conform out of the box with compact
+/// type and `Bool` conform out of the box with compact
 /// binary forms that other languages can read:
 ///
 /// | Type | Bytes |
@@ -17,7 +17,8 @@ import Foundation
 /// | `Int8` … `Int64`, `UInt8` … `UInt64` | little-endian, exactly the type's width |
 /// | `Int`, `UInt` | little-endian, 8 bytes |
 /// | `Bool` | one byte, 0 or 1 |
-/// | ``EmptyPayload`` | none |
+/// | ``RawNotification`` | its bytes, as they are |
+/// | a ``PayloadlessNotification`` | none |
 ///
 /// To use another format, implement both requirements. Decoding reads
 /// untrusted bytes: it must throw on anything it cannot make sense of, and
@@ -69,26 +70,6 @@ extension DarwinPayload {
     /// Decodes a value from the bytes of any contiguous collection.
     public init(payload bytes: some ContiguousBytes) throws {
         self = try bytes.withUnsafeBytes { raw in try Self(payload: raw) }
-    }
-}
-
-/// A payload of zero bytes, for notifications that carry nothing but their
-/// name, as Darwin notifications do.
-public struct EmptyPayload: DarwinPayload, Hashable, Codable {
-    /// Creates the empty payload.
-    public init() {}
-
-    /// Appends nothing.
-    public func encodePayload(into buffer: inout [UInt8]) throws {}
-
-    /// Zero bytes.
-    public var payloadSizeHint: Int? { 0 }
-
-    /// Accepts only zero bytes.
-    public init(payload bytes: UnsafeRawBufferPointer) throws {
-        guard bytes.isEmpty else {
-            throw PayloadDecodingError.wrongLength(type: "EmptyPayload", expected: 0, actual: bytes.count)
-        }
     }
 }
 

@@ -52,7 +52,7 @@ public func fuzzSequenceGaps(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt 
     do {
         let transport = InjectingTransport()
         let hub = try NotificationHub(endpoint: "fuzz", transport: transport)
-        let deliveries = try hub.deliveries(of: Probe.self, bufferingPolicy: policy)
+        let deliveries = try hub.deliveries(.of(Probe.self), bufferingPolicy: policy)
         let senders = try (1...4).map {
             try NotificationSender(processID: getpid(), userID: getuid(), endpoint: "forger", instance: UInt64($0))
         }

@@ -4,7 +4,7 @@ import TypedNotifications
 
 /// Code written once against the protocol, run on every center.
 func roundTrip(on center: some TypedNotificationCenter) async throws -> [Int] {
-    let sequence = try center.notifications(of: Ping.self)
+    let sequence = try center.notifications(.of(Ping.self))
     for index in 0..<5 { try center.post(Ping(index: index)) }
     var seen: [Int] = []
     for await note in sequence {
@@ -27,7 +27,7 @@ struct FoundationBridgeTests {
     func handlers() async throws {
         let center = NotificationCenter()
         let received = Collector<(Int, UInt64)>()
-        let token = try center.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, delivery in
+        let token = try center.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { note, delivery in
             received.append((note.index, delivery.sequence))
         }
         for index in 0..<1_000 { center.post(Ping(index: index)) }
@@ -45,7 +45,7 @@ struct FoundationBridgeTests {
         let first = try center.endpoint("first")
         let second = try center.endpoint("second")
         let seen = Collector<(String, UInt64)>()
-        let token = try center.addObserver(Ping.self, bufferingPolicy: .unbounded) { _, delivery in
+        let token = try center.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { _, delivery in
             seen.append((delivery.sender.endpoint, delivery.sequence))
         }
         first.post(Ping(index: 0))
@@ -94,7 +94,7 @@ struct FoundationBridgeTests {
     func untypedPostsCounted() async throws {
         let center = NotificationCenter()
         let before = NotificationCenter.typedMetrics.undecodable
-        let sequence = try center.deliveries(of: Ping.self)
+        let sequence = try center.deliveries(.of(Ping.self))
         center.post(name: Notification.Name(Ping.name), object: nil, userInfo: ["index": 1])
         center.post(Ping(index: 2))
         var iterator = sequence.makeAsyncIterator()
@@ -107,9 +107,9 @@ struct FoundationBridgeTests {
     @Test("an untyped post reaches name-only observers and payload-less typed observers, from untypedSender")
     func untypedPostsReachPayloadless() async throws {
         let center = NotificationCenter()
-        let typed = try center.deliveries(of: CacheCleared.self)
-        let named = try center.deliveries(named: CacheCleared.name)
-        let others = try center.deliveries(of: CacheCleared.self, from: .others)
+        let typed = try center.deliveries(.of(CacheCleared.self))
+        let named = try center.deliveries(.of(RawNotification.self, named: CacheCleared.name))
+        let others = try center.deliveries(.of(CacheCleared.self), from: .others)
         center.post(name: Notification.Name(CacheCleared.name), object: self as AnyObject?)
         center.post(CacheCleared())
         center.post(name: Notification.Name(CacheCleared.name), object: nil)
@@ -132,7 +132,7 @@ struct FoundationBridgeTests {
     @Test("an untyped poster that puts a value under the value key reaches typed observers")
     func untypedPosterWithValue() async throws {
         let center = NotificationCenter()
-        let sequence = try center.deliveries(of: Ping.self)
+        let sequence = try center.deliveries(.of(Ping.self))
         center.post(
             name: Notification.Name(Ping.name), object: nil,
             userInfo: [TypedNotificationUserInfoKey.value: Ping(index: 7)])
@@ -186,7 +186,7 @@ struct FoundationBridgeTests {
         let downloads = try center.endpoint("downloads")
         let settings = try center.endpoint("settings")
         #expect(throws: TypedNotificationError.self) { try center.endpoint("bad label") }
-        let othersOfDownloads = try downloads.deliveries(of: Ping.self, from: .others)
+        let othersOfDownloads = try downloads.deliveries(.of(Ping.self), from: .others)
         downloads.post(Ping(index: 1))
         settings.post(Ping(index: 2))
         center.post(Ping(index: 3))
@@ -205,10 +205,10 @@ struct FoundationBridgeTests {
     @Test("name-only and per-name payload posts through NotificationCenter need no try")
     func namedPostsThroughFoundation() async throws {
         let center = NotificationCenter()
-        let scores = try center.notifications(of: Score.self, named: "test.foundation.score")
-        let bare = try center.deliveries(named: "test.foundation.bare")
+        let scores = try center.notifications(.of(Score.self, named: "test.foundation.score"))
+        let bare = try center.deliveries(.of(RawNotification.self, named: "test.foundation.bare"))
         center.post(Score(home: 1, away: 0), as: "test.foundation.score")
-        center.post(name: "test.foundation.bare")
+        center.post(RawNotification(), as: "test.foundation.bare")
         var scoreIterator = scores.makeAsyncIterator()
         #expect(await scoreIterator.next() == Score(home: 1, away: 0))
         var bareIterator = bare.makeAsyncIterator()
@@ -233,8 +233,8 @@ struct FoundationNamespaceTests {
     @Test("typed and Foundation posts under names in the namespace arrive with their names; a near miss never")
     func everyName() async throws {
         let center = NotificationCenter()
-        let typed = try center.notifications(of: Ping.self, in: "test.jobs")
-        let raw = try center.deliveries(in: "test.jobs")
+        let typed = try center.deliveries(.of(Ping.self, in: "test.jobs"))
+        let raw = try center.deliveries(.of(RawNotification.self, in: "test.jobs"))
         let poster = try center.endpoint("poster")
         poster.post(Ping(index: 0), as: "test.jobsx")
         poster.post(Ping(index: 1), as: "test.jobs.a")
@@ -243,7 +243,8 @@ struct FoundationNamespaceTests {
         poster.post(Ping(index: 2), as: "test")
         poster.post(Ping(index: 3), as: "test.jobs.b.c")
         var seen: [String] = []
-        for await (name, ping) in typed {
+        for await posted in typed {
+            let (name, ping) = (posted.name, posted.notification)
             seen.append("\(name)=\(ping.index)")
             if ping.index == 3 { break }
         }
@@ -262,7 +263,7 @@ struct FoundationNamespaceTests {
         #expect(bad.validationError?.code == .invalidName)
         for center in [NotificationCenter() as any TypedNotificationCenter, try makeHub()] {
             do {
-                _ = try center.addObserver(Ping.self, in: bad) { _, _ in }
+                _ = try center.addObserver(.of(Ping.self, in: bad)) { _, _ in }
                 Issue.record("\(type(of: center)) took an invalid namespace")
             } catch {
                 #expect(error.code == .invalidName, "\(error)")
@@ -274,7 +275,7 @@ struct FoundationNamespaceTests {
     func cancelled() async throws {
         let center = NotificationCenter()
         let got = Collector<Int>()
-        let token = try center.addObserver(Ping.self, in: "test.jobs") { ping, _ in got.append(ping.index) }
+        let token = try center.addObserver(.of(Ping.self, in: "test.jobs")) { ping, _ in got.append(ping.index) }
         center.post(Ping(index: 1), as: "test.jobs.a")
         await got.wait(forCount: 1)
         await token.cancelAndWait()
@@ -282,7 +283,7 @@ struct FoundationNamespaceTests {
         // A second observer registered after the cancel sees the next post,
         // so the first one's absence is not a matter of timing.
         let after = Collector<Int>()
-        let witness = try center.addObserver(Ping.self, in: "test.jobs") { ping, _ in after.append(ping.index) }
+        let witness = try center.addObserver(.of(Ping.self, in: "test.jobs")) { ping, _ in after.append(ping.index) }
         center.post(Ping(index: 3), as: "test.jobs.b")
         await after.wait(forCount: 1)
         await witness.cancelAndWait()

@@ -11,7 +11,7 @@ actor SelfObservingModel {
     nonisolated let released = Signal()
 
     func start(on hub: NotificationHub<InProcessTransport>) throws {
-        token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded, on: self) { model, note, _ in
+        token = try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded, on: self) { model, note, _ in
             // The isolated parameter, not `self`: nothing captures the actor.
             model.seen.append(note.index)
             model.runs.increment()
@@ -83,7 +83,7 @@ struct ActorLifetimeTests {
     func unheldActorEndsObservation() async throws {
         let hub = try makeHub()
         let runs = Counter()
-        let token = try hub.addObserver(Ping.self, on: Tally()) { _, _, _ in runs.increment() }
+        let token = try hub.addObserver(.of(Ping.self), on: Tally()) { _, _, _ in runs.increment() }
         // The loop finds the actor gone when the first notification arrives.
         try hub.post(Ping(index: 1))
         #expect(await waitUntil { token.isCancelled })

@@ -25,7 +25,7 @@ func cancelDuringHandlerRun(
     // Held here: a center holds the actor it runs a handler on weakly.
     let actor = BlockingActor()
     defer { withExtendedLifetime(actor) {} }
-    let token = try center.addObserver(Ping.self, on: actor) { _, _, _ in
+    let token = try center.addObserver(.of(Ping.self), on: actor) { _, _, _ in
         if cancelReturned.isSet { runsAfterCancel.increment() }
         entered.fire()
         release.wait()
@@ -81,7 +81,7 @@ struct CancellationTests {
         let hub = try makeHub()
         let runs = Collector<Int>()
         let slot = Slot<ObservationToken>()
-        let token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in
+        let token = try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { note, _ in
             runs.append(note.index)
             if note.index == 2 { slot.current?.cancel() }
         }
@@ -99,7 +99,7 @@ struct CancellationTests {
         let hub = try makeHub()
         let runs = Counter()
         do {
-            let token = try hub.addObserver(Ping.self) { _, _ in runs.increment() }
+            let token = try hub.addObserver(.of(Ping.self)) { _, _ in runs.increment() }
             #expect(hub.metrics.activeObservers == 1)
             _ = token
         }
@@ -113,7 +113,7 @@ struct CancellationTests {
     @Test("breaking out of for await removes the observer, even while the sequence lives")
     func breakRemovesObserver() async throws {
         let hub = try makeHub()
-        let sequence = try hub.notifications(of: Ping.self)
+        let sequence = try hub.notifications(.of(Ping.self))
         try hub.post(Ping(index: 1))
         for await _ in sequence { break }
         #expect(hub.metrics.activeObservers == 0)
@@ -127,7 +127,7 @@ struct CancellationTests {
     @Test("cancelling the iterating task ends the loop and removes the observer")
     func taskCancellationRemovesObserver() async throws {
         let hub = try makeHub()
-        let sequence = try hub.notifications(of: Ping.self)
+        let sequence = try hub.notifications(.of(Ping.self))
         let firstSeen = Signal()
         let reader = Task {
             var count = 0
@@ -148,7 +148,7 @@ struct CancellationTests {
     func unusedSequenceRemovesObserver() throws {
         let hub = try makeHub()
         do {
-            let sequence = try hub.notifications(of: Ping.self)
+            let sequence = try hub.notifications(.of(Ping.self))
             #expect(hub.metrics.activeObservers == 1)
             _ = sequence
         }
@@ -158,7 +158,7 @@ struct CancellationTests {
     @Test("a sequence is single-pass: a second iterator ends at once, the first goes on")
     func secondIteratorEnds() async throws {
         let hub = try makeHub()
-        let sequence = try hub.notifications(of: Ping.self)
+        let sequence = try hub.notifications(.of(Ping.self))
         var first = sequence.makeAsyncIterator()
         let second = Task {
             var iterator = sequence.makeAsyncIterator()
@@ -172,8 +172,8 @@ struct CancellationTests {
     @Test("tokens compare by registration")
     func tokenIdentity() throws {
         let hub = try makeHub()
-        let a = try hub.addObserver(Ping.self) { _, _ in }
-        let b = try hub.addObserver(Ping.self) { _, _ in }
+        let a = try hub.addObserver(.of(Ping.self)) { _, _ in }
+        let b = try hub.addObserver(.of(Ping.self)) { _, _ in }
         let copy = a
         #expect(a == copy)
         #expect(a != b)
@@ -186,7 +186,7 @@ struct BufferingTests {
     @Test("bufferingNewest keeps the latest and reports the rest as missed")
     func newest() async throws {
         let hub = try makeHub()
-        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(3))
+        let sequence = try hub.deliveries(.of(Ping.self), bufferingPolicy: .bufferingNewest(3))
         for index in 0..<10 { try hub.post(Ping(index: index)) }
         var received: [(Int, Int)] = []
         for await delivered in sequence {
@@ -202,7 +202,7 @@ struct BufferingTests {
     @Test("bufferingOldest keeps the first and reports the dropped on the next delivery")
     func oldest() async throws {
         let hub = try makeHub()
-        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .bufferingOldest(2))
+        let sequence = try hub.deliveries(.of(Ping.self), bufferingPolicy: .bufferingOldest(2))
         for index in 0..<5 { try hub.post(Ping(index: index)) }
         var iterator = sequence.makeAsyncIterator()
         #expect(await iterator.next()?.notification.index == 0)
@@ -222,7 +222,7 @@ struct BufferingTests {
         let received = Collector<(Int, Int)>()
         let actor = BlockingActor()
         defer { withExtendedLifetime(actor) {} }
-        let token = try hub.addObserver(Ping.self, bufferingPolicy: .bufferingNewest(2), on: actor) {
+        let token = try hub.addObserver(.of(Ping.self), bufferingPolicy: .bufferingNewest(2), on: actor) {
             _, note, delivery in
             received.append((note.index, delivery.missed))
             if note.index == 0 {
@@ -261,7 +261,7 @@ struct LeakTests {
         let hub = try makeHub()
         weak var weakFrame: Frame?
         do {
-            let sequence = try hub.notifications(of: Frame.self)
+            let sequence = try hub.notifications(.of(Frame.self))
             let frame = Frame(number: 1)
             weakFrame = frame
             try hub.post(frame)
@@ -277,7 +277,7 @@ struct LeakTests {
         do {
             let hub = try makeHub()
             weakHub = hub
-            token = try hub.addObserver(Ping.self) { _, _ in }
+            token = try hub.addObserver(.of(Ping.self)) { _, _ in }
         }
         #expect(weakHub == nil)
         #expect(token.isCancelled)

@@ -159,7 +159,7 @@ private func runContract<T: NotificationTransport>(
 private struct InOrder: ContractBody {
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         let got = Collector<Int>()
-        let token = try observer.addObserver(Ping.self, bufferingPolicy: .unbounded) { ping, _ in
+        let token = try observer.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { ping, _ in
             got.append(ping.index)
         }
         for index in 0..<500 { try poster.post(Ping(index: index)) }
@@ -179,7 +179,7 @@ private struct ImmediateRegistration: ContractBody {
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         for round in 0..<40 {
             let got = Collector<Int>()
-            let token = try observer.addObserver(Ping.self) { ping, _ in got.append(ping.index) }
+            let token = try observer.addObserver(.of(Ping.self)) { ping, _ in got.append(ping.index) }
             try poster.post(Ping(index: round))
             #expect(await got.wait(forCount: 1, upTo: safetyNet), "round \(round)")
             #expect(got.values.first == round)
@@ -212,7 +212,7 @@ private struct LossesCounted: ContractBody {
         let release = DispatchSemaphore(value: 0)
         let last = Signal()
         let received = Collector<(index: Int, missed: Int)>()
-        let token = try observer.addObserver(Ping.self, bufferingPolicy: .bufferingNewest(8)) { ping, delivery in
+        let token = try observer.addObserver(.of(Ping.self), bufferingPolicy: .bufferingNewest(8)) { ping, delivery in
             // Held until every post is out (a safety net of a minute): the
             // rest pile up behind it.
             if ping.index == 0 { _ = release.wait(timeout: .now() + 60) }
@@ -250,7 +250,7 @@ private struct LossesCounted: ContractBody {
 /// is counted missed (a step back starts a new run).
 private struct ForgedSequenceNumbers: ContractBody {
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
-        let deliveries = try observer.deliveries(of: Ping.self)
+        let deliveries = try observer.deliveries(.of(Ping.self))
         let forger = try forgedSender(instance: 9)
         try poster.transport.send(try forgedMessage(Ping(index: 1), from: forger, sequence: .max))
         try poster.transport.send(try forgedMessage(Ping(index: 2), from: forger, sequence: 1))
@@ -276,7 +276,7 @@ private struct CancelledObserversReleased: ContractBody {
         do {
             let witness = Witness()
             weakWitness = witness
-            token = try observer.addObserver(Ping.self) { [witness] _, _ in
+            token = try observer.addObserver(.of(Ping.self)) { [witness] _, _ in
                 _ = witness.id
                 seen.increment()
             }
@@ -290,7 +290,7 @@ private struct CancelledObserversReleased: ContractBody {
         #expect(weakWitness == nil)
         #expect(observer.metrics.activeObservers == 0)
 
-        let deliveries = try observer.notifications(of: Ping.self)
+        let deliveries = try observer.notifications(.of(Ping.self))
         #expect(observer.metrics.activeObservers == 1)
         try poster.post(Ping(index: 2))
         for await ping in deliveries where ping.index == 2 { break }
@@ -310,14 +310,14 @@ private struct BadInputIsATypedError: ContractBody {
                 if use == "post" {
                     try poster.post(TypoNotification())
                 } else {
-                    _ = try observer.deliveries(of: TypoNotification.self)
+                    _ = try observer.deliveries(.of(TypoNotification.self))
                 }
                 Issue.record("\(use) of an invalid name did not throw")
             } catch {
                 #expect(error.code == .invalidName, "\(use)")
             }
         }
-        let deliveries = try observer.deliveries(of: Ping.self)
+        let deliveries = try observer.deliveries(.of(Ping.self))
         let forger = try forgedSender(instance: 4)
         // Ping's payload is JSON: these bytes are no Ping.
         let garbage = try forgedMessage(
@@ -382,7 +382,7 @@ private struct CloseNeverWaits: ContractBody {
         let waited = Slot<Bool>()
         // Let go on every way out of this test.
         defer { release.signal() }
-        let token = try observer.addObserver(Ping.self) { _, _ in
+        let token = try observer.addObserver(.of(Ping.self)) { _, _ in
             onLoop.set((observer.transport.deliveryExecutor as? EventLoop)?.isCurrent ?? false)
             entered.fire()
             // Ten minutes, only a safety net: in a full parallel run the
@@ -418,7 +418,7 @@ private struct ClosedFromItsHandler: ContractBody {
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         let done = Signal()
         let waitedInHandler = Slot<Bool>()
-        let token = try observer.addObserver(Ping.self) { _, _ in
+        let token = try observer.addObserver(.of(Ping.self)) { _, _ in
             observer.close()
             waitedInHandler.set(observer.closed(timeout: .seconds(30)))
             done.fire()

@@ -36,7 +36,7 @@ private struct SequenceOnLoop: ContractBody {
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         let loop = try receivingLoop(observer)
         let hub = observer
-        let sequence = try hub.notifications(of: Ping.self)
+        let sequence = try hub.notifications(.of(Ping.self))
         let consumer = Task(executorPreference: hub.executor.taskExecutor) {
             var seen: [(Int, Bool)] = []
             for await note in sequence {
@@ -61,7 +61,7 @@ private struct SlowHandlerDoesNotStarveOthers: ContractBody {
         let backlogPosted = OneShotEvent()
         let calls = Counter()
         let receivedAtCall = Collector<(call: Int, received: Int)>()
-        let slow = try hub.addObserver(Ping.self) { _, _ in
+        let slow = try hub.addObserver(.of(Ping.self)) { _, _ in
             calls.increment()
             // The first call lasts until a backlog of 300 is posted; every
             // later one takes longer than the 1 ms the transport's thread
@@ -100,7 +100,7 @@ private struct CloseFromHandler: ContractBody {
         let hub = observer
         let closed = Signal()
         let onLoop = Flag()
-        let token = try hub.addObserver(Ping.self) { _, _ in
+        let token = try hub.addObserver(.of(Ping.self)) { _, _ in
             if loop.isCurrent { onLoop.set() }
             close()
             closed.fire()
@@ -121,7 +121,7 @@ private struct SyncCancelOnLoop: ContractBody {
         let started = Signal()
         let cancelled = Flag()
         let ranAfterCancel = Counter()
-        let token = try hub.addObserver(Ping.self) { _, _ in
+        let token = try hub.addObserver(.of(Ping.self)) { _, _ in
             if cancelled.isSet { ranAfterCancel.increment() }
             started.fire()
             Thread.sleep(forTimeInterval: 0.001)
@@ -133,10 +133,10 @@ private struct SyncCancelOnLoop: ContractBody {
             cancelled.set()
         }.value
         // Anything still queued on the loop has had its chance to run.
-        let probe = try hub.addObserver(Note.self) { _, _ in }
+        let probe = try hub.addObserver(.of(Note.self)) { _, _ in }
         try hub.post(Note(text: "probe"))
         let drained = Signal()
-        let last = try hub.addObserver(Note.self) { _, _ in drained.fire() }
+        let last = try hub.addObserver(.of(Note.self)) { _, _ in drained.fire() }
         try hub.post(Note(text: "last"))
         #expect(await drained.wait(upTo: safetyNet))
         #expect(ranAfterCancel.count == 0)
@@ -150,7 +150,7 @@ private struct HandlerOnLoop: ContractBody {
         let loop = try receivingLoop(observer)
         let hub = observer
         let seen = Collector<(Int, Bool)>()
-        let token = try hub.addObserver(Ping.self) { note, _ in seen.append((note.index, loop.isCurrent)) }
+        let token = try hub.addObserver(.of(Ping.self)) { note, _ in seen.append((note.index, loop.isCurrent)) }
         try hub.post(Ping(index: 0))
         await seen.wait(forCount: 1)
         // From here on the loop gets work only from what it receives, never

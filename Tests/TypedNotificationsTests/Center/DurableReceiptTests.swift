@@ -28,14 +28,14 @@ struct DurableReceiptTests {
         let acknowledged = Collector<Int>()
         let handled = Collector<Int>()
         // Observed and handled: acknowledged.
-        let token = try hub.addObserver(Ping.self) { ping, _ in handled.append(ping.index) }
+        let token = try hub.addObserver(.of(Ping.self)) { ping, _ in handled.append(ping.index) }
         transport.inject(try durableMessage(Ping(index: 0), acknowledged: acknowledged))
         #expect(await handled.wait(forCount: 1, upTo: safetyNet))
         #expect(await acknowledged.wait(forCount: 1, upTo: safetyNet))
         // Observed only by one whose sender filter passes it by: the
         // identity chose not to see it, so it is acknowledged too.
         token.cancel()
-        let filtered = try hub.addObserver(Ping.self, from: .endpoint("someone-else")) { ping, _ in
+        let filtered = try hub.addObserver(.of(Ping.self), from: .endpoint("someone-else")) { ping, _ in
             handled.append(ping.index)
         }
         transport.inject(try durableMessage(Ping(index: 1), acknowledged: acknowledged))
@@ -56,9 +56,9 @@ struct DurableReceiptTests {
         let hub = try NotificationHub(endpoint: "durable", transport: transport)
         defer { hub.close() }
         let acknowledged = Collector<Int>()
-        let elsewhere = try hub.addObserver(Ping.self, from: .endpoint("someone-else")) { _, _ in }
+        let elsewhere = try hub.addObserver(.of(Ping.self), from: .endpoint("someone-else")) { _, _ in }
         defer { elsewhere.cancel() }
-        var sequence: DeliverySequence<Ping>? = try hub.deliveries(of: Ping.self)
+        var sequence: DeliverySequence<Ping>? = try hub.deliveries(.of(Ping.self))
         var message = try forgedMessage(Ping(index: 0), from: forgedSender(instance: 7), sequence: 1)
         message.receipt = DeliveryReceipt.unlessAbandonedOrDropped { acknowledged.append(0) }
         transport.inject(message)
@@ -74,7 +74,7 @@ struct DurableReceiptTests {
         let hub = try NotificationHub(endpoint: "durable", transport: transport)
         defer { hub.close() }
         let acknowledged = Collector<Int>()
-        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(1))
+        let sequence = try hub.deliveries(.of(Ping.self), bufferingPolicy: .bufferingNewest(1))
         for index in 0..<2 {
             var message = try forgedMessage(
                 Ping(index: index), from: forgedSender(instance: 7), sequence: UInt64(index + 1))

@@ -58,7 +58,7 @@ struct EncodedTransportTests {
     func encodesAndDecodes() async throws {
         let transport = LossyEncodedTransport()
         let hub = try NotificationHub(endpoint: "bytes", transport: transport)
-        let sequence = try hub.notifications(of: Note.self)
+        let sequence = try hub.notifications(.of(Note.self))
         try hub.post(Note(text: "héllo"))
         var iterator = sequence.makeAsyncIterator()
         #expect(await iterator.next() == Note(text: "héllo"))
@@ -76,7 +76,7 @@ struct EncodedTransportTests {
         let transport = LossyEncodedTransport()
         transport.lose(sequences: [3, 4, 7])
         let hub = try NotificationHub(endpoint: "lossy", transport: transport)
-        let sequence = try hub.deliveries(of: Ping.self)
+        let sequence = try hub.deliveries(.of(Ping.self))
         for index in 1...8 { try hub.post(Ping(index: index)) }
         var received: [(UInt64, Int)] = []
         for await delivered in sequence {
@@ -93,12 +93,12 @@ struct EncodedTransportTests {
         let transport = LossyEncodedTransport()
         let hub = try NotificationHub(endpoint: "idle", transport: transport)
         do {
-            let first = try hub.notifications(of: Ping.self)
+            let first = try hub.notifications(.of(Ping.self))
             try hub.post(Ping(index: 1))
             for await _ in first { break }
         }
         for index in 2...5 { try hub.post(Ping(index: index)) }
-        let second = try hub.deliveries(of: Ping.self)
+        let second = try hub.deliveries(.of(Ping.self))
         try hub.post(Ping(index: 6))
         for await delivered in second {
             #expect(delivered.notification.index == 6)
@@ -116,7 +116,7 @@ struct EncodedTransportTests {
             transport: transport,
             configuration: .init(maximumPayloadSize: 64)
         )
-        let sequence = try hub.deliveries(of: Note.self)
+        let sequence = try hub.deliveries(.of(Note.self))
         #expect {
             try hub.post(Note(text: String(repeating: "x", count: 100)))
         } throws: { error in

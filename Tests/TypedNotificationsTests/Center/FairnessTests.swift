@@ -52,7 +52,7 @@ struct FairnessTests {
         let total = 100_000
         let handled = Counter()
         let floodHandled = Signal()
-        let token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded, on: .main) { note, _ in
+        let token = try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded, on: .main) { note, _ in
             spin(microseconds: 2)
             handled.increment()
             if note.index == total - 1 { floodHandled.fire() }
@@ -96,7 +96,7 @@ struct FairnessTests {
         let hub = try makeHub()
         let total = 100_000
         let floodHandled = Signal()
-        let token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded, on: .main) { note, _ in
+        let token = try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded, on: .main) { note, _ in
             spin(microseconds: 5)
             if note.index == total - 1 { floodHandled.fire() }
         }
@@ -140,7 +140,7 @@ struct FairnessTests {
         // and the first quiet notification are queued behind it, so a fast
         // handler cannot keep pace with the poster and leave no flood at all.
         let queued = DispatchSemaphore(value: 0)
-        let flood = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in
+        let flood = try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { note, _ in
             if note.index == 0 { _ = queued.wait(timeout: .now() + .seconds(60)) }
             spin(microseconds: 5)
             handled.increment()
@@ -154,7 +154,7 @@ struct FairnessTests {
         // between the two cannot inflate it).
         let waits = Collector<(note: Int, handledBy: Int, nanoseconds: UInt64, duringFlood: Bool)>()
         let queuedAt = Locked<[Int: Int]>([:])
-        let quiet = try hub.addObserver(Note.self, bufferingPolicy: .unbounded) { note, delivery in
+        let quiet = try hub.addObserver(.of(Note.self), bufferingPolicy: .unbounded) { note, delivery in
             let now = SystemClock.monotonicNanoseconds()
             waits.append(
                 (
@@ -166,7 +166,7 @@ struct FairnessTests {
         // load alone costs.
         let controlActor = Tally()
         let controlWaits = Collector<(note: Int, nanoseconds: UInt64)>()
-        let control = try hub.addObserver(Note.self, bufferingPolicy: .unbounded, on: controlActor) {
+        let control = try hub.addObserver(.of(Note.self), bufferingPolicy: .unbounded, on: controlActor) {
             _, note, delivery in
             controlWaits.append(
                 (Int(note.text) ?? -1, SystemClock.monotonicNanoseconds() &- delivery.timestamp.monotonicNanoseconds))

@@ -20,7 +20,7 @@ struct IsolationTests {
         let hub = try makeHub()
         let tally = Tally()
         let done = Signal()
-        let token = try hub.addObserver(Ping.self, on: tally) { tally, note, _ in
+        let token = try hub.addObserver(.of(Ping.self), on: tally) { tally, note, _ in
             // Synchronous access to actor state compiles only because the
             // handler is isolated to `tally`; the runtime check confirms it.
             tally.preconditionIsolated()
@@ -39,7 +39,7 @@ struct IsolationTests {
         let hub = try makeHub()
         let model = MainActorModel()
         let done = Signal()
-        let token = try hub.addObserver(Ping.self, on: .main) { note, _ in
+        let token = try hub.addObserver(.of(Ping.self), on: .main) { note, _ in
             MainActor.preconditionIsolated()
             model.received.append(note.index)
             if note.index == 9 { done.fire() }
@@ -57,7 +57,7 @@ struct IsolationTests {
         let overlaps = Counter()
         let runs = Collector<Int>()
         let tokens = try (0..<4).map { _ in
-            try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in
+            try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { note, _ in
                 hub.executor.preconditionIsolated()
                 if running.add(1, ordering: .acquiringAndReleasing).newValue > 1 { overlaps.increment() }
                 // A little work so that overlaps would have a chance to show.
@@ -82,11 +82,11 @@ struct SenderFilterTests {
         let bus = InProcessBus()
         let app = try makeHub(endpoint: "app", bus: bus)
         let widget = try makeHub(endpoint: "widget", bus: bus)
-        let fromWidget = try app.deliveries(of: Ping.self, from: .endpoint("widget"))
-        let fromOthers = try app.deliveries(of: Ping.self, from: .others)
-        let fromAppOnly = try app.deliveries(of: Ping.self, from: .only(app.sender))
-        let fromThisProcess = try app.deliveries(of: Ping.self, from: .process(app.sender.processID))
-        let fromNowhere = try app.deliveries(of: Ping.self, from: .process(-1))
+        let fromWidget = try app.deliveries(.of(Ping.self), from: .endpoint("widget"))
+        let fromOthers = try app.deliveries(.of(Ping.self), from: .others)
+        let fromAppOnly = try app.deliveries(.of(Ping.self), from: .only(app.sender))
+        let fromThisProcess = try app.deliveries(.of(Ping.self), from: .process(app.sender.processID))
+        let fromNowhere = try app.deliveries(.of(Ping.self), from: .process(-1))
 
         try app.post(Ping(index: 1))
         try widget.post(Ping(index: 2))

@@ -15,11 +15,14 @@ final class NameManager<Center: TypedNotificationCenter>: Sendable {
     }
 
     func post(name: NotificationName) throws {
-        try center.post(name: name)
+        try center.post(RawNotification(), as: name)
     }
 
     func startObserving(name: NotificationName, callback: @escaping @Sendable () -> Void) throws {
-        let token = try center.addObserver(named: name, bufferingPolicy: .unbounded) { _ in callback() }
+        let token = try center.addObserver(.of(RawNotification.self, named: name), bufferingPolicy: .unbounded) {
+            _, _ in
+            callback()
+        }
         tokens.withLock { $0[name] = token }
     }
 
@@ -38,7 +41,7 @@ struct DarwinNotification<Payload: DarwinPayload> {
     }
 
     func values(on center: some TypedNotificationCenter) throws -> NotificationSequence<Payload> {
-        try center.notifications(of: Payload.self, named: name, bufferingPolicy: .unbounded)
+        try center.notifications(.of(Payload.self, named: name), bufferingPolicy: .unbounded)
     }
 }
 
@@ -89,7 +92,7 @@ struct NamedNotificationTests {
         defer { removeDirectory(directory) }
         let hub = try fileHub(directory)
         let senders = Collector<String>()
-        let token = try hub.addObserver(named: "com.example.darwin.bare") { delivery in
+        let token = try hub.addObserver(.of(RawNotification.self, named: "com.example.darwin.bare")) { _, delivery in
             senders.append(delivery.sender.endpoint)
         }
         let posted = try await tnotify(["post", "com.example.darwin.bare", "--transport", "file", "--dir", directory])
@@ -102,9 +105,9 @@ struct NamedNotificationTests {
     @Test("post(name:) reaches typed observers of a payload-less notification, and a typed post reaches name-only ones")
     func bareNamesAndPayloadlessTypes() async throws {
         let hub = try makeHub()
-        let typed = try hub.deliveries(of: CacheCleared.self)
-        let named = try hub.deliveries(named: CacheCleared.name)
-        try hub.post(name: CacheCleared.name)
+        let typed = try hub.deliveries(.of(CacheCleared.self))
+        let named = try hub.deliveries(.of(RawNotification.self, named: CacheCleared.name))
+        try hub.post(RawNotification(), as: CacheCleared.name)
         try hub.post(CacheCleared())
         var typedIterator = typed.makeAsyncIterator()
         var namedIterator = named.makeAsyncIterator()
@@ -123,16 +126,17 @@ struct NamedNotificationTests {
         let counter = NameCounter()
         let onMain = Collector<UInt64>()
         let onActor = Collector<Int>()
-        let actorToken = try hub.addObserver(named: "test.placed", on: counter) { counter, delivery in
+        let actorToken = try hub.addObserver(.of(RawNotification.self, named: "test.placed"), on: counter) {
+            counter, _, delivery in
             counter.count(delivery.sequence)
             onActor.append(1)
         }
-        let mainToken = try hub.addObserver(named: "test.placed", on: .main) { delivery in
+        let mainToken = try hub.addObserver(.of(RawNotification.self, named: "test.placed"), on: .main) { _, delivery in
             MainActor.preconditionIsolated()
             onMain.append(delivery.sequence)
         }
-        try hub.post(name: "test.placed")
-        try hub.post(name: "test.placed")
+        try hub.post(RawNotification(), as: "test.placed")
+        try hub.post(RawNotification(), as: "test.placed")
         await onMain.wait(forCount: 2)
         await onActor.wait(forCount: 2)
         await actorToken.cancelAndWait()
@@ -171,7 +175,7 @@ struct NamedNotificationTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let observer = try fileHub(directory, endpoint: "observer")
-        let scores = try observer.deliveries(of: Score.self, named: "test.score.remote")
+        let scores = try observer.deliveries(.of(Score.self, named: "test.score.remote"))
         let posted = try await tnotify([
             "post", "test.score.remote", "--transport", "file", "--dir", directory, "--json", #"{"home":2,"away":1}"#,
         ])
@@ -188,7 +192,7 @@ struct NamedNotificationTests {
     @Test("a post under a name whose payload does not decode as the observer's type is counted, never delivered")
     func wrongTypeUnderName() async throws {
         let hub = try makeHub()
-        let scores = try hub.deliveries(of: Score.self, named: "test.score.mixed")
+        let scores = try hub.deliveries(.of(Score.self, named: "test.score.mixed"))
         try hub.post("not a score", as: "test.score.mixed")
         try hub.post(Score(home: 1, away: 1), as: "test.score.mixed")
         var iterator = scores.makeAsyncIterator()
@@ -203,7 +207,7 @@ struct NamedNotificationTests {
         #expect(throws: TypedNotificationError.self) { try NotificationName(validating: "com.example:changed") }
         let name = try NotificationName(validating: "com.example.changed")
         let hub = try makeHub()
-        try hub.post(name: name)
+        try hub.post(RawNotification(), as: name)
         #expect(hub.metrics.posted == 1)
     }
 }

@@ -25,7 +25,8 @@ private func namespaceObserver<T: NotificationTransport, Observed>(
         #expect(observer.metrics.activeObservers == 0, "a refused namespace keeps no observer")
         // The names in it are observed by name as before.
         let got = Collector<Int>()
-        let token = try observer.addObserver(Ping.self, named: "test.jobs.one") { ping, _ in got.append(ping.index) }
+        let token = try observer.addObserver(.of(Ping.self, named: "test.jobs.one")) { ping, _ in got.append(ping.index)
+        }
         try poster.post(Ping(index: 7), as: "test.jobs.one")
         #expect(await got.wait(forCount: 1, upTo: safetyNet))
         #expect(got.values == [7])
@@ -44,7 +45,7 @@ private struct NewNameAtOnce: ContractBody {
             let got = Collector<String>()
             let made = try await namespaceObserver(on: observer, poster: poster, serves: serves) {
                 () throws(TypedNotificationError) in
-                try observer.addObserver(Ping.self, in: jobs) { ping, delivery in
+                try observer.addObserver(.of(Ping.self, in: jobs)) { ping, delivery in
                     got.append("\(delivery.name)=\(ping.index)")
                 }
             }
@@ -88,14 +89,14 @@ private struct EveryFormWholeLabels: ContractBody {
             let token = try await namespaceObserver(
                 on: observer, poster: poster, serves: serves,
                 { () throws(TypedNotificationError) in
-                    try observer.addObserver(Ping.self, in: jobs) { ping, delivery in
+                    try observer.addObserver(.of(Ping.self, in: jobs)) { ping, delivery in
                         byClosure.append("\(delivery.name)=\(ping.index)")
                     }
                 })
         else { return }
         defer { token.cancel() }
-        let named = try observer.notifications(of: Ping.self, in: jobs)
-        let raw = try observer.deliveries(in: jobs)
+        let named = try observer.deliveries(.of(Ping.self, in: jobs))
+        let raw = try observer.deliveries(.of(RawNotification.self, in: jobs))
         let inside: [NotificationName] = ["test.jobs", "test.jobs.a", "test.jobs.b.c", "test.jobs.a"]
         let outside: [NotificationName] = ["test.jobsx", "test", "test.job", "other.test.jobs"]
         for (index, name) in zip(inside, outside).flatMap({ [$0.1, $0.0] }).enumerated() {
@@ -108,7 +109,8 @@ private struct EveryFormWholeLabels: ContractBody {
         #expect(await byClosure.wait(forCount: 5, upTo: safetyNet))
         #expect(Self.byName(byClosure.values) == Self.byName(expected))
         var fromSequence: [String] = []
-        for await (name, ping) in named {
+        for await posted in named {
+            let (name, ping) = (posted.name, posted.notification)
             fromSequence.append("\(name)=\(ping.index)")
             if fromSequence.count == expected.count { break }
         }
@@ -145,7 +147,7 @@ private struct LossesCountedAcrossNames: ContractBody {
             let token = try await namespaceObserver(
                 on: observer, poster: poster, serves: serves,
                 { () throws(TypedNotificationError) in
-                    try observer.addObserver(Ping.self, in: jobs, bufferingPolicy: .bufferingNewest(8)) {
+                    try observer.addObserver(.of(Ping.self, in: jobs), bufferingPolicy: .bufferingNewest(8)) {
                         ping, delivery in
                         if ping.index == 0 { _ = release.wait(timeout: .now() + 60) }
                         received.append((delivery.name.rawValue, ping.index, delivery.missed))
@@ -191,7 +193,9 @@ private struct ExactCancel: ContractBody {
 
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         guard serves else {
-            #expect(throws: TypedNotificationError.self) { try observer.deliveries(in: jobs) }
+            #expect(throws: TypedNotificationError.self) {
+                try observer.deliveries(.of(RawNotification.self, in: jobs))
+            }
             return
         }
         let late = try await lateRunsAfterSynchronousEnd(

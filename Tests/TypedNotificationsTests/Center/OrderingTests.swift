@@ -9,9 +9,9 @@ struct OrderingTests {
         let count = 10_000
         let collectors = (0..<3).map { _ in Collector<Int>() }
         let tokens = try collectors.map { collector in
-            try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in collector.append(note.index) }
+            try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { note, _ in collector.append(note.index) }
         }
-        let sequences = try (0..<2).map { _ in try hub.notifications(of: Ping.self, bufferingPolicy: .unbounded) }
+        let sequences = try (0..<2).map { _ in try hub.notifications(.of(Ping.self), bufferingPolicy: .unbounded) }
         let readers = sequences.map { sequence in
             Task {
                 var seen: [Int] = []
@@ -42,7 +42,7 @@ struct OrderingTests {
         let posters = try (0..<4).map { try makeHub(endpoint: "poster\($0)", bus: bus) }
         let perPoster = 5_000
         let collector = Collector<Ping>()
-        let token = try observerHub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in
+        let token = try observerHub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { note, _ in
             collector.append(note)
         }
         await withTaskGroup(of: Void.self) { group in
@@ -68,7 +68,7 @@ struct OrderingTests {
         let bus = InProcessBus()
         let poster = try makeHub(endpoint: "poster", bus: bus)
         let observer = try makeHub(endpoint: "observer", bus: bus)
-        let deliveries = try observer.deliveries(of: Ping.self)
+        let deliveries = try observer.deliveries(.of(Ping.self))
         for index in 0..<100 {
             try poster.post(Ping(index: index))
         }
@@ -95,7 +95,7 @@ struct RegistrationTests {
     @Test("a post right after notifications(of:) returns is seen, before iteration starts")
     func sequenceRegistersAtCreation() async throws {
         let hub = try makeHub()
-        let sequence = try hub.notifications(of: Ping.self)
+        let sequence = try hub.notifications(.of(Ping.self))
         try hub.post(Ping(index: 1))
         var iterator = sequence.makeAsyncIterator()
         #expect(await iterator.next() == Ping(index: 1))
@@ -106,7 +106,7 @@ struct RegistrationTests {
         let bus = InProcessBus()
         let poster = try makeHub(endpoint: "poster", bus: bus)
         let observer = try makeHub(endpoint: "observer", bus: bus)
-        let sequence = try observer.deliveries(of: Ping.self)
+        let sequence = try observer.deliveries(.of(Ping.self))
         try poster.post(Ping(index: 7))
         for await delivered in sequence {
             #expect(delivered.notification.index == 7)
@@ -118,7 +118,7 @@ struct RegistrationTests {
     func handlerRegistersAtReturn() async throws {
         let hub = try makeHub()
         let seen = Collector<Int>()
-        let token = try hub.addObserver(Ping.self) { note, _ in seen.append(note.index) }
+        let token = try hub.addObserver(.of(Ping.self)) { note, _ in seen.append(note.index) }
         try hub.post(Ping(index: 3))
         await seen.wait(forCount: 1)
         #expect(seen.values == [3])
@@ -149,8 +149,8 @@ struct InProcessTransportTests {
     @Test("values are handed over as they are: the same instance, never encoded")
     func valuesAreNotEncoded() async throws {
         let hub = try makeHub()
-        let frames = try hub.notifications(of: Frame.self)
-        let unencodable = try hub.notifications(of: Unencodable.self)
+        let frames = try hub.notifications(.of(Frame.self))
+        let unencodable = try hub.notifications(.of(Unencodable.self))
         let frame = Frame(number: 1)
         try hub.post(frame)
         try hub.post(Unencodable(marker: 5))
@@ -170,8 +170,8 @@ struct InProcessTransportTests {
         let a = try makeHub(endpoint: "a", bus: shared)
         let b = try makeHub(endpoint: "b", bus: shared)
         let loner = try makeHub(endpoint: "loner")
-        let atB = try b.notifications(of: Ping.self)
-        let atLoner = try loner.notifications(of: Ping.self)
+        let atB = try b.notifications(.of(Ping.self))
+        let atLoner = try loner.notifications(.of(Ping.self))
         try a.post(Ping(index: 1))
         try loner.post(Ping(index: 2))
         var iterator = atB.makeAsyncIterator()
@@ -193,8 +193,8 @@ struct InProcessTransportTests {
             var missingField: [String]
         }
         let hub = try makeHub()
-        let views = try hub.notifications(of: PingView.self)
-        let broken = try hub.deliveries(of: Incompatible.self)
+        let views = try hub.notifications(.of(PingView.self))
+        let broken = try hub.deliveries(.of(Incompatible.self))
         try hub.post(Ping(index: 42))
         try hub.post(Ping(index: 43))
         var iterator = views.makeAsyncIterator()
@@ -211,7 +211,7 @@ struct InProcessTransportTests {
     @Test("a closed hub refuses posts and observers, and ends its sequences")
     func closing() async throws {
         let hub = try makeHub()
-        let sequence = try hub.notifications(of: Ping.self)
+        let sequence = try hub.notifications(.of(Ping.self))
         try hub.post(Ping(index: 1))
         hub.close()
         hub.close()
@@ -220,7 +220,7 @@ struct InProcessTransportTests {
         #expect(seen == [1])
         #expect(throws: TypedNotificationError.self) { try hub.post(Ping(index: 2)) }
         #expect {
-            try hub.notifications(of: Ping.self)
+            try hub.notifications(.of(Ping.self))
         } throws: { error in
             (error as? TypedNotificationError)?.code == .closed
         }

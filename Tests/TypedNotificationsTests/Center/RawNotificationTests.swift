@@ -7,8 +7,8 @@ struct RawNotificationTests {
     @Test("a raw post reaches typed observers of its name; a typed post reaches raw observers as bytes")
     func rawAndTypedMeet() async throws {
         let hub = try makeHub()
-        let typed = try hub.notifications(of: Note.self)
-        let raw = try hub.deliveries(of: RawNotification.self, named: try NotificationName(validating: "test.note"))
+        let typed = try hub.notifications(.of(Note.self))
+        let raw = try hub.deliveries(.of(RawNotification.self, named: try NotificationName(validating: "test.note")))
         try hub.post(RawNotification(bytes: Array(#"{"text":"from the command line"}"#.utf8)), as: Note.name)
         try hub.post(Note(text: "typed"))
         var typedIterator = typed.makeAsyncIterator()
@@ -25,7 +25,7 @@ struct RawNotificationTests {
     @Test("raw bytes that are not the observer's type are counted and reported, not delivered")
     func undecodableRaw() async throws {
         let hub = try makeHub()
-        let typed = try hub.deliveries(of: Note.self)
+        let typed = try hub.deliveries(.of(Note.self))
         try hub.post(RawNotification(bytes: Array("not json".utf8)), as: Note.name)
         try hub.post(Note(text: "fine"))
         var iterator = typed.makeAsyncIterator()
@@ -42,7 +42,7 @@ struct RawNotificationTests {
         let poster = try socketHub(directory, endpoint: "cli")
         let observer = try socketHub(directory, endpoint: "app")
         let name = try NotificationName(validating: "com.example.reload")
-        let raw = try observer.deliveries(of: RawNotification.self, named: name)
+        let raw = try observer.deliveries(.of(RawNotification.self, named: name))
         try poster.post(RawNotification(bytes: Array("now".utf8)), as: name)
         var iterator = raw.makeAsyncIterator()
         let delivered = try #require(await iterator.next())

@@ -125,7 +125,7 @@ struct HostileSequenceTests {
     func twoForgedRecords() async throws {
         let transport = InjectingTransport()
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: Ping.self)
+        let deliveries = try hub.deliveries(.of(Ping.self))
         let forger = try forgedSender(instance: 7)
         transport.inject(try forgedMessage(Ping(index: 1), from: forger, sequence: .max))
         transport.inject(try forgedMessage(Ping(index: 2), from: forger, sequence: 1))
@@ -147,7 +147,7 @@ struct HostileSequenceTests {
     func saturatedGapsInAFullBuffer() async throws {
         let transport = InjectingTransport()
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(1))
+        let deliveries = try hub.deliveries(.of(Ping.self), bufferingPolicy: .bufferingNewest(1))
         let forger = try forgedSender(instance: 8)
         // Each pair is a gap of Int.max; the one-slot buffer folds them all into one entry.
         for index in 0..<6 {
@@ -163,7 +163,7 @@ struct HostileSequenceTests {
     func manyShortLivedSenders() async throws {
         let transport = InjectingTransport()
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: Ping.self, bufferingPolicy: .unbounded)
+        let deliveries = try hub.deliveries(.of(Ping.self), bufferingPolicy: .unbounded)
         let live = try forgedSender(endpoint: "daemon", instance: 1)
         var liveSequence: UInt64 = 0
         for round in 0..<20 {
@@ -193,7 +193,7 @@ struct HostileSequenceTests {
         // The durable reader exists before the forgery, so it replays it.
         do {
             let first = try fileHub(directory, endpoint: "victim", identity: "victim")
-            _ = try first.deliveries(of: Ping.self)
+            _ = try first.deliveries(.of(Ping.self))
             first.close()
         }
         let forger = try forgedSender(instance: 10)
@@ -204,7 +204,7 @@ struct HostileSequenceTests {
         raw.close()
         for restart in 0..<2 {
             let reader = try fileHub(directory, endpoint: "victim", identity: "victim")
-            let deliveries = try reader.deliveries(of: Ping.self)
+            let deliveries = try reader.deliveries(.of(Ping.self))
             let honest = try fileHub(directory, endpoint: "honest")
             try honest.post(Ping(index: 10 + restart))
             var seen: [Int] = []

@@ -101,7 +101,7 @@ struct StressTests {
                 group.addTask {
                     for cycle in 0..<cyclesPerChurner {
                         let record = ObserverRecord(posters: posters)
-                        let token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { note, _ in
+                        let token = try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { note, _ in
                             record.record(note)
                         }
                         // Posts that began after addObserver returned must all arrive.

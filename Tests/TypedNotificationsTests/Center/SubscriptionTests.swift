@@ -66,13 +66,13 @@ struct SubscriptionTests {
         let hub = try NotificationHub(endpoint: "observer", transport: transport)
         let poster = try makeHub(endpoint: "poster", bus: bus)
         let notes = Collector<String>()
-        let noteToken = try hub.addObserver(Note.self) { note, _ in notes.append(note.text) }
+        let noteToken = try hub.addObserver(.of(Note.self)) { note, _ in notes.append(note.text) }
 
         let registered = Atomic<Bool>(false)
         let pings = Collector<Int>()
         let tokens = Locked<[ObservationToken]>([])
         let held = startThread {
-            if let token = try? hub.addObserver(Ping.self, handler: { ping, _ in pings.append(ping.index) }) {
+            if let token = try? hub.addObserver(.of(Ping.self), handler: { ping, _ in pings.append(ping.index) }) {
                 tokens.withLock { $0.append(token) }
                 registered.store(true, ordering: .releasing)
             }
@@ -83,14 +83,15 @@ struct SubscriptionTests {
         // wait behind the subscription held at the gate.
         try poster.post(Note(text: "during"))
         #expect(await notes.wait(forCount: 1, upTo: safetyNet), "a delivery waited behind another name's subscribe")
-        let sameName = try hub.deliveries(of: Note.self)
+        let sameName = try hub.deliveries(.of(Note.self))
         _ = sameName
         let registeredEarly = registered.load(ordering: .acquiring)
         #expect(!registeredEarly, "registration returns only once subscribed")
 
         // A second observer of the held name waits for the subscription.
         let second = startThread {
-            if let token = try? hub.addObserver(Ping.self, handler: { ping, _ in pings.append(1000 + ping.index) }) {
+            if let token = try? hub.addObserver(.of(Ping.self), handler: { ping, _ in pings.append(1000 + ping.index) })
+            {
                 tokens.withLock { $0.append(token) }
             }
         }
@@ -122,7 +123,7 @@ struct SubscriptionTests {
         let firstError = Locked<TypedNotificationError.Code?>(nil)
         let held = startThread {
             do throws(TypedNotificationError) {
-                _ = try hub.deliveries(of: Ping.self)
+                _ = try hub.deliveries(.of(Ping.self))
             } catch {
                 firstError.withLock { $0 = error.code }
             }
@@ -130,7 +131,7 @@ struct SubscriptionTests {
         transport.atGate.wait()
         let secondSucceeded = Atomic<Bool>(false)
         let second = startThread {
-            if let sequence = try? hub.deliveries(of: Ping.self) {
+            if let sequence = try? hub.deliveries(.of(Ping.self)) {
                 _ = sequence
                 secondSucceeded.store(true, ordering: .releasing)
             }
@@ -155,7 +156,7 @@ struct SubscriptionTests {
         let codes = Locked<[TypedNotificationError.Code]>([])
         @Sendable func register() {
             do throws(TypedNotificationError) {
-                _ = try hub.deliveries(of: Ping.self)
+                _ = try hub.deliveries(.of(Ping.self))
             } catch {
                 codes.withLock { $0.append(error.code) }
             }

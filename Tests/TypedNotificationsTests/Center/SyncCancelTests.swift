@@ -85,20 +85,22 @@ func lateRunsAfterSynchronousEnd<T: NotificationTransport>(
             case .executor:
                 if let namespace {
                     slot.set(
-                        try observer.addObserver(SlowPing.self, in: namespace, bufferingPolicy: .unbounded) { _, _ in
+                        try observer.addObserver(.of(SlowPing.self, in: namespace), bufferingPolicy: .unbounded) {
+                            _, _ in
                             handler()
                         })
                     break
                 }
-                slot.set(try observer.addObserver(SlowPing.self, bufferingPolicy: .unbounded) { _, _ in handler() })
+                slot.set(
+                    try observer.addObserver(.of(SlowPing.self), bufferingPolicy: .unbounded) { _, _ in handler() })
             case .actor:
                 slot.set(
-                    try observer.addObserver(SlowPing.self, bufferingPolicy: .unbounded, on: actor) { _, _, _ in
+                    try observer.addObserver(.of(SlowPing.self), bufferingPolicy: .unbounded, on: actor) { _, _, _ in
                         handler()
                     })
             case .main:
                 slot.set(
-                    try observer.addObserver(SlowPing.self, bufferingPolicy: .unbounded, on: .main) { _, _ in
+                    try observer.addObserver(.of(SlowPing.self), bufferingPolicy: .unbounded, on: .main) { _, _ in
                         handler()
                     })
             }
@@ -168,7 +170,7 @@ struct SynchronousCancelTests {
         let done = Collector<String>()
         let runs = Counter()
         firstToken.set(
-            try hub.addObserver(Ping.self, on: first) { _, _, _ in
+            try hub.addObserver(.of(Ping.self), on: first) { _, _, _ in
                 runs.increment()
                 firstIn.signal()
                 secondIn.wait()
@@ -177,7 +179,7 @@ struct SynchronousCancelTests {
                 done.append("first")
             })
         secondToken.set(
-            try hub.addObserver(Note.self, on: second) { _, _, _ in
+            try hub.addObserver(.of(Note.self), on: second) { _, _, _ in
                 runs.increment()
                 secondIn.signal()
                 firstIn.wait()
@@ -205,12 +207,12 @@ struct SynchronousCancelTests {
         let releaseSlow = DispatchSemaphore(value: 0)
         let slowFinished = Flag()
         let finishedBeforeCancelReturned = Collector<Bool>()
-        let slowToken = try hub.addObserver(Ping.self, on: slowActor) { _, _, _ in
+        let slowToken = try hub.addObserver(.of(Ping.self), on: slowActor) { _, _, _ in
             slowEntered.fire()
             releaseSlow.wait()
             slowFinished.set()
         }
-        let cancellingToken = try hub.addObserver(Note.self, on: cancellingActor) { _, _, _ in
+        let cancellingToken = try hub.addObserver(.of(Note.self), on: cancellingActor) { _, _, _ in
             slowToken.cancel()
             finishedBeforeCancelReturned.append(slowFinished.isSet)
         }

@@ -88,9 +88,9 @@ struct NotificationNameTests {
         let hub = try makeHub()
         let uses: [(String, () throws -> Void)] = [
             ("post", { try hub.post(TypoNotification()) }),
-            ("addObserver", { _ = try hub.addObserver(TypoNotification.self) { _, _ in } }),
-            ("deliveries", { _ = try hub.deliveries(of: TypoNotification.self) }),
-            ("notifications", { _ = try hub.notifications(of: TypoNotification.self) }),
+            ("addObserver", { _ = try hub.addObserver(.of(TypoNotification.self)) { _, _ in } }),
+            ("deliveries", { _ = try hub.deliveries(.of(TypoNotification.self)) }),
+            ("notifications", { _ = try hub.notifications(.of(TypoNotification.self)) }),
         ]
         for (use, call) in uses {
             do {
@@ -106,11 +106,13 @@ struct NotificationNameTests {
         #expect(hub.metrics.posted == 0)
         // A literal given per call: the error quotes it.
         #expect {
-            try hub.post(name: "two words")
+            try hub.post(RawNotification(), as: "two words")
         } throws: { error in
             (error as? TypedNotificationError)?.message.contains(#"the literal "two words""#) == true
         }
-        #expect(throws: TypedNotificationError.self) { _ = try hub.deliveries(named: "../up") }
+        #expect(throws: TypedNotificationError.self) {
+            _ = try hub.deliveries(.of(RawNotification.self, named: "../up"))
+        }
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let file = try fileHub(directory)

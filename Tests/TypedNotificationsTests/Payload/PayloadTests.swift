@@ -30,7 +30,8 @@ struct PayloadTests {
         #expect(try [UInt8]([9]).encodedPayload() == [9])
         #expect(try true.encodedPayload() == [1])
         #expect(try false.encodedPayload() == [0])
-        #expect(try EmptyPayload().encodedPayload() == [])
+        #expect(try RawNotification().encodedPayload() == [])
+        #expect(try CacheCleared().encodedPayload() == [])
         #expect(try UInt16(0x0102).encodedPayload() == [0x02, 0x01])
         #expect(try Int8(-2).encodedPayload() == [0xFE])
         #expect(try Int32(-1).encodedPayload() == [0xFF, 0xFF, 0xFF, 0xFF])
@@ -64,13 +65,14 @@ struct PayloadTests {
         #expect(try UInt32(payload: UInt32.max.encodedPayload()) == .max)
         #expect(try UInt64(payload: UInt64.max.encodedPayload()) == .max)
         #expect(try UInt(payload: UInt.max.encodedPayload()) == .max)
-        _ = try EmptyPayload(payload: [UInt8]())
+        _ = try CacheCleared(payload: [UInt8]())
     }
 
     @Test("built-in size hints are exact, so an envelope allocates once")
     func sizeHints() throws {
         let values: [any DarwinPayload] = [
-            "héllo 🎉", Substring("sub"), Data([1, 2, 3]), [UInt8](repeating: 1, count: 300), true, EmptyPayload(),
+            "héllo 🎉", Substring("sub"), Data([1, 2, 3]), [UInt8](repeating: 1, count: 300), true, RawNotification(),
+            CacheCleared(),
             Int8(1), Int16(1), Int32(1), Int64(1), Int(1), UInt8(1), UInt16(1), UInt32(1), UInt64(1), UInt(1),
         ]
         for value in values {
@@ -102,8 +104,8 @@ struct PayloadTests {
         #expect(throws: PayloadDecodingError.wrongLength(type: "UInt16", expected: 2, actual: 3)) {
             try UInt16(payload: [1, 2, 3])
         }
-        #expect(throws: PayloadDecodingError.wrongLength(type: "EmptyPayload", expected: 0, actual: 1)) {
-            try EmptyPayload(payload: [0])
+        #expect(throws: PayloadDecodingError.wrongLength(type: "CacheCleared", expected: 0, actual: 1)) {
+            try CacheCleared(payload: [0])
         }
         #expect(throws: (any Error).self) { try Profile(payload: Array("{\"id\":1}".utf8)) }
         #expect(throws: (any Error).self) { try Profile(payload: [UInt8]()) }
@@ -130,7 +132,7 @@ struct PayloadTests {
             attempt { _ = try Int(payload: bytes) }
             attempt { _ = try Int16(payload: bytes) }
             attempt { _ = try UInt32(payload: bytes) }
-            attempt { _ = try EmptyPayload(payload: bytes) }
+            attempt { _ = try CacheCleared(payload: bytes) }
             attempt { _ = try Profile(payload: bytes) }
             attempt { _ = try Ping(payload: bytes) }
         }

@@ -32,7 +32,7 @@ struct PayloadlessNotificationTests {
     )
     func throughHub() async throws {
         let hub = try makeHub()
-        let deliveries = try hub.deliveries(of: CacheCleared.self)
+        let deliveries = try hub.deliveries(.of(CacheCleared.self))
         try hub.post(CacheCleared())
         try hub.post(RawNotification(bytes: []), as: CacheCleared.name)
         try hub.post(LegacyCacheCleared())

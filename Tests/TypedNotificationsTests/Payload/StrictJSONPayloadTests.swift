@@ -70,7 +70,7 @@ struct StrictJSONPayloadTests {
     @Test("through a hub: a payload with an unknown key is not delivered, counted undecodable, and reported missed")
     func throughHub() async throws {
         let hub = try makeHub()
-        let deliveries = try hub.deliveries(of: StrictTransfer.self)
+        let deliveries = try hub.deliveries(.of(StrictTransfer.self))
         let good = #"{"from":{"acct":"a1"},"cents":1,"tags":[]}"#
         let forged = #"{"from":{"acct":"a1"},"cents":2,"tags":[],"admin":true}"#
         for json in [good, forged, good] {

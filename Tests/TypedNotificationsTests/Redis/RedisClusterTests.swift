@@ -46,7 +46,7 @@ struct RedisClusterTests {
         let names = try (0..<24).map { try NotificationName(validating: "spread.n\($0)") }
         let observer = try clusterHub(cluster, node: 2, endpoint: "observer")
         defer { observer.close() }
-        var iterators = try names.map { try observer.deliveries(of: Ping.self, named: $0).makeAsyncIterator() }
+        var iterators = try names.map { try observer.deliveries(.of(Ping.self, named: $0)).makeAsyncIterator() }
         let poster = try clusterHub(cluster, node: 0, endpoint: "poster")
         defer { poster.close() }
         for index in 0..<20 {
@@ -108,10 +108,10 @@ struct RedisClusterTests {
         let durable = try clusterHub(cluster, node: 1, endpoint: "durable", identity: "svc")
         defer { durable.close() }
         var plainIterators = try names.map {
-            try observer.deliveries(of: ReshardPing.self, named: $0).makeAsyncIterator()
+            try observer.deliveries(.of(ReshardPing.self, named: $0)).makeAsyncIterator()
         }
         var durableIterators = try names.map {
-            try durable.deliveries(of: ReshardPing.self, named: $0).makeAsyncIterator()
+            try durable.deliveries(.of(ReshardPing.self, named: $0)).makeAsyncIterator()
         }
         let poster = try clusterHub(cluster, node: 0, endpoint: "poster")
         defer { poster.close() }
@@ -188,8 +188,8 @@ struct RedisClusterTests {
         defer { observer.close() }
         let durable = try clusterHub(cluster, node: 1, endpoint: "durable", identity: "svc")
         defer { durable.close() }
-        var plain = try observer.deliveries(of: ReshardPing.self).makeAsyncIterator()
-        var kept = try durable.deliveries(of: ReshardPing.self).makeAsyncIterator()
+        var plain = try observer.deliveries(.of(ReshardPing.self)).makeAsyncIterator()
+        var kept = try durable.deliveries(.of(ReshardPing.self)).makeAsyncIterator()
         let poster = try clusterHub(cluster, node: 0, endpoint: "poster")
         defer { poster.close() }
         var next = 0
@@ -258,9 +258,9 @@ struct RedisClusterTests {
         defer { observer.close() }
         let durable = try clusterHub(cluster, node: 1, endpoint: "durable", identity: "svc")
         defer { durable.close() }
-        var killedPlain = try observer.deliveries(of: ReshardPing.self, named: onKilled).makeAsyncIterator()
-        var killedKept = try durable.deliveries(of: ReshardPing.self, named: onKilled).makeAsyncIterator()
-        var living = try observer.deliveries(of: ReshardPing.self, named: onLiving).makeAsyncIterator()
+        var killedPlain = try observer.deliveries(.of(ReshardPing.self, named: onKilled)).makeAsyncIterator()
+        var killedKept = try durable.deliveries(.of(ReshardPing.self, named: onKilled)).makeAsyncIterator()
+        var living = try observer.deliveries(.of(ReshardPing.self, named: onLiving)).makeAsyncIterator()
         // Without replicas no one takes over: posts fail at once, not after
         // waiting for an election.
         let poster = try NotificationHub(

@@ -24,7 +24,7 @@ private final class Watcher: Sendable {
     init(_ hub: NotificationHub<RedisStreamsTransport>, name: NotificationName) throws {
         self.hub = hub
         let got = got
-        token = try hub.addObserver(Ping.self, named: name, bufferingPolicy: .unbounded) { ping, delivery in
+        token = try hub.addObserver(.of(Ping.self, named: name), bufferingPolicy: .unbounded) { ping, delivery in
             got.append((ping.index, delivery.isRedelivery, delivery.missed))
         }
     }

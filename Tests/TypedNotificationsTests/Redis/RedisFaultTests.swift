@@ -67,7 +67,8 @@ struct RedisFaultTests {
             server, endpoint: "watcher", identity: kind == "durable" ? "auditor" : nil, configuration: blocks)
         defer { watcher.close() }
         let got = Collector<(index: Int, missed: Int)>()
-        let token = try watcher.addObserver(Ping.self, named: name, bufferingPolicy: .unbounded) { ping, delivery in
+        let token = try watcher.addObserver(.of(Ping.self, named: name), bufferingPolicy: .unbounded) {
+            ping, delivery in
             got.append((ping.index, delivery.missed))
         }
         defer { token.cancel() }
@@ -132,7 +133,7 @@ struct RedisFaultTests {
             // The identity's first run starts at the stream's end: make its
             // group now, so all 1,500 below are its backlog.
             let first = try redisHub(server, endpoint: "durable", identity: identity)
-            _ = try first.deliveries(of: HelperPing.self)
+            _ = try first.deliveries(.of(HelperPing.self))
             first.close()
             for index in 0..<1_500 { try poster.post(HelperPing(poster: 1, index: index)) }
             var last = 1_499
@@ -185,7 +186,7 @@ struct RedisFaultTests {
         let observer = try redisHub(server, endpoint: "observer", identity: "durable")
         defer { observer.close() }
         let seen = Collector<(index: Int, redelivery: Bool)>()
-        let token = try observer.addObserver(Ping.self) { ping, delivery in
+        let token = try observer.addObserver(.of(Ping.self)) { ping, delivery in
             seen.append((ping.index, delivery.isRedelivery))
         }
         defer { withExtendedLifetime(token) {} }
@@ -239,7 +240,7 @@ struct RedisFaultTests {
         defer { poster.close() }
         for index in 0..<3_000 { try poster.post(Ping(index: index)) }
         let first = try redisHub(server, endpoint: "durable", identity: "small", firstRead: .beginning)
-        let sequence = try first.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(100))
+        let sequence = try first.deliveries(.of(Ping.self), bufferingPolicy: .bufferingNewest(100))
         // The loop starts once a first read of the backlog was handed over:
         // a read bigger than the buffer would drop at once, and the group
         // would hold what was dropped as read.
@@ -267,7 +268,7 @@ struct RedisFaultTests {
         try poster.post(Ping(index: 3_000))
         let second = try redisHub(server, endpoint: "durable", identity: "small", firstRead: .beginning)
         defer { second.close() }
-        var again = try second.deliveries(of: Ping.self).makeAsyncIterator()
+        var again = try second.deliveries(.of(Ping.self)).makeAsyncIterator()
         let next = await again.next()
         #expect(next?.notification.index == 3_000)
         #expect(next?.delivery.isRedelivery == false)
@@ -311,7 +312,7 @@ struct RedisFaultTests {
         defer { poster.close() }
         let observer = try redisHub(server, endpoint: "observer", identity: "leaver")
         defer { observer.close() }
-        let sequence = try observer.deliveries(of: Ping.self)
+        let sequence = try observer.deliveries(.of(Ping.self))
         for index in 0..<20 { try poster.post(Ping(index: index)) }
         // All 20 read and queued for the loop, which takes them together.
         #expect(await waitUntil { observer.transport.statistics.delivered >= 20 })
@@ -323,7 +324,7 @@ struct RedisFaultTests {
         // Observed again (the name was unsubscribed when the loop left): the
         // group hands this identity what it read and never acknowledged.
         let seen = Collector<(index: Int, redelivery: Bool)>()
-        let token = try observer.addObserver(Ping.self) { ping, delivery in
+        let token = try observer.addObserver(.of(Ping.self)) { ping, delivery in
             seen.append((ping.index, delivery.isRedelivery))
         }
         defer { withExtendedLifetime(token) {} }
@@ -360,7 +361,7 @@ struct RedisFaultTests {
             let durable = try NotificationHub(
                 endpoint: "durable", transport: RedisStreamsTransport(url: url, identity: identity))
             defer { durable.close() }
-            let token = try durable.addObserver(Ping.self) { ping, delivery in
+            let token = try durable.addObserver(.of(Ping.self)) { ping, delivery in
                 seen.append((ping.index, delivery.isRedelivery))
             }
             // What the previous round posted, handled and acknowledged;
@@ -402,7 +403,7 @@ struct RedisFaultTests {
         /// holds it for 2.5 s on a post of index -1.
         func run() throws -> (NotificationHub<RedisStreamsTransport>, ObservationToken) {
             let durable = try redisHub(server, endpoint: "durable", identity: "svc")
-            let token = try durable.addObserver(Ping.self) { ping, delivery in
+            let token = try durable.addObserver(.of(Ping.self)) { ping, delivery in
                 if ping.index < 0 {
                     holding.append(ping.index)
                     Thread.sleep(forTimeInterval: 2.5)
@@ -472,7 +473,7 @@ struct RedisFaultTests {
         let durable = try NotificationHub(
             endpoint: "durable", transport: RedisStreamsTransport(options: options, identity: "svc"))
         let names: [NotificationName] = ["test.a", "test.b", "test.c", "test.d"]
-        let tokens = try names.map { name in try durable.addObserver(String.self, named: name) { _, _ in } }
+        let tokens = try names.map { name in try durable.addObserver(.of(String.self, named: name)) { _, _ in } }
         defer {
             for token in tokens { token.cancel() }
         }
@@ -509,7 +510,7 @@ struct RedisFaultTests {
         // The observer holds its actor weakly: the test keeps it.
         let tally = try ThreadActor()
         defer { tally.loop.stopAndJoin() }
-        let token = try durable.addObserver(Ping.self, on: tally) { _, ping, _ in
+        let token = try durable.addObserver(.of(Ping.self), on: tally) { _, ping, _ in
             // The tenth is held until the server refuses acknowledgements.
             if ping.index == 9 { _ = release.wait(timeout: .now() + 60) }
             seen.append(ping.index)
@@ -548,7 +549,7 @@ struct RedisFaultTests {
         let observer = try NotificationHub(endpoint: "observer", transport: transport)
         defer { observer.close() }
         let seen = Collector<Int>()
-        let token = try observer.addObserver(Ping.self) { ping, _ in seen.append(ping.index) }
+        let token = try observer.addObserver(.of(Ping.self)) { ping, _ in seen.append(ping.index) }
         defer { withExtendedLifetime(token) {} }
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
@@ -574,7 +575,7 @@ struct RedisFaultTests {
         let observer = try redisHub(server, endpoint: "observer")
         defer { observer.close() }
         // The default buffer: the newest 1,024.
-        var iterator = try observer.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try observer.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         // 5,000, then an end marker the loop stops at.
@@ -609,7 +610,7 @@ struct RedisFaultTests {
         for (identity, start, _) in starts {
             let hub = try redisHub(server, endpoint: identity, identity: identity, firstRead: start)
             hubs.append(hub)
-            sequences.append(try hub.deliveries(of: Ping.self))
+            sequences.append(try hub.deliveries(.of(Ping.self)))
         }
         try poster.post(Ping(index: 100))
         for (position, (identity, _, expected)) in starts.enumerated() {
@@ -631,7 +632,7 @@ struct RedisFaultTests {
         // was posted while it was not running.
         let again = try redisHub(server, endpoint: "at-end", identity: "at-end", firstRead: .end)
         defer { again.close() }
-        var iterator = try again.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try again.deliveries(.of(Ping.self)).makeAsyncIterator()
         var got: [(Int, Bool)] = []
         while got.count < 3, let delivered = await iterator.next() {
             got.append((delivered.notification.index, delivered.delivery.isRedelivery))
@@ -692,7 +693,7 @@ struct RedisFaultTests {
         // A first run of the identity takes post 0.
         let first = try redisHub(server, endpoint: "durable", identity: "svc")
         let seen = Collector<Int>()
-        let token = try first.addObserver(Ping.self) { ping, _ in seen.append(ping.index) }
+        let token = try first.addObserver(.of(Ping.self)) { ping, _ in seen.append(ping.index) }
         try poster.post(Ping(index: 0))
         #expect(await seen.wait(forCount: 1, upTo: safetyNet))
         #expect(await waitUntil { first.transport.statistics.acknowledged == 1 })
@@ -713,7 +714,7 @@ struct RedisFaultTests {
         defer { second.close() }
         var received: [Int] = []
         var missed = 0
-        for await delivered in try second.deliveries(of: Ping.self) {
+        for await delivered in try second.deliveries(.of(Ping.self)) {
             missed += delivered.delivery.missed
             received.append(delivered.notification.index)
             if delivered.notification.index == 301 { break }
@@ -743,7 +744,7 @@ struct RedisFaultTests {
             defer { durable.close() }
             var received = 0
             var missed = 0
-            for await delivered in try durable.deliveries(of: Ping.self) {
+            for await delivered in try durable.deliveries(.of(Ping.self)) {
                 missed += delivered.delivery.missed
                 let index = delivered.notification.index
                 let new = seen.insert(index).inserted
@@ -755,7 +756,7 @@ struct RedisFaultTests {
         }
         // The first run makes the group and reads 10 posts.
         let started = try redisHub(server, endpoint: "durable", identity: "svc")
-        var iterator = try started.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try started.deliveries(.of(Ping.self)).makeAsyncIterator()
         for index in 0..<10 { try poster.post(Ping(index: index)) }
         for _ in 0..<10 { seen.insert(try #require(await iterator.next()).notification.index) }
         started.close()

@@ -84,7 +84,7 @@ struct RedisNamespaceTests {
         let transport = try RedisStreamsTransport(url: server.url())
         let stream = transport.discoveryKey(of: "test.trim")
         let away = try redisHub(server, endpoint: "away", identity: "auditor")
-        _ = try away.deliveries(of: Ping.self, in: "test.trim")
+        _ = try away.deliveries(.of(Ping.self, in: "test.trim"))
         away.close()
         // Hostile entries: another namespace's name, no name, a bad field.
         _ = try server.command("XADD", stream, "*", "n", "other.name")
@@ -99,7 +99,7 @@ struct RedisNamespaceTests {
         let back = try redisHub(server, endpoint: "away", identity: "auditor")
         defer { back.close() }
         let got = Collector<String>()
-        let token = try back.addObserver(Ping.self, in: "test.trim") { ping, delivery in
+        let token = try back.addObserver(.of(Ping.self, in: "test.trim")) { ping, delivery in
             got.append("\(delivery.name) \(ping.index)")
         }
         defer { token.cancel() }
@@ -131,7 +131,7 @@ struct RedisNamespaceTests {
         let observer = try redisHub(server, endpoint: "observer")
         defer { observer.close() }
         let got = Collector<Int>()
-        let token = try observer.addObserver(Ping.self, in: "test.restart") { ping, _ in got.append(ping.index) }
+        let token = try observer.addObserver(.of(Ping.self, in: "test.restart")) { ping, _ in got.append(ping.index) }
         defer { token.cancel() }
         // The poster learns of the restart from its broken connection.
         try poster.post(Ping(index: 1), as: "test.restart.a")
@@ -148,7 +148,7 @@ struct RedisNamespaceTests {
         let server = try await RedisTestServer()
         let transport = try RedisStreamsTransport(url: server.url())
         let first = try redisHub(server, endpoint: "audit", identity: "audit")
-        _ = try first.deliveries(of: Ping.self, in: "test.det")
+        _ = try first.deliveries(.of(Ping.self, in: "test.det"))
         first.close()
         await first.closed()
         let poster = try redisHub(server, endpoint: "poster")
@@ -162,7 +162,7 @@ struct RedisNamespaceTests {
         let back = try redisHub(server, endpoint: "audit", identity: "audit")
         defer { back.close() }
         let got = Collector<Int>()
-        let token = try back.addObserver(Ping.self, in: "test.det") { ping, _ in got.append(ping.index) }
+        let token = try back.addObserver(.of(Ping.self, in: "test.det")) { ping, _ in got.append(ping.index) }
         defer { token.cancel() }
         #expect(await got.wait(forCount: 2, upTo: safetyNet))
         #expect(got.values == [0, 1])
@@ -181,7 +181,7 @@ struct RedisNamespaceTests {
         let observer = try redisHub(server, endpoint: "observer")
         defer { observer.close() }
         let got = Collector<Int>()
-        let token = try observer.addObserver(Ping.self, in: "test.acl") { ping, _ in got.append(ping.index) }
+        let token = try observer.addObserver(.of(Ping.self, in: "test.acl")) { ping, _ in got.append(ping.index) }
         defer { token.cancel() }
         let refused = try NotificationHub(
             endpoint: "refused", transport: RedisStreamsTransport(url: server.url(credentials: "noannounce:pw@")))
@@ -219,7 +219,7 @@ struct RedisNamespaceTests {
             let observer = try redisHub(server, endpoint: "observer", identity: identity)
             defer { observer.close() }
             let got = Collector<String>()
-            let token = try observer.addObserver(Ping.self, in: "test.odd") { ping, delivery in
+            let token = try observer.addObserver(.of(Ping.self, in: "test.odd")) { ping, delivery in
                 got.append("\(delivery.name) \(ping.index)")
             }
             defer { token.cancel() }
@@ -254,7 +254,7 @@ struct RedisNamespaceTests {
                 configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(200)))
             let got = Collector<(name: String, index: Int, missed: Int)>()
             let tokens = try names.map { name in
-                try observer.addObserver(Ping.self, named: name) { ping, delivery in
+                try observer.addObserver(.of(Ping.self, named: name)) { ping, delivery in
                     got.append((delivery.name.rawValue, ping.index, delivery.missed))
                 }
             }
@@ -290,7 +290,7 @@ struct RedisNamespaceTests {
             server, endpoint: "observer", configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(200)))
         defer { observer.close() }
         let got = Collector<(name: String, index: Int, missed: Int)>()
-        let token = try observer.addObserver(Ping.self, in: "test.quiet") { ping, delivery in
+        let token = try observer.addObserver(.of(Ping.self, in: "test.quiet")) { ping, delivery in
             got.append((delivery.name.rawValue, ping.index, delivery.missed))
         }
         defer { token.cancel() }
@@ -360,7 +360,7 @@ struct RedisNamespaceTests {
             server, endpoint: "observer", configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(200)))
         defer { observer.close() }
         let got = Collector<(name: String, index: Int)>()
-        let token = try observer.addObserver(Ping.self, in: "test.crowd") { ping, delivery in
+        let token = try observer.addObserver(.of(Ping.self, in: "test.crowd")) { ping, delivery in
             got.append((delivery.name.rawValue, ping.index))
         }
         defer { token.cancel() }
@@ -391,7 +391,7 @@ struct RedisNamespaceTests {
             server, endpoint: "observer", configuration: RedisStreamsConfiguration(blockTimeout: .milliseconds(200)))
         defer { observer.close() }
         let got = Collector<String>()
-        let token = try observer.addObserver(Ping.self, in: "test.swap") { ping, delivery in
+        let token = try observer.addObserver(.of(Ping.self, in: "test.swap")) { ping, delivery in
             got.append("\(delivery.name.rawValue):\(ping.index)")
         }
         defer { token.cancel() }
@@ -426,7 +426,7 @@ struct RedisNamespaceTests {
             NotificationHub<RedisStreamsTransport>, ObservationToken
         ) {
             let hub = try redisHub(server, endpoint: "dashboard", identity: "still", configuration: configuration)
-            let token = try hub.addObserver(Ping.self, in: "test.still") { ping, delivery in
+            let token = try hub.addObserver(.of(Ping.self, in: "test.still")) { ping, delivery in
                 got.append((delivery.name.rawValue, ping.index, delivery.isRedelivery))
             }
             return (hub, token)
@@ -479,7 +479,7 @@ struct RedisNamespaceTests {
         defer { poster.close() }
         let count = manyNames
         let got = Collector<String>()
-        let token = try observer.addObserver(Ping.self, in: "test.many") { _, delivery in
+        let token = try observer.addObserver(.of(Ping.self, in: "test.many")) { _, delivery in
             got.append(delivery.name.rawValue)
         }
         defer { token.cancel() }
@@ -527,10 +527,10 @@ struct RedisNamespaceTests {
         defer { poster.close() }
         let inNamespace = Collector<String>()
         let named = Collector<Int>()
-        let namespaceToken = try observer.addObserver(Ping.self, in: "test.both") { _, delivery in
+        let namespaceToken = try observer.addObserver(.of(Ping.self, in: "test.both")) { _, delivery in
             inNamespace.append(delivery.name.rawValue)
         }
-        let nameToken = try observer.addObserver(Ping.self, named: "test.both.kept") { ping, _ in
+        let nameToken = try observer.addObserver(.of(Ping.self, named: "test.both.kept")) { ping, _ in
             named.append(ping.index)
         }
         defer { nameToken.cancel() }
@@ -562,13 +562,13 @@ struct RedisClusterNamespaceTests {
             endpoint: "observer", transport: RedisStreamsTransport(url: cluster.url(node: 2)))
         defer { observer.close() }
         let got = Collector<String>()
-        let token = try observer.addObserver(Ping.self, in: "spread") { ping, delivery in
+        let token = try observer.addObserver(.of(Ping.self, in: "spread")) { ping, delivery in
             got.append("\(delivery.name) \(ping.index)")
         }
         defer { token.cancel() }
         let durable = try NotificationHub(
             endpoint: "durable", transport: RedisStreamsTransport(url: cluster.url(node: 1), identity: "audit"))
-        _ = try durable.deliveries(of: Ping.self, in: "spread")
+        _ = try durable.deliveries(.of(Ping.self, in: "spread"))
         durable.close()
         await durable.closed()
         let poster = try NotificationHub(
@@ -592,7 +592,7 @@ struct RedisClusterNamespaceTests {
             endpoint: "durable", transport: RedisStreamsTransport(url: cluster.url(node: 0), identity: "audit"))
         defer { back.close() }
         let resumed = Collector<String>()
-        let resumedToken = try back.addObserver(Ping.self, in: "spread") { ping, delivery in
+        let resumedToken = try back.addObserver(.of(Ping.self, in: "spread")) { ping, delivery in
             resumed.append("\(delivery.name) \(ping.index)")
         }
         defer { resumedToken.cancel() }

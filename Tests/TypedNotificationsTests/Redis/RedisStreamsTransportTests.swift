@@ -96,7 +96,7 @@ struct RedisStreamsTransportTests {
         let server = try await RedisTestServer()
         let observer = try redisHub(server, endpoint: "observer")
         defer { observer.close() }
-        var iterator = try observer.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try observer.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         for index in 0..<100 { try poster.post(Ping(index: index)) }
@@ -122,7 +122,7 @@ struct RedisStreamsTransportTests {
         let observer = try redisHub(server, endpoint: "observer", identity: "gizmo")
         defer { observer.close() }
         let got = Collector<Int>()
-        let token = try observer.addObserver(Ping.self, bufferingPolicy: .unbounded) { ping, delivery in
+        let token = try observer.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { ping, delivery in
             if !delivery.isRedelivery { got.append(ping.index) }
         }
         let poster = try redisHub(server, endpoint: "poster")
@@ -145,7 +145,7 @@ struct RedisStreamsTransportTests {
         for index in 0..<5 { try poster.post(Ping(index: index)) }
         for round in 0..<20 {
             let observer = try redisHub(server, endpoint: "observer")
-            var iterator = try observer.deliveries(of: Ping.self).makeAsyncIterator()
+            var iterator = try observer.deliveries(.of(Ping.self)).makeAsyncIterator()
             try poster.post(Ping(index: 1000 + round))
             let delivered = try #require(await iterator.next())
             #expect(delivered.notification.index == 1000 + round)
@@ -158,7 +158,7 @@ struct RedisStreamsTransportTests {
         let server = try await RedisTestServer()
         let observer = try redisHub(server, endpoint: "observer")
         defer { observer.close() }
-        var iterator = try observer.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try observer.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         try poster.post(Ping(index: 1))
@@ -208,7 +208,7 @@ struct RedisStreamsTransportTests {
         } throws: { ($0 as? TypedNotificationError)?.code == .authenticationFailed }
         let hub = try NotificationHub(
             endpoint: "x", transport: RedisStreamsTransport(url: server.url(credentials: ":right-password@")))
-        var iterator = try hub.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try hub.deliveries(.of(Ping.self)).makeAsyncIterator()
         try hub.post(Ping(index: 7))
         #expect(await iterator.next()?.notification.index == 7)
         hub.close()
@@ -238,7 +238,7 @@ struct RedisStreamsTransportTests {
         let server = try await RedisTestServer()
         let observer = try redisHub(server, endpoint: "observer")
         defer { observer.close() }
-        var iterator = try observer.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try observer.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         func readsProcessed() throws -> Int {
@@ -267,7 +267,7 @@ struct RedisStreamsTransportTests {
         let server = try await RedisTestServer()
         let observer = try redisHub(server, endpoint: "observer")
         defer { observer.close() }
-        var iterator = try observer.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try observer.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try redisHub(server, endpoint: "poster")
         defer { poster.close() }
         var received: [Int] = []

@@ -17,7 +17,7 @@ func playCancelWhileLoopBodyRuns<Durable: NotificationTransport, Posting: Notifi
 ) async throws -> (handled: [Int], next: DeliveredNotification<Ping>?) {
     let first = try durable()
     defer { first.close() }
-    let sequence = try first.deliveries(of: Ping.self)
+    let sequence = try first.deliveries(.of(Ping.self))
     let inBody = Signal()
     let bodyMayEnd = Signal()
     let loop = Task {
@@ -46,7 +46,7 @@ func playCancelWhileLoopBodyRuns<Durable: NotificationTransport, Posting: Notifi
     let second = try durable()
     defer { second.close() }
     let arrived = Collector<DeliveredNotification<Ping>>()
-    let token = try second.addObserver(Ping.self) { ping, delivery in
+    let token = try second.addObserver(.of(Ping.self)) { ping, delivery in
         arrived.append(DeliveredNotification(notification: ping, delivery: delivery))
     }
     defer { token.cancel() }
@@ -97,7 +97,7 @@ func playCancelsAtRandomMoments<T: NotificationTransport>(
     for round in 0...rounds {
         let hub = try NotificationHub(endpoint: "durable", transport: make("w"))
         defer { hub.close() }
-        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .unbounded)
+        let sequence = try hub.deliveries(.of(Ping.self), bufferingPolicy: .unbounded)
         let burst = round == rounds ? 0 : Int.random(in: 0...40)
         for _ in 0..<burst {
             try poster.post(Ping(index: seen.posted))

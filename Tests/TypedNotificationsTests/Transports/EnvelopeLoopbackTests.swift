@@ -38,10 +38,10 @@ struct EnvelopeLoopbackTests {
         let poster = try NotificationHub(endpoint: "poster", transport: EnvelopeLoopbackTransport(bus: bus))
         defer { poster.close() }
         let delivered = Collector<Int>()
-        let lossy = try observer.addObserver(LossyScore.self) { score, _ in delivered.append(score.points) }
+        let lossy = try observer.addObserver(.of(LossyScore.self)) { score, _ in delivered.append(score.points) }
         defer { lossy.cancel() }
         let sentinel = Signal()
-        let after = try observer.addObserver(Ping.self) { _, _ in sentinel.fire() }
+        let after = try observer.addObserver(.of(Ping.self)) { _, _ in sentinel.fire() }
         defer { after.cancel() }
 
         try poster.post(LossyScore(points: 7))
@@ -58,7 +58,7 @@ struct EnvelopeLoopbackTests {
         let plain = try NotificationHub(endpoint: "plain", transport: InProcessTransport(bus: InProcessBus()))
         defer { plain.close() }
         let arrived = Collector<Int>()
-        let direct = try plain.addObserver(LossyScore.self) { score, _ in arrived.append(score.points) }
+        let direct = try plain.addObserver(.of(LossyScore.self)) { score, _ in arrived.append(score.points) }
         defer { direct.cancel() }
         try plain.post(LossyScore(points: 7))
         await arrived.wait(forCount: 1)
@@ -118,7 +118,7 @@ struct EnvelopeLoopbackTests {
         let bus = EnvelopeBus()
         let observer = try NotificationHub(endpoint: "small", transport: EnvelopeLoopbackTransport(bus: bus))
         defer { observer.close() }
-        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let deliveries = try observer.deliveries(.of([UInt8].self, named: limitedName))
         let poster = try NotificationHub(
             endpoint: "large", transport: EnvelopeLoopbackTransport(bus: bus),
             configuration: NotificationHubConfiguration(maximumPayloadSize: 1024 * 1024))
@@ -164,7 +164,7 @@ struct UnstartedObservationTests {
         // A started observer of another name, posted to after them, marks
         // the end: the loopback delivers one poster's envelopes in order.
         let marker = Signal()
-        let token = try hub.addObserver(Ping.self) { _, _ in marker.fire() }
+        let token = try hub.addObserver(.of(Ping.self)) { _, _ in marker.fire() }
         defer { token.cancel() }
         try poster.post(Ping(index: 0))
         #expect(await marker.wait(upTo: safetyNet))

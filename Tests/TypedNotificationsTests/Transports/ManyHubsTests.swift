@@ -12,7 +12,7 @@ private func observingHubs<T: NotificationTransport>(
     var tokens: [ObservationToken] = []
     for index in 0..<count {
         let hub = try NotificationHub(endpoint: "hub\(index)", transport: make())
-        tokens.append(try hub.addObserver(HelperPing.self) { ping, _ in got.append(index * 1_000 + ping.index) })
+        tokens.append(try hub.addObserver(.of(HelperPing.self)) { ping, _ in got.append(index * 1_000 + ping.index) })
         hubs.append(hub)
     }
     return (hubs, tokens, got)
@@ -56,7 +56,7 @@ struct ManyHubsTests {
         for index in 0..<120 {
             let hub = try fileHub(directory, endpoint: "hub\(index)")
             tokens.append(
-                try hub.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, _ in
+                try hub.addObserver(.of(HelperPing.self), bufferingPolicy: .unbounded) { ping, _ in
                     if ping.poster == 3 { thirdPoster.append(index) }
                 })
             hubs.append(hub)

@@ -42,7 +42,7 @@ struct ReceiveLimitTests {
         defer { removeDirectory(directory) }
         let observer = try socketHub(directory, endpoint: "small")
         defer { observer.close() }
-        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let deliveries = try observer.deliveries(.of([UInt8].self, named: limitedName))
         let poster = try largePoster(directory)
         defer { poster.close() }
 
@@ -88,8 +88,8 @@ struct ReceiveLimitTests {
         let loops = [small, large].compactMap { $0.transport.deliveryExecutor as? EventLoop }
         try #require(loops.count == 2 && loops.allSatisfy(\.sharesThread))
         #expect(Set(loops.map(\.threadLoop)).count == 1)
-        let smallDeliveries = try small.deliveries(of: [UInt8].self, named: limitedName)
-        let largeDeliveries = try large.deliveries(of: [UInt8].self, named: limitedName)
+        let smallDeliveries = try small.deliveries(.of([UInt8].self, named: limitedName))
+        let largeDeliveries = try large.deliveries(.of([UInt8].self, named: limitedName))
         let poster = try largePoster(directory)
         defer { poster.close() }
         let big = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
@@ -175,7 +175,7 @@ struct ReceiveLimitTests {
     private func expectRefusedOnce<T: NotificationTransport>(
         observer: NotificationHub<T>, poster: NotificationHub<some NotificationTransport>
     ) async throws {
-        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let deliveries = try observer.deliveries(.of([UInt8].self, named: limitedName))
         try poster.post([1], as: limitedName)
         try poster.post([UInt8](repeating: 7, count: 200_000), as: limitedName)
         try poster.post([2], as: limitedName)
@@ -230,7 +230,7 @@ struct ReceiveLimitTests {
         defer { poster.close() }
         let first = try fileHub(directory, endpoint: "small", identity: "durable")
         let got = Collector<([UInt8], Int)>()
-        let token = try first.addObserver([UInt8].self, named: limitedName) { bytes, delivery in
+        let token = try first.addObserver(.of([UInt8].self, named: limitedName)) { bytes, delivery in
             got.append((bytes, delivery.missed))
         }
         #expect(await waitUntil { first.transport.committedPosition(of: limitedName) != nil })
@@ -253,7 +253,7 @@ struct ReceiveLimitTests {
 
         let second = try fileHub(directory, endpoint: "small", identity: "durable")
         defer { second.close() }
-        let deliveries = try second.deliveries(of: [UInt8].self, named: limitedName)
+        let deliveries = try second.deliveries(.of([UInt8].self, named: limitedName))
         try poster.post([2], as: limitedName)
         for await delivered in deliveries {
             #expect(delivered.notification == [2])
@@ -299,7 +299,7 @@ struct ReceiveLimitTests {
         defer { removeDirectory(directory) }
         let observer = try socketHub(directory, endpoint: "small")
         defer { observer.close() }
-        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let deliveries = try observer.deliveries(.of([UInt8].self, named: limitedName))
         let forged = try lengthClaim().forged
         let socket = try SystemCalls.datagramSocket().get()
         try SystemCalls.connectSocket(socket, toSocketPath: observer.transport.socketPath).get()
@@ -321,7 +321,7 @@ struct ReceiveLimitTests {
         let server = try await RedisTestServer()
         let observer = try redisHub(server, endpoint: "small")
         defer { observer.close() }
-        let deliveries = try observer.deliveries(of: [UInt8].self, named: limitedName)
+        let deliveries = try observer.deliveries(.of([UInt8].self, named: limitedName))
         let (forged, whole) = try lengthClaim()
         let key = Array("tn:{\(limitedName.rawValue)}".utf8)
         let entries: [[[UInt8]]] = [

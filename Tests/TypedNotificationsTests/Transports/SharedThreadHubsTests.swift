@@ -63,15 +63,15 @@ struct SharedThreadHubsTests {
         #expect(Set(loops.map(\.threadLoop)).count == 1)
         #expect(group.threadCount == 1)
 
-        let doomedDeliveries = try doomed.deliveries(of: Ping.self)
+        let doomedDeliveries = try doomed.deliveries(.of(Ping.self))
         let closedInHandler = Signal()
-        let closingToken = try closing.addObserver(Ping.self) { _, _ in
+        let closingToken = try closing.addObserver(.of(Ping.self)) { _, _ in
             closing.close()
             closedInHandler.fire()
         }
         defer { closingToken.cancel() }
         let got = Collector<Int>()
-        let goingToken = try going.addObserver(Ping.self, bufferingPolicy: .unbounded) { ping, _ in
+        let goingToken = try going.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { ping, _ in
             got.append(ping.index)
         }
         defer { goingToken.cancel() }
@@ -114,14 +114,14 @@ struct SharedThreadHubsTests {
         }
         let count = FloodCount()
         let total = 2_000
-        let busyToken = try busy.addObserver(Ping.self, bufferingPolicy: .unbounded) { _, _ in
+        let busyToken = try busy.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { _, _ in
             // Work, not synchronisation: each delivery holds the thread 1 ms.
             usleep(1_000)
             count.handled.add(1, ordering: .relaxed)
         }
         defer { busyToken.cancel() }
         let seenAt = Collector<Int>()
-        let calmToken = try calm.addObserver(Ping.self) { _, _ in
+        let calmToken = try calm.addObserver(.of(Ping.self)) { _, _ in
             seenAt.append(count.handled.load(ordering: .relaxed))
         }
         defer { calmToken.cancel() }

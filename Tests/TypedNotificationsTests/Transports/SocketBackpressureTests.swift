@@ -70,7 +70,7 @@ struct SocketBackpressureTests {
         let tally = ObserverTally()
         // On the hub's executor: the transport's own thread, which the
         // block holds, so nothing is received meanwhile.
-        let token = try hub.addObserver(HelperPing.self) { ping, delivery in
+        let token = try hub.addObserver(.of(HelperPing.self)) { ping, delivery in
             if ping.index == 0 {
                 blocked.fire()
                 gate.passThrough()
@@ -121,14 +121,14 @@ struct SocketBackpressureTests {
         let blocked = Signal()
         let blockingTally = ObserverTally()
         let neighbourTally = ObserverTally()
-        let first = try blocking.addObserver(HelperPing.self) { ping, delivery in
+        let first = try blocking.addObserver(.of(HelperPing.self)) { ping, delivery in
             if ping.index == 0 {
                 blocked.fire()
                 gate.passThrough()
             }
             blockingTally.got(ping, delivery)
         }
-        let second = try neighbour.addObserver(HelperPing.self) { ping, delivery in
+        let second = try neighbour.addObserver(.of(HelperPing.self)) { ping, delivery in
             neighbourTally.got(ping, delivery)
         }
         defer {
@@ -165,7 +165,7 @@ struct SocketBackpressureTests {
         let blocked = Signal()
         let got = Collector<Int>()
         // A buffer of one: the socket hands it one at a time.
-        let token = try observer.addObserver(Ping.self, bufferingPolicy: .bufferingNewest(1)) { ping, _ in
+        let token = try observer.addObserver(.of(Ping.self), bufferingPolicy: .bufferingNewest(1)) { ping, _ in
             if ping.index == 0 {
                 blocked.fire()
                 gate.passThrough()
@@ -173,7 +173,7 @@ struct SocketBackpressureTests {
             got.append(ping.index)
         }
         defer { token.cancel() }
-        let leaving = try observer.addObserver(Note.self) { _, _ in }
+        let leaving = try observer.addObserver(.of(Note.self)) { _, _ in }
         try poster.post(Ping(index: 0))
         #expect(await blocked.wait(upTo: safetyNet))
         // Received once the thread is free, after its observer left: its
@@ -198,9 +198,9 @@ struct SocketBackpressureTests {
             observer.close()
             poster.close()
         }
-        let unread = try observer.deliveries(of: Ping.self, bufferingPolicy: .bufferingNewest(8))
+        let unread = try observer.deliveries(.of(Ping.self), bufferingPolicy: .bufferingNewest(8))
         let notes = Collector<String>()
-        let token = try observer.addObserver(Note.self) { note, _ in notes.append(note.text) }
+        let token = try observer.addObserver(.of(Note.self)) { note, _ in notes.append(note.text) }
         defer { token.cancel() }
         for index in 0..<500 {
             try poster.post(Ping(index: index))
@@ -239,9 +239,9 @@ struct SocketBackpressureTests {
             first.close()
             second.close()
         }
-        let unread = try observer.deliveries(of: LargePing.self, bufferingPolicy: .bufferingNewest(8))
+        let unread = try observer.deliveries(.of(LargePing.self), bufferingPolicy: .bufferingNewest(8))
         let notes = Collector<String>()
-        let token = try observer.addObserver(Note.self) { note, _ in notes.append(note.text) }
+        let token = try observer.addObserver(.of(Note.self)) { note, _ in notes.append(note.text) }
         defer { token.cancel() }
         // The first poster fills the buffer; every one the second poster's
         // flood loses comes before its first delivered: only a report can

@@ -97,7 +97,7 @@ func directoryWithBacklog<N: TypedNotification>(identity: String, _ notification
     let directory = try makeTemporaryDirectory()
     do {
         let first = try fileHub(directory, endpoint: "durable", identity: identity)
-        _ = try first.deliveries(of: N.self)
+        _ = try first.deliveries(.of(N.self))
         first.close()
     }
     let poster = try fileHub(directory, endpoint: "poster")
@@ -128,9 +128,10 @@ struct DurableCursorTests {
         defer { removeDirectory(directory) }
         let hub = try fileHub(directory, endpoint: "durable", identity: "w")
         let handled = Collector<Int>()
-        let token = try hub.addObserver(Ping.self, bufferingPolicy: .unbounded) { ping, _ in handled.append(ping.index)
+        let token = try hub.addObserver(.of(Ping.self), bufferingPolicy: .unbounded) { ping, _ in
+            handled.append(ping.index)
         }
-        let sequence = try hub.deliveries(of: Ping.self, bufferingPolicy: .unbounded)
+        let sequence = try hub.deliveries(.of(Ping.self), bufferingPolicy: .unbounded)
         let start = try #require(hub.transport.committedPosition(of: Ping.name))
         let poster = try fileHub(directory, endpoint: "poster")
         for index in 0..<3 { try poster.post(Ping(index: index)) }
@@ -182,7 +183,7 @@ struct DurableCursorTests {
         // The flood keeps the durable transport's loop in read passes, so
         // one may start the moment a new reader is in its table.
         let flooded = Counter()
-        let token = try durable.addObserver(Note.self) { _, _ in flooded.increment() }
+        let token = try durable.addObserver(.of(Note.self)) { _, _ in flooded.increment() }
         let flooder = try fileHub(directory, endpoint: "flooder")
         defer { flooder.close() }
         let flooding = Flag()
@@ -204,7 +205,7 @@ struct DurableCursorTests {
         let poster = try fileHub(directory, endpoint: "poster")
         defer { poster.close() }
         // The identity's first run, so later ones resume at its cursor.
-        _ = try durable.deliveries(of: Ping.self)
+        _ = try durable.deliveries(.of(Ping.self))
         var next = 0
         for round in 0..<500 {
             // A backlog of three, then a subscription, then one more.
@@ -212,7 +213,7 @@ struct DurableCursorTests {
                 try poster.post(Ping(index: next))
                 next += 1
             }
-            let sequence = try durable.deliveries(of: Ping.self, bufferingPolicy: .unbounded)
+            let sequence = try durable.deliveries(.of(Ping.self), bufferingPolicy: .unbounded)
             try poster.post(Ping(index: next))
             next += 1
             var got: [Int] = []

@@ -33,8 +33,8 @@ struct FileDirectoryLengthTests {
         let inNamespace = try NotificationName(validating: namespace.rawValue)
 
         let durable = try fileHub(directory, endpoint: "durable", identity: identity)
-        let named = try durable.deliveries(of: String.self, named: name)
-        let covered = try durable.deliveries(of: String.self, in: namespace)
+        let named = try durable.deliveries(.of(String.self, named: name))
+        let covered = try durable.deliveries(.of(String.self, in: namespace))
         let marker = directory + "/cursors/" + identity + "/" + namespace.rawValue + ".*"
         #expect(FileManager.default.fileExists(atPath: marker))
         let poster = try fileHub(directory, endpoint: "poster")
@@ -56,7 +56,7 @@ struct FileDirectoryLengthTests {
         // never "first".
         let again = try fileHub(directory, endpoint: "durable", identity: identity)
         defer { again.close() }
-        var resumed = try again.deliveries(of: String.self, named: name).makeAsyncIterator()
+        var resumed = try again.deliveries(.of(String.self, named: name)).makeAsyncIterator()
         let next = await resumed.next()
         #expect(next?.notification == "second")
         #expect(next?.delivery.isRedelivery == true)

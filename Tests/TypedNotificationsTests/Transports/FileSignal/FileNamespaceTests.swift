@@ -57,7 +57,7 @@ struct FileNamespaceTests {
                 segmentSize: 4096, retention: FileRetentionPolicy(maximumBytes: 8 * 1024, maximumBytesBehind: limit))
             let identity = holds ? "holder" : "limited"
             let away = try fileHub(directory, endpoint: "away", identity: identity, configuration: configuration)
-            _ = try away.deliveries(of: Ping.self, in: "test.retained")
+            _ = try away.deliveries(.of(Ping.self, in: "test.retained"))
             away.close()
             await away.closed()
             let name: NotificationName = holds ? "test.retained.held" : "test.retained.limited"
@@ -68,7 +68,7 @@ struct FileNamespaceTests {
             #expect(holds == (segments.first == 1), "\(identity): segments \(segments.first ?? 0)...")
             let back = try fileHub(directory, endpoint: "away", identity: identity, configuration: configuration)
             defer { back.close() }
-            let deliveries = try back.deliveries(of: Ping.self, in: "test.retained", bufferingPolicy: .unbounded)
+            let deliveries = try back.deliveries(.of(Ping.self, in: "test.retained"), bufferingPolicy: .unbounded)
             var received: [Int] = []
             var missed = 0
             for await delivered in deliveries {
@@ -95,7 +95,7 @@ struct FileNamespaceTests {
         defer { poster.close() }
         let count = manyNames
         let got = Collector<String>()
-        let token = try observer.addObserver(Ping.self, in: "test.many") { _, delivery in
+        let token = try observer.addObserver(.of(Ping.self, in: "test.many")) { _, delivery in
             got.append(delivery.name.rawValue)
         }
         defer { token.cancel() }

@@ -142,7 +142,7 @@ struct FileSignalProcessTests {
         defer { removeDirectory(directory) }
         let hub = try NotificationHub(endpoint: "reader", transport: FileSignalTransport(directory: directory))
         defer { hub.close() }
-        let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try hub.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         // About 70 records per segment: some 140 rollovers while the reader reads.
         let poster = try HelperProcess(["fpost", directory, "10000", "1", "4096"])
         var indices: [Int] = []
@@ -160,7 +160,7 @@ struct FileSignalProcessTests {
         defer { removeDirectory(directory) }
         let transport = try FileSignalTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "poster", transport: transport)
-        let deliveries = try hub.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try hub.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         for index in 0..<10 { try hub.post(HelperPing(poster: 1, index: index)) }
 
         let torn = try HelperProcess(["ftorn", directory])
@@ -248,7 +248,7 @@ struct FileSignalLocalTests {
         let polling = FileSignalConfiguration(pollInterval: .milliseconds(20), usesChangeEvents: false)
         let observer = try fileHub(directory, endpoint: "observer", configuration: polling)
         let poster = try fileHub(directory, endpoint: "poster")
-        let deliveries = try observer.deliveries(of: HelperPing.self)
+        let deliveries = try observer.deliveries(.of(HelperPing.self))
         try poster.post(HelperPing(poster: 1, index: 0))
         try poster.post(HelperPing(poster: 1, index: 1))
         var indices: [Int] = []
@@ -300,7 +300,7 @@ struct FileSignalLocalTests {
             toFile: directory + "/cursors/auditor/" + HelperPing.name.rawValue, atomically: true, encoding: .utf8)
         let transport = try FileSignalTransport(directory: directory, identity: "auditor")
         let reader = try NotificationHub(endpoint: "auditor", transport: transport)
-        let deliveries = try reader.deliveries(of: HelperPing.self)
+        let deliveries = try reader.deliveries(.of(HelperPing.self))
         var received: [(Int, Int)] = []
         for await delivered in deliveries {
             received.append((delivered.notification.index, delivered.delivery.missed))
@@ -387,7 +387,7 @@ struct FileSignalLocalTests {
         let poster = try fileHub(directory, endpoint: "poster", configuration: configuration)
         let reader = try fileHub(directory, endpoint: "reader", configuration: configuration)
         let received = Collector<Int>()
-        let token = try reader.addObserver(HelperPing.self) { note, _ in received.append(note.index) }
+        let token = try reader.addObserver(.of(HelperPing.self)) { note, _ in received.append(note.index) }
         // One at a time: each post is read before the next, so the pass that
         // reads a segment's last record is often the one that sees the next
         // segment created.
@@ -419,7 +419,7 @@ struct FileSignalLocalTests {
         let received = Collector<Int>()
         let started = OneShotEvent()
         // The default buffer keeps the newest 1,024; the backlog is 5,000.
-        let token = try reader.addObserver(HelperPing.self) { note, _ in
+        let token = try reader.addObserver(.of(HelperPing.self)) { note, _ in
             if note.index == 0 { started.wait() }
             // Slower than the reader: some work per notification.
             Thread.sleep(forTimeInterval: 0.00002)
@@ -470,7 +470,7 @@ struct FileSignalLocalTests {
             segmentSize: 4096, retention: FileRetentionPolicy(maximumBytes: 8192))
         // A reader that subscribed and then went away, its cursor at segment 1.
         let sleeper = try fileHub(directory, endpoint: "sleeper", identity: "sleeper", configuration: configuration)
-        let token = try sleeper.addObserver(HelperPing.self) { _, _ in }
+        let token = try sleeper.addObserver(.of(HelperPing.self)) { _, _ in }
         token.cancel()
         sleeper.close()
         let hub = try fileHub(directory, endpoint: "poster", configuration: configuration)
@@ -485,7 +485,7 @@ struct FileSignalLocalTests {
         defer { removeDirectory(base) }
         let directory = base + "/files"
         let hub = try fileHub(directory)
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
         try hub.post(HelperPing(poster: 7, index: 0))
         #expect(mode(of: directory) == 0o700)
         #expect(mode(of: FileLog.segmentPath(directory, HelperPing.name, 1)) == 0o600)

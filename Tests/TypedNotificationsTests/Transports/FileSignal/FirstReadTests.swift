@@ -29,7 +29,7 @@ struct FirstReadTests {
         let transport = try FileSignalTransport(directory: directory, identity: identity, firstRead: start)
         let reader = try NotificationHub(endpoint: "reader", transport: transport)
         defer { reader.close() }
-        var iterator = try reader.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try reader.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try fileHub(directory, endpoint: "later")
         try poster.post(Ping(index: marker))
         poster.close()

@@ -45,7 +45,7 @@ struct GroupCommitTests {
         defer { removeDirectory(directory) }
         let poster = try fileHub(directory, endpoint: "poster")
         let observer = try fileHub(directory, endpoint: "observer")
-        let received = try observer.deliveries(of: Ping.self)
+        let received = try observer.deliveries(.of(Ping.self))
         try poster.post(Ping(index: -2))  // the log and its lock file exist now
         let before = poster.transport.statistics
 
@@ -80,7 +80,7 @@ struct GroupCommitTests {
         let configuration = FileSignalConfiguration(segmentSize: 4096)
         let poster = try fileHub(directory, endpoint: "poster", configuration: configuration)
         let observer = try fileHub(directory, endpoint: "observer", configuration: configuration)
-        let received = try observer.deliveries(of: Note.self)
+        let received = try observer.deliveries(.of(Note.self))
         let text = String(repeating: "x", count: 1500)
         try poster.post(Note(text: "first"))
         let before = poster.transport.statistics

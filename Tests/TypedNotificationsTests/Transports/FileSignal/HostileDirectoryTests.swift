@@ -79,7 +79,7 @@ struct HostileDirectoryTests {
         #expect(try await tnotify(["gc", "--transport", "file", "--dir", directory]).status == 0)
 
         let hub = try fileHub(directory, endpoint: "durable", identity: "c")
-        var iterator = try hub.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try hub.deliveries(.of(Ping.self)).makeAsyncIterator()
         let seen = await take(3, from: &iterator)
         #expect(seen.map(\.index) == [0, 1, 2])
         #expect(seen.allSatisfy { $0.redelivery })
@@ -100,7 +100,7 @@ struct HostileDirectoryTests {
         try FileManager.default.createDirectory(
             atPath: logDirectory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         try #require(mkfifo(logDirectory + "/00000000000000000001.log", 0o600) == 0)
-        let deliveries = try watcher.deliveries(of: Ping.self)
+        let deliveries = try watcher.deliveries(.of(Ping.self))
         let poster = try fileHub(directory, endpoint: "poster")
         for index in 0..<3 { try poster.post(Ping(index: index)) }
         var iterator = deliveries.makeAsyncIterator()
@@ -139,7 +139,7 @@ struct HostileDirectoryTests {
             attributes: [.posixPermissions: 0o700])
         try writeFile(cursorPath(directory, "r"), "1 0\n")
         let watcher = try fileHub(directory, endpoint: "watcher", identity: "r")
-        let deliveries = try watcher.deliveries(of: Ping.self)
+        let deliveries = try watcher.deliveries(.of(Ping.self))
         try await waitUntil("the reader looked at the segment", changesIn: directory + "/cursors/r") {
             watcher.transport.statistics.refusedFiles >= 1
         }
@@ -157,7 +157,7 @@ struct HostileDirectoryTests {
             defer { removeDirectory(directory) }
             try writeFile(cursorPath(directory, "c"), content)
             let hub = try fileHub(directory, endpoint: "durable", identity: "c")
-            var iterator = try hub.deliveries(of: Ping.self).makeAsyncIterator()
+            var iterator = try hub.deliveries(.of(Ping.self)).makeAsyncIterator()
             let backlog = await take(3, from: &iterator)
             #expect(backlog.map(\.index) == [0, 1, 2], "\(content)")
             #expect(backlog.allSatisfy { $0.redelivery })
@@ -196,7 +196,7 @@ struct HostileDirectoryTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let watcher = try fileHub(directory, endpoint: "watcher")
-        var iterator = try watcher.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try watcher.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try fileHub(directory, endpoint: "poster")
         for index in 1...10 { try poster.post(Ping(index: index)) }
         #expect(await take(10, from: &iterator).map(\.index) == Array(1...10))
@@ -215,7 +215,7 @@ struct HostileDirectoryTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let watcher = try fileHub(directory, endpoint: "watcher")
-        var iterator = try watcher.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try watcher.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try fileHub(directory, endpoint: "poster")
         for index in 1...3 { try poster.post(Ping(index: index)) }
         #expect(await take(3, from: &iterator).map(\.index) == [1, 2, 3])
@@ -236,7 +236,7 @@ struct HostileDirectoryTests {
         defer { removeDirectory(directory) }
         let watcher = try fileHub(directory, endpoint: "watcher")
         defer { watcher.close() }
-        var iterator = try watcher.deliveries(of: Ping.self).makeAsyncIterator()
+        var iterator = try watcher.deliveries(.of(Ping.self)).makeAsyncIterator()
         let poster = try fileHub(directory, endpoint: "poster")
         defer { poster.close() }
         try poster.post(Ping(index: 1))
@@ -371,7 +371,7 @@ struct HostileDirectoryTests {
         /// Changes the directory under a watching hub; returns the hub's
         /// failure once its observation has ended.
         func changeUnder<T: NotificationTransport>(_ hub: NotificationHub<T>) async throws -> TypedNotificationError? {
-            let deliveries = try hub.deliveries(of: Ping.self)
+            let deliveries = try hub.deliveries(.of(Ping.self))
             let other: HelperProcess
             switch change {
             case .removed: other = try HelperProcess(["-rf", directory], executable: "/bin/rm")
@@ -408,7 +408,7 @@ struct HostileDirectoryTests {
             configuration.looksWhileLogsMissing = 0
             let hub = try fileHub(directory, endpoint: "watcher", configuration: configuration)
             defer { hub.close() }
-            let deliveries = try hub.deliveries(of: HelperPing.self)
+            let deliveries = try hub.deliveries(.of(HelperPing.self))
             var iterator = deliveries.makeAsyncIterator()
             let poster = try HelperProcess(["fpost", directory, "1", "1"])
             #expect(await poster.waitForExit() == 0)

@@ -30,7 +30,7 @@ struct LogAdversaryTests {
         let hub = try fileHub(directory, endpoint: "watcher")
         defer { hub.close() }
         let got = Collector<(poster: Int, index: Int)>()
-        let token = try hub.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, _ in
+        let token = try hub.addObserver(.of(HelperPing.self), bufferingPolicy: .unbounded) { ping, _ in
             got.append((ping.poster, ping.index))
         }
         let first = try HelperProcess(["fpost", directory, "20", "1"])
@@ -60,7 +60,7 @@ struct LogAdversaryTests {
         let hub = try fileHub(directory, endpoint: "watcher")
         defer { hub.close() }
         let got = Collector<(poster: Int, index: Int)>()
-        let token = try hub.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, _ in
+        let token = try hub.addObserver(.of(HelperPing.self), bufferingPolicy: .unbounded) { ping, _ in
             got.append((ping.poster, ping.index))
         }
         defer { token.cancel() }
@@ -99,7 +99,7 @@ struct LogAdversaryTests {
         let watcher = try fileHub(directory, endpoint: "watcher")
         defer { watcher.close() }
         let got = Collector<(poster: Int, index: Int)>()
-        let token = try watcher.addObserver(HelperPing.self, bufferingPolicy: .unbounded) { ping, _ in
+        let token = try watcher.addObserver(.of(HelperPing.self), bufferingPolicy: .unbounded) { ping, _ in
             got.append((ping.poster, ping.index))
         }
         defer { token.cancel() }
@@ -148,7 +148,7 @@ struct LogAdversaryTests {
         defer { removeDirectory(directory) }
         let observer = try fileHub(directory, endpoint: "observer")
         defer { observer.close() }
-        let deliveries = try observer.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try observer.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         let poster = try fileHub(directory, endpoint: "app", configuration: small())
         defer { poster.close() }
         try poster.post(HelperPing(poster: 0, index: 0))
@@ -312,7 +312,7 @@ struct LogAdversaryTests {
             retention: FileRetentionPolicy(maximumBytes: 8 * 1024, maximumBytesBehind: 32 * 1024))
         // "ghost" subscribes once and never comes back (until the end).
         let ghost = try fileHub(directory, endpoint: "ghost", identity: "ghost", configuration: configuration)
-        _ = try ghost.deliveries(of: HelperPing.self)
+        _ = try ghost.deliveries(.of(HelperPing.self))
         ghost.close()
         let poster = try fileHub(directory, endpoint: "poster", configuration: configuration)
         defer { poster.close() }
@@ -328,7 +328,7 @@ struct LogAdversaryTests {
         // Back: what retention took is counted, the rest delivered.
         let back = try fileHub(directory, endpoint: "ghost", identity: "ghost", configuration: configuration)
         defer { back.close() }
-        let deliveries = try back.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try back.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         try poster.post(HelperPing(poster: 1, index: 3_000))
         var received = 0
         var missed = 0
@@ -408,7 +408,7 @@ struct LogAdversaryTests {
         poster.close()
         let watcher = try fileHub(directory, endpoint: "watcher")
         defer { watcher.close() }
-        let deliveries = try watcher.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try watcher.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         let planted = FileLog.segmentPath(directory, HelperPing.name, 2)
         var bytes: [UInt8]
         switch kind {
@@ -469,7 +469,7 @@ struct LogAdversaryTests {
         let reader = try NotificationHub(
             endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
         defer { reader.close() }
-        let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try reader.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         var indices: [Int] = []
         var missed = 0
         for await delivered in deliveries {
@@ -491,7 +491,7 @@ struct LogAdversaryTests {
             let torn = try HelperProcess(["ftorn", directory])
             #expect(await torn.waitForExit() == 128 + SIGKILL)
             let watcher = try fileHub(directory, endpoint: "watcher")
-            let deliveries = try watcher.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+            let deliveries = try watcher.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
             for index in 3..<6 { try poster.post(HelperPing(poster: 1, index: index)) }
             var indices: [Int] = []
             var missed = 0
@@ -544,7 +544,7 @@ struct LogAdversaryTests {
             #expect(after > before, "\(forgery): the segment was cut from \(before) to \(after) bytes")
             let reader = try NotificationHub(
                 endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
-            let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+            let deliveries = try reader.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
             var indices: [Int] = []
             var missed = 0
             for await delivered in deliveries {
@@ -600,7 +600,7 @@ struct LogAdversaryTests {
         defer { removeDirectory(directory) }
         let observer = try fileHub(directory, endpoint: "observer")
         defer { observer.close() }
-        var deliveries = try observer.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded).makeAsyncIterator()
+        var deliveries = try observer.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded).makeAsyncIterator()
         let first = try HelperProcess(["fpost", directory, "3", "1"])
         #expect(await first.waitForExit() == 0)
         for index in 0..<3 { #expect(await deliveries.next()?.notification == HelperPing(poster: 1, index: index)) }
@@ -631,7 +631,7 @@ struct LogAdversaryTests {
         defer { removeDirectory(directory) }
         let observer = try fileHub(directory, endpoint: "observer")
         defer { observer.close() }
-        var deliveries = try observer.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded).makeAsyncIterator()
+        var deliveries = try observer.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded).makeAsyncIterator()
         let first = try HelperProcess(["fpost", directory, "5", "1"])
         #expect(await first.waitForExit() == 0)
         for index in 0..<5 { #expect(await deliveries.next()?.notification == HelperPing(poster: 1, index: index)) }
@@ -666,7 +666,7 @@ struct LogAdversaryTests {
         let watcher = try fileHub(directory, endpoint: "watcher")
         defer { watcher.close() }
         let watched = Collector<HelperPing>()
-        let watching = try watcher.addObserver(HelperPing.self) { ping, _ in watched.append(ping) }
+        let watching = try watcher.addObserver(.of(HelperPing.self)) { ping, _ in watched.append(ping) }
         defer { watching.cancel() }
         let path = FileLog.segmentPath(directory, HelperPing.name, 1)
         let bytes = try #require(FileManager.default.contents(atPath: path))
@@ -682,7 +682,7 @@ struct LogAdversaryTests {
             endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
         defer { reader.close() }
         let seen = Collector<HelperPing>()
-        let token = try reader.addObserver(HelperPing.self) { ping, _ in seen.append(ping) }
+        let token = try reader.addObserver(.of(HelperPing.self)) { ping, _ in seen.append(ping) }
         defer { token.cancel() }
         #expect(await seen.wait(forCount: 9, upTo: safetyNet))
         let new = [HelperPing(poster: 2, index: 0)] + (0..<3).map { HelperPing(poster: 3, index: $0) }
@@ -699,7 +699,7 @@ struct LogAdversaryTests {
         let late = try fileHub(directory, endpoint: "late")
         defer { late.close() }
         let lateSeen = Collector<HelperPing>()
-        let lateWatching = try late.addObserver(HelperPing.self) { ping, _ in lateSeen.append(ping) }
+        let lateWatching = try late.addObserver(.of(HelperPing.self)) { ping, _ in lateSeen.append(ping) }
         defer { lateWatching.cancel() }
         let newest = try #require(FileLog.segments(directory, HelperPing.name).last)
         let newestPath = FileLog.segmentPath(directory, HelperPing.name, newest)
@@ -800,7 +800,7 @@ struct LogAdversaryTests {
         let again = try NotificationHub(
             endpoint: "c1", transport: FileSignalTransport(directory: directory, identity: "c1"))
         defer { again.close() }
-        var deliveries = try again.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded).makeAsyncIterator()
+        var deliveries = try again.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded).makeAsyncIterator()
         for index in 0..<2 {
             let delivered = await deliveries.next()
             #expect(delivered?.notification == HelperPing(poster: 1, index: index))
@@ -843,7 +843,7 @@ struct LogAdversaryTests {
         let again = try NotificationHub(
             endpoint: "c1", transport: FileSignalTransport(directory: directory, identity: "c1"))
         defer { again.close() }
-        let deliveries = try again.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try again.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         var seen: [HelperPing] = []
         var missed = 0
         for await delivered in deliveries {
@@ -890,7 +890,7 @@ struct LogAdversaryTests {
         #expect(newLog != oldLog)
         let second = try fileHub(directory, endpoint: "aud", identity: "aud")
         defer { second.close() }
-        let deliveries = try second.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try second.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         var seen: [HelperPing] = []
         for await delivered in deliveries {
             #expect(!delivered.delivery.isRedelivery)
@@ -946,7 +946,7 @@ struct LogAdversaryTests {
             endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .newest(2)))
         defer { reader.close() }
         let started = clock.now
-        let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try reader.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
         var seen: [HelperPing] = []
         for await delivered in deliveries {
             seen.append(delivered.notification)
@@ -967,7 +967,7 @@ struct LogAdversaryTests {
         let name = try NotificationName(validating: "test.many.7")
         var calls: [Int] = []
         for received in 1...21 {
-            try poster.post(name: name)
+            try poster.post(RawNotification(), as: name)
             let line = await observer.waitForLine(startingWith: "got \(received) ")
             calls.append(try #require(line.split(separator: "=").last.flatMap { Int($0) }))
         }
@@ -992,7 +992,7 @@ private func handleDurably(_ directory: String, identity: String, count: Int) as
         let durable = try? NotificationHub(
             endpoint: identity,
             transport: FileSignalTransport(directory: directory, identity: identity, firstRead: .beginning)),
-        let deliveries = try? durable.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let deliveries = try? durable.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
     else {
         Issue.record("could not start durable identity \(identity)")
         return
@@ -1012,7 +1012,7 @@ private func readFromBeginning(_ directory: String, count: Int) async throws -> 
     let reader = try NotificationHub(
         endpoint: "reader", transport: FileSignalTransport(directory: directory, firstRead: .beginning))
     defer { reader.close() }
-    let deliveries = try reader.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+    let deliveries = try reader.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
     var seen: [HelperPing] = []
     var missed = 0
     for await delivered in deliveries {

@@ -128,7 +128,7 @@ struct UnreadableCursorTests {
         defer { hub.close() }
         var seen: [Int] = []
         var missed = 0
-        for await delivered in try hub.deliveries(of: Ping.self, bufferingPolicy: .unbounded) {
+        for await delivered in try hub.deliveries(.of(Ping.self), bufferingPolicy: .unbounded) {
             #expect(delivered.delivery.isRedelivery)
             missed += delivered.delivery.missed
             seen.append(delivered.notification.index)

@@ -34,7 +34,7 @@ private func observeMany(_ count: Int, named prefix: String, on hub: Notificatio
     let names = try (0..<count).map { try NotificationName(validating: prefix + "\($0)") }
     let observed = Collector<String>()
     let tokens = try names.map { name in
-        try hub.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+        try hub.addObserver(.of(String.self, named: name)) { text, _ in observed.append(text) }
     }
     return (names, observed, tokens)
 }
@@ -87,7 +87,7 @@ struct RegistryRepairTests {
         let observer = try socketHub(directory, endpoint: "observer")
         defer { observer.close() }
         let observed = Collector<String>()
-        let token = try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+        let token = try observer.addObserver(.of(String.self, named: name)) { text, _ in observed.append(text) }
         defer { token.cancel() }
         let poster = try socketHub(directory, endpoint: "poster")
         defer { poster.close() }
@@ -139,9 +139,9 @@ struct RegistryRepairTests {
         let kept: NotificationName = "test.repair.kept"
         let dropped: NotificationName = "test.repair.dropped"
         let observed = Collector<String>()
-        let keptToken = try observer.addObserver(String.self, named: kept) { text, _ in observed.append(text) }
+        let keptToken = try observer.addObserver(.of(String.self, named: kept)) { text, _ in observed.append(text) }
         defer { keptToken.cancel() }
-        let droppedToken = try observer.addObserver(String.self, named: dropped) { _, _ in }
+        let droppedToken = try observer.addObserver(.of(String.self, named: dropped)) { _, _ in }
         let identifier = endpointIdentifier(observer.transport)
         try await removeWithRM(directory + "/names/" + kept.rawValue)
         droppedToken.cancel()
@@ -161,8 +161,8 @@ struct RegistryRepairTests {
         defer { observer.close() }
         let observed = Collector<String>()
         let tokens = [
-            try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) },
-            try observer.addObserver(String.self, in: "test.spaced") { text, _ in observed.append(text) },
+            try observer.addObserver(.of(String.self, named: name)) { text, _ in observed.append(text) },
+            try observer.addObserver(.of(String.self, in: "test.spaced")) { text, _ in observed.append(text) },
         ]
         defer { for token in tokens { token.cancel() } }
         _ = try await postUntilSeen(name, in: directory, by: nil, observed: observed, text: "before")
@@ -197,9 +197,9 @@ struct RegistryRepairTests {
             let observed = Collector<String>()
             let name = try NotificationName(validating: "test.starting.n\(round)")
             let tokens = [
-                try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) },
+                try observer.addObserver(.of(String.self, named: name)) { text, _ in observed.append(text) },
                 try observer.addObserver(
-                    String.self, in: NotificationNamespace(validating: "test.spaced\(round)")
+                    .of(String.self, in: NotificationNamespace(validating: "test.spaced\(round)"))
                 ) { text, _ in observed.append(text) },
             ]
             defer { for token in tokens { token.cancel() } }
@@ -224,8 +224,8 @@ struct RegistryRepairTests {
         let observed = Collector<String>()
         let name: NotificationName = "test.burst.name"
         let tokens = [
-            try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) },
-            try observer.addObserver(String.self, in: "test.burst.spaced") { text, _ in observed.append(text) },
+            try observer.addObserver(.of(String.self, named: name)) { text, _ in observed.append(text) },
+            try observer.addObserver(.of(String.self, in: "test.burst.spaced")) { text, _ in observed.append(text) },
         ]
         defer { for token in tokens { token.cancel() } }
         // Each removal wakes a look, and a look whose folder goes again
@@ -275,7 +275,7 @@ struct RegistryRepairTests {
         let observer = try socketHub(directory, endpoint: "observer")
         defer { observer.close() }
         let observed = Collector<String>()
-        let token = try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+        let token = try observer.addObserver(.of(String.self, named: name)) { text, _ in observed.append(text) }
         defer { token.cancel() }
         try await removeWithRM(directory + "/names")
         // Started with the registry gone: it maps a new generation file,
@@ -328,7 +328,7 @@ struct RegistryRepairTests {
         let observer = try socketHub(directory, endpoint: "observer")
         defer { observer.close() }
         let observed = Collector<String>()
-        let token = try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+        let token = try observer.addObserver(.of(String.self, named: name)) { text, _ in observed.append(text) }
         defer { token.cancel() }
         let identifier = endpointIdentifier(observer.transport)
         try await removeWithRM(directory + "/names/" + name.rawValue)
@@ -353,7 +353,7 @@ struct RegistryRepairTests {
         let second: NotificationName = "test.repair.second"
         let observed = Collector<String>()
         let tokens = try [first, second].map { name in
-            try observer.addObserver(String.self, named: name) { text, _ in observed.append(text) }
+            try observer.addObserver(.of(String.self, named: name)) { text, _ in observed.append(text) }
         }
         defer { for token in tokens { token.cancel() } }
         let identifier = endpointIdentifier(observer.transport)

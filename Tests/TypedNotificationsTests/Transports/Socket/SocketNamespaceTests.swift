@@ -78,7 +78,8 @@ struct SocketNamespaceTests {
         let survivor = try socketHub(directory, endpoint: "survivor")
         defer { survivor.close() }
         let got = Collector<String>()
-        let token = try survivor.addObserver(Ping.self, in: "test") { _, delivery in got.append(delivery.name.rawValue)
+        let token = try survivor.addObserver(.of(Ping.self, in: "test")) { _, delivery in
+            got.append(delivery.name.rawValue)
         }
         defer { token.cancel() }
         victim.signal(SIGKILL)
@@ -100,7 +101,7 @@ struct SocketNamespaceTests {
         let observer = try socketHub(directory, endpoint: "observer")
         defer { observer.close() }
         let got = Collector<String>()
-        let token = try observer.addObserver(Ping.self, in: "test.jobs") { _, delivery in
+        let token = try observer.addObserver(.of(Ping.self, in: "test.jobs")) { _, delivery in
             got.append(delivery.name.rawValue)
         }
         defer { token.cancel() }
@@ -130,7 +131,7 @@ struct SocketNamespaceTests {
         let observer = try socketHub(directory, endpoint: "observer")
         defer { observer.close() }
         let got = Collector<String>()
-        let token = try observer.addObserver(Ping.self, in: "test.many", bufferingPolicy: .unbounded) {
+        let token = try observer.addObserver(.of(Ping.self, in: "test.many"), bufferingPolicy: .unbounded) {
             _, delivery in got.append(delivery.name.rawValue)
         }
         defer { token.cancel() }
@@ -160,7 +161,7 @@ struct SocketNamespaceTests {
         defer { observer.close() }
         let long = try NotificationNamespace(validating: String(repeating: "a", count: 196))
         do {
-            _ = try observer.addObserver(Ping.self, in: long) { _, _ in }
+            _ = try observer.addObserver(.of(Ping.self, in: long)) { _, _ in }
             Issue.record("a 196-byte namespace was taken")
         } catch {
             #expect(error.code == .invalidName, "\(error)")

@@ -49,7 +49,7 @@ struct SocketReleaseTests {
             // this scope: no close() first, so the release itself closes it.
             do {
                 let observer = try socketHub(directory, endpoint: "observer-\(round)", configuration: configuration)
-                let token = try observer.addObserver(Ping.self) { _, _ in received.fire() }
+                let token = try observer.addObserver(.of(Ping.self)) { _, _ in received.fire() }
                 let got = await received.wait(upTo: safetyNet)
                 #expect(
                     got,

@@ -343,7 +343,7 @@ struct SocketSpoolTests {
         victim.signal(SIGTERM)
         _ = await victim.waitForExit()
         let hub = try socketHub(directory, endpoint: "next")
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
         try hub.post(HelperPing(poster: 1, index: 1))
         var iterator = deliveries.makeAsyncIterator()
         #expect(await iterator.next()?.notification.index == 1)
@@ -360,7 +360,7 @@ struct SocketSpoolTests {
         let posterTransport = try SocketTransport(directory: directory)
         let poster = try NotificationHub(endpoint: "poster", transport: posterTransport)
         let first = try socketHub(directory, endpoint: "first")
-        let atFirst = try first.deliveries(of: HelperPing.self)
+        let atFirst = try first.deliveries(.of(HelperPing.self))
         try poster.post(HelperPing(poster: 1, index: 1))
         var firstIterator = atFirst.makeAsyncIterator()
         #expect(await firstIterator.next()?.notification.index == 1)
@@ -371,7 +371,7 @@ struct SocketSpoolTests {
         await first.closed()
         removeDirectory(directory + "/names/" + HelperPing.name.rawValue)
         let second = try socketHub(directory, endpoint: "second")
-        let atSecond = try second.deliveries(of: HelperPing.self)
+        let atSecond = try second.deliveries(.of(HelperPing.self))
         let sentBefore = posterTransport.statistics.sent
         try poster.post(HelperPing(poster: 1, index: 2))
         // Sent to the new observer (a stale route would send to nobody, and the wait below would never end).
@@ -381,7 +381,7 @@ struct SocketSpoolTests {
         #expect(posterTransport.statistics.registryScans > scans)
         // And it is watched again: a third observer is seen at once too.
         let third = try socketHub(directory, endpoint: "third")
-        let atThird = try third.deliveries(of: HelperPing.self)
+        let atThird = try third.deliveries(.of(HelperPing.self))
         try poster.post(HelperPing(poster: 1, index: 3))
         try #require(posterTransport.statistics.sent == sentBefore + 3)
         var thirdIterator = atThird.makeAsyncIterator()
@@ -403,9 +403,9 @@ struct SocketSpoolTests {
         // The socket the link points to: a real observer in another directory.
         let outside = try SocketTransport(directory: elsewhere)
         let target = try NotificationHub(endpoint: "outside", transport: outside)
-        let atTarget = try target.deliveries(of: HelperPing.self)
+        let atTarget = try target.deliveries(.of(HelperPing.self))
         let poster = try socketHub(directory, endpoint: "poster")
-        _ = try poster.deliveries(of: Note.self)  // creates the registry
+        _ = try poster.deliveries(.of(Note.self))  // creates the registry
         let id = "00000000000000bb"
         let names = directory + "/names/" + HelperPing.name.rawValue
         try FileManager.default.createDirectory(
@@ -435,7 +435,7 @@ struct SocketSpoolTests {
         defer { removeDirectory(directory) }
         let transport = try SocketTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
         let socket = try SystemCalls.datagramSocket().get()
         try SystemCalls.connectSocket(socket, toSocketPath: transport.socketPath).get()
         let helper = try HelperProcess(["send-forged-pid"], standardInput: socket.rawValue)
@@ -454,7 +454,7 @@ struct SocketSpoolTests {
         defer { removeDirectory(directory) }
         let transport = try SocketTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
         let spool = directory + "/spool/" + endpointIdentifier(transport)
 
         // Garbage under a valid name; a FIFO, which would block a blocking open; a link; a stray name.
@@ -506,7 +506,7 @@ struct SocketSpoolTests {
         let transport = try SocketTransport(
             directory: directory, configuration: SocketTransportConfiguration(spoolLimitPerEndpoint: limit))
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
         let spool = directory + "/spool/" + endpointIdentifier(transport)
         // One whole record, then a sparse 64 GiB: no poster ever writes more than the limit.
         let sender = try NotificationSender(processID: getpid(), userID: getuid(), endpoint: "huge", instance: 1)

@@ -224,7 +224,7 @@ struct SocketSweepTests {
                 "round \(round): the spool of a transport being born was swept")
             let hub = try NotificationHub(endpoint: "born\(round)", transport: transport)
             #expect(FileManager.default.fileExists(atPath: transport.spoolDirectory), "round \(round), opened")
-            let token = try hub.addObserver(HelperPing.self) { _, _ in }
+            let token = try hub.addObserver(.of(HelperPing.self)) { _, _ in }
             token.cancel()
             hub.close()
             closing.append(hub)

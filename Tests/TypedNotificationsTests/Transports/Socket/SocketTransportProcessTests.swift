@@ -41,7 +41,7 @@ struct SocketTransportProcessTests {
         for observer in observers { await observer.waitForLine(startingWith: "ready") }
         // This process observes too, so delivery is checked on both sides of a process boundary.
         let local = try socketHub(directory, endpoint: "local")
-        let localDeliveries = try local.deliveries(of: HelperPing.self, bufferingPolicy: .unbounded)
+        let localDeliveries = try local.deliveries(.of(HelperPing.self), bufferingPolicy: .unbounded)
 
         let poster = try HelperProcess(["post", directory, "\(count)", "7"])
         let posterStatus = await poster.waitForExit()
@@ -206,7 +206,7 @@ struct SocketTransportProcessTests {
         defer { removeDirectory(directory) }
         let transport = try SocketTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
 
         // The helper gets a socket already connected to ours as its standard
         // input, switches to nobody, and sends a well-formed envelope.
@@ -226,7 +226,7 @@ struct SocketTransportProcessTests {
         defer { removeDirectory(directory) }
         let transport = try SocketTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
         #expect(try await sendFromHelper(["send-forged"], to: transport))
         try hub.post(HelperPing(poster: 0, index: 2))
         var iterator = deliveries.makeAsyncIterator()
@@ -267,7 +267,7 @@ struct SocketWithoutCredentialsTests {
         defer { removeDirectory(directory) }
         let transport = try transport(directory)
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
-        _ = try hub.deliveries(of: HelperPing.self)
+        _ = try hub.deliveries(.of(HelperPing.self))
         let helper = try HelperProcess(["connect-as", "nobody", transport.socketPath])
         #expect(await helper.waitForExit() == 0, "\(helper.errors.values)")
         #expect(helper.lines.values == ["refused \(EACCES)"])
@@ -300,7 +300,7 @@ struct SocketWithoutCredentialsTests {
         let transport = try transport(directory)
         let hub = try NotificationHub(endpoint: "victim", transport: transport)
         defer { hub.close() }
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
         #expect(try await sendFromHelper(arguments, to: transport))
         try hub.post(HelperPing(poster: 0, index: 2))
         var iterator = deliveries.makeAsyncIterator()
@@ -375,7 +375,7 @@ struct SocketTransportSecurityTests {
             // the thread sleeps in its receive, as in a short directory.
             #expect(hub.transport.receiveCall != nil)
         #endif
-        let named = try hub.deliveries(of: String.self, named: longName)
+        let named = try hub.deliveries(.of(String.self, named: longName))
         try hub.post("deepest", as: longName)
         var iterator = named.makeAsyncIterator()
         #expect(await iterator.next()?.notification == "deepest")
@@ -400,7 +400,7 @@ struct SocketTransportSecurityTests {
         let directory = base + "/shared"
         let transport = try SocketTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "app", transport: transport)
-        let token = try hub.addObserver(HelperPing.self) { _, _ in }
+        let token = try hub.addObserver(.of(HelperPing.self)) { _, _ in }
         #expect(mode(of: directory) == 0o700)
         #expect(mode(of: directory + "/sockets") == 0o700)
         #expect(mode(of: transport.socketPath) == 0o600)
@@ -439,7 +439,7 @@ struct SocketTransportSecurityTests {
         let directory = base + "/ok"
         let transport = try SocketTransport(directory: directory)
         let hub = try NotificationHub(endpoint: "app", transport: transport)
-        let deliveries = try hub.deliveries(of: HelperPing.self)
+        let deliveries = try hub.deliveries(.of(HelperPing.self))
         let names = directory + "/names/" + HelperPing.name.rawValue
         // Planted: a stray file, a symbolic link with a valid-looking name, a directory.
         #expect(FileManager.default.createFile(atPath: names + "/not-an-endpoint", contents: Data()))
@@ -462,7 +462,7 @@ struct SocketTransportSecurityTests {
             transport: transport,
             configuration: .init(maximumPayloadSize: NotificationHubConfiguration.payloadSizeHardLimit)
         )
-        let deliveries = try hub.notifications(of: Blob.self)
+        let deliveries = try hub.notifications(.of(Blob.self))
         let large = Blob(bytes: (0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 31) })
         try hub.post(large)
         var iterator = deliveries.makeAsyncIterator()
@@ -486,7 +486,7 @@ struct SocketTransportSecurityTests {
         defer { removeDirectory(directory) }
         let quiet = try socketHub(directory, endpoint: "quiet", configuration: .init(deliversToSelf: false))
         let other = try socketHub(directory, endpoint: "other")
-        let atQuiet = try quiet.deliveries(of: HelperPing.self)
+        let atQuiet = try quiet.deliveries(.of(HelperPing.self))
         try quiet.post(HelperPing(poster: 1, index: 1))
         try other.post(HelperPing(poster: 2, index: 2))
         var iterator = atQuiet.makeAsyncIterator()

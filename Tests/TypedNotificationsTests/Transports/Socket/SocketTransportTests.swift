@@ -40,7 +40,7 @@ struct SocketTransportLocalTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let hubs = try (0..<3).map { try socketHub(directory, endpoint: "center\($0)") }
-        let sequences = try hubs.map { try $0.deliveries(of: HelperPing.self) }
+        let sequences = try hubs.map { try $0.deliveries(.of(HelperPing.self)) }
         for index in 0..<100 {
             try hubs[0].post(HelperPing(poster: 0, index: index))
         }
@@ -65,7 +65,7 @@ struct SocketTransportLocalTests {
         let poster = try NotificationHub(endpoint: "poster", transport: posterTransport)
         let observer = try socketHub(directory, endpoint: "observer")
         let received = Collector<Int>()
-        let token = try observer.addObserver(HelperPing.self) { note, _ in received.append(note.index) }
+        let token = try observer.addObserver(.of(HelperPing.self)) { note, _ in received.append(note.index) }
         try poster.post(HelperPing(poster: 0, index: 1))
         await received.wait(forCount: 1)
         #expect(posterTransport.statistics.connectedEndpoints == 1)
@@ -87,7 +87,7 @@ struct SocketTransportLocalTests {
             defer { removeDirectory(directory) }
             for index in 0..<100 {
                 let hub = try socketHub(directory, endpoint: "cycle-\(index)")
-                let token = try hub.addObserver(HelperPing.self) { _, _ in }
+                let token = try hub.addObserver(.of(HelperPing.self)) { _, _ in }
                 await token.cancelAndWait()
                 // What the thread used goes once the close is done.
                 hub.close()

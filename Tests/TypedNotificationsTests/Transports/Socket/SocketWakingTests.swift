@@ -101,7 +101,7 @@ struct SocketWakingTests {
             transport = try SocketTransport(directory: directory, configuration: configuration)
             hub = try NotificationHub(endpoint: "held", transport: transport)
             let (received, holding, release) = (received, holding, release)
-            token = try hub.addObserver(Blob.self, bufferingPolicy: .unbounded) { blob, _ in
+            token = try hub.addObserver(.of(Blob.self), bufferingPolicy: .unbounded) { blob, _ in
                 if received.values.isEmpty {
                     holding.fire()
                     release.wait()
@@ -154,7 +154,7 @@ struct SocketWakingTests {
         let hub = try NotificationHub(endpoint: "observer", transport: transport)
         defer { hub.close() }
         let received = Collector<[UInt8]>()
-        let token = try hub.addObserver(Blob.self, bufferingPolicy: .unbounded) { blob, _ in
+        let token = try hub.addObserver(.of(Blob.self), bufferingPolicy: .unbounded) { blob, _ in
             received.append(blob.bytes)
         }
         defer { token.cancel() }

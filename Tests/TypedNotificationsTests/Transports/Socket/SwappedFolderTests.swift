@@ -58,7 +58,7 @@ struct SwappedFolderTests {
         let outside = try makeTemporaryDirectory()
         defer { removeDirectory(outside) }
         let observer = try socketHub(directory, endpoint: "observer")
-        let token = try observer.addObserver(Ping.self) { _, _ in }
+        let token = try observer.addObserver(.of(Ping.self)) { _, _ in }
         defer { token.cancel() }
         let id = observer.transport.identifier
         let kept = try victim(in: outside)
