@@ -26,9 +26,9 @@ struct ForwardingCenter: TypedNotificationCenter {
 
 // Everything a caller uses works through the forwarder.
 func use(_ center: ForwardingCenter) throws {
-    let token = try center.addObserver(named: "com.example.ping") { _ in }
-    _ = try center.deliveries(of: String.self, named: "com.example.text")
-    _ = try center.deliveries(in: "com.example")
-    try center.post(name: "com.example.ping")
+    let token = try center.addObserver(.of(RawNotification.self, named: "com.example.ping")) { _, _ in }
+    _ = try center.deliveries(.of(String.self, named: "com.example.text"))
+    _ = try center.deliveries(.of(RawNotification.self, in: "com.example"))
+    try center.post(RawNotification(), as: "com.example.ping")
     token.cancel()
 }

@@ -1,6 +1,6 @@
 import CTypedNotificationsBenchmarkSupport
 import Foundation
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 import TypedNotificationsCatalog
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 

@@ -35,7 +35,7 @@ func runApp(home: Int, away: Int) throws(TypedNotificationError) {
 func showLatest() throws(TypedNotificationError) {
     let center = try NotificationHub(endpoint: "widget", transport: FileSignalTransport(directory: sharedDirectory()))
     defer { center.close() }
-    if let latest = try center.latest(of: ScoreChanged.self) {
+    if let latest = try center.latest(.of(ScoreChanged.self)) {
         print("now \(latest.notification.home)–\(latest.notification.away), posted \(latest.delivery.timestamp.date)")
     } else {
         print("no score yet")

@@ -91,7 +91,7 @@ public struct FileSignalStatistics: Hashable, Sendable {
     /// Writes that appended them. Posts that queue up while an append is in
     /// progress are appended together, under one lock with one write, so
     /// under concurrent posting this is less than ``appended``.
-    public var appendWrites: Int
+    package var appendWrites: Int
     /// Appends that failed (a full disk, a file-size limit) and were cut back.
     public var failedAppends: Int
     /// Torn records, left by a writer killed mid-append, that this
@@ -99,7 +99,7 @@ public struct FileSignalStatistics: Hashable, Sendable {
     /// off, so nothing another process wrote is ever destroyed).
     public var repairedTails: Int
     /// Records read from the logs and handed to the center.
-    public var delivered: Int
+    package var delivered: Int
     /// Corrupt stretches skipped while reading; each is reported, never delivered.
     public var corruptRecordsSkipped: Int
     /// Records whose payload was over the center's

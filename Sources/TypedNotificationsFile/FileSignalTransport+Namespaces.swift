@@ -8,7 +8,7 @@
 // not in it, whatever the number of logs.
 extension FileSignalTransport {
     /// Subscribes to every name of `namespace`: the logs there now are read
-    /// as a name's are (see ``firstRead``, or this identity's cursors); the
+    /// as a name's are (see `firstRead`, or this identity's cursors); the
     /// logs made from now on, from their first record.
     func subscribe(namespace: NotificationNamespace) throws(TypedNotificationError) {
         let subscribedAt = SystemClock.wallClockNanoseconds()

@@ -8,7 +8,7 @@ extension FileSignalTransport {
     ///
     /// - Throws: ``TypedNotificationError/Code/storageFull`` when the disk or the
     ///   file-size limit is reached; nothing partial is kept.
-    public func send(_ message: TransportMessage) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func send(_ message: TransportMessage) throws(TypedNotificationError) {
         let encoded = try core.envelope(of: message, kind: "file")
         if let failure = append(CollectionOfOne(encoded), named: message.name).failure { throw failure }
     }
@@ -17,7 +17,7 @@ extension FileSignalTransport {
     /// under one lock with one write (a group commit), as long as it fits in
     /// the segment. Stops at the first that fails (a full disk, say);
     /// nothing partial is kept.
-    public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
+    @_spi(TransportAuthoring) public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
         var result = TransportBatchResult()
         var envelopes: [EncodedNotification] = []
         envelopes.reserveCapacity(messages.count)

@@ -402,11 +402,11 @@ extension TransportReceiver {
 }
 
 /// The skeleton of a ``FileSignalTransport``: open, it keeps nothing.
-@_spi(TransportAuthoring) public typealias FileCore = TransportCore<Void, FileSignalState, FileSignalStatistics>
+typealias FileCore = TransportCore<Void, FileSignalState, FileSignalStatistics>
 
 /// What a ``FileSignalTransport`` changes after creation, under its core's
 /// lock beside the lifecycle.
-@_spi(TransportAuthoring) public struct FileSignalState {
+struct FileSignalState {
     /// The logs' change events until `open` hands them to the read passes.
     var unopenedMonitor: DirectoryMonitor?
     /// One reader per name read, whether subscribed by name, covered by a

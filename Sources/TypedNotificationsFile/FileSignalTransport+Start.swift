@@ -123,7 +123,7 @@ extension FileSignalTransport {
         return bytes
     }
 
-    /// Where reading starts without a saved cursor (see ``firstRead``).
+    /// Where reading starts without a saved cursor (see `firstRead`).
     private func firstPosition(of name: NotificationName, segments: [UInt64], end: LogPosition) -> LogPosition {
         switch firstRead.kind {
         case .end:

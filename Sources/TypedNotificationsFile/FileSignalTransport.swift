@@ -26,14 +26,14 @@ import Synchronization
 ///   process share its one instance and wait in `epoll`; Apple platforms
 ///   wait in `kqueue`.
 /// - A plain observer starts at the end of the log, new notifications only,
-///   unless the transport's ``firstRead`` says the beginning or the newest records.
+///   unless the transport's `firstRead` says the beginning or the newest records.
 /// - A transport created with an `identity` (say `"widget"`) keeps a durable
 ///   cursor per name and resumes where it stopped after a restart, a crash or
 ///   a suspension: **at least once, never less.** Its first run starts where
-///   ``firstRead`` says (the log's end by default). The cursor moves past a
+///   `firstRead` says (the log's end by default). The cursor moves past a
 ///   notification only once every observer of the name has handled it (a
 ///   handler returned; a `for await` loop asked for the next element; see
-///   ``DeliveryReceipt``). After a crash, what was handed over and not yet
+///   `DeliveryReceipt`). After a crash, what was handed over and not yet
 ///   handled is delivered again, marked ``NotificationDelivery/isRedelivery``;
 ///   nothing is skipped. A cursor file that cannot be used (a FIFO, garbage,
 ///   past the end) is reported in ``FileSignalStatistics/invalidCursors`` and
@@ -44,23 +44,23 @@ import Synchronization
 ///   record. A durable identity in a namespace reads a name that appeared
 ///   while it was away from its first record, at least once; with its
 ///   marker unreadable (``cursorProblem(in:)``), from its oldest, marked.
-/// - `NotificationHub.latest(of:)` reads the newest notification without observing.
+/// - `NotificationHub.latest(_:)` reads the newest notification without observing.
 /// - Segments roll by size and are deleted by ``FileRetentionPolicy`` once every
 ///   durable cursor is past them, so disk use stays bounded.
 public final class FileSignalTransport: KeepsLatest {
     /// The shared directory.
-    public let directory: String
+    package let directory: String
     /// The durable identity whose cursors this transport keeps, if any.
-    public let identity: String?
+    package let identity: String?
     /// Where reading a name starts when there is no saved cursor for it: for
     /// a plain observer always, for a durable identity on its first run.
-    public let firstRead: ReadStart
+    package let firstRead: ReadStart
     /// Limits and policies.
-    public let configuration: FileSignalConfiguration
+    package let configuration: FileSignalConfiguration
 
     // The thread that reads the logs, saves cursors and runs the jobs of the
     // hub's executor; the counters; the lifecycle with the readers.
-    @_spi(TransportAuthoring) public let core: FileCore
+    let core: FileCore
     // What the durable identity's observers handled: its own lock, taken by
     // whatever thread lets go of a receipt, never across a system call.
     let commits = Locked<CommitTable>(CommitTable())
@@ -192,7 +192,7 @@ public final class FileSignalTransport: KeepsLatest {
     package var sleepsInRead: Bool { receiveCall != nil }
 
     /// File-plus-signal transports carry envelopes.
-    public var payloadForm: TransportPayloadForm { .encoded }
+    @_spi(TransportAuthoring) public var payloadForm: TransportPayloadForm { .encoded }
 
     /// The lifecycle and the readers, under the core's lock.
     var state: Locked<FileCore.State> { core.state }
@@ -200,10 +200,12 @@ public final class FileSignalTransport: KeepsLatest {
     /// `true`: the log numbers every record, so a reader counts exactly what
     /// retention deleted or corruption destroyed before it read it, of every
     /// sender, including senders it never heard from.
-    public var reportsEveryMissedNotification: Bool { true }
+    @_spi(TransportAuthoring) public var reportsEveryMissedNotification: Bool { true }
 
     /// Starts the event-loop thread that reads the logs.
-    public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func open(as sender: NotificationSender, receiver: TransportReceiver)
+        throws(TypedNotificationError)
+    {
         let monitorDescriptor = try core.open(()) {
             (shared: inout FileSignalState) throws(TypedNotificationError) -> CInt? in
             guard let monitor = shared.unopenedMonitor.take() else {
@@ -289,7 +291,7 @@ public final class FileSignalTransport: KeepsLatest {
     /// The transport's event loop, which also runs the jobs of its hub's
     /// executor, so a notification it reads reaches a handler there without
     /// waking another thread.
-    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
+    @_spi(TransportAuthoring) public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
 
     private func schedulePolls(every interval: UInt64) {
         loop.schedule(after: interval) { [weak self] in
@@ -319,7 +321,7 @@ public final class FileSignalTransport: KeepsLatest {
     ///
     /// - Throws: ``TypedNotificationError/Code/invalidName`` for an invalid
     ///   selector; ``TypedNotificationError/Code/closed`` when closed.
-    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
         switch try selector.validated() {
         case .name(let name): try subscribe(name: name)
         case .namespace(let namespace): try subscribe(namespace: namespace)
@@ -395,7 +397,7 @@ public final class FileSignalTransport: KeepsLatest {
     /// still moves past one a handler or loop body was handling meanwhile;
     /// the rest of what was in flight is delivered again (marked as a
     /// redelivery) to the next subscription.
-    public func unsubscribe(from selector: NotificationSelector) {
+    @_spi(TransportAuthoring) public func unsubscribe(from selector: NotificationSelector) {
         let stopped = state.withLock { state -> [NotificationName] in
             let stopped = Self.stopped(by: selector, in: &state.shared)
             if !stopped.isEmpty { readersChanged.wrappingAdd(1, ordering: .releasing) }
@@ -445,10 +447,10 @@ public final class FileSignalTransport: KeepsLatest {
     /// Stops reading and closes the logs, without waiting for the
     /// event-loop thread: once it has finished (a handler running there
     /// returned), how far this identity's observers got is saved, and
-    /// ``NotificationTransport/whenClosed(_:)`` calls back. Nothing it does blocks (every open is
+    /// `NotificationTransport.whenClosed(_:)` calls back. Nothing it does blocks (every open is
     /// non-blocking); a thread stuck anyway (a hung network file system)
     /// delays only that call-back. Idempotent.
-    public func close() {
+    @_spi(TransportAuthoring) public func close() {
         // The read state is let go after the lock: its descriptors (the
         // segments, a sleeper's inotify instance) close when it goes, and a
         // sleeper gives its place back to the process's later transports.
@@ -498,4 +500,18 @@ private final class ReleasedReading: @unchecked Sendable {
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.
-@_spi(TransportAuthoring) extension FileSignalTransport: TransportDriver {}
+extension FileSignalTransport {
+    /// Runs `body` once what `close()` started is done.
+    @_spi(TransportAuthoring) public func whenClosed(_ body: @escaping @Sendable () -> Void) {
+        core.whenClosed(body)
+    }
+
+    /// The transport's thread.
+    var loop: EventLoop { core.loop }
+
+    /// Whether it is open now.
+    var isOpen: Bool { core.isOpen }
+
+    /// The live counters.
+    var counters: Counters<FileSignalStatistics> { core.counters }
+}

@@ -17,20 +17,20 @@ import Synchronization
 /// A typed post is an ordinary Foundation notification named
 /// `N.name.rawValue`, so both directions of a half-migrated program work:
 /// - **Typed poster, Foundation observer**: the observer gets the value
-///   under ``TypedNotificationUserInfoKey/value`` in `userInfo` (or through
+///   under `TypedNotificationUserInfoKey/value` in `userInfo` (or through
 ///   `Notification.typedValue(as:)`), and who sent it under
-///   ``TypedNotificationUserInfoKey/delivery``.
+///   `TypedNotificationUserInfoKey/delivery`.
 /// - **Foundation poster, typed observer**: `post(name:object:userInfo:)`
 ///   reaches name-only observers (``addObserver(_:from:bufferingPolicy:handler:)``)
 ///   and typed observers of a ``PayloadlessNotification``; a typed observer
 ///   of a type with a payload receives the value put under
-///   ``TypedNotificationUserInfoKey/value``, and counts any other post of its
+///   `TypedNotificationUserInfoKey/value`, and counts any other post of its
 ///   name as undecodable (reported in ``NotificationDelivery/missed``), as
 ///   every center does with a payload it cannot read. Such posts come from
 ///   ``NotificationCenter/untypedSender``.
 ///
 /// Names are only Foundation names here, so a name from an invalid literal
-/// (see ``NotificationName/validationError``) is posted and observed as it
+/// (see `NotificationName.validationError`) is posted and observed as it
 /// is: nothing refuses it before it reaches a cross-process center.
 ///
 /// Typed observers get the same guarantees as on ``NotificationHub``: posts
@@ -101,7 +101,7 @@ extension NotificationCenter: TypedNotificationCenter {
 /// endpoint's own posts and keeps everyone else's.
 public struct NotificationCenterEndpoint: TypedNotificationCenter {
     /// The Foundation center posts go through.
-    public let center: NotificationCenter
+    package let center: NotificationCenter
 
     /// This endpoint's identity and the sequence numbers it gave.
     private let poster: FoundationPoster
@@ -212,14 +212,14 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
 ///     let reload = note.userInfo?[TypedNotificationUserInfoKey.value] as? Reload
 /// }
 /// ```
-public enum TypedNotificationUserInfoKey {
+package enum TypedNotificationUserInfoKey {
     /// The posted value, as it was posted (`Any`; cast it to its type).
     /// An untyped poster may put a value here too: typed observers of the
     /// name receive it.
-    public static let value = "TypedNotifications.value"
+    package static let value = "TypedNotifications.value"
 
     /// The post's ``NotificationDelivery``: sender, sequence number and time.
-    public static let delivery = "TypedNotifications.delivery"
+    package static let delivery = "TypedNotifications.delivery"
 }
 
 extension Notification {
@@ -340,6 +340,12 @@ final class FoundationPoster: Sendable {
 
 /// Typed metrics of the Foundation bridge.
 extension NotificationCenter {
+    /// The `userInfo` key under which a Foundation post carries a typed
+    /// value to typed observers: `userInfo: [NotificationCenter.typedValueKey: value]`.
+    /// The value must be of the observer's type; any other untyped post of
+    /// the name is counted as undecodable for a typed observer.
+    public static let typedValueKey = TypedNotificationUserInfoKey.value
+
     /// Counters of typed posts and observers across every `NotificationCenter`
     /// in this process.
     public static var typedMetrics: NotificationMetrics { FoundationBridge.counters.snapshot }

@@ -22,7 +22,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
 
     /// The skeleton: the thread, the counters and the lifecycle; open, it
     /// keeps this transport's inbox on the bus.
-    @_spi(TransportAuthoring) public let core: EnvelopeLoopbackCore
+    let core: EnvelopeLoopbackCore
 
     /// Creates a transport on `bus`, with a thread of its own that starts
     /// when a center opens it.
@@ -42,18 +42,20 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
     /// Counters since the transport was created.
     public var statistics: EnvelopeLoopbackStatistics { core.counters.snapshot }
 
-    /// Envelopes: the center encodes every post before ``send(_:)``.
-    public var payloadForm: TransportPayloadForm { .encoded }
+    /// Envelopes: the center encodes every post before `send(_:)`.
+    @_spi(TransportAuthoring) public var payloadForm: TransportPayloadForm { .encoded }
 
     /// The transport's thread: it decodes what arrives and runs the
     /// center's handlers, so a delivery wakes no other thread.
-    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { core.loop }
+    @_spi(TransportAuthoring) public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { core.loop }
 
     /// Makes the inbox the bus delivers to, and starts the thread.
     ///
     /// - Throws: ``TypedNotificationError/Code/closed`` when it was opened
     ///   or closed before.
-    public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func open(as sender: NotificationSender, receiver: TransportReceiver)
+        throws(TypedNotificationError)
+    {
         // Checked first so that a second open does no work; `open` checks
         // again under the lock, so two racing opens cannot both succeed.
         try core.checkOpenable()
@@ -70,7 +72,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
     ///
     /// - Throws: ``TypedNotificationError/Code/closed`` unless open; also
     ///   when it closed while this ran.
-    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
         // The inbox was taken under the core's lock, and a close may come
         // before the bus adds it: the bus refuses an inbox that left.
         guard bus.add(try core.opened(for: "subscribe"), to: selector) else {
@@ -81,7 +83,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
     /// Stops routing posts that only `selector` selected here. Envelopes
     /// already on their way are still delivered; the center drops those of
     /// a cancelled observer.
-    public func unsubscribe(from selector: NotificationSelector) {
+    @_spi(TransportAuthoring) public func unsubscribe(from selector: NotificationSelector) {
         guard let inbox = try? core.opened(for: "unsubscribe") else { return }
         bus.remove(inbox, from: selector)
     }
@@ -89,7 +91,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
     /// Hands the envelope's bytes to every inbox subscribed to its name.
     ///
     /// - Throws: ``TypedNotificationError/Code/closed`` unless open.
-    public func send(_ message: TransportMessage) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func send(_ message: TransportMessage) throws(TypedNotificationError) {
         _ = try core.opened(for: "post")
         let bytes = Array(try core.envelope(of: message, kind: "envelope loopback").envelope)
         // Looked up under the bus's lock, delivered after it: the lock is
@@ -103,7 +105,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
     /// Leaves the bus and ends the thread, without waiting for it.
     /// Envelopes already queued for the thread are still decoded and handed
     /// to the center, which delivers nothing after it closed.
-    public func close() {
+    @_spi(TransportAuthoring) public func close() {
         let (closing, _) = core.close { _ in () }
         if case .wasOpen(let inbox) = closing { bus.removeEverywhere(inbox) }
         let core = core
@@ -113,7 +115,7 @@ public final class EnvelopeLoopbackTransport: NotificationTransport {
 
 /// The skeleton of an ``EnvelopeLoopbackTransport``: open, it keeps the
 /// transport's inbox; it shares nothing else between threads.
-@_spi(TransportAuthoring) public typealias EnvelopeLoopbackCore =
+typealias EnvelopeLoopbackCore =
     TransportCore<EnvelopeInbox, Void, EnvelopeLoopbackStatistics>
 
 /// Where one open ``EnvelopeLoopbackTransport`` receives: the bus hands it
@@ -230,4 +232,9 @@ public struct EnvelopeLoopbackStatistics: Hashable, Sendable {
 }
 
 /// Built on the transport skeleton.
-@_spi(TransportAuthoring) extension EnvelopeLoopbackTransport: TransportDriver {}
+extension EnvelopeLoopbackTransport {
+    /// Runs `body` once what `close()` started is done: the core says.
+    @_spi(TransportAuthoring) public func whenClosed(_ body: @escaping @Sendable () -> Void) {
+        core.whenClosed(body)
+    }
+}

@@ -32,7 +32,7 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     /// Redis Cluster redirections (`MOVED`, `ASK`) followed: commands sent
     /// again to the node that owns, or is importing, their name's slot.
     public var redirections: Int
-    /// Entries trimmed from their streams (by ``RedisStreamsConfiguration/maximumLength``
+    /// Entries trimmed from their streams (by `RedisStreamsConfiguration.maximumLength`
     /// or ``RedisStreamsConfiguration/maximumAge``) after a reader's position
     /// before it read them, each reported as missed.
     public var trimmedUnread: Int

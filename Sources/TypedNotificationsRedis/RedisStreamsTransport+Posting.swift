@@ -12,7 +12,7 @@ extension RedisStreamsTransport {
     ///   cannot be reached or did not answer (the post may or may not have
     ///   been stored then: the message says), or
     ///   ``TypedNotifications/TypedNotificationError/Code/transportFailure`` for an error reply.
-    public func send(_ message: TransportMessage) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func send(_ message: TransportMessage) throws(TypedNotificationError) {
         let result = post(CollectionOfOne(message))
         if let failure = result.failure ?? result.undelivered.first?.error { throw failure }
     }
@@ -20,15 +20,15 @@ extension RedisStreamsTransport {
     /// Adds the envelopes to their streams in one pipelined write and waits
     /// for every acknowledgement.
     ///
-    /// When the connection breaks on the way, ``TransportBatchResult/sent``
+    /// When the connection breaks on the way, `TransportBatchResult/sent`
     /// counts the acknowledged posts; those after may or may not have been
     /// stored. A server error reply stops the count at that post, although
     /// Redis went on with the pipelined posts after it.
-    public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
+    @_spi(TransportAuthoring) public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
         post(messages)
     }
 
-    /// What ``send(batch:)`` does, for any collection: one post makes no
+    /// What `send(batch:)` does, for any collection: one post makes no
     /// array of its own.
     private func post(_ messages: some Collection<TransportMessage>) -> TransportBatchResult {
         var result = TransportBatchResult()

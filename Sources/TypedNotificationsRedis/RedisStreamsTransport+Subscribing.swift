@@ -23,14 +23,14 @@ extension RedisStreamsTransport {
     ///   cannot be reached (in a cluster, after waiting up to
     ///   ``RedisStreamsConfiguration/failoverWait`` for a failover); nothing
     ///   is subscribed then.
-    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
         switch selector {
         case .name(let name): try subscribe(name: name)
         case .namespace(let namespace): try subscribe(namespace: namespace)
         }
     }
 
-    /// Subscribes to one name: see ``subscribe(to:)``.
+    /// Subscribes to one name: see `subscribe(to:)`.
     private func subscribe(name: NotificationName) throws(TypedNotificationError) {
         // Already read through a namespace: that reader serves the name too.
         let covered = state.withLock { state in
@@ -56,7 +56,7 @@ extension RedisStreamsTransport {
     }
 
     /// A reader of `name`, starting where a subscription to it starts (the
-    /// stream's end by ``firstRead``, or this identity's consumer group;
+    /// stream's end by `firstRead`, or this identity's consumer group;
     /// `fromFirstEntry`: a new group starts at the first entry), on its own
     /// new connection, not started yet.
     /// `announced`: the name was announced to a namespace, so its stream
@@ -130,7 +130,7 @@ extension RedisStreamsTransport {
     /// A namespace's names are read no more unless subscribed otherwise (by
     /// name, or through another namespace); a name that a namespace still
     /// covers goes on being read when it is unsubscribed by name.
-    public func unsubscribe(from selector: NotificationSelector) {
+    @_spi(TransportAuthoring) public func unsubscribe(from selector: NotificationSelector) {
         let name: NotificationName
         switch selector {
         case .name(let selected): name = selected
@@ -204,7 +204,7 @@ extension RedisStreamsTransport {
         return nil
     }
 
-    /// Where reading starts by ``firstRead``, from one snapshot of the
+    /// Where reading starts by `firstRead`, from one snapshot of the
     /// stream: the ID reading starts after, and how many entries were ever
     /// added up to it (`nil` from a server before Redis 7). Entries trimmed
     /// up to there are not missed: nobody was reading them.

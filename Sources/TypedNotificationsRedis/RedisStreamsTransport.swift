@@ -60,7 +60,7 @@ import Synchronization
 ///   such deadline, which moves on with each read, catches it, so it wakes
 ///   nobody while the server answers. An observer whose buffer is backed
 ///   up is not read for: the stream keeps its entries.
-/// - Retention: ``RedisStreamsConfiguration/maximumLength`` trims on every
+/// - Retention: `RedisStreamsConfiguration.maximumLength` trims on every
 ///   post, ``RedisStreamsConfiguration/maximumAge`` at most once a second
 ///   per name. A reader that fell behind retention is told exactly how many
 ///   entries were trimmed before it read them, of every sender, in the next
@@ -84,7 +84,7 @@ import Synchronization
 ///   where `XINFO GROUPS` does not list it. A durable identity's
 ///   count is its group's entries-read, raised past what was reported, so a
 ///   later run does not report it again. Entries trimmed before a reader
-///   started (before its registration, or before ``firstRead``) are not
+///   started (before its registration, or before `firstRead`) are not
 ///   missed. Needs Redis 7 (or Valkey 7.2) or later; two processes sharing
 ///   one durable identity make the count inexact, and so do `XDEL` by hand
 ///   of entries no one has read while older ones remain, and `DEL` by hand
@@ -128,7 +128,7 @@ public final class RedisStreamsTransport: KeepsLatest {
 
     // The thread that reads the streams and runs the hub's executor, the
     // counters, and the lifecycle with the connections and readers.
-    @_spi(TransportAuthoring) public let core: RedisCore
+    let core: RedisCore
     let router: ClusterRouter
     // The quiet readers of namespaces' names, waiting together, and how
     // many connections they wait on (see `IdleReaders`).
@@ -236,7 +236,7 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// in a cluster, asking every node it knows for the slot's master) and
     /// reads from where it stood once it reaches it, when its entry here is
     /// removed. A namespace's reader of announcements (see
-    /// ``subscribe(to:)``) is listed under the namespace's first name.
+    /// `subscribe(to:)`) is listed under the namespace's first name.
     /// Empty while every reader reads. Each failed try is counted
     /// in ``RedisStreamsStatistics/failedReconnects``.
     public var readerErrors: [NotificationName: TypedNotificationError] {
@@ -306,17 +306,17 @@ public final class RedisStreamsTransport: KeepsLatest {
     }
 
     /// Redis streams carry envelopes.
-    public var payloadForm: TransportPayloadForm { .encoded }
+    @_spi(TransportAuthoring) public var payloadForm: TransportPayloadForm { .encoded }
 
     /// The lifecycle, connections and readers, under the core's lock.
     var state: Locked<RedisCore.State> { core.state }
 
     /// `true`: the transport counts the entries trimmed before a reader read
     /// them (of any sender) from the stream's counters and reports them.
-    public var reportsEveryMissedNotification: Bool { true }
+    @_spi(TransportAuthoring) public var reportsEveryMissedNotification: Bool { true }
 
     /// The event loop that reads the streams; it also runs the hub's executor.
-    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
+    @_spi(TransportAuthoring) public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
 
     /// The stream key of `name`: `<prefix>:{<name>}`.
     public func key(for name: NotificationName) -> String {
@@ -328,7 +328,9 @@ public final class RedisStreamsTransport: KeepsLatest {
     ///
     /// - Throws: ``TypedNotifications/TypedNotificationError/Code/unreachable`` or
     ///   ``TypedNotifications/TypedNotificationError/Code/authenticationFailed``.
-    public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func open(as sender: NotificationSender, receiver: TransportReceiver)
+        throws(TypedNotificationError)
+    {
         try core.checkOpenable()
         let connection = try RedisConnection.connect(options, clientName: "tn-\(sender.endpoint)")
         // A cluster answers with its slot map; a standalone server with an error.
@@ -342,7 +344,7 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// not answer is waited for once, at most its connect and command
     /// timeouts, on a thread of the system's pool), then the acknowledgements
     /// still queued are sent and every connection closed, on the event
-    /// loop, which then stops. ``NotificationTransport/whenClosed(_:)`` calls back once all of
+    /// loop, which then stops. `NotificationTransport.whenClosed(_:)` calls back once all of
     /// that is done. Idempotent.
     ///
     /// No reader hands out anything once this returns. The last
@@ -354,7 +356,7 @@ public final class RedisStreamsTransport: KeepsLatest {
     /// the server before the close is done, so an entry posted after that
     /// goes to the next run as a first delivery; one posted while it closes
     /// may be read and left pending, and come again marked.
-    public func close() {
+    @_spi(TransportAuthoring) public func close() {
         let (closing, (readers, idle, watchers)) = core.close { shared in
             defer {
                 shared.readers = [:]
@@ -404,12 +406,12 @@ public final class RedisStreamsTransport: KeepsLatest {
 }
 
 /// The skeleton of a ``RedisStreamsTransport``: open, it keeps the center's receiver.
-@_spi(TransportAuthoring) public typealias RedisCore = TransportCore<
+typealias RedisCore = TransportCore<
     TransportReceiver, RedisTransportState, RedisStreamsStatistics
 >
 
 /// What the transport's threads share, under its core's lock beside the lifecycle.
-@_spi(TransportAuthoring) public struct RedisTransportState {
+struct RedisTransportState {
     // Per node (the one server, unless it is a cluster).
     var idle: [RedisConnectionOptions: [RedisConnection]] = [:]
     var readers: [NotificationName: StreamReader] = [:]
@@ -438,7 +440,21 @@ public final class RedisStreamsTransport: KeepsLatest {
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.
-@_spi(TransportAuthoring) extension RedisStreamsTransport: TransportDriver {}
+extension RedisStreamsTransport {
+    /// Runs `body` once what `close()` started is done.
+    @_spi(TransportAuthoring) public func whenClosed(_ body: @escaping @Sendable () -> Void) {
+        core.whenClosed(body)
+    }
+
+    /// The transport's thread.
+    var loop: EventLoop { core.loop }
+
+    /// Whether it is open now.
+    var isOpen: Bool { core.isOpen }
+
+    /// The live counters.
+    var counters: Counters<RedisStreamsStatistics> { core.counters }
+}
 
 /// The part of a Redis transport's close that waits for servers, run on a
 /// thread of the system's pool so that `close()` never waits.

@@ -3,7 +3,7 @@ import Synchronization
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The skeleton of a ``SocketTransport``: open, it keeps the sender `open` was given.
-@_spi(TransportAuthoring) public typealias SocketCore = TransportCore<
+typealias SocketCore = TransportCore<
     NotificationSender, SocketState, SocketTransportStatistics
 >
 
@@ -12,7 +12,7 @@ import Synchronization
 /// registered, and the endpoints the send in progress last
 /// published (for statistics, ``SocketTransport/flush(timeout:)`` and error
 /// messages).
-@_spi(TransportAuthoring) public struct SocketState {
+struct SocketState {
     /// The registration file every entry links to (see ``SocketRegistry``),
     /// from `open` on; made anew if someone removes it with every entry.
     var registration: FileIdentity?

@@ -284,8 +284,8 @@ extension SocketTransport {
     /// holding the transport's lock.
     ///
     /// - Throws: ``TypedNotificationError/Code/payloadTooLarge`` when the envelope
-    ///   is larger than one datagram carries (``maximumEnvelopeSize``), before
-    ///   anything is sent; ``TypedNotificationError/Code/closed`` after ``close()``;
+    ///   is larger than one datagram carries (`maximumEnvelopeSize`), before
+    ///   anything is sent; ``TypedNotificationError/Code/closed`` after `close()`;
     ///   ``TypedNotificationError/Code/undelivered`` when some endpoints did not
     ///   take it (their spool is over the limit or could not be written): every
     ///   other endpoint has it, and the error names those that do not;
@@ -293,7 +293,7 @@ extension SocketTransport {
     ///   in progress on this transport (its center never does that: it makes
     ///   one send at a time). A send makes its system calls with no lock
     ///   held, so statistics, subscribing and closing never wait for it.
-    public func send(_ message: TransportMessage) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func send(_ message: TransportMessage) throws(TypedNotificationError) {
         let encoded = try core.envelope(of: message, kind: "socket")
         guard encoded.envelopeRange.count <= maximumEnvelopeSize else {
             throw TypedNotificationError(

@@ -103,12 +103,12 @@ import Synchronization
 /// posted does not get it. Use the file-plus-signal transport for durability.
 public final class SocketTransport: NotificationTransport {
     /// The shared directory, as an absolute path.
-    public let directory: String
+    package let directory: String
     /// Limits and policies.
-    public let configuration: SocketTransportConfiguration
+    package let configuration: SocketTransportConfiguration
     /// The largest envelope one datagram carries on this system; a larger post
     /// fails with ``TypedNotificationError/Code/payloadTooLarge`` and nothing is sent.
-    public let maximumEnvelopeSize: Int
+    package let maximumEnvelopeSize: Int
     // The directory and this endpoint's socket file: if either goes, posters
     // can no longer reach this endpoint, and observers are told.
     let watchedFiles: [RecordedPath]
@@ -133,7 +133,7 @@ public final class SocketTransport: NotificationTransport {
     // receive, given back once that thread has finished.
     let receivingThread: ThreadPermit?
     // The thread, the counters, and the lifecycle with what the threads share.
-    @_spi(TransportAuthoring) public let core: SocketCore
+    let core: SocketCore
     // The registry cache and the endpoints, for the send in progress.
     let sending: SocketRoutingSlot
     // Bumped by every registration and removal, so that a post reads the
@@ -317,13 +317,15 @@ public final class SocketTransport: NotificationTransport {
     }
 
     /// Socket transports carry envelopes.
-    public var payloadForm: TransportPayloadForm { .encoded }
+    @_spi(TransportAuthoring) public var payloadForm: TransportPayloadForm { .encoded }
 
     /// The lifecycle and what the threads share, under the core's lock.
     var state: Locked<SocketCore.State> { core.state }
 
     /// Starts receiving on the transport's event-loop thread.
-    public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func open(as sender: NotificationSender, receiver: TransportReceiver)
+        throws(TypedNotificationError)
+    {
         try core.checkOpenable()
         // A thread that sleeps in its receive learns of the spool from
         // posters (see `receiveWaiting`); one that sleeps in the event
@@ -386,7 +388,7 @@ public final class SocketTransport: NotificationTransport {
     /// The transport's event loop, which also runs the jobs of its hub's
     /// executor, so a notification it receives reaches a handler there
     /// without waking another thread.
-    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
+    @_spi(TransportAuthoring) public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { loop }
 
     /// Registers this endpoint for the name or namespace `selector` says:
     /// from now on posts of it (of every name in it) reach this transport,
@@ -398,7 +400,7 @@ public final class SocketTransport: NotificationTransport {
     ///   longer than 195 bytes (which holds only names of 196 bytes and more);
     ///   ``TypedNotificationError/Code/closed`` when the transport is not
     ///   open; a registry error when the entry cannot be made.
-    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
         let name = selector
         if case .namespace(let namespace) = selector, namespace.rawValue.utf8.count > SocketRegistry.longestNamespace {
             throw TypedNotificationError(
@@ -440,7 +442,7 @@ public final class SocketTransport: NotificationTransport {
 
     /// Removes this endpoint's registration for the name or namespace
     /// `selector` says.
-    public func unsubscribe(from selector: NotificationSelector) {
+    @_spi(TransportAuthoring) public func unsubscribe(from selector: NotificationSelector) {
         let name = selector
         let removed = state.withLock { state in
             state.shared.unlinkedEntries.remove(name)
@@ -454,9 +456,9 @@ public final class SocketTransport: NotificationTransport {
     /// Unregisters every name, unlinks the socket, and stops the receiving
     /// thread without waiting for it: once that thread has finished (a
     /// handler running there returned), this endpoint's spool is removed
-    /// and ``NotificationTransport/whenClosed(_:)`` calls back. Nothing waits to be sent.
+    /// and `NotificationTransport.whenClosed(_:)` calls back. Nothing waits to be sent.
     /// Idempotent.
-    public func close() {
+    @_spi(TransportAuthoring) public func close() {
         let (closing, names) = core.close { shared in
             defer {
                 shared.subscribed = []
@@ -492,4 +494,18 @@ public final class SocketTransport: NotificationTransport {
 }
 
 /// Built on the transport skeleton: see ``TransportCore``.
-@_spi(TransportAuthoring) extension SocketTransport: TransportDriver {}
+extension SocketTransport {
+    /// Runs `body` once what `close()` started is done.
+    @_spi(TransportAuthoring) public func whenClosed(_ body: @escaping @Sendable () -> Void) {
+        core.whenClosed(body)
+    }
+
+    /// The transport's thread.
+    var loop: EventLoop { core.loop }
+
+    /// Whether it is open now.
+    var isOpen: Bool { core.isOpen }
+
+    /// The live counters.
+    var counters: Counters<SocketTransportStatistics> { core.counters }
+}

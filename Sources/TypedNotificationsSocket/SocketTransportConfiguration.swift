@@ -94,8 +94,8 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     public var dropped: Int
     /// Envelopes received and handed to the center, from the socket and from
     /// this endpoint's spool.
-    public var received: Int
-    /// Of ``received``, those read from this endpoint's spool.
+    package var received: Int
+    /// Of `received`, those read from this endpoint's spool.
     public var receivedFromSpool: Int
     /// Endpoints never sent to because their socket file was not a socket of
     /// this directory: a symbolic link, another owner's file, or a socket
@@ -126,7 +126,7 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     package var lastSendError: Int32
     /// Times a name's registry directory was read. Posting reads it once per
     /// name and again only after it changed, never once per post.
-    public var registryScans: Int
+    package var registryScans: Int
     /// Endpoints this transport holds a socket to now.
-    public var connectedEndpoints: Int
+    package var connectedEndpoints: Int
 }

@@ -1,5 +1,5 @@
 import Foundation
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 import TypedNotificationsCatalog
 
 /// What the demo's "extension" process reports while it uploads.

@@ -1,5 +1,5 @@
 import Foundation
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 import TypedNotificationsCatalog
 
 /// The transports `tnotify` offers, as `--transport` lists them.

@@ -20,7 +20,7 @@ final class DeliveryQueue: Sendable {
 
     /// Adds a message. Returns whether the policy had to drop one. A message
     /// that leaves the queue unhandled (dropped, or refused because the queue
-    /// is finished) lets go of its ``DeliveryReceipt`` hold.
+    /// is finished) lets go of its `DeliveryReceipt` hold.
     @discardableResult
     func enqueue(_ message: TransportMessage, missedBefore: Int) -> Bool {
         let action = machine.withLock { $0.enqueue(message, missedBefore: missedBefore) }

@@ -21,7 +21,7 @@ public actor NotificationExecutor {
     private let pool = PoolQueue()
 
     /// Creates an executor whose jobs run on the shared pool.
-    public init() {
+    package init() {
         shared = nil
     }
 
@@ -41,7 +41,7 @@ public actor NotificationExecutor {
     ///
     /// ```swift
     /// Task(executorPreference: center.executor.taskExecutor) {
-    ///     for await (note, _) in try center.notifications(.of(Reload.self)) { … }
+    ///     for await reload in try center.notifications(.of(Reload.self)) { … }
     /// }
     /// ```
     ///

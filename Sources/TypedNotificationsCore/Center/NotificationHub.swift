@@ -19,18 +19,16 @@ import Synchronization
 /// observation; notifications already queued for an observer are still
 /// delivered.
 public final class NotificationHub<Transport: NotificationTransport>: TypedNotificationCenter {
-    /// Limits and defaults of a hub.
-    public typealias Configuration = NotificationHubConfiguration
 
     /// This hub's identity, carried by everything it posts.
     public let sender: NotificationSender
     /// The transport this hub posts through and receives from.
     public let transport: Transport
     /// The hub's limits.
-    public let configuration: Configuration
+    package let configuration: NotificationHubConfiguration
     /// The serial executor for handlers registered without an actor: the
     /// transport's receiving thread when it has one (see
-    /// ``NotificationTransport/deliveryExecutor``).
+    /// `NotificationTransport.deliveryExecutor`).
     public let executor: NotificationExecutor
 
     let counters = Counters<NotificationMetrics>()
@@ -70,7 +68,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     public init(
         endpoint: String = "default",
         transport: Transport,
-        configuration: Configuration = Configuration()
+        configuration: NotificationHubConfiguration = NotificationHubConfiguration()
     ) throws(TypedNotificationError) {
         guard (0...NotificationHubConfiguration.payloadSizeHardLimit).contains(configuration.maximumPayloadSize) else {
             throw TypedNotificationError(
@@ -281,7 +279,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
         }
     }
 
-    /// Returns once the hub was closed (by ``close()``, its release, or its
+    /// Returns once the hub was closed (by `close()`, its release, or its
     /// transport's failure) and what that close started is done: the
     /// transport's thread has finished, a durable identity's cursors are
     /// saved and its reads ended at the server, its last acknowledgements

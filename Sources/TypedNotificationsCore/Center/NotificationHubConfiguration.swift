@@ -4,12 +4,12 @@ import Synchronization
 /// Limits and defaults of a hub.
 public struct NotificationHubConfiguration: Sendable {
     /// The largest payload that can never be configured away: 16 MiB.
-    public static let payloadSizeHardLimit = 16 * 1024 * 1024
+    package static let payloadSizeHardLimit = 16 * 1024 * 1024
 
     /// The largest encoded payload a post may carry on a cross-process
     /// transport; a larger post throws
     /// ``TypedNotificationError/Code/payloadTooLarge`` before anything is sent.
-    /// Default 64 KiB; at most ``payloadSizeHardLimit``.
+    /// Default 64 KiB; at most 16 MiB.
     ///
     /// It bounds what the hub receives too, whatever another process's hub
     /// allows: a larger notification is refused by the transport, counted

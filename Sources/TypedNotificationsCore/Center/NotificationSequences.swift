@@ -1,6 +1,9 @@
 import Synchronization
 
-/// Notifications of one type with their delivery metadata, as an async sequence.
+/// Notifications of one type with their delivery metadata, as an async
+/// sequence of ``DeliveredNotification``: each value with who sent it, its
+/// name, sequence number, when, and how many were missed before it.
+/// Iteration never fails; it ends when cancelled or when the center closes.
 ///
 /// The observer is registered when the sequence is created, not when
 /// iteration starts: nothing posted after ``TypedNotificationCenter/deliveries(_:from:bufferingPolicy:)``
@@ -12,11 +15,6 @@ import Synchronization
 /// by leaving a `for await` loop, cancelling the iterating task, or releasing
 /// the iterator; or when the sequence is released without being iterated.
 public struct DeliverySequence<Notification: DarwinPayload>: AsyncSequence, Sendable {
-    /// Each element: a notification with who sent it, its sequence number,
-    /// when, and how many were missed before it.
-    public typealias Element = DeliveredNotification<Notification>
-    /// Iteration never fails; it ends when cancelled or when the center closes.
-    public typealias Failure = Never
 
     let registration: SequenceRegistration<Notification>
 
@@ -39,7 +37,8 @@ public struct DeliverySequence<Notification: DarwinPayload>: AsyncSequence, Send
         let iteration: SequenceIteration<Notification>?
 
         /// The next delivery, or `nil` once the observation has ended.
-        public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> DeliveredNotification<Notification>?
+        {
             guard let iteration else { return nil }
             // Asking for more means the body has run for the delivery in
             // hand: handled, even under a cancel. Let go of it before the
@@ -57,22 +56,19 @@ public struct DeliverySequence<Notification: DarwinPayload>: AsyncSequence, Send
         }
 
         /// The next delivery, or `nil` once the observation has ended.
-        public mutating func next() async -> Element? {
+        public mutating func next() async -> DeliveredNotification<Notification>? {
             await next(isolation: nil)
         }
     }
 }
 
-/// Notifications of one type, as an async sequence of values.
+/// Notifications of one type, as an async sequence of values. Iteration
+/// never fails; it ends when cancelled or when the center closes.
 ///
 /// The same as ``DeliverySequence`` without the metadata: registered when
 /// created, single pass, removed when iteration ends. Use
 /// ``DeliverySequence`` to see ``NotificationDelivery/missed``.
 public struct NotificationSequence<Notification: DarwinPayload>: AsyncSequence, Sendable {
-    /// Each element is a notification.
-    public typealias Element = Notification
-    /// Iteration never fails; it ends when cancelled or when the center closes.
-    public typealias Failure = Never
 
     private let deliveries: DeliverySequence<Notification>
 

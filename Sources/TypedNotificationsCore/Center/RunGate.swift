@@ -3,7 +3,7 @@
 /// The gate between a handler loop and synchronous cancellation: runs
 /// ``RunGateStateMachine`` under a mutex and blocks cancellers outside it.
 ///
-/// **The promise.** Once ``close()`` and then ``waitForRunInFlight(_:)`` return, no run of the handler
+/// **The promise.** Once `close()` and then ``waitForRunInFlight(_:)`` return, no run of the handler
 /// begins, for a caller on any thread or actor. A run that had passed the gate
 /// when the caller closed it has either ended, or is the caller itself (a
 /// handler cancelling its own observation), or had already begun its body:

@@ -258,7 +258,7 @@ extension TypedNotificationCenter {
     ///
     /// ```swift
     /// for await posted in try center.deliveries(.of(RawNotification.self, in: "com.example.jobs")) {
-    ///     print(posted.name, posted.delivery.sender, posted.notification.bytes.count)
+    ///     print(posted.delivery.name, posted.delivery.sender, posted.notification.bytes.count)
     /// }
     /// ```
     ///

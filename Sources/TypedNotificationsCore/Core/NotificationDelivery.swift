@@ -10,13 +10,13 @@ public struct NotificationTimestamp: Hashable, Sendable {
     public var monotonicNanoseconds: UInt64
 
     /// Creates a timestamp from its two readings.
-    public init(wallClockNanoseconds: Int64, monotonicNanoseconds: UInt64) {
+    @_spi(TransportAuthoring) public init(wallClockNanoseconds: Int64, monotonicNanoseconds: UInt64) {
         self.wallClockNanoseconds = wallClockNanoseconds
         self.monotonicNanoseconds = monotonicNanoseconds
     }
 
     /// Both clocks read now.
-    public static var now: Self {
+    @_spi(TransportAuthoring) public static var now: Self {
         Self(
             wallClockNanoseconds: SystemClock.wallClockNanoseconds(),
             monotonicNanoseconds: SystemClock.monotonicNanoseconds()
@@ -59,7 +59,7 @@ public struct NotificationDelivery: Hashable, Sendable {
     public var isRedelivery: Bool
 
     /// Creates delivery metadata.
-    public init(
+    @_spi(TransportAuthoring) public init(
         name: NotificationName,
         sender: NotificationSender,
         sequence: UInt64,
@@ -86,10 +86,10 @@ public struct DeliveredNotification<Notification: DarwinPayload>: Sendable {
     public var delivery: NotificationDelivery
 
     /// The name it was posted under (``NotificationDelivery/name``).
-    public var name: NotificationName { delivery.name }
+    package var name: NotificationName { delivery.name }
 
     /// Pairs a notification with its metadata.
-    public init(notification: Notification, delivery: NotificationDelivery) {
+    @_spi(TransportAuthoring) public init(notification: Notification, delivery: NotificationDelivery) {
         self.notification = notification
         self.delivery = delivery
     }
@@ -101,7 +101,7 @@ public struct DeliveredNotification<Notification: DarwinPayload>: Sendable {
 /// Drops are never silent: each is counted in the center's
 /// ``NotificationMetrics/dropped``, and the next notification the observer
 /// receives carries the number in ``NotificationDelivery/missed``.
-public struct NotificationBufferingPolicy: Hashable, Sendable, CustomStringConvertible {
+public struct NotificationBufferingPolicy: Hashable, Sendable {
     enum Kind: Hashable, Sendable {
         case newest(Int)
         case oldest(Int)
@@ -125,7 +125,7 @@ public struct NotificationBufferingPolicy: Hashable, Sendable, CustomStringConve
     public static let `default` = bufferingNewest(1024)
 
     /// The policy, for logs.
-    public var description: String {
+    package var description: String {
         switch kind {
         case .newest(let n): "bufferingNewest(\(n))"
         case .oldest(let n): "bufferingOldest(\(n))"

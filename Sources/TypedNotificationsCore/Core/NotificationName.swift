@@ -23,10 +23,10 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     ExpressibleByStringLiteral
 {
     /// The longest valid name, in UTF-8 bytes.
-    public static let maximumLength = 200
+    package static let maximumLength = 200
 
     /// The text of the name: valid unless it came from an invalid literal
-    /// (see ``validationError``).
+    /// (see `validationError`).
     public let rawValue: String
 
     /// Whether the text passed validation; only a literal can make it false.
@@ -58,7 +58,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     ///
     /// An invalid literal does not stop the program: every use of the name
     /// throws ``TypedNotificationError/Code/invalidName`` (see
-    /// ``validationError``). Use ``init(validating:)`` for run-time text.
+    /// `validationError`). Use ``init(validating:)`` for run-time text.
     public init(stringLiteral value: String) {
         self.rawValue = value
         self.isValid = Self.problem(with: value.utf8, maximumLength: Self.maximumLength) == nil
@@ -74,7 +74,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
 
     /// Why this name cannot be used, or `nil` when it can: only a name made
     /// from an invalid literal has one.
-    public var validationError: TypedNotificationError? {
+    @_spi(TransportAuthoring) public var validationError: TypedNotificationError? {
         validationError(declaredBy: nil)
     }
 

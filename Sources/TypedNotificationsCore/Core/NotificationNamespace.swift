@@ -11,7 +11,7 @@
 /// expected, and an invalid one is refused with
 /// ``TypedNotificationError/Code/invalidName`` by every observer that uses
 /// it, never by stopping the program.
-public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStringConvertible,
+public struct NotificationNamespace: Hashable, Sendable, CustomStringConvertible,
     ExpressibleByStringLiteral
 {
     /// The namespace's text: the name it starts at.
@@ -19,7 +19,7 @@ public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStrin
 
     /// The name the namespace starts at (the namespace `com.example`
     /// starts at the name `com.example`).
-    public let root: NotificationName
+    @_spi(TransportAuthoring) public let root: NotificationName
 
     /// Why the text is not a namespace, or `nil`: only a literal can have one.
     private let problem: String?
@@ -47,7 +47,7 @@ public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStrin
     ///
     /// An invalid literal does not stop the program: every observer of it
     /// throws ``TypedNotificationError/Code/invalidName`` (see
-    /// ``validationError``). Use ``init(validating:)`` for run-time text.
+    /// `validationError`). Use ``init(validating:)`` for run-time text.
     public init(stringLiteral value: String) {
         root = NotificationName(stringLiteral: value)
         problem =
@@ -57,7 +57,7 @@ public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStrin
 
     /// Why this namespace cannot be used, or `nil` when it can: only a
     /// namespace made from an invalid literal has one.
-    public var validationError: TypedNotificationError? {
+    @_spi(TransportAuthoring) public var validationError: TypedNotificationError? {
         problem.map { problem in
             TypedNotificationError(
                 code: .invalidName,
@@ -114,10 +114,11 @@ public struct NotificationNamespace: Hashable, Sendable, Comparable, CustomStrin
     public var description: String { rawValue }
 
     /// Orders namespaces by their text.
-    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.root < rhs.root }
+    package static func < (lhs: Self, rhs: Self) -> Bool { lhs.root < rhs.root }
 }
 
 /// What a transport subscribes to: one name, or every name in a namespace.
+@_spi(TransportAuthoring) @_spi(CenterAuthoring)
 public enum NotificationSelector: Hashable, Sendable, CustomStringConvertible {
     /// Exactly this name.
     case name(NotificationName)

@@ -7,7 +7,7 @@
 /// from the one that held its pid before.
 public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
     /// The longest valid endpoint label, in UTF-8 bytes.
-    public static let maximumEndpointLength = 64
+    package static let maximumEndpointLength = 64
 
     /// The posting process's id.
     public let processID: Int32
@@ -28,7 +28,7 @@ public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
     ///
     /// - Throws: ``TypedNotificationError`` with code
     ///   ``TypedNotificationError/Code/invalidEndpoint``.
-    public init(
+    @_spi(TransportAuthoring) public init(
         processID: Int32,
         userID: UInt32,
         endpoint: String,
@@ -94,7 +94,7 @@ public struct NotificationSender: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// Which senders an observer wants to hear from.
-public struct SenderFilter: Sendable, CustomStringConvertible {
+public struct SenderFilter: Sendable {
     private enum Kind: Sendable {
         case any
         case others
@@ -129,7 +129,7 @@ public struct SenderFilter: Sendable, CustomStringConvertible {
     }
 
     /// The filter, for logs.
-    public var description: String {
+    package var description: String {
         switch kind {
         case .any: "any sender"
         case .others: "other senders"

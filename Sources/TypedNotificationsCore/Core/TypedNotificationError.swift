@@ -128,7 +128,7 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
     public var undeliveredEndpoints: [String] = []
 
     /// Creates an error.
-    public init(code: Code, message: String, cause: (any Error)? = nil) {
+    @_spi(TransportAuthoring) public init(code: Code, message: String, cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.cause = cause

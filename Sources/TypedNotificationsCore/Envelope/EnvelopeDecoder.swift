@@ -47,7 +47,7 @@
     ///
     /// For refusing a record unread (or cut short, as a datagram longer than
     /// its receive slot is) and still saying whose it was: see
-    /// ``TransportReceiver/refused(_:)``.
+    /// `TransportReceiver/refused(_:)`.
     public mutating func oversized(_ bytes: UnsafeRawBufferPointer) -> MissedNotifications? {
         guard let header = try? EnvelopeHeader(bytes, maximumPayloadSize: NotificationEnvelope.payloadSizeHardLimit),
             header.payloadLength > maximumPayloadSize

@@ -3,7 +3,7 @@
 ///
 /// Holds the buffer it was encoded into or decoded from, so the payload is
 /// never copied out: observers decode it in place.
-public struct EncodedNotification: Sendable {
+@_spi(TransportAuthoring) public struct EncodedNotification: Sendable {
     /// The buffer that holds the envelope.
     package let storage: [UInt8]
     /// Where the whole envelope lies in ``storage``.

@@ -1,85 +1,81 @@
 import Foundation
 
-extension String: DarwinPayload {
-    /// Appends the string's UTF-8 bytes.
+// Each built-in conformance's three members are written once, on an
+// internal protocol, so the public API is the conformance (`String:
+// DarwinPayload`) and DarwinPayload's requirements, not three more
+// declarations per type. The integers share theirs the same way, below.
+
+/// A built-in payload: how it appends its bytes, how many, and how it reads them.
+protocol BuiltinPayload: DarwinPayload {
+    /// Appends the payload bytes.
+    func appendPayload(to buffer: inout [UInt8])
+    /// The exact number of bytes ``appendPayload(to:)`` appends.
+    var exactPayloadSize: Int { get }
+    /// Reads a value, refusing bytes that are not one.
+    static func readPayload(_ bytes: UnsafeRawBufferPointer) throws -> Self
+}
+
+extension BuiltinPayload {
+    /// Appends the value's bytes.
     public func encodePayload(into buffer: inout [UInt8]) throws {
-        buffer.append(contentsOf: utf8)
+        appendPayload(to: &buffer)
     }
 
-    /// The UTF-8 length.
-    public var payloadSizeHint: Int? { utf8.count }
+    /// The exact byte count.
+    public var payloadSizeHint: Int? { exactPayloadSize }
 
-    /// Decodes UTF-8, refusing invalid sequences rather than repairing them.
+    /// Reads a value, refusing bytes that are not one.
     public init(payload bytes: UnsafeRawBufferPointer) throws {
+        self = try Self.readPayload(bytes)
+    }
+}
+
+/// UTF-8, no terminator; invalid UTF-8 is refused, never repaired.
+extension String: DarwinPayload, BuiltinPayload {
+    func appendPayload(to buffer: inout [UInt8]) { buffer.append(contentsOf: utf8) }
+    var exactPayloadSize: Int { utf8.count }
+    static func readPayload(_ bytes: UnsafeRawBufferPointer) throws -> String {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw PayloadDecodingError.invalidUTF8
         }
-        self = text
+        return text
     }
 }
 
-extension Substring: DarwinPayload {
-    /// Appends the substring's UTF-8 bytes.
-    public func encodePayload(into buffer: inout [UInt8]) throws {
-        buffer.append(contentsOf: utf8)
-    }
-
-    /// The UTF-8 length.
-    public var payloadSizeHint: Int? { utf8.count }
-
-    /// Decodes UTF-8, refusing invalid sequences.
-    public init(payload bytes: UnsafeRawBufferPointer) throws {
-        self = Substring(try String(payload: bytes))
+/// UTF-8, as `String`.
+extension Substring: DarwinPayload, BuiltinPayload {
+    func appendPayload(to buffer: inout [UInt8]) { buffer.append(contentsOf: utf8) }
+    var exactPayloadSize: Int { utf8.count }
+    static func readPayload(_ bytes: UnsafeRawBufferPointer) throws -> Substring {
+        Substring(try String.readPayload(bytes))
     }
 }
 
-extension Data: DarwinPayload {
-    /// Appends the bytes as they are.
-    public func encodePayload(into buffer: inout [UInt8]) throws {
-        buffer.append(contentsOf: self)
-    }
-
-    /// The byte count.
-    public var payloadSizeHint: Int? { count }
-
-    /// Copies the bytes as they are.
-    public init(payload bytes: UnsafeRawBufferPointer) throws {
-        self = Data(bytes)
-    }
+/// The bytes as they are.
+extension Data: DarwinPayload, BuiltinPayload {
+    func appendPayload(to buffer: inout [UInt8]) { buffer.append(contentsOf: self) }
+    var exactPayloadSize: Int { count }
+    static func readPayload(_ bytes: UnsafeRawBufferPointer) throws -> Data { Data(bytes) }
 }
 
-extension Array: DarwinPayload where Element == UInt8 {
-    /// Appends the bytes as they are.
-    public func encodePayload(into buffer: inout [UInt8]) throws {
-        buffer.append(contentsOf: self)
-    }
-
-    /// The byte count.
-    public var payloadSizeHint: Int? { count }
-
-    /// Copies the bytes as they are.
-    public init(payload bytes: UnsafeRawBufferPointer) throws {
-        self = Array(bytes)
-    }
+/// The bytes as they are.
+extension Array: DarwinPayload, BuiltinPayload where Element == UInt8 {
+    func appendPayload(to buffer: inout [UInt8]) { buffer.append(contentsOf: self) }
+    var exactPayloadSize: Int { count }
+    static func readPayload(_ bytes: UnsafeRawBufferPointer) throws -> [UInt8] { Array(bytes) }
 }
 
-extension Bool: DarwinPayload {
-    /// Appends one byte: 1 for `true`, 0 for `false`.
-    public func encodePayload(into buffer: inout [UInt8]) throws {
-        buffer.append(self ? 1 : 0)
-    }
-
-    /// One byte.
-    public var payloadSizeHint: Int? { 1 }
-
-    /// Accepts exactly one byte, 0 or 1.
-    public init(payload bytes: UnsafeRawBufferPointer) throws {
+/// One byte, 0 or 1; anything else is refused.
+extension Bool: DarwinPayload, BuiltinPayload {
+    func appendPayload(to buffer: inout [UInt8]) { buffer.append(self ? 1 : 0) }
+    var exactPayloadSize: Int { 1 }
+    static func readPayload(_ bytes: UnsafeRawBufferPointer) throws -> Bool {
         guard bytes.count == 1 else {
             throw PayloadDecodingError.wrongLength(type: "Bool", expected: 1, actual: bytes.count)
         }
         switch bytes[0] {
-        case 0: self = false
-        case 1: self = true
+        case 0: return false
+        case 1: return true
         case let other: throw PayloadDecodingError.invalidBool(other)
         }
     }
@@ -132,20 +128,20 @@ extension LittleEndianPayload {
     }
 }
 
-extension Int8: LittleEndianPayload {}
-extension Int16: LittleEndianPayload {}
-extension Int32: LittleEndianPayload {}
-extension Int64: LittleEndianPayload {}
-extension UInt8: LittleEndianPayload {}
-extension UInt16: LittleEndianPayload {}
-extension UInt32: LittleEndianPayload {}
-extension UInt64: LittleEndianPayload {}
+extension Int8: DarwinPayload, LittleEndianPayload {}
+extension Int16: DarwinPayload, LittleEndianPayload {}
+extension Int32: DarwinPayload, LittleEndianPayload {}
+extension Int64: DarwinPayload, LittleEndianPayload {}
+extension UInt8: DarwinPayload, LittleEndianPayload {}
+extension UInt16: DarwinPayload, LittleEndianPayload {}
+extension UInt32: DarwinPayload, LittleEndianPayload {}
+extension UInt64: DarwinPayload, LittleEndianPayload {}
 
 // Int and UInt travel as 8 bytes on every platform so 32- and 64-bit processes agree.
-extension Int: LittleEndianPayload {
+extension Int: DarwinPayload, LittleEndianPayload {
     static var payloadWidth: Int { 8 }
 }
 
-extension UInt: LittleEndianPayload {
+extension UInt: DarwinPayload, LittleEndianPayload {
     static var payloadWidth: Int { 8 }
 }

@@ -61,7 +61,7 @@ extension DarwinPayload {
     public var payloadSizeHint: Int? { nil }
 
     /// Encodes the value into a new array.
-    public func encodedPayload() throws -> [UInt8] {
+    package func encodedPayload() throws -> [UInt8] {
         var bytes: [UInt8] = []
         try encodePayload(into: &bytes)
         return bytes

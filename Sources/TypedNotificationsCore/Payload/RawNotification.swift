@@ -6,7 +6,7 @@
 /// bytes as their type, and raw observers of a typed notification get its
 /// payload bytes: the same conversion as between processes. It decodes from
 /// any bytes, so a raw observer never misses a post as undecodable.
-public struct RawNotification: DarwinPayload, Hashable {
+public struct RawNotification: DarwinPayload, Hashable, BuiltinPayload {
     /// The payload bytes.
     public var bytes: [UInt8]
 
@@ -16,16 +16,11 @@ public struct RawNotification: DarwinPayload, Hashable {
         self.bytes = bytes
     }
 
-    /// Appends the bytes as they are.
-    public func encodePayload(into buffer: inout [UInt8]) throws {
-        buffer.append(contentsOf: bytes)
-    }
+    func appendPayload(to buffer: inout [UInt8]) { buffer.append(contentsOf: bytes) }
 
-    /// The byte count.
-    public var payloadSizeHint: Int? { bytes.count }
+    var exactPayloadSize: Int { bytes.count }
 
-    /// Takes the bytes as they are.
-    public init(payload bytes: UnsafeRawBufferPointer) throws {
-        self.bytes = Array(bytes)
+    static func readPayload(_ bytes: UnsafeRawBufferPointer) throws -> RawNotification {
+        RawNotification(bytes: Array(bytes))
     }
 }

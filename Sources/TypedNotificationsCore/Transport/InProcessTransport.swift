@@ -8,7 +8,7 @@
 /// apart (tests do).
 public final class InProcessTransport: NotificationTransport {
     /// The bus this transport posts to and receives from.
-    public let bus: InProcessBus
+    package let bus: InProcessBus
 
     // Open, it holds the id under which this transport's receiver is
     // registered on the bus. Only the lifecycle of the transport skeleton
@@ -22,10 +22,12 @@ public final class InProcessTransport: NotificationTransport {
     }
 
     /// In-process transports hand values over as they are.
-    public var payloadForm: TransportPayloadForm { .value }
+    @_spi(TransportAuthoring) public var payloadForm: TransportPayloadForm { .value }
 
     /// Attaches the receiver to the bus.
-    public func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func open(as sender: NotificationSender, receiver: TransportReceiver)
+        throws(TypedNotificationError)
+    {
         // Attached first, subscribed to nothing yet: if the transport was
         // opened or closed before, it is detached again.
         let id = bus.attach(receiver)
@@ -41,25 +43,25 @@ public final class InProcessTransport: NotificationTransport {
 
     /// Routes messages of the name or namespace `selector` says on the bus
     /// to this transport's receiver.
-    public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func subscribe(to selector: NotificationSelector) throws(TypedNotificationError) {
         bus.subscribe(try openID(for: "subscribe"), to: selector)
     }
 
     /// Stops routing messages that only `selector` selected to this
     /// transport's receiver.
-    public func unsubscribe(from selector: NotificationSelector) {
+    @_spi(TransportAuthoring) public func unsubscribe(from selector: NotificationSelector) {
         guard let id = try? openID(for: "unsubscribe") else { return }
         bus.unsubscribe(id, from: selector)
     }
 
     /// Hands the message to every receiver on the bus subscribed to its name.
-    public func send(_ message: TransportMessage) throws(TypedNotificationError) {
+    @_spi(TransportAuthoring) public func send(_ message: TransportMessage) throws(TypedNotificationError) {
         _ = try openID(for: "post")
         bus.deliver(message)
     }
 
     /// Detaches from the bus.
-    public func close() {
+    @_spi(TransportAuthoring) public func close() {
         if case .wasOpen(let id) = state.withLock({ $0.close() }) { bus.detach(id) }
     }
 

@@ -3,26 +3,33 @@ import Synchronization
 /// Moves notifications between centers: within a process, or between
 /// processes on one host.
 ///
-/// A center owns its transport. It calls ``open(as:receiver:)`` once, then
-/// ``subscribe(to:)`` when it gains its first observer of a name and
-/// ``unsubscribe(from:)`` when it loses its last, ``send(_:)`` for a post
-/// (``send(batch:)`` for posts that queued up behind another), and
-/// ``close()`` once at the end, possibly while a send is in progress. The
-/// center serializes ``subscribe(to:)`` and ``unsubscribe(from:)`` with its
+/// An app names a transport (``NotificationHub`` is generic over one) and
+/// reads what the transport offers (its statistics, say), but never calls
+/// what the protocol requires: a hub does. The requirements are SPI, for
+/// whoever writes a transport: `@_spi(TransportAuthoring) import TypedNotifications`
+/// (see <doc:WritingATransport>).
+///
+/// A center owns its transport. It calls `open(as:receiver:)` once, then
+/// `subscribe(to:)` when it gains its first observer of a name and
+/// `unsubscribe(from:)` when it loses its last, `send(_:)` for a post
+/// (`send(batch:)` for posts that queued up behind another), and
+/// `close()` once at the end, possibly while a send is in progress. The
+/// center serializes `subscribe(to:)` and `unsubscribe(from:)` with its
 /// observer table, and its sends with each other, without holding a lock
 /// across them: a transport sees one send at a time, in post order.
 ///
 /// A transport never sees a typed value unless it hands values over in one
-/// process (``payloadForm`` is ``TransportPayloadForm/value``); a
+/// process (`payloadForm` is `TransportPayloadForm/value`); a
 /// cross-process transport gets the payload as bytes and returns received
 /// payloads as bytes, which the center decodes.
 public protocol NotificationTransport: Sendable {
     /// Whether the center should give this transport values or encoded bytes.
-    var payloadForm: TransportPayloadForm { get }
+    @_spi(TransportAuthoring) var payloadForm: TransportPayloadForm { get }
 
     /// Starts the transport for the center identified by `sender`; from now on
     /// it passes every message it receives for a subscribed name to `receiver`.
-    func open(as sender: NotificationSender, receiver: TransportReceiver) throws(TypedNotificationError)
+    @_spi(TransportAuthoring) func open(as sender: NotificationSender, receiver: TransportReceiver)
+        throws(TypedNotificationError)
 
     /// Starts receiving messages of the name or namespace `selector` says.
     /// Once this returns, a message of a name it selects, sent anywhere the
@@ -32,10 +39,10 @@ public protocol NotificationTransport: Sendable {
     ///
     /// - Throws: ``TypedNotificationError/Code/unsupported`` for a
     ///   namespace, from a transport that serves single names only.
-    func subscribe(to selector: NotificationSelector) throws(TypedNotificationError)
+    @_spi(TransportAuthoring) func subscribe(to selector: NotificationSelector) throws(TypedNotificationError)
 
     /// Stops receiving messages that only `selector` selected.
-    func unsubscribe(from selector: NotificationSelector)
+    @_spi(TransportAuthoring) func unsubscribe(from selector: NotificationSelector)
 
     /// Sends one message to every subscriber of its name that the transport
     /// reaches, including this transport's own receiver when it subscribed.
@@ -43,44 +50,44 @@ public protocol NotificationTransport: Sendable {
     /// Must not block on a slow receiver. When the message reached some
     /// receivers but not others, throw ``TypedNotificationError/Code/undelivered``
     /// naming the others: the center then still counts the message as sent.
-    func send(_ message: TransportMessage) throws(TypedNotificationError)
+    @_spi(TransportAuthoring) func send(_ message: TransportMessage) throws(TypedNotificationError)
 
-    /// Sends several messages in order, as ``send(_:)`` would one after
+    /// Sends several messages in order, as `send(_:)` would one after
     /// another, and stops at the first that fails.
     ///
-    /// The center calls this instead of ``send(_:)`` with posts that queued
+    /// The center calls this instead of `send(_:)` with posts that queued
     /// up while its previous send was in progress, so a transport that can
     /// take several at once does it for the price of one: the file transport
     /// appends a batch under one lock with one write. The default calls
-    /// ``send(_:)`` for each.
-    func send(batch messages: [TransportMessage]) -> TransportBatchResult
+    /// `send(_:)` for each.
+    @_spi(TransportAuthoring) func send(batch messages: [TransportMessage]) -> TransportBatchResult
 
     /// Starts closing: stops receiving, releases the receiver and frees the
     /// transport's resources. Never waits on another thread (a handler
     /// running on the transport's thread, a server's reply): what must
     /// happen after that wait happens after `close()` returned, and
-    /// ``whenClosed(_:)`` says when it is done. Idempotent.
-    func close()
+    /// `whenClosed(_:)` says when it is done. Idempotent.
+    @_spi(TransportAuthoring) func close()
 
-    /// Calls `body` once what ``close()`` started is done: the transport's
+    /// Calls `body` once what `close()` started is done: the transport's
     /// thread has finished, and what its guarantees promise at close (a
     /// durable reader's reads ended, its last acknowledgements sent, its
     /// cursors saved) is true. On whichever thread finishes the close, or
     /// at once on the caller when it is done already. The default calls
     /// `body` at once: a transport whose close is done when it returns.
-    func whenClosed(_ body: @escaping @Sendable () -> Void)
+    @_spi(TransportAuthoring) func whenClosed(_ body: @escaping @Sendable () -> Void)
 
     /// The executor of the thread that receives, if the transport has one.
     /// A center runs the handlers of its own ``NotificationExecutor`` there,
     /// so a received message reaches them without waking another thread.
     ///
     /// Jobs enqueued on it must run one at a time, in order, and keep running
-    /// after ``close()``. `nil` (the default): the center's executor runs on
+    /// after `close()`. `nil` (the default): the center's executor runs on
     /// the shared pool.
-    var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { get }
+    @_spi(TransportAuthoring) var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { get }
 
     /// Whether the transport itself reports every notification its receiver
-    /// will never get, through ``TransportReceiver/missed(_:)``, so the
+    /// will never get, through `TransportReceiver/missed(_:)`, so the
     /// center does not also count gaps in each sender's sequence numbers
     /// (it would count them twice).
     ///
@@ -88,21 +95,21 @@ public protocol NotificationTransport: Sendable {
     /// as missed. A log that knows how many entries were trimmed before a
     /// reader got to them, even of senders the reader never heard from,
     /// says `true` (the Redis Streams transport does).
-    var reportsEveryMissedNotification: Bool { get }
+    @_spi(TransportAuthoring) var reportsEveryMissedNotification: Bool { get }
 }
 
 extension NotificationTransport {
     /// Calls `body` at once: a close that is done when it returns.
-    public func whenClosed(_ body: @escaping @Sendable () -> Void) { body() }
+    @_spi(TransportAuthoring) public func whenClosed(_ body: @escaping @Sendable () -> Void) { body() }
 
     /// No executor of its own: handlers on a center's executor run on the shared pool.
-    public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { nil }
+    @_spi(TransportAuthoring) public var deliveryExecutor: (any TaskExecutor & SerialExecutor)? { nil }
 
     /// `false`: the center counts gaps in each sender's sequence numbers.
-    public var reportsEveryMissedNotification: Bool { false }
+    @_spi(TransportAuthoring) public var reportsEveryMissedNotification: Bool { false }
 
-    /// Calls ``send(_:)`` for each message, in order, until one fails.
-    public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
+    /// Calls `send(_:)` for each message, in order, until one fails.
+    @_spi(TransportAuthoring) public func send(batch messages: [TransportMessage]) -> TransportBatchResult {
         var result = TransportBatchResult()
         for (index, message) in messages.enumerated() {
             do throws(TypedNotificationError) {
@@ -119,13 +126,13 @@ extension NotificationTransport {
     }
 }
 
-/// What became of a batch handed to ``NotificationTransport/send(batch:)``.
-public struct TransportBatchResult: Sendable {
+/// What became of a batch handed to `NotificationTransport.send(batch:)`.
+@_spi(TransportAuthoring) public struct TransportBatchResult: Sendable {
     /// How many of the batch's messages, from the first, were sent. Those
     /// after them were not sent at all.
     public var sent: Int
     /// Sent messages that did not fully succeed, by their index in the
-    /// batch, with the error ``NotificationTransport/send(_:)`` would have
+    /// batch, with the error `NotificationTransport.send(_:)` would have
     /// thrown for them: ``TypedNotificationError/Code/undelivered`` (reached
     /// some receivers but not others) or ``TypedNotificationError/Code/notReplicated``
     /// (stored, not confirmed by enough replicas). They are not sent again.
@@ -147,17 +154,17 @@ public struct TransportBatchResult: Sendable {
 }
 
 /// Whether a transport carries values or bytes.
-public enum TransportPayloadForm: Sendable {
+@_spi(TransportAuthoring) public enum TransportPayloadForm: Sendable {
     /// Values are handed over as they are, never encoded.
     case value
     /// The center sends each notification as a complete `NotificationEnvelope`
-    /// (``TransportPayload/encoded(_:)``), ready to write as it is; the transport
+    /// (`TransportPayload/encoded(_:)`), ready to write as it is; the transport
     /// decodes what it receives with an `EnvelopeDecoder` (`@_spi(TransportAuthoring)`).
     case encoded
 }
 
 /// A notification's payload as a transport carries it.
-public enum TransportPayload: Sendable {
+@_spi(TransportAuthoring) public enum TransportPayload: Sendable {
     /// The posted value itself (in-process transports only).
     case value(any DarwinPayload)
     /// The complete envelope, with the value's ``DarwinPayload`` bytes inside.
@@ -165,7 +172,7 @@ public enum TransportPayload: Sendable {
 }
 
 /// One notification on its way through a transport.
-public struct TransportMessage: Sendable {
+@_spi(TransportAuthoring) public struct TransportMessage: Sendable {
     /// The notification's name.
     public var name: NotificationName
     /// The posting center.
@@ -210,7 +217,7 @@ public struct TransportMessage: Sendable {
 /// move past it: at-least-once delivery.
 ///
 /// The transport creates one per message and passes it in
-/// ``TransportMessage/receipt``. The center holds it once for each observer
+/// `TransportMessage/receipt`. The center holds it once for each observer
 /// that queued the message and lets go of each hold when that observer is
 /// done with it:
 ///
@@ -227,7 +234,7 @@ public struct TransportMessage: Sendable {
 ///
 /// When the last hold goes, `whenHandled` runs, once, on the thread that let
 /// go of it: keep it short and never block in it.
-public final class DeliveryReceipt: Sendable {
+@_spi(TransportAuthoring) public final class DeliveryReceipt: Sendable {
     // Holds not yet let go of: one for the transport until the center took
     // the message, plus one per observer that queued it.
     private let holds = Atomic<Int>(1)
@@ -332,7 +339,7 @@ public final class DeliveryReceipt: Sendable {
 /// Notifications posted to a receiver that will never arrive, as a poster
 /// recorded them: how many, of which name, and, when known, whose and up to
 /// which sequence number.
-public struct MissedNotifications: Sendable, Hashable {
+@_spi(TransportAuthoring) public struct MissedNotifications: Sendable, Hashable {
     /// How many were lost.
     public var count: Int
     /// Their name.
@@ -365,8 +372,8 @@ public struct MissedNotifications: Sendable, Hashable {
 
 /// Where a transport hands the messages it receives: the owning center.
 ///
-/// The center makes it and passes it to ``NotificationTransport/open(as:receiver:)``.
-public struct TransportReceiver: Sendable {
+/// The center makes it and passes it to `NotificationTransport.open(as:receiver:)`.
+@_spi(TransportAuthoring) public struct TransportReceiver: Sendable {
     private let body: @Sendable (TransportMessage) -> Void
     private let missedBody: @Sendable (MissedNotifications) -> Void
     private let refusedBody: @Sendable (MissedNotifications) -> Void
@@ -453,7 +460,7 @@ public struct TransportReceiver: Sendable {
     /// a payload over ``maximumPayloadSize``. The center counts them in
     /// ``NotificationMetrics/undecodable`` and reports them in the next
     /// delivery's ``NotificationDelivery/missed``, once. With a
-    /// ``MissedNotifications/sender`` and no ``MissedNotifications/lastSequence``
+    /// `MissedNotifications/sender` and no `MissedNotifications/lastSequence`
     /// (a datagram cut short before its sequence number), they are taken to
     /// be that sender's next ones, so its next notification does not count
     /// them again.

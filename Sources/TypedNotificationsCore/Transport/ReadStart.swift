@@ -2,7 +2,7 @@
 /// stream) starts reading a name when nothing says where it stopped: always
 /// for a plain observer, on the first run of a durable identity (later runs
 /// resume where it stopped).
-public struct ReadStart: Hashable, Sendable, CustomStringConvertible {
+public struct ReadStart: Hashable, Sendable {
     /// Where to start, for a transport's driver to switch over.
     @_spi(TransportAuthoring) public enum Kind: Hashable, Sendable {
         /// After what is there now.
@@ -30,7 +30,7 @@ public struct ReadStart: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The choice, for logs.
-    public var description: String {
+    package var description: String {
         switch kind {
         case .end: "end"
         case .beginning: "beginning"

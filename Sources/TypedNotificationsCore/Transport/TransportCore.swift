@@ -137,7 +137,7 @@ public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedSt
 
     /// Says that what `close` started is done (the thread finished, the
     /// last acknowledgements sent, the cursors saved): every body given to
-    /// ``whenClosed(_:)`` runs now, on the calling thread. Later calls do
+    /// `whenClosed(_:)` runs now, on the calling thread. Later calls do
     /// nothing.
     @_spi(TransportAuthoring) public func finishClosing() {
         closeDone.signal()
@@ -177,38 +177,5 @@ public final class TransportCore<Opened: Sendable, Shared, Statistics: CountedSt
     @_spi(TransportAuthoring) public func onThread<Receiving: AnyObject>(_ receiving: Receiving) -> LoopBound<Receiving>
     {
         LoopBound(receiving, on: loop)
-    }
-}
-
-/// A transport built on a ``TransportCore``: it supplies what differs, and
-/// gets the rest from here.
-@_spi(TransportAuthoring) public protocol TransportDriver: NotificationTransport {
-    /// What `open` keeps while the transport is open.
-    associatedtype Opened: Sendable
-    /// What the driver shares between threads, under the core's lock.
-    associatedtype Shared
-    /// The transport's statistics.
-    associatedtype Statistics: CountedStatistics
-
-    /// The skeleton.
-    var core: TransportCore<Opened, Shared, Statistics> { get }
-}
-
-extension TransportDriver {
-    /// The driver's thread.
-    @_spi(TransportAuthoring) public var loop: EventLoop { core.loop }
-
-    /// The live counters.
-    @_spi(TransportAuthoring) public var counters: Counters<Statistics> { core.counters }
-
-    /// Whether it is open now.
-    @_spi(TransportAuthoring) public var isOpen: Bool { core.isOpen }
-}
-
-extension TransportDriver {
-    /// Runs `body` once what ``NotificationTransport/close()`` started is
-    /// done: the core's ``TransportCore/whenClosed(_:)``.
-    @_spi(TransportAuthoring) public func whenClosed(_ body: @escaping @Sendable () -> Void) {
-        core.whenClosed(body)
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// Code written once against the protocol, run on every center.
 func roundTrip(on center: some TypedNotificationCenter) async throws -> [Int] {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 #if canImport(Glibc)
     import Glibc

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Testing
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 import TypedNotificationsCatalog
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 

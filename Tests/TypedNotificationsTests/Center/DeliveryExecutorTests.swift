@@ -3,7 +3,7 @@ import Testing
 import TypedNotificationsCatalog
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 @testable import TypedNotificationsCore
 @testable import TypedNotificationsFile
 @testable import TypedNotificationsFoundation

@@ -170,7 +170,7 @@ struct NamedNotificationTests {
         #expect(awaySeen == (1...3).map { Score(home: 0, away: $0) })
     }
 
-    @Test("a payload under a run-time name crosses processes typed, and latest(of:named:) reads it back")
+    @Test("a payload under a run-time name crosses processes typed, and latest(_:) reads it back")
     func payloadPerInstanceNameAcrossProcesses() async throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
@@ -184,9 +184,9 @@ struct NamedNotificationTests {
         let delivered = await iterator.next()
         #expect(delivered?.notification == Score(home: 2, away: 1))
         #expect(delivered?.delivery.sender.endpoint == "tnotify")
-        let latest = try observer.latest(of: Score.self, named: "test.score.remote")
+        let latest = try observer.latest(.of(Score.self, named: "test.score.remote"))
         #expect(latest?.notification == Score(home: 2, away: 1))
-        #expect(try observer.latest(of: Score.self, named: "test.score.none") == nil)
+        #expect(try observer.latest(.of(Score.self, named: "test.score.none")) == nil)
     }
 
     @Test("a post under a name whose payload does not decode as the observer's type is counted, never delivered")

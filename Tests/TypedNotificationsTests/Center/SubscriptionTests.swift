@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 @testable import TypedNotificationsCore
 @testable import TypedNotificationsFile
 @testable import TypedNotificationsFoundation

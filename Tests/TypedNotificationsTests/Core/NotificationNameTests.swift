@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 @Suite("Notification names and endpoint labels")
 struct NotificationNameTests {
@@ -116,7 +116,7 @@ struct NotificationNameTests {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let file = try fileHub(directory)
-        #expect(throws: TypedNotificationError.self) { _ = try file.latest(of: TypoNotification.self) }
+        #expect(throws: TypedNotificationError.self) { _ = try file.latest(.of(TypoNotification.self)) }
         let entries = try FileManager.default.contentsOfDirectory(atPath: directory)
         #expect(!entries.contains { $0.contains(":") })
     }

@@ -75,7 +75,7 @@ struct RedisClusterTests {
         let reader = try clusterHub(cluster, node: 1, endpoint: "reader")
         defer { reader.close() }
         for name in names {
-            #expect(try reader.latest(of: Ping.self, named: name)?.notification.index == 19)
+            #expect(try reader.latest(.of(Ping.self, named: name))?.notification.index == 19)
         }
         let listed = try RedisStreamsTransport.streams(options: RedisConnectionOptions(url: cluster.url(node: 1)))
             .filter { !$0.isNamespace }

@@ -219,15 +219,15 @@ struct RedisStreamsTransportTests {
         } throws: { ($0 as? TypedNotificationError)?.code == .unreachable }
     }
 
-    @Test("latest(of:) reads the newest valid entry without observing")
+    @Test("latest(_:) reads the newest valid entry without observing")
     func latest() async throws {
         let server = try await RedisTestServer()
         let hub = try redisHub(server)
         defer { hub.close() }
-        #expect(try hub.latest(of: Ping.self) == nil)
+        #expect(try hub.latest(.of(Ping.self)) == nil)
         for index in 0..<3 { try hub.post(Ping(index: index)) }
         _ = try server.command("XADD", "tn:{test.ping}", "*", "e", "garbage")
-        let latest = try #require(try hub.latest(of: Ping.self))
+        let latest = try #require(try hub.latest(.of(Ping.self)))
         #expect(latest.notification.index == 2)
         #expect(latest.delivery.sequence == 3)
     }
@@ -325,7 +325,7 @@ struct RedisStreamsTransportTests {
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(attempts < 100)
-        #expect(try hub.latest(of: Ping.self)?.notification.index == 3)
+        #expect(try hub.latest(.of(Ping.self))?.notification.index == 3)
     }
 }
 

@@ -1,5 +1,5 @@
 import Testing
-import TypedNotifications
+@_spi(TransportAuthoring) import TypedNotifications
 
 /// The adversary of a durable `for await` loop, played the same way over
 /// every transport that keeps posts: the loop's task is cancelled by another

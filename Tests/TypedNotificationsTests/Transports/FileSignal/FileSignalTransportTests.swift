@@ -261,14 +261,14 @@ struct FileSignalLocalTests {
         poster.close()
     }
 
-    @Test("latest(of:) reads the newest notification without observing")
+    @Test("latest(_:) reads the newest notification without observing")
     func latest() throws {
         let directory = try makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         let hub = try fileHub(directory)
-        #expect(try hub.latest(of: HelperPing.self) == nil)
+        #expect(try hub.latest(.of(HelperPing.self)) == nil)
         for index in 0..<3 { try hub.post(HelperPing(poster: 2, index: index)) }
-        let newest = try #require(try hub.latest(of: HelperPing.self))
+        let newest = try #require(try hub.latest(.of(HelperPing.self)))
         #expect(newest.notification == HelperPing(poster: 2, index: 2))
         #expect(newest.delivery.sequence == 3)
         #expect(newest.delivery.sender == hub.sender)
@@ -342,7 +342,7 @@ struct FileSignalLocalTests {
         // The policy's bound plus the segment being written.
         #expect(largest <= 256 * 1024 + 64 * 1024)
         #expect(transport.statistics.deletedSegments > 0)
-        let newest = try #require(try hub.latest(of: HelperPing.self))
+        let newest = try #require(try hub.latest(.of(HelperPing.self)))
         #expect(newest.notification.index == posts - 1)
         hub.close()
     }
@@ -373,7 +373,7 @@ struct FileSignalLocalTests {
             #expect(refusal?.code == .storageFull)
             #expect(accepted > 100)
             #expect(logRecords(directory, HelperPing.name) == (accepted, true))
-            #expect(try hub.latest(of: HelperPing.self)?.notification.index == accepted - 1)
+            #expect(try hub.latest(.of(HelperPing.self))?.notification.index == accepted - 1)
             hub.close()
         }
     #endif

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 @testable import TypedNotificationsCore
 @testable import TypedNotificationsFile
 @testable import TypedNotificationsFoundation

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 @testable import TypedNotificationsCore
 @testable import TypedNotificationsFile
 @testable import TypedNotificationsFoundation

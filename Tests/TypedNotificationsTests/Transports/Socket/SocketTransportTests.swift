@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import TypedNotifications
+@_spi(TransportAuthoring) @testable import TypedNotifications
 @testable import TypedNotificationsCore
 @testable import TypedNotificationsFile
 @testable import TypedNotificationsFoundation
