@@ -204,14 +204,9 @@ public struct NotificationCenterEndpoint: TypedNotificationCenter {
     }
 }
 
-/// The `userInfo` keys of a typed post through a `NotificationCenter`, for
-/// Foundation observers that have not moved to the typed API yet.
-///
-/// ```swift
-/// center.addObserver(forName: Notification.Name(Reload.name), object: nil, queue: nil) { note in
-///     let reload = note.userInfo?[TypedNotificationUserInfoKey.value] as? Reload
-/// }
-/// ```
+/// The `userInfo` keys of a typed post through a `NotificationCenter`. An
+/// app posts with ``Foundation/NotificationCenter/typedValueKey`` and reads
+/// with `typedValue(as:)` and `typedDelivery`.
 package enum TypedNotificationUserInfoKey {
     /// The posted value, as it was posted (`Any`; cast it to its type).
     /// An untyped poster may put a value here too: typed observers of the
@@ -341,7 +336,20 @@ final class FoundationPoster: Sendable {
 /// Typed metrics of the Foundation bridge.
 extension NotificationCenter {
     /// The `userInfo` key under which a Foundation post carries a typed
-    /// value to typed observers: `userInfo: [NotificationCenter.typedValueKey: value]`.
+    /// value to typed observers, and a typed post its value to Foundation
+    /// observers that have not moved to the typed API yet:
+    ///
+    /// ```swift
+    /// NotificationCenter.default.post(
+    ///     name: Notification.Name(Reload.name), object: nil,
+    ///     userInfo: [NotificationCenter.typedValueKey: Reload(reason: "legacy")])
+    /// _ = NotificationCenter.default.addObserver(forName: Notification.Name(Reload.name), object: nil, queue: nil) {
+    ///     note in
+    ///     let reload = note.typedValue(as: Reload.self)
+    ///     print(reload?.reason ?? "untyped")
+    /// }
+    /// ```
+    ///
     /// The value must be of the observer's type; any other untyped post of
     /// the name is counted as undecodable for a typed observer.
     public static let typedValueKey = TypedNotificationUserInfoKey.value

@@ -272,6 +272,18 @@ struct FileSignalLocalTests {
         #expect(newest.notification == HelperPing(poster: 2, index: 2))
         #expect(newest.delivery.sequence == 3)
         #expect(newest.delivery.sender == hub.sender)
+        // Under a name given at run time, as its own type or as bytes.
+        let named = try #require(try hub.latest(.of(HelperPing.self, named: HelperPing.name)))
+        #expect(named.notification == newest.notification)
+        let raw = try #require(try hub.latest(.of(RawNotification.self, named: HelperPing.name)))
+        #expect(raw.notification.bytes == (try HelperPing(poster: 2, index: 2).encodedPayload()))
+        // A namespace has a newest value per name: asking for one is refused, typed.
+        do {
+            _ = try hub.latest(.of(RawNotification.self, in: "test"))
+            Issue.record("latest of a namespace returned")
+        } catch {
+            #expect(error.code == .unsupported)
+        }
         hub.close()
     }
 
