@@ -328,7 +328,7 @@ func postAndExit(directory: String, count: Int, poster: Int, spoolLimit: Int?) t
         } catch {
             guard error.code == .undelivered else { throw error }
             undelivered += 1
-            named.formUnion(error.undeliveredEndpoints)
+            named.formUnion(error.undeliveredEndpoints.map { "\($0.endpoint)(\($0.processID))" })
         }
     }
     let statistics = transport.statistics

@@ -103,7 +103,7 @@ public struct FileSignalStatistics: Hashable, Sendable {
     /// Corrupt stretches skipped while reading; each is reported, never delivered.
     public var corruptRecordsSkipped: Int
     /// Records whose payload was over the center's
-    /// ``NotificationHubConfiguration/maximumPayloadSize``: never decoded,
+    /// the hub's `maximumPayloadSize` (``NotificationHub/init(endpoint:transport:maximumPayloadSize:)``): never decoded,
     /// reported to the center as undecodable and missed.
     public var refusedOversized: Int
     /// Old segments deleted by the retention policy.

@@ -17,7 +17,7 @@ public struct RedisStreamsStatistics: Hashable, Sendable {
     /// (and, for a durable identity, acknowledged so they are not read again).
     public var corruptEntriesSkipped: Int
     /// Entries whose payload was over the center's
-    /// ``TypedNotifications/NotificationHubConfiguration/maximumPayloadSize``:
+    /// `maximumPayloadSize` (``TypedNotifications/NotificationHub/init(endpoint:transport:maximumPayloadSize:)``):
     /// refused (never decoded), acknowledged, and reported to the center as
     /// undecodable and missed.
     public var refusedOversized: Int

@@ -169,13 +169,20 @@ extension SocketTransport {
     /// `label(pid)` from the endpoint's registry entry for `name` (or any
     /// directory this transport routes it for), else its identifier.
     func endpointLabel(_ id: String, of name: NotificationName?) -> String {
+        let endpoint = undeliveredEndpoint(id, of: name)
+        return endpoint.processID > 0 ? "\(endpoint.endpoint)(\(endpoint.processID)) [\(id)]" : id
+    }
+
+    /// The endpoint `id` as its registry entry names it: label and process,
+    /// or only its socket's identifier when no entry names it any more.
+    func undeliveredEndpoint(_ id: String, of name: NotificationName?) -> TypedNotificationError.UndeliveredEndpoint {
         var names: [NotificationSelector] = name.map { [.name($0)] } ?? []
         if let listed = state.withLock({ $0.shared.listedIn[id] }) { names.append(listed) }
         for candidate in names {
             let fields = SocketTransport.entryFields(SocketRegistry.entryPath(directory, candidate, id))
-            if fields.processID > 0 { return "\(fields.endpoint)(\(fields.processID)) [\(id)]" }
+            if fields.processID > 0 { return .init(endpoint: fields.endpoint, processID: fields.processID) }
         }
-        return id
+        return .init(endpoint: id, processID: 0)
     }
 
     /// Makes sure the cached endpoints of `name` are current: rescans a
@@ -331,14 +338,17 @@ extension SocketTransport {
             undelivered += waitThenSpool(encoded, of: message, for: full)
         }
         guard !undelivered.isEmpty else { return }
-        let named = undelivered.map { endpointLabel($0.id, of: message.name) }
+        let endpoints = undelivered.map { undeliveredEndpoint($0.id, of: message.name) }
+        let named = zip(endpoints, undelivered).map { endpoint, entry in
+            endpoint.processID > 0 ? "\(endpoint.endpoint)(\(endpoint.processID)) [\(entry.id)]" : entry.id
+        }
         let reasons = zip(named, undelivered).map { "\($0) (\($1.reason))" }.joined(separator: ", ")
         var error = TypedNotificationError(
             code: .undelivered,
             message:
                 "\(message.name) was posted, but \(undelivered.count == 1 ? "one endpoint" : "\(undelivered.count) endpoints") did not take it: \(reasons); they will see it as missed"
         )
-        error.undeliveredEndpoints = named
+        error.undeliveredEndpoints = endpoints
         throw error
     }
 

@@ -85,7 +85,7 @@ import Synchronization
 ///   process's path watcher, one thread that sleeps in the system's change
 ///   queue (see *Design decisions*).
 /// - **A payload over the center's limit costs nothing:** receive buffers
-///   are sized for ``NotificationHubConfiguration/maximumPayloadSize``; a
+///   are sized for the hub's `maximumPayloadSize` (``NotificationHub/init(endpoint:transport:maximumPayloadSize:)``); a
 ///   longer datagram is cut there by the kernel and refused from its header.
 /// - **Safe by default:** the directory is 0700 and sockets 0600; symbolic links
 ///   and foreign files are refused, in the registry and in `sockets/`, and a

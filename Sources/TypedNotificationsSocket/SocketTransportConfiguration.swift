@@ -107,7 +107,7 @@ public struct SocketTransportStatistics: Hashable, Sendable {
     /// Datagrams refused because they were not a valid envelope.
     public var refusedMalformed: Int
     /// Notifications refused unread because their payload was over the
-    /// center's ``NotificationHubConfiguration/maximumPayloadSize``; the
+    /// center's the hub's `maximumPayloadSize` (``NotificationHub/init(endpoint:transport:maximumPayloadSize:)``); the
     /// center counts them as undecodable and reports them as missed.
     public var refusedOversized: Int
     /// This endpoint's registry entries that someone removed (`rm -rf

@@ -62,13 +62,34 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     ///   - endpoint: This hub's label, such as `app` or `widget`: 1 to 64 bytes
     ///     of `A-Z a-z 0-9 . _ -`, not starting with a dot.
     ///   - transport: How notifications travel.
-    ///   - configuration: Limits.
+    ///   - maximumPayloadSize: The largest encoded payload a post may carry
+    ///     on a cross-process transport, in bytes: 64 KiB by default, at most
+    ///     16 MiB. A larger post throws ``TypedNotificationError/Code/payloadTooLarge``
+    ///     before anything is sent. It bounds what the hub receives too,
+    ///     whatever another process's hub allows: a larger notification is
+    ///     refused by the transport, counted in ``NotificationMetrics/undecodable``
+    ///     and reported once in the next delivery's ``NotificationDelivery/missed``.
+    ///     The socket transport refuses it before reading it (its receive
+    ///     buffers are sized for this limit, so a 4 MB datagram costs no
+    ///     memory), and the file transport before decoding it; a Redis server
+    ///     sends the entry whole, so it is read, then refused undecoded.
     /// - Throws: ``TypedNotificationError`` for an invalid endpoint label or
-    ///   configuration, or when the transport cannot open.
-    public init(
+    ///   payload limit, or when the transport cannot open.
+    public convenience init(
         endpoint: String = "default",
         transport: Transport,
-        configuration: NotificationHubConfiguration = NotificationHubConfiguration()
+        maximumPayloadSize: Int = 64 * 1024
+    ) throws(TypedNotificationError) {
+        try self.init(
+            endpoint: endpoint, transport: transport,
+            configuration: NotificationHubConfiguration(maximumPayloadSize: maximumPayloadSize))
+    }
+
+    /// Creates a hub with the limits of `configuration` and opens its transport.
+    package init(
+        endpoint: String = "default",
+        transport: Transport,
+        configuration: NotificationHubConfiguration
     ) throws(TypedNotificationError) {
         guard (0...NotificationHubConfiguration.payloadSizeHardLimit).contains(configuration.maximumPayloadSize) else {
             throw TypedNotificationError(
@@ -112,7 +133,7 @@ public final class NotificationHub<Transport: NotificationTransport>: TypedNotif
     /// a name chosen at run time.
     ///
     /// - Throws: ``TypedNotificationError`` if the hub is closed, the payload
-    ///   cannot be encoded or exceeds ``NotificationHubConfiguration/maximumPayloadSize``, or
+    ///   cannot be encoded or exceeds the hub's `maximumPayloadSize` (``NotificationHub/init(endpoint:transport:maximumPayloadSize:)``), or
     ///   the transport fails; nothing is sent then. One exception:
     ///   ``TypedNotificationError/Code/undelivered`` means it was sent, and
     ///   only the endpoints the error names did not take it (they see it as

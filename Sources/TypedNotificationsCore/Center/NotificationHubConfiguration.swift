@@ -1,8 +1,8 @@
 import Synchronization
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
-/// Limits and defaults of a hub.
-public struct NotificationHubConfiguration: Sendable {
+/// Limits and defaults of a hub: what its initialiser takes.
+package struct NotificationHubConfiguration: Sendable {
     /// The largest payload that can never be configured away: 16 MiB.
     package static let payloadSizeHardLimit = 16 * 1024 * 1024
 
@@ -19,10 +19,13 @@ public struct NotificationHubConfiguration: Sendable {
     /// limit, so a 4 MB datagram costs no memory), and the file transport
     /// before decoding it; a Redis server sends the entry whole, so it is
     /// read, then refused undecoded.
-    public var maximumPayloadSize: Int
+    package var maximumPayloadSize: Int
+
+    /// The default payload limit: 64 KiB.
+    package static let defaultMaximumPayloadSize = 64 * 1024
 
     /// Creates a configuration.
-    public init(maximumPayloadSize: Int = 64 * 1024) {
+    package init(maximumPayloadSize: Int = defaultMaximumPayloadSize) {
         self.maximumPayloadSize = maximumPayloadSize
     }
 }

@@ -123,9 +123,8 @@ public struct TypedNotificationError: Error, CustomStringConvertible {
     /// The lower-level error that caused this one, if any.
     public var cause: (any Error)?
     /// For ``Code/undelivered``: the endpoints that did not take the
-    /// notification, as `label(pid)` where the registry names them, else by
-    /// their socket's identifier. Empty for every other code.
-    public var undeliveredEndpoints: [String] = []
+    /// notification. Empty for every other code.
+    public var undeliveredEndpoints: [UndeliveredEndpoint] = []
 
     /// Creates an error.
     @_spi(TransportAuthoring) public init(code: Code, message: String, cause: (any Error)? = nil) {
@@ -156,5 +155,23 @@ extension TypedNotificationError {
             result += "…"
         }
         return result + "\""
+    }
+}
+
+extension TypedNotificationError {
+    /// An endpoint that did not take a notification that was posted
+    /// (``TypedNotificationError/Code/undelivered``): it will see it as missed.
+    public struct UndeliveredEndpoint: Hashable, Sendable {
+        /// Its label, as the endpoint registered it (`widget`), or, when the
+        /// registry no longer names it, the identifier of its socket.
+        public var endpoint: String
+        /// Its process, as it registered; 0 when the registry no longer names it.
+        public var processID: Int32
+
+        /// An endpoint by its label and process.
+        package init(endpoint: String, processID: Int32) {
+            self.endpoint = endpoint
+            self.processID = processID
+        }
     }
 }

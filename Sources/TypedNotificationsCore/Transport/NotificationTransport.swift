@@ -382,7 +382,7 @@ extension NotificationTransport {
     private let roomBody: @Sendable (NotificationName) -> Int?
 
     /// The largest payload the center takes, in bytes: its
-    /// ``NotificationHubConfiguration/maximumPayloadSize``. A transport
+    /// the hub's `maximumPayloadSize` (``NotificationHub/init(endpoint:transport:maximumPayloadSize:)``). A transport
     /// refuses a larger one before it reads or copies it, when it can tell
     /// its size first (a datagram's slot, a record's header), and reports it
     /// with ``refused(_:)``; it decodes what it receives with this limit.
