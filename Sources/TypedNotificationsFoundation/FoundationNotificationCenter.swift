@@ -17,20 +17,20 @@ import Synchronization
 /// A typed post is an ordinary Foundation notification named
 /// `N.name.rawValue`, so both directions of a half-migrated program work:
 /// - **Typed poster, Foundation observer**: the observer gets the value
-///   under `TypedNotificationUserInfoKey/value` in `userInfo` (or through
-///   `Notification.typedValue(as:)`), and who sent it under
-///   `TypedNotificationUserInfoKey/delivery`.
+///   under ``Foundation/NotificationCenter/typedValueKey`` in `userInfo` (or
+///   through `Notification.typedValue(as:)`), and who sent it through
+///   `Notification.typedDelivery`.
 /// - **Foundation poster, typed observer**: `post(name:object:userInfo:)`
 ///   reaches name-only observers (``addObserver(_:from:bufferingPolicy:handler:)``)
 ///   and typed observers of a ``PayloadlessNotification``; a typed observer
 ///   of a type with a payload receives the value put under
-///   `TypedNotificationUserInfoKey/value`, and counts any other post of its
+///   ``Foundation/NotificationCenter/typedValueKey``, and counts any other post of its
 ///   name as undecodable (reported in ``NotificationDelivery/missed``), as
 ///   every center does with a payload it cannot read. Such posts come from
 ///   ``NotificationCenter/untypedSender``.
 ///
 /// Names are only Foundation names here, so a name from an invalid literal
-/// (see `NotificationName.validationError`) is posted and observed as it
+/// (which any other center refuses) is posted and observed as it
 /// is: nothing refuses it before it reaches a cross-process center.
 ///
 /// Typed observers get the same guarantees as on ``NotificationHub``: posts

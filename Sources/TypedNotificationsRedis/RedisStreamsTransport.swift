@@ -117,14 +117,14 @@ import Synchronization
 ///   waits for the election up to ``RedisStreamsConfiguration/failoverWait``.
 public final class RedisStreamsTransport: KeepsLatest {
     /// The server and how to log in.
-    public let options: RedisConnectionOptions
+    package let options: RedisConnectionOptions
     /// The durable identity (a consumer group per name), if any.
-    public let identity: String?
+    package let identity: String?
     /// Where reading a name starts without a consumer group to resume:
     /// always for a plain observer, on a durable identity's first run.
-    public let firstRead: ReadStart
+    package let firstRead: ReadStart
     /// Limits and policies.
-    public let configuration: RedisStreamsConfiguration
+    package let configuration: RedisStreamsConfiguration
 
     // The thread that reads the streams and runs the hub's executor, the
     // counters, and the lifecycle with the connections and readers.

@@ -26,7 +26,7 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     package static let maximumLength = 200
 
     /// The text of the name: valid unless it came from an invalid literal
-    /// (see `validationError`).
+    /// (see ``init(stringLiteral:)``).
     public let rawValue: String
 
     /// Whether the text passed validation; only a literal can make it false.
@@ -57,8 +57,8 @@ public struct NotificationName: Hashable, Sendable, Comparable, CustomStringConv
     /// Creates a name from a literal in source code.
     ///
     /// An invalid literal does not stop the program: every use of the name
-    /// throws ``TypedNotificationError/Code/invalidName`` (see
-    /// `validationError`). Use ``init(validating:)`` for run-time text.
+    /// throws ``TypedNotificationError/Code/invalidName``, saying why, and
+    /// ``validate(_:)`` finds it in a test. Use ``init(validating:)`` for run-time text.
     public init(stringLiteral value: String) {
         self.rawValue = value
         self.isValid = Self.problem(with: value.utf8, maximumLength: Self.maximumLength) == nil

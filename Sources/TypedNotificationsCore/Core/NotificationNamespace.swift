@@ -46,8 +46,8 @@ public struct NotificationNamespace: Hashable, Sendable, CustomStringConvertible
     /// `"com.example.jobs"`.
     ///
     /// An invalid literal does not stop the program: every observer of it
-    /// throws ``TypedNotificationError/Code/invalidName`` (see
-    /// `validationError`). Use ``init(validating:)`` for run-time text.
+    /// throws ``TypedNotificationError/Code/invalidName``, saying why. Use
+    /// ``init(validating:)`` for run-time text.
     public init(stringLiteral value: String) {
         root = NotificationName(stringLiteral: value)
         problem =
