@@ -50,7 +50,7 @@ public func fuzzEnvelope(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         _ = try? Int(payload: raw)
         _ = try? Int16(payload: raw)
         _ = try? Bool(payload: raw)
-        _ = try? EmptyPayload(payload: raw)
+        _ = try? RawNotification(payload: raw)
         _ = try? Probe(payload: raw)
     }
     return 0
