@@ -207,13 +207,28 @@ struct FairnessTests {
         // which no executor can prevent. Such moments show as the control,
         // on an actor of its own, waiting too: those notifications measure
         // the machine, not the executor, and are left out of the bound.
-        let stalled = Set(controlWaits.values.filter { $0.nanoseconds > 5_000_000 }.map(\.note))
+        // A shorter stall of the same kind counts too: while the machine held
+        // the control back for d, at most d / 5 µs flood deliveries (each
+        // spins 5 µs) could run ahead of the quiet notification for the same
+        // reason, so those are allowed on top of the executor's bound (in CI
+        // a control held back 2 ms came with 613 flood deliveries).
+        let controlWait = Dictionary(
+            controlWaits.values.map { ($0.note, $0.nanoseconds) }, uniquingKeysWith: { max($0, $1) })
+        let stalled = Set(controlWait.filter { $0.value > 5_000_000 }.keys)
         let measured = during.filter { !stalled.contains($0.note) }
         let baselines = queuedAt.withLock { $0 }
-        let mostDeliveries = measured.map { $0.handledBy - (baselines[$0.note] ?? $0.handledBy) }.max() ?? 0
+        let ranAhead = measured.map { wait in
+            (
+                deliveries: wait.handledBy - (baselines[wait.note] ?? wait.handledBy),
+                machine: Int((controlWait[wait.note] ?? 0) / 5_000)
+            )
+        }
+        let mostDeliveries = ranAhead.map(\.deliveries).max() ?? 0
+        let worstExcess = ranAhead.map { $0.deliveries - $0.machine }.max() ?? 0
         #expect(
-            mostDeliveries <= mostDeliveriesWhileOthersWait,
-            "\(mostDeliveries) flood deliveries ran while a quiet notification waited")
+            worstExcess <= mostDeliveriesWhileOthersWait,
+            "\(worstExcess) flood deliveries (beyond what the machine's stalls explain) ran while a quiet notification waited"
+        )
         if measured.count < during.count / 2 {
             print(
                 "FairnessTests: the machine stalled a free actor for \(during.count - measured.count) of \(during.count) quiet notifications"
