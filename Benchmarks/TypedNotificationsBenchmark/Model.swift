@@ -126,6 +126,8 @@ struct PointSpec: Codable, Sendable {
     var directory: String
     /// The server of the Redis scenarios.
     var redisURL: String? = nil
+    /// Whether the library stamps each step of the path (see `Anatomy`).
+    var anatomy: Bool? = nil
 
     var total: Int { warmup + latencyCount + burstCount }
     var measuredLatency: Range<Int> { warmup..<(warmup + latencyCount) }
@@ -197,13 +199,33 @@ struct PointResult: Codable, Sendable {
     /// p50 latency to the last observer in each round, in the order run,
     /// when the point ran in more than one (`--rounds`).
     var roundLatencyP50s: [UInt64]?
+    /// Where the time went, step by step, in the median of the rounds that
+    /// ran with stamping on (nil where none did).
+    var anatomy: AnatomyResult? = nil
+    /// The rounds with stamping on beside those with it off.
+    var stampingCost: StampingCost? = nil
 
     /// The round with the median p50 latency to the last observer (the
     /// lower middle one of an even count), carrying every round's p50.
-    static func median(of rounds: [PointResult]) -> PointResult {
+    static func median(of rounds: [PointResult], stamped: [PointResult] = []) -> PointResult {
         let ordered = rounds.sorted { $0.latencyToLast.p50 < $1.latencyToLast.p50 }
         var chosen = ordered[(ordered.count - 1) / 2]
         if rounds.count > 1 { chosen.roundLatencyP50s = rounds.map(\.latencyToLast.p50) }
+        // The anatomy of the median stamped round, and the stamped rounds'
+        // medians beside the others'.
+        let stampedOrder = stamped.sorted { $0.latencyToLast.p50 < $1.latencyToLast.p50 }
+        if !stampedOrder.isEmpty {
+            chosen.anatomy = stampedOrder[(stampedOrder.count - 1) / 2].anatomy
+            chosen.stampingCost = StampingCost(
+                latencyP50Off: ordered[(ordered.count - 1) / 2].latencyToLast.p50,
+                latencyP50On: stampedOrder[(stampedOrder.count - 1) / 2].latencyToLast.p50,
+                posterCPUOff: medianValue(rounds.map(\.posterCPUNanosecondsPerPost)) ?? 0,
+                posterCPUOn: medianValue(stamped.map(\.posterCPUNanosecondsPerPost)) ?? 0,
+                observerCPUOff: medianValue(
+                    rounds.compactMap(\.observerCPUNanosecondsPerNotification)),
+                observerCPUOn: medianValue(
+                    stamped.compactMap(\.observerCPUNanosecondsPerNotification)))
+        }
         return chosen
     }
 }

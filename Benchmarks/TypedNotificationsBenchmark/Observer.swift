@@ -12,19 +12,22 @@ import TypedNotificationsCatalog
 
 // An observer process of a cross-process scenario:
 //
-//   TypedNotificationsBenchmark observe KIND DIR TOTAL STAMPS PAYLOAD INDEX
+//   TypedNotificationsBenchmark observe KIND DIR TOTAL STAMPS PAYLOAD INDEX [anatomy]
 //
 // prints "ready" once it is registered, files the receive time of every
 // notification, and at the end marker writes the stamps (TOTAL native
 // UInt64s) to STAMPS and prints "done received=N rss=KiB cpu=NS", the CPU
-// time it spent from ready to the end marker.
+// time it spent from ready to the end marker. With `anatomy`, the library
+// stamps each step of the path and the stamps go to STAMPS.anatomy.
 
 func runObserver(_ arguments: ArraySlice<String>) throws {
     let values = Array(arguments)
-    guard values.count == 6, let kind = Kind(rawValue: values[0]), kind.isCrossProcess,
+    let stamping = values.count == 7 && values[6] == "anatomy"
+    guard values.count == 6 || stamping, let kind = Kind(rawValue: values[0]), kind.isCrossProcess,
         let total = Int(values[2]), let payloadBytes = Int(values[4]), let index = Int(values[5])
-    else { fail("usage: observe KIND DIR TOTAL STAMPS PAYLOAD INDEX") }
+    else { fail("usage: observe KIND DIR TOTAL STAMPS PAYLOAD INDEX [anatomy]") }
     let directory = values[1]
+    if stamping { Anatomy.start(capacity: anatomyCapacity(total: total)) }
     let recorder = Recorder(total: total, primed: Countdown())
     if let entry = kind.entry {
         // DIR is the server's URL for a transport that meets at one.
@@ -42,6 +45,7 @@ func runObserver(_ arguments: ArraySlice<String>) throws {
     }
     let data = Data(buffer: recorder.stamps)
     guard FileManager.default.createFile(atPath: values[3], contents: data) else { fail("cannot write \(values[3])") }
+    if stamping { writeAnatomy(Anatomy.stop(), to: values[3] + ".anatomy") }
     let cpu = processCPUNanoseconds() &- (recorder.readyCPUNanoseconds ?? 0)
     say("done received=\(recorder.received) rss=\(peakResidentKiB()) cpu=\(cpu)")
 }

@@ -44,12 +44,13 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
             }
         }
         children = (0..<spec.observers).map { index in
-            Child([
-                // Redis observers get the server's URL where the others get the directory.
-                "observe", spec.kind.rawValue, spec.kind.meetsAtServer ? (spec.redisURL ?? "") : spec.directory,
-                "\(spec.total)",
-                stampsPath(spec, index), "\(spec.payloadBytes)", "\(index)",
-            ])
+            Child(
+                [
+                    // Redis observers get the server's URL where the others get the directory.
+                    "observe", spec.kind.rawValue, spec.kind.meetsAtServer ? (spec.redisURL ?? "") : spec.directory,
+                    "\(spec.total)",
+                    stampsPath(spec, index), "\(spec.payloadBytes)", "\(index)",
+                ] + (spec.anatomy == true ? ["anatomy"] : []))
         }
         for child in children { _ = child.expect("ready") }
         if let entry = spec.kind.entry {
@@ -70,6 +71,8 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
         }
     }
 
+    // Stamped from the first paced post on: probes and setting up are not the path.
+    if spec.anatomy == true { Anatomy.start(capacity: anatomyCapacity(total: spec.total)) }
     let filler = BenchTick.filler(forPayloadSize: spec.payloadBytes)
     var postStamps = [UInt64](repeating: 0, count: spec.total)
     var next = now()
@@ -99,6 +102,7 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
     var observerStamps: [[UInt64]] = []
     var observerPeak: Int?
     var observerCPU: Double?
+    var observerAnatomies: [[Anatomy.Stamp]] = []
     if spec.kind.isCrossProcess {
         for (index, child) in children.enumerated() {
             let done = child.expect("done")
@@ -113,6 +117,7 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
                 observerCPU = (observerCPU ?? 0) + Double(cpu) / Double(received) / Double(children.count)
             }
             observerStamps.append(readStamps(stampsPath(spec, index), count: spec.total))
+            if spec.anatomy == true { observerAnatomies.append(readAnatomy(stampsPath(spec, index) + ".anatomy")) }
         }
     } else {
         for recorder in recorders {
@@ -125,6 +130,13 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
     let cpuAfter = processCPUNanoseconds()
     let allocationsAfter = allocationCount()
     poster.close()
+    var stepsTaken: AnatomyResult?
+    if spec.anatomy == true {
+        let posterStamps = Anatomy.stop()
+        stepsTaken = anatomy(
+            poster: posterStamps, observers: spec.kind.isCrossProcess ? observerAnatomies : [posterStamps],
+            sampled: spec.measuredLatency)
+    }
 
     // Latency of the paced phase, to each observer and to the last one.
     var toEach: [UInt64] = []
@@ -180,7 +192,8 @@ func runPoint(_ spec: PointSpec) throws -> PointResult {
         posterPeakRSSKiB: peakResidentKiB(),
         observerPeakRSSKiB: observerPeak,
         observerCPUNanosecondsPerNotification: observerCPU,
-        lost: lost
+        lost: lost,
+        anatomy: stepsTaken
     )
 }
 

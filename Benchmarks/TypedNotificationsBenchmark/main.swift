@@ -12,7 +12,7 @@ import TypedNotificationsRedis
 //
 // Roles this executable plays for itself, in child processes:
 //   point SPEC-JSON                                  one scenario; prints "result JSON"
-//   observe KIND DIR TOTAL STAMPS PAYLOAD INDEX      an observer process
+//   observe KIND DIR TOTAL STAMPS PAYLOAD INDEX [anatomy]  an observer process
 //   soak KIND COUNT                                  the memory run
 //   soak-senders COUNT                               the memory run, distinct senders
 //   hubs KIND COUNT [URL]                            many hubs in one process, per-hub cost
@@ -30,6 +30,7 @@ import TypedNotificationsRedis
 let usage = """
     usage: TypedNotificationsBenchmark [--quick] [--only LIST] [--kinds LIST] [--observers LIST]
                                        [--sizes LIST] [--count N] [--rounds N] [--output DIR]
+                                       [--no-anatomy]
 
     The fan-out benchmark: from post until the last of N observers has the notification,
     per transport, against its physical floor and its peers, measured in the same run;
@@ -46,6 +47,10 @@ let usage = """
       --rounds     fan-out rounds, interleaved point by point (default 1; the points the
                    targets judge run at least 5, unless --quick)
       --output     where fanout.json and fanout.svg go (default .build/benchmark)
+      --no-anatomy leave out the stamped rounds: by default each of our points a target
+                   judges runs once more per round with the library stamping every step
+                   from post to handler, on and off in turn, and the report prints where
+                   the time goes (the anatomy) and what stamping cost
       --help       this text
 
     Benchmarks/README.md says how to read the figures.
@@ -96,7 +101,7 @@ default:
         let argument = arguments[index]
         if valued.contains(argument), index + 1 < arguments.count {
             index += 2
-        } else if argument == "--quick" {
+        } else if argument == "--quick" || argument == "--no-anatomy" {
             index += 1
         } else {
             FileHandle.standardError.write(
@@ -146,6 +151,14 @@ let sizes = list("--sizes")?.compactMap { Int($0) } ?? [16, 4096]
 let latencyCount = option("--count").flatMap(Int.init) ?? (quick ? 1_000 : 20_000)
 let rounds = max(1, option("--rounds").flatMap(Int.init) ?? 1)
 let outputDirectory = option("--output") ?? ".build/benchmark"
+let stampsAnatomy = !arguments.contains("--no-anatomy")
+/// Whether a fan-out point also runs with the library stamping each step:
+/// ours, where a target judges it (and the in-process hub at N=1, 16 B).
+func anatomyPoint(_ kind: Kind, observers: Int, size: Int) -> Bool {
+    guard stampsAnatomy, kind.isTypedNotifications else { return false }
+    return Report.judgesTarget(kind, observers: observers, size: size)
+        || (kind == .hubHandlers && observers == 1 && size == 16)
+}
 let machine = MachineInfo.current(quick: quick)
 
 if let buildWarning { print(buildWarning) }
@@ -187,6 +200,7 @@ if sections.contains("fanout") {
     // round's ratio moves by half between rounds on this kind of machine.
     let targetRounds = quick ? rounds : max(rounds, Report.targetRounds)
     var measured: [String: [PointResult]] = [:]
+    var measuredStamped: [String: [PointResult]] = [:]
     var order: [String] = []
     for round in 1...targetRounds {
         if targetRounds > 1 {
@@ -201,38 +215,52 @@ if sections.contains("fanout") {
                     guard round <= rounds || Report.judgesTarget(kind, observers: observers, size: size) else {
                         continue
                     }
-                    let directory = kind.isCrossProcess ? makeScratchDirectory(kind.rawValue) : ""
-                    defer { if kind.isCrossProcess { removeScratchDirectory(directory) } }
-                    let spec = PointSpec(
-                        kind: kind,
-                        observers: observers,
-                        payloadBytes: size,
-                        warmup: max(100, latencyCount / 10),
-                        latencyCount: latencyCount,
-                        burstCount: latencyCount,
-                        // Light load: the gap grows with N so that 16 observers on
-                        // two cores still measure latency, not a queue.
-                        gapNanoseconds: 25_000 * UInt64(max(2, observers)),
-                        directory: directory,
-                        redisURL: redisServer?.url
-                    )
-                    if kind.meetsAtServer { redisServer?.flush() }
-                    let child = Child(["point", String(decoding: try JSONEncoder().encode(spec), as: UTF8.self)])
-                    let line = child.expect("result ")
-                    child.wait()
-                    let point = try JSONDecoder().decode(PointResult.self, from: Data(line.dropFirst(7).utf8))
-                    let key = "\(kind.rawValue) \(size) \(observers)"
-                    if measured[key] == nil { order.append(key) }
-                    measured[key, default: []].append(point)
-                    print(
-                        "  \(padded(kind.label, 26)) N=\(padded("\(observers)", 2)) \(padded("\(size)", 4, right: true)) B: "
-                            + "p50 \(microseconds(point.latencyToLast.p50)), p99 \(microseconds(point.latencyToLast.p99)), "
-                            + "\(rate(point.throughputPerSecond)), lost \(point.lost)")
+                    // Our points that a target judges run once more per round
+                    // with the anatomy stamped, on and off in turn first.
+                    let stamped = anatomyPoint(kind, observers: observers, size: size)
+                    for stamping in stamped ? (round % 2 == 1 ? [false, true] : [true, false]) : [false] {
+                        let directory = kind.isCrossProcess ? makeScratchDirectory(kind.rawValue) : ""
+                        defer { if kind.isCrossProcess { removeScratchDirectory(directory) } }
+                        let spec = PointSpec(
+                            kind: kind,
+                            observers: observers,
+                            payloadBytes: size,
+                            warmup: max(100, latencyCount / 10),
+                            latencyCount: latencyCount,
+                            burstCount: latencyCount,
+                            // Light load: the gap grows with N so that 16 observers on
+                            // two cores still measure latency, not a queue.
+                            gapNanoseconds: 25_000 * UInt64(max(2, observers)),
+                            directory: directory,
+                            redisURL: redisServer?.url,
+                            anatomy: stamping
+                        )
+                        if kind.meetsAtServer { redisServer?.flush() }
+                        let child = Child(["point", String(decoding: try JSONEncoder().encode(spec), as: UTF8.self)])
+                        let line = child.expect("result ")
+                        child.wait()
+                        let point = try JSONDecoder().decode(PointResult.self, from: Data(line.dropFirst(7).utf8))
+                        let key = "\(kind.rawValue) \(size) \(observers)"
+                        if measured[key] == nil { order.append(key) }
+                        if stamping {
+                            measuredStamped[key, default: []].append(point)
+                        } else {
+                            measured[key, default: []].append(point)
+                        }
+                        print(
+                            "  \(padded(kind.label, 26)) N=\(padded("\(observers)", 2)) \(padded("\(size)", 4, right: true)) B: "
+                                + "p50 \(microseconds(point.latencyToLast.p50)), p99 \(microseconds(point.latencyToLast.p99)), "
+                                + "\(rate(point.throughputPerSecond)), lost \(point.lost)"
+                                + (stamping ? " (stamped)" : ""))
+                    }
                 }
             }
         }
     }
-    points = Report.withRatios(order.compactMap { measured[$0] }.map(PointResult.median(of:)))
+    points = Report.withRatios(
+        order.compactMap { key in
+            measured[key].map { PointResult.median(of: $0, stamped: measuredStamped[key] ?? []) }
+        })
     // Written now too, so a later section's failure cannot lose these figures.
     try write(Report(machine: machine, micro: micro, points: points, memory: nil, targets: []))
 }
@@ -390,6 +418,11 @@ let report = Report(machine: machine, micro: micro, points: points, memory: memo
 if !points.isEmpty {
     print("\nFan-out results (latency: post until the last observer has it; × base: against the group's baseline)")
     print(table(points))
+    let anatomies = anatomyTable(points)
+    if !anatomies.isEmpty {
+        print("\nThe anatomy: each step from post to handler (stamped rounds, the median one), and each side's CPU")
+        print(anatomies)
+    }
     if rounds > 1 {
         print("\nEvery round's p50 to the last observer (each point above is its median round)")
         for point in points {

@@ -124,6 +124,7 @@ final class LogReader {
                 event = .identified(FileLog.logIdentifier(root, name, segment, sharing: sharing))
             case .read(let offset, let count):
                 if let current = open, case .success(let bytes) = FileLog.read(current.file, at: offset, count: count) {
+                    Anatomy.received()
                     event = .read(bytes)
                 } else {
                     event = .readFailed

@@ -274,6 +274,7 @@ package final class RedisConnection: @unchecked Sendable {
         case .success(0):
             throw broken("Redis at \(options.redactedDescription) closed the connection", nil)
         case .success(let count):
+            Anatomy.received()
             input.append(contentsOf: UnsafeRawBufferPointer(rebasing: receiveBuffer.bytes[..<count]))
             return count
         case .failure(let error) where error == .wouldBlock:

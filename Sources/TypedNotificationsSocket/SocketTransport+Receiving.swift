@@ -394,6 +394,7 @@ extension SocketTransport {
         var waits = waitingFirst
         while taken < limit, evenWhenWaiting || handOver.mayReceive {
             guard case .success(let count) = datagrams.receive(receiveSocket, waiting: waits) else { return signals }
+            Anatomy.received()
             waits = false
             if count >= fullQueueSign { signals.sawFullQueue = true }
             handOver.startRound()

@@ -24,6 +24,7 @@ final class DeliveryQueue: Sendable {
     @discardableResult
     func enqueue(_ message: TransportMessage, missedBefore: Int) -> Bool {
         let action = machine.withLock { $0.enqueue(message, missedBefore: missedBefore) }
+        Anatomy.mark(.queued, key: message.timestamp.monotonicNanoseconds)
         switch action {
         case .resume(let waiter, let entry):
             waiter.resume(returning: entry)

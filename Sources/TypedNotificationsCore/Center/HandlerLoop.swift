@@ -176,6 +176,7 @@ private struct HandlerRun<N: DarwinPayload>: Sendable {
                 index -= 1
                 return .ended
             }
+            Anatomy.mark(.handlerBegan, key: next.delivery.timestamp.monotonicNanoseconds)
             handler(actor, next.notification, next.delivery)
             observation.gate.end()
             // Handled: a durable transport may move its cursor past it.

@@ -59,11 +59,13 @@ extension NotificationHub {
     /// each waiting poster with its outcome. Returns the leader's own.
     func lead(_ own: consuming OutboundStamped) throws(TypedNotificationError) {
         var outcome = OutboundOutcome.sent
+        let sending = message(&own)
         do throws(TypedNotificationError) {
-            try transport.send(message(&own))
+            try transport.send(sending)
         } catch {
             outcome = .failed(error)
         }
+        Anatomy.mark(.sent, key: sending.timestamp.monotonicNanoseconds)
         var sent = 1
         if case .failed(let error) = outcome, !error.code.meansSent { sent = 0 }
         // Every post of the batches that follow has a waiter of its own.
@@ -107,6 +109,9 @@ extension NotificationHub {
             messages.reserveCapacity(batch.count)
             for index in batch.indices { messages.append(message(&batch[index])) }
             let result = transport.send(batch: messages)
+            if Anatomy.isOn {
+                for message in messages { Anatomy.mark(.sent, key: message.timestamp.monotonicNanoseconds) }
+            }
             let sent = min(max(result.sent, 0), batch.count)
             var outcomes = [OutboundOutcome](repeating: .sent, count: sent)
             for (index, error) in result.undelivered where index < sent {
@@ -166,6 +171,7 @@ extension NotificationHub {
             // empty envelope would be refused by every receiver, never trap.
             payload = .encoded(EncodedNotification(storage: [], envelopeRange: 0..<0, payloadRange: 0..<0))
         }
+        Anatomy.made(key: timestamp.monotonicNanoseconds)
         return TransportMessage(
             name: stamped.name, sender: sender, sequence: stamped.sequence, timestamp: timestamp, payload: payload)
     }

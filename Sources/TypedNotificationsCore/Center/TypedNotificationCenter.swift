@@ -1,4 +1,5 @@
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// Posts typed notifications and delivers them to typed observers: closures
 /// that return a token, or async sequences.
@@ -167,6 +168,7 @@ extension TypedNotificationCenter {
     ///   ``TypedNotificationError/Code/undelivered`` means it was sent, and only
     ///   the endpoints the error names did not take it.
     public func post<N: TypedNotification>(_ notification: N) throws(TypedNotificationError) {
+        Anatomy.postCalled()
         try post(notification, as: try N.name.validated(declaredBy: N.self))
     }
 

@@ -1,3 +1,5 @@
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
+
 /// Decodes envelopes, reusing the names and sender identities it has seen, so
 /// that decoding a message allocates nothing beyond the buffer it came in.
 ///
@@ -110,6 +112,7 @@
             throw failure ?? envelopeError(.malformedEnvelope, "the record could not be decoded")
         }
         let length = fields.length
+        Anatomy.decoded(key: fields.timestamp.monotonicNanoseconds)
         let message = TransportMessage(
             name: fields.name,
             sender: fields.sender,

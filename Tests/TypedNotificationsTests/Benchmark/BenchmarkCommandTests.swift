@@ -68,6 +68,34 @@ struct BenchmarkCommandTests {
         #expect(none.errors.values.first?.contains("--kinds names no kind") == true)
     }
 
+    @Test("the anatomy joins a poster's stamps with an observer process's: every step from post to handler, with CPU")
+    func anatomyAcrossProcesses() async throws {
+        let output = try makeTemporaryDirectory()
+        defer { removeDirectory(output) }
+        let run = try HelperProcess(
+            [
+                "--quick", "--only", "fanout", "--kinds", "raw-datagram,socket", "--observers", "1", "--sizes", "16",
+                "--count", "300", "--output", output,
+            ],
+            executable: benchmark)
+        #expect(await run.waitForExit() == 0)
+        let lines = run.lines.values
+        // Each of our points a target judges ran twice, stamped once.
+        #expect(lines.contains { $0.contains("SocketTransport") && $0.hasSuffix("(stamped)") })
+        guard let start = lines.firstIndex(where: { $0.contains("SocketTransport, N=1, 16 B (") }) else {
+            Issue.record("no anatomy for the socket point in \(lines)")
+            return
+        }
+        // Its header says how many were sampled: the measured paced ones.
+        #expect(lines[start].contains("(300 notifications sampled)"))
+        let table = lines[start...].prefix(12).joined(separator: "\n")
+        for step in ["message made", "send returned", "receive returned", "decoded", "queued", "handler began"] {
+            #expect(table.contains("    \(step) "), "no \(step) in \(table)")
+        }
+        #expect(table.contains("observer") && table.contains("(floor "))
+        #expect(table.contains("stamping on / off"))
+    }
+
     @Test(
         "a benchmark killed mid-run leaves nothing running: no redis-server, no process of its own",
         .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
