@@ -198,7 +198,7 @@ if sections.contains("fanout") {
     // slow minute of the machine falls on a floor and its transport alike.
     // The points the targets judge run at least five rounds: a single
     // round's ratio moves by half between rounds on this kind of machine.
-    let targetRounds = quick ? rounds : max(rounds, Report.targetRounds)
+    let targetRounds = quick ? rounds : ([rounds] + kinds.map(Report.targetRounds(for:))).max() ?? rounds
     var measured: [String: [PointResult]] = [:]
     var measuredStamped: [String: [PointResult]] = [:]
     var order: [String] = []
@@ -212,7 +212,11 @@ if sections.contains("fanout") {
         for kind in kinds {
             for size in sizes {
                 for observers in observerCounts {
-                    guard round <= rounds || Report.judgesTarget(kind, observers: observers, size: size) else {
+                    guard
+                        round <= rounds
+                            || (Report.judgesTarget(kind, observers: observers, size: size)
+                                && round <= Report.targetRounds(for: kind))
+                    else {
                         continue
                     }
                     // Our points that a target judges run once more per round

@@ -48,7 +48,7 @@ private func runPinnedHandlerLoop<N: DarwinPayload, A: Actor>(
     on actor: isolated A,
     handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) async {
-    var run = HandlerRun(observation)
+    var run = HandlerRun<N>(observation)
     while await run.refill(isolation: actor) {
         switch run.deliver(on: actor, to: handler) {
         case .ended:
@@ -70,7 +70,7 @@ private func runWeakHandlerLoop<N: DarwinPayload, A: Actor>(
     on reference: WeakActorReference<A>,
     handler: @escaping @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) async {
-    var run = HandlerRun(observation)
+    var run = HandlerRun<N>(observation)
     while await run.refill(isolation: nil) {
         guard let actor = reference.actor else {
             // Nobody else holds the actor: nothing is left to deliver to.
@@ -171,14 +171,22 @@ private struct HandlerRun<N: DarwinPayload>: Sendable {
             guard !observation.isCancelled else { return .ended }
             let entry = batch[index]
             index += 1
-            guard let next = decoder.delivery(from: entry, metrics: observation.metrics) else { continue }
-            guard observation.gate.begin() else {
+            var cancelled = false
+            let observation = observation
+            let decoded = decoder.withValue(of: entry, metrics: observation.metrics) { value, delivery in
+                guard observation.gate.begin() else {
+                    cancelled = true
+                    return
+                }
+                Anatomy.mark(.handlerBegan, key: delivery.timestamp.monotonicNanoseconds)
+                handler(actor, value, delivery)
+                observation.gate.end()
+            }
+            guard decoded else { continue }
+            if cancelled {
                 index -= 1
                 return .ended
             }
-            Anatomy.mark(.handlerBegan, key: next.delivery.timestamp.monotonicNanoseconds)
-            handler(actor, next.notification, next.delivery)
-            observation.gate.end()
             // Handled: a durable transport may move its cursor past it.
             entry.element.receipt?.release()
             observation.metrics.add(to: .delivered)

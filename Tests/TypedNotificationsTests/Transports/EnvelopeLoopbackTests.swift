@@ -180,7 +180,7 @@ struct UnstartedObservationTests {
             String.self, selecting: .name("test.once"), from: .any, bufferingPolicy: .unbounded)
         let record = try observation.start()
         #expect(throws: TypedNotificationError.self) { try observation.start() }
-        let sequence = DeliverySequence(observation: record)
+        let sequence = DeliverySequence<String>(observation: record)
         try hub.post("kept", as: "test.once")
         var iterator = sequence.makeAsyncIterator()
         #expect(await iterator.next()?.notification == "kept")
