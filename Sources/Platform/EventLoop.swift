@@ -62,6 +62,10 @@ import Synchronization
     // Only that thread writes its own identity and clears it, so a thread
     // that reads its own identity here is that thread (no lock needed).
     let jobThread = Atomic<UInt>(0)
+    // When the first handler since the loop last ran its jobs ran inline
+    // (see `mayRunHandlerInline()`); 0 when none has. Only the loop's thread
+    // reads and writes it.
+    let inlineStart = Atomic<UInt64>(0)
     let finished = OneShotEvent()
     // The receive storage of this thread's loops, made by the first that
     // asks (see ``datagramStorage()``); kept on the thread's own loop.
@@ -131,6 +135,23 @@ import Synchronization
     /// thread enqueues (a handler's job, resumed by the message it just
     /// received) is not counted, and never needs a wake-up.
     package var handOffs: Int { handOffCount.load(ordering: .relaxed) }
+
+    /// Whether the calling thread may run a handler inline, now, from the
+    /// I/O it is handling: it is this loop's thread, and inline handlers
+    /// have run for less than ``jobSliceNanoseconds`` since the loop last
+    /// ran its jobs, so the loop looks at its jobs and I/O again as soon as
+    /// it would with the handlers queued as jobs.
+    package func mayRunHandlerInline() -> Bool {
+        let loop = host ?? self
+        guard loop.jobThread.load(ordering: .relaxed) == ThreadIdentity.current.rawValue else { return false }
+        let now = SystemClock.monotonicNanoseconds()
+        let start = loop.inlineStart.load(ordering: .relaxed)
+        if start == 0 {
+            loop.inlineStart.store(now, ordering: .relaxed)
+            return true
+        }
+        return now &- start < Self.jobSliceNanoseconds
+    }
 
     /// Whether the calling thread is the one running this loop's jobs now:
     /// the loop's own thread, or, once stopped, the pool thread draining them.
@@ -433,6 +454,7 @@ import Synchronization
         var batch: [LoopJob] = []
         var next = 0
         while true {
+            inlineStart.store(0, ordering: .relaxed)
             runJobs(&batch, from: &next)
             let timeout = state { state -> CInt? in
                 guard state.phase == .running else { return nil }

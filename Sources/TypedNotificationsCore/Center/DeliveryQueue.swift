@@ -21,13 +21,22 @@ final class DeliveryQueue: Sendable {
     /// Adds a message. Returns whether the policy had to drop one. A message
     /// that leaves the queue unhandled (dropped, or refused because the queue
     /// is finished) lets go of its `DeliveryReceipt` hold.
+    ///
+    /// With `inline`, a message the suspended consumer would get next goes
+    /// to `inline` instead, called on this thread after the lock, and the
+    /// consumer keeps waiting.
     @discardableResult
-    func enqueue(_ message: TransportMessage, missedBefore: Int) -> Bool {
-        let action = machine.withLock { $0.enqueue(message, missedBefore: missedBefore) }
+    func enqueue(
+        _ message: TransportMessage, missedBefore: Int, inline: ((Entry) -> Void)? = nil
+    ) -> Bool {
+        let action = machine.withLock { $0.enqueue(message, missedBefore: missedBefore, inline: inline != nil) }
         Anatomy.mark(.queued, key: message.timestamp.monotonicNanoseconds)
         switch action {
         case .resume(let waiter, let entry):
             waiter.resume(returning: entry)
+            return false
+        case .inline(let entry):
+            inline?(entry)
             return false
         case .buffered:
             return false

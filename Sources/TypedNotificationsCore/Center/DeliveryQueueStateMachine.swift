@@ -99,6 +99,9 @@ struct DeliveryQueueStateMachine<Element: DeliveryKeyed, Waiter> {
     enum EnqueueAction {
         /// Hand this entry straight to the suspended consumer.
         case resume(Waiter, Entry)
+        /// Deliver this entry inline, now, on the calling thread: the
+        /// consumer was suspended and stays so (asked for with `inline`).
+        case inline(Entry)
         /// Buffered; nothing to do.
         case buffered
         /// Buffered after dropping the oldest entry, or not buffered because the
@@ -109,7 +112,11 @@ struct DeliveryQueueStateMachine<Element: DeliveryKeyed, Waiter> {
         case discarded
     }
 
-    mutating func enqueue(_ element: Element, missedBefore: Int) -> EnqueueAction {
+    /// Buffers `element`, hands it to the suspended consumer, or with
+    /// `inline`, when the consumer is suspended, has it delivered on the
+    /// calling thread and leaves the consumer waiting: the buffer is empty
+    /// then, so it is next in order.
+    mutating func enqueue(_ element: Element, missedBefore: Int, inline: Bool = false) -> EnqueueAction {
         guard !isFinished else { return .discarded }
         var entry = Entry(element: element, missedBefore: missedBefore)
         if !carried.isEmpty, let carry = carried.take(element.deliveryKey) {
@@ -118,8 +125,9 @@ struct DeliveryQueueStateMachine<Element: DeliveryKeyed, Waiter> {
         }
         if let waiter {
             // A waiter exists only while the buffer is empty.
-            self.waiter = nil
             attachCarriedToTake(&entry)
+            if inline { return .inline(entry) }
+            self.waiter = nil
             return .resume(waiter, entry)
         }
         guard let limit, count >= limit else {

@@ -31,6 +31,16 @@ func startHandler<N: DarwinPayload, A: Actor>(
         // received, so nobody is woken), and the hop to the actor that
         // follows costs nothing. `nil` (the main actor, the pool): no preference.
         let preference = (actor as? NotificationExecutor)?.taskExecutor
+        if let loop = (actor as? NotificationExecutor)?.loop {
+            // On a transport's loop, a notification the waiting loop would
+            // be resumed with is handled by the receiving thread instead.
+            observation.setInlineHandler(
+                ObserverRecord<N>.InlineHandler(loop: loop) { entry in
+                    actor.assumeIsolated { actor in
+                        deliverInline(entry, of: observation, on: actor, to: handler)
+                    }
+                })
+        }
         loop = Task(executorPreference: preference) {
             await runPinnedHandlerLoop(observation, on: actor, handler: handler)
         }
@@ -61,6 +71,45 @@ private func runPinnedHandlerLoop<N: DarwinPayload, A: Actor>(
             run.startBudget()
         }
     }
+    // Finished: nothing more arrives, and the inline handler lets go of
+    // the observation it holds.
+    observation.removeInlineHandler()
+}
+
+/// Delivers one entry inline, on the thread that received it, which runs
+/// `actor`'s jobs: what the handler loop would do with it, had it been
+/// resumed with it. A payload that does not decode leaves its loss for the
+/// next entry of its name, which the queue holds until then.
+private func deliverInline<N: DarwinPayload, A: Actor>(
+    _ entry: DeliveryQueue.Entry,
+    of observation: ObserverRecord<N>,
+    on actor: isolated A,
+    to handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
+) {
+    var decoder = DeliveryDecoder<N>()
+    var cancelled = false
+    let decoded = decoder.withValue(of: entry, metrics: observation.metrics) { value, delivery in
+        guard observation.gate.begin() else {
+            cancelled = true
+            return
+        }
+        Anatomy.mark(.handlerBegan, key: delivery.timestamp.monotonicNanoseconds)
+        handler(actor, value, delivery)
+        observation.gate.end()
+    }
+    guard decoded else {
+        let name = entry.element.name
+        if let losses = decoder.takeLosses(of: name) {
+            observation.noteMissed(losses.count, isExact: losses.isExact, for: name)
+        }
+        return
+    }
+    if cancelled {
+        observation.discard([entry][...])
+        return
+    }
+    entry.element.receipt?.release()
+    observation.metrics.add(to: .delivered)
 }
 
 /// The loop for a user's actor: waits holding no reference to it, and takes a
@@ -146,6 +195,9 @@ private struct HandlerRun<N: DarwinPayload>: Sendable {
         guard index == batch.count else { return true }
         batch.removeAll(keepingCapacity: true)
         index = 0
+        // Waiting may let notifications be handled inline; not past losses
+        // this loop still has to report.
+        observation.setCarryPending(decoder.carriesLosses)
         switch await observation.queue.take(into: &batch, limit: HandlerLoopBudget.deliveries, isolation: actor) {
         case .finished:
             return false
@@ -204,6 +256,7 @@ private struct HandlerRun<N: DarwinPayload>: Sendable {
     /// out of `deliver`, whose loop stays as small as it can.
     @inline(never)
     mutating func end() {
+        observation.removeInlineHandler()
         observation.discard(batch[index...])
         batch.removeAll()
         index = 0

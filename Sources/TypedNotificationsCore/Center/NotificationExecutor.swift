@@ -1,4 +1,5 @@
 import Synchronization
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
 
 /// The serial executor a center runs handlers on when no actor is given.
 ///
@@ -6,7 +7,13 @@ import Synchronization
 /// other. On a transport that receives on an event loop (the socket and
 /// file transports), that loop is this executor: a notification it
 /// receives is handed to these handlers on the thread that received it,
-/// without waking another. A process's first few such transports have a
+/// without waking another. When a handler has nothing queued, that thread
+/// calls it there and then, inline, before it receives more: no job is
+/// queued and no task switched to. An inline run is outside any task, so
+/// task-local values bound where the observer was added are not seen
+/// there (capture what a handler needs when adding it); order, exact
+/// cancel and everything else a handler is promised are the same either
+/// way. A process's first few such transports have a
 /// thread each; the rest share a few threads, as the channels of a
 /// swift-nio event loop do. A handler here should not block, then: while
 /// it runs, its transport, and the others on its thread, receive for
@@ -19,15 +26,20 @@ public actor NotificationExecutor {
     // The transport's executor, or nil: the jobs queue on `pool`.
     private let shared: (any TaskExecutor & SerialExecutor)?
     private let pool = PoolQueue()
+    /// The transport's event loop, when that is the executor: a handler
+    /// here may then run inline, from the I/O that brought its notification.
+    let loop: EventLoop?
 
     /// Creates an executor whose jobs run on the shared pool.
     package init() {
         shared = nil
+        loop = nil
     }
 
     /// Creates an executor on a transport's own executor, if it has one.
     init(sharing executor: (any TaskExecutor & SerialExecutor)?) {
         shared = executor
+        loop = executor as? EventLoop
     }
 
     /// Where this actor's jobs run.

@@ -180,10 +180,51 @@ package final class ObserverState: ObservationSink, ObservationControl {
         // Held until this observer is done with it; the queue lets go of a
         // message it drops or refuses.
         message.receipt?.hold()
-        if queue.enqueue(message, missedBefore: gap) {
+        var inlineHandler: InlineHandler?
+        if hasInlineHandler.load(ordering: .acquiring), !carryPending.load(ordering: .relaxed) {
+            inlineHandler = inline.withLock { $0 }
+            if let loop = inlineHandler?.loop, !loop.mayRunHandlerInline() { inlineHandler = nil }
+        }
+        if queue.enqueue(message, missedBefore: gap, inline: inlineHandler?.deliver) {
             metrics.add(to: .dropped)
         }
         return true
+    }
+
+    /// A handler that may run inline: its handler loop waits on the event
+    /// loop that receives its notifications (a center's executor on a
+    /// transport's loop), so a notification that would resume the loop is
+    /// handled by the receiving thread there and then, in order, with no job
+    /// queued and no task switched to (see ``EventLoop/mayRunHandlerInline()``).
+    struct InlineHandler: Sendable {
+        let loop: EventLoop
+        let deliver: @Sendable (DeliveryQueue.Entry) -> Void
+    }
+
+    // The handler loop's inline handler, while it runs; read per message
+    // only when `hasInlineHandler` says there is one.
+    private let inline = Locked<InlineHandler?>(nil)
+    private let hasInlineHandler = Atomic<Bool>(false)
+    // Set while the handler loop holds losses of undecodable notifications
+    // not yet reported: they ride on its next delivery of their name, so
+    // none may go past it inline.
+    private let carryPending = Atomic<Bool>(false)
+
+    /// Lets `handler` run inline, until ``removeInlineHandler()``.
+    func setInlineHandler(_ handler: InlineHandler) {
+        inline.withLock { $0 = handler }
+        hasInlineHandler.store(true, ordering: .releasing)
+    }
+
+    /// Ends inline delivery: what arrives from now on resumes the loop.
+    func removeInlineHandler() {
+        hasInlineHandler.store(false, ordering: .releasing)
+        inline.withLock { $0 = nil }
+    }
+
+    /// Whether the handler loop carries unreported losses (see `carryPending`).
+    func setCarryPending(_ pending: Bool) {
+        carryPending.store(pending, ordering: .relaxed)
     }
 
     func noteMissed(_ count: Int, isExact: Bool, for name: NotificationName) {
@@ -216,6 +257,14 @@ struct DeliveryDecoder<N: DarwinPayload>: Sendable {
             return nil
         }
         return DeliveredNotification(notification: value, delivery: delivery)
+    }
+
+    /// Whether losses of undecodable notifications wait to ride on a delivery.
+    var carriesLosses: Bool { !undecoded.isEmpty }
+
+    /// Takes the losses carried for `name`, to hand them to the queue.
+    mutating func takeLosses(of name: NotificationName) -> (count: Int, isExact: Bool)? {
+        undecoded.take(name)
     }
 
     /// Calls `body` with the entry's value and its metadata, and returns

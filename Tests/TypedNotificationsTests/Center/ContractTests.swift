@@ -302,8 +302,12 @@ private struct CancelledObserversReleased: ContractBody {
 /// Guarantee 6: bad input is a typed error. An invalid name literal throws
 /// `.invalidName` on every use; an envelope whose payload does not decode
 /// as the observed type is never delivered, is counted undecodable, and the
-/// next delivery reports it missed.
+/// next delivery reports it missed: to a sequence, and to a handler on the
+/// center's executor (which a transport's loop may run inline, as it
+/// receives).
 private struct BadInputIsATypedError: ContractBody {
+    var toHandler = false
+
     func run<T: NotificationTransport>(poster: NotificationHub<T>, observer: NotificationHub<T>) async throws {
         for use in ["post", "observe"] {
             do throws(TypedNotificationError) {
@@ -317,6 +321,12 @@ private struct BadInputIsATypedError: ContractBody {
                 #expect(error.code == .invalidName, "\(use)")
             }
         }
+        let handled = Collector<(index: Int, missed: Int)>()
+        let token =
+            toHandler
+            ? try observer.addObserver(.of(Ping.self)) { ping, delivery in
+                handled.append((ping.index, delivery.missed))
+            } : nil
         let deliveries = try observer.deliveries(.of(Ping.self))
         let forger = try forgedSender(instance: 4)
         // Ping's payload is JSON: these bytes are no Ping.
@@ -329,7 +339,14 @@ private struct BadInputIsATypedError: ContractBody {
             #expect(delivered.delivery.missed == 1)
             break
         }
-        #expect(observer.metrics.undecodable == 1)
+        if let token {
+            #expect(await handled.wait(forCount: 1, upTo: safetyNet))
+            #expect(handled.values.map(\.index) == [7])
+            #expect(handled.values.map(\.missed) == [1])
+            token.cancel()
+        }
+        // Counted once per observer that could not decode it.
+        #expect(observer.metrics.undecodable == (toHandler ? 2 : 1))
         #expect(observer.failure == nil)
     }
 }
@@ -499,5 +516,6 @@ struct ContractTests {
         arguments: ContractTransport.available)
     func badInput(_ kind: ContractTransport) async throws {
         try await runContract(kind, BadInputIsATypedError())
+        try await runContract(kind, BadInputIsATypedError(toHandler: true))
     }
 }
