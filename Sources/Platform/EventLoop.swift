@@ -66,6 +66,9 @@ import Synchronization
     // (see `mayRunHandlerInline()`); 0 when none has. Only the loop's thread
     // reads and writes it.
     let inlineStart = Atomic<UInt64>(0)
+    // Whether the loop's thread is running jobs or an inline handler now.
+    // Only the loop's thread reads and writes it.
+    let runsHandlers = Atomic<Bool>(false)
     let finished = OneShotEvent()
     // The receive storage of this thread's loops, made by the first that
     // asks (see ``datagramStorage()``); kept on the thread's own loop.
@@ -141,9 +144,15 @@ import Synchronization
     /// have run for less than ``jobSliceNanoseconds`` since the loop last
     /// ran its jobs, so the loop looks at its jobs and I/O again as soon as
     /// it would with the handlers queued as jobs.
+    ///
+    /// Never while the loop runs its jobs or another inline handler: a
+    /// handler that posts to a transport delivering on the calling thread
+    /// does not have a second handler run inside it.
     package func mayRunHandlerInline() -> Bool {
         let loop = host ?? self
-        guard loop.jobThread.load(ordering: .relaxed) == ThreadIdentity.current.rawValue else { return false }
+        guard loop.jobThread.load(ordering: .relaxed) == ThreadIdentity.current.rawValue,
+            !loop.runsHandlers.load(ordering: .relaxed)
+        else { return false }
         let now = SystemClock.monotonicNanoseconds()
         let start = loop.inlineStart.load(ordering: .relaxed)
         if start == 0 {
@@ -151,6 +160,15 @@ import Synchronization
             return true
         }
         return now &- start < Self.jobSliceNanoseconds
+    }
+
+    /// Runs `handler`, inline, on the loop's thread (see
+    /// ``mayRunHandlerInline()``), marked as running handlers meanwhile.
+    package func runInline(_ handler: () -> Void) {
+        let loop = host ?? self
+        loop.runsHandlers.store(true, ordering: .relaxed)
+        handler()
+        loop.runsHandlers.store(false, ordering: .relaxed)
     }
 
     /// Whether the calling thread is the one running this loop's jobs now:
@@ -455,7 +473,9 @@ import Synchronization
         var next = 0
         while true {
             inlineStart.store(0, ordering: .relaxed)
+            runsHandlers.store(true, ordering: .relaxed)
             runJobs(&batch, from: &next)
+            runsHandlers.store(false, ordering: .relaxed)
             let timeout = state { state -> CInt? in
                 guard state.phase == .running else { return nil }
                 guard next == batch.count, state.jobs.isEmpty, state.marked.isEmpty else { return 0 }

@@ -36,8 +36,10 @@ func startHandler<N: DarwinPayload, A: Actor>(
             // be resumed with is handled by the receiving thread instead.
             observation.setInlineHandler(
                 ObserverRecord<N>.InlineHandler(loop: loop) { entry in
-                    actor.assumeIsolated { actor in
-                        deliverInline(entry, of: observation, on: actor, to: handler)
+                    loop.runInline {
+                        actor.assumeIsolated { actor in
+                            deliverInline(entry, of: observation, on: actor, to: handler)
+                        }
                     }
                 })
         }

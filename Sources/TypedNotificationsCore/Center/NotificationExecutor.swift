@@ -9,7 +9,9 @@ import Synchronization
 /// receives is handed to these handlers on the thread that received it,
 /// without waking another. When a handler has nothing queued, that thread
 /// calls it there and then, inline, before it receives more: no job is
-/// queued and no task switched to. An inline run is outside any task, so
+/// queued and no task switched to (unless inline handlers on that thread
+/// have run for 1 ms since it last ran its jobs: then it is queued, as it
+/// would be otherwise). An inline run is outside any task, so
 /// task-local values bound where the observer was added are not seen
 /// there (capture what a handler needs when adding it); order, exact
 /// cancel and everything else a handler is promised are the same either

