@@ -89,6 +89,39 @@ private func deliverInline<N: DarwinPayload, A: Actor>(
     to handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
 ) {
     var decoder = DeliveryDecoder<N>()
+    switch runHandler(with: entry, decoder: &decoder, of: observation, on: actor, handler) {
+    case .handled:
+        break
+    case .undecodable:
+        let name = entry.element.name
+        if let losses = decoder.takeLosses(of: name) {
+            observation.noteMissed(losses.count, isExact: losses.isExact, for: name)
+        }
+    case .cancelled:
+        observation.discard([entry][...])
+    }
+}
+
+/// What ``runHandler(with:decoder:of:on:_:)`` did with an entry.
+private enum HandlerCall {
+    /// The handler ran; the entry is let go of as handled.
+    case handled
+    /// Its payload is not an `N`: counted, its loss carried by `decoder`.
+    case undecodable
+    /// The gate was closed: the handler did not run, the entry is the caller's.
+    case cancelled
+}
+
+/// Decodes `entry`, and runs `handler` with it through the observation's
+/// gate: the one handler call of both the loop and an inline delivery.
+@inline(__always)
+private func runHandler<N: DarwinPayload, A: Actor>(
+    with entry: DeliveryQueue.Entry,
+    decoder: inout DeliveryDecoder<N>,
+    of observation: ObserverRecord<N>,
+    on actor: isolated A,
+    _ handler: @Sendable (isolated A, N, NotificationDelivery) -> Void
+) -> HandlerCall {
     var cancelled = false
     let decoded = decoder.withValue(of: entry, metrics: observation.metrics) { value, delivery in
         guard observation.gate.begin() else {
@@ -99,19 +132,12 @@ private func deliverInline<N: DarwinPayload, A: Actor>(
         handler(actor, value, delivery)
         observation.gate.end()
     }
-    guard decoded else {
-        let name = entry.element.name
-        if let losses = decoder.takeLosses(of: name) {
-            observation.noteMissed(losses.count, isExact: losses.isExact, for: name)
-        }
-        return
-    }
-    if cancelled {
-        observation.discard([entry][...])
-        return
-    }
+    guard decoded else { return .undecodable }
+    guard !cancelled else { return .cancelled }
+    // Handled: a durable transport may move its cursor past it.
     entry.element.receipt?.release()
     observation.metrics.add(to: .delivered)
+    return .handled
 }
 
 /// The loop for a user's actor: waits holding no reference to it, and takes a
@@ -225,25 +251,15 @@ private struct HandlerRun<N: DarwinPayload>: Sendable {
             guard !observation.isCancelled else { return .ended }
             let entry = batch[index]
             index += 1
-            var cancelled = false
-            let observation = observation
-            let decoded = decoder.withValue(of: entry, metrics: observation.metrics) { value, delivery in
-                guard observation.gate.begin() else {
-                    cancelled = true
-                    return
-                }
-                Anatomy.mark(.handlerBegan, key: delivery.timestamp.monotonicNanoseconds)
-                handler(actor, value, delivery)
-                observation.gate.end()
-            }
-            guard decoded else { continue }
-            if cancelled {
+            switch runHandler(with: entry, decoder: &decoder, of: observation, on: actor, handler) {
+            case .handled:
+                break
+            case .undecodable:
+                continue
+            case .cancelled:
                 index -= 1
                 return .ended
             }
-            // Handled: a durable transport may move its cursor past it.
-            entry.element.receipt?.release()
-            observation.metrics.add(to: .delivered)
             budgetUsed += 1
             if budgetUsed >= HandlerLoopBudget.deliveries
                 || SystemClock.monotonicNanoseconds() &- budgetStart >= HandlerLoopBudget.nanoseconds

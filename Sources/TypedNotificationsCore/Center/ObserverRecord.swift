@@ -301,15 +301,7 @@ struct DeliveryDecoder<N: DarwinPayload>: Sendable {
             missed = missed.addingSaturating(carried.count)
             missedIsExact = missedIsExact && carried.isExact
         }
-        return NotificationDelivery(
-            name: message.name,
-            sender: message.sender,
-            sequence: message.sequence,
-            timestamp: message.timestamp,
-            missed: missed,
-            isRedelivery: message.isRedelivery,
-            missedIsExact: missedIsExact
-        )
+        return NotificationDelivery(of: message, missed: missed, missedIsExact: missedIsExact)
     }
 
     private mutating func undecodable(
@@ -395,15 +387,21 @@ extension DeliveredNotification {
         guard let value = Notification.decoded(from: message.payload) else { return nil }
         self.init(
             notification: value,
-            delivery: NotificationDelivery(
-                name: message.name,
-                sender: message.sender,
-                sequence: message.sequence,
-                timestamp: message.timestamp,
-                missed: missed,
-                isRedelivery: message.isRedelivery,
-                missedIsExact: missedIsExact
-            )
+            delivery: NotificationDelivery(of: message, missed: missed, missedIsExact: missedIsExact))
+    }
+}
+
+extension NotificationDelivery {
+    /// The metadata of `message`, with what was missed just before it.
+    init(of message: TransportMessage, missed: Int, missedIsExact: Bool) {
+        self.init(
+            name: message.name,
+            sender: message.sender,
+            sequence: message.sequence,
+            timestamp: message.timestamp,
+            missed: missed,
+            isRedelivery: message.isRedelivery,
+            missedIsExact: missedIsExact
         )
     }
 }
