@@ -1002,7 +1002,10 @@ private func handleDurably(_ directory: String, identity: String, count: Int) as
         handled += 1
         if handled == count { break }
     }
+    // Its cursor is read next: what the close still saves must be on disk
+    // first, as `closed()` promises, or a later save could move it on.
     durable.close()
+    await durable.closed()
 }
 
 /// Reads the log of `HelperPing` in `directory` from its beginning, in this
