@@ -17,19 +17,21 @@ struct AnatomyTests {
         defer { removeDirectory(directory) }
         let poster = try socketHub(directory, endpoint: "poster")
         let observer = try socketHub(directory, endpoint: "observer")
-        let keys = Collector<UInt64>()
-        let token = try observer.addObserver(.of(HelperPing.self)) { _, delivery in
-            keys.append(delivery.timestamp.monotonicNanoseconds)
+        let (keys, stamps) = try await stampedRound {
+            let keys = Collector<UInt64>()
+            let token = try observer.addObserver(.of(HelperPing.self)) { _, delivery in
+                keys.append(delivery.timestamp.monotonicNanoseconds)
+            }
+            let total = 20
+            for index in 0..<total { try poster.post(HelperPing(poster: 0, index: index)) }
+            #expect(await keys.wait(forCount: total, upTo: .seconds(30)))
+            await token.cancelAndWait()
+            return keys.values
         }
-        Anatomy.start(capacity: 200_000)
-        let total = 20
-        for index in 0..<total { try poster.post(HelperPing(poster: 0, index: index)) }
-        #expect(await keys.wait(forCount: total, upTo: .seconds(30)))
-        let stamps = Anatomy.stop()
-        await token.cancelAndWait()
         poster.close()
         observer.close()
-        for key in keys.values {
+        #expect(keys.count == 20)
+        for key in keys {
             var at: [Anatomy.Step: UInt64] = [:]
             for stamp in stamps where stamp.key == key { at[stamp.step] = at[stamp.step] ?? stamp.nanoseconds }
             #expect(
@@ -65,13 +67,36 @@ struct AnatomyTests {
         let posted = Set(keys.values)
         #expect(!stamps.contains { posted.contains($0.key) })
         // And on again, the same path is stamped: the test above would see it.
-        Anatomy.start(capacity: 200_000)
-        try hub.post(HelperPing(poster: 0, index: 10))
-        #expect(await keys.wait(forCount: 11, upTo: .seconds(30)))
-        let last = keys.values[10]
-        let steps = Set(Anatomy.stop().filter { $0.key == last }.map(\.step))
+        var index = 10
+        let (last, again) = try await stampedRound {
+            try hub.post(HelperPing(poster: 0, index: index))
+            index += 1
+            #expect(await keys.wait(forCount: index, upTo: .seconds(30)))
+            return Array(keys.values.suffix(1))
+        }
+        let steps = Set(again.filter { $0.key == last.first }.map(\.step))
         #expect(steps == [.postCalled, .encoded, .sent, .queued, .handlerBegan])
         await token.cancelAndWait()
         hub.close()
+    }
+}
+
+/// Stamps what `body` does and returns the keys it names with the stamps
+/// filed meanwhile. Every notification of this process is stamped while
+/// stamping is on, so a flood in another suite can fill the buffer before
+/// the body's last step is filed: such a round is played again, at most
+/// 20 times (the last one is returned whatever it holds).
+private func stampedRound(
+    _ body: () async throws -> [UInt64]
+) async throws -> (keys: [UInt64], stamps: [Anatomy.Stamp]) {
+    let capacity = 200_000
+    var round = 0
+    while true {
+        round += 1
+        Anatomy.start(capacity: capacity)
+        let keys = try await body()
+        let stamps = Anatomy.stop()
+        if stamps.count < capacity || round == 20 { return (keys, stamps) }
+        print("AnatomyTests: the buffer filled beside other suites in round \(round); played again")
     }
 }
