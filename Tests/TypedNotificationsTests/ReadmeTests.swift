@@ -8,7 +8,7 @@ struct BroadcastStarted: TypedNotification, Codable {
 }
 
 /// The README's quick start, so that the README cannot drift from the API.
-@Suite("README", .timeLimit(.minutes(5)))
+@Suite("README", .timeLimit(.minutes(10)))
 struct ReadmeTests {
     @Test("the quick start runs as written")
     func quickStart() async throws {

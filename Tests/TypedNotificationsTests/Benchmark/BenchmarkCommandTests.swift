@@ -45,7 +45,7 @@ private func hasEnded(_ pid: pid_t) -> Bool {
     return stat[stat.index(after: close)...].split(separator: " ").first == "Z"
 }
 
-@Suite("The benchmark's command line, as a newcomer meets it", .serialized, .timeLimit(.minutes(5)))
+@Suite("The benchmark's command line, as a newcomer meets it", .serialized, .timeLimit(.minutes(10)))
 struct BenchmarkCommandTests {
     @Test("--help prints the usage and exits at once; an unknown argument or kind is refused with it")
     func help() async throws {

@@ -15,7 +15,7 @@ func roundTrip(on center: some TypedNotificationCenter) async throws -> [Int] {
 }
 
 // Serialized: the bridge's metrics are process-wide, and one test reads them.
-@Suite("Foundation's NotificationCenter as a typed center", .serialized, .timeLimit(.minutes(5)))
+@Suite("Foundation's NotificationCenter as a typed center", .serialized, .timeLimit(.minutes(10)))
 struct FoundationBridgeTests {
     @Test("the same generic code runs on a hub and on NotificationCenter")
     func sameCodeEveryCenter() async throws {
@@ -228,7 +228,7 @@ struct FoundationBridgeTests {
     }
 }
 
-@Suite("Foundation's NotificationCenter observes a namespace", .timeLimit(.minutes(2)))
+@Suite("Foundation's NotificationCenter observes a namespace", .timeLimit(.minutes(5)))
 struct FoundationNamespaceTests {
     @Test("typed and Foundation posts under names in the namespace arrive with their names; a near miss never")
     func everyName() async throws {

@@ -16,7 +16,7 @@ import TypedNotifications
 /// too fast: every post is printed once, in order, none missed. The socket
 /// transport keeps nothing a live observer has not taken: its buffer drops
 /// the oldest, and every drop is counted on a later line.
-@Suite("A stalled watcher with a small buffer", .serialized, .timeLimit(.minutes(5)))
+@Suite("A stalled watcher with a small buffer", .serialized, .timeLimit(.minutes(10)))
 struct StalledWatcherTests {
     static let namespace: [NotificationName] = ["test.slow.a", "test.slow.b", "test.slow.c"]
 
@@ -96,7 +96,7 @@ struct StalledWatcherTests {
 }
 
 @Suite(
-    "A stalled watcher with a small buffer, over Redis", .serialized, .timeLimit(.minutes(5)),
+    "A stalled watcher with a small buffer, over Redis", .serialized, .timeLimit(.minutes(10)),
     .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
 struct RedisStalledWatcherTests {
     @Test(

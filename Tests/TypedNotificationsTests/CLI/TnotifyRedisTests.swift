@@ -9,7 +9,7 @@ import TypedNotifications
 #endif
 
 @Suite(
-    "tnotify over Redis, driven as a user would", .serialized, .timeLimit(.minutes(5)),
+    "tnotify over Redis, driven as a user would", .serialized, .timeLimit(.minutes(10)),
     .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
 struct TnotifyRedisTests {
     @Test("watch in one process, post from others with --url; latest reads the newest; a socket latest is refused")

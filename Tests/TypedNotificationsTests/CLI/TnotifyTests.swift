@@ -15,7 +15,7 @@ func tnotify(_ arguments: [String]) async throws -> (status: Int32, output: [Str
     return (status, process.lines.values, process.errors.values)
 }
 
-@Suite("tnotify, driven as a user would", .serialized, .timeLimit(.minutes(5)))
+@Suite("tnotify, driven as a user would", .serialized, .timeLimit(.minutes(10)))
 struct TnotifyTests {
     @Test("watch --json prints a sequence number above Int.max as it is", arguments: ["socket", "file"])
     func jsonSequenceAboveIntMax(transport: String) async throws {

@@ -24,7 +24,7 @@ actor SelfObservingModel {
     }
 }
 
-@Suite("An actor that observes on itself is released", .timeLimit(.minutes(5)))
+@Suite("An actor that observes on itself is released", .timeLimit(.minutes(10)))
 struct ActorLifetimeTests {
     /// Whether the hub's one observation ended. The model's `deinit` fires
     /// `released` in its body, and its token, released after the body,

@@ -63,7 +63,7 @@ func cancelDuringHandlerRun(
     return CancelOutcome(runFinishedBeforeCancelReturned: finishedFirst, runsAfterCancel: runsAfterCancel.count)
 }
 
-@Suite("Guarantee 3: cancel never races the handler", .timeLimit(.minutes(5)))
+@Suite("Guarantee 3: cancel never races the handler", .timeLimit(.minutes(10)))
 struct CancellationTests {
     @Test(
         "cancelAndWait() and the blocking cancel() wait for a handler run in flight, and none runs after",
@@ -181,7 +181,7 @@ struct CancellationTests {
     }
 }
 
-@Suite("Guarantee 4: bounded buffers count what they drop", .timeLimit(.minutes(5)))
+@Suite("Guarantee 4: bounded buffers count what they drop", .timeLimit(.minutes(10)))
 struct BufferingTests {
     @Test("bufferingNewest keeps the latest and reports the rest as missed")
     func newest() async throws {
@@ -254,7 +254,7 @@ final class Witness: Sendable {
     let id = 1
 }
 
-@Suite("Guarantee 5: cancelled observers are released", .timeLimit(.minutes(5)))
+@Suite("Guarantee 5: cancelled observers are released", .timeLimit(.minutes(10)))
 struct LeakTests {
     @Test("notifications buffered for a dropped sequence are released")
     func bufferedValuesReleased() throws {

@@ -104,7 +104,7 @@ private struct KilledObserver: ProcessContractBody {
     }
 }
 
-@Suite("The contract between processes: guarantees every cross-process transport keeps", .timeLimit(.minutes(5)))
+@Suite("The contract between processes: guarantees every cross-process transport keeps", .timeLimit(.minutes(10)))
 struct ContractProcessTests {
     static let transports = ContractTransport.available.filter(\.entry.crossesProcesses)
 

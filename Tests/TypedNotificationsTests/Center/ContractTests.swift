@@ -453,7 +453,7 @@ private struct ClosedFromItsHandler: ContractBody {
     }
 }
 
-@Suite("The contract: guarantees every transport keeps", .timeLimit(.minutes(5)))
+@Suite("The contract: guarantees every transport keeps", .timeLimit(.minutes(10)))
 struct ContractTests {
     @Test("1. one poster's notifications arrive in post order", arguments: ContractTransport.available)
     func order(_ kind: ContractTransport) async throws {

@@ -168,7 +168,7 @@ private struct HandlerOnLoop: ContractBody {
     }
 }
 
-@Suite("The transport's thread runs the center's executor", .timeLimit(.minutes(5)))
+@Suite("The transport's thread runs the center's executor", .timeLimit(.minutes(10)))
 struct DeliveryExecutorTests {
     @Test(
         "a handler on the center's executor runs on the transport's receiving thread",

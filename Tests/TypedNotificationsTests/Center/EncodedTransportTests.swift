@@ -52,7 +52,7 @@ final class LossyEncodedTransport: NotificationTransport {
     func close() { state.withLock { $0.receiver = nil } }
 }
 
-@Suite("A hub over a cross-process transport", .timeLimit(.minutes(5)))
+@Suite("A hub over a cross-process transport", .timeLimit(.minutes(10)))
 struct EncodedTransportTests {
     @Test("payloads travel as bytes and are decoded for each observer")
     func encodesAndDecodes() async throws {

@@ -10,7 +10,7 @@ import Testing
 // and no task switched to. Observable from the handler: it runs outside any
 // task. Everything else is the same as through the loop (the contract
 // tests run both ways).
-@Suite("Handlers on a transport's loop run inline", .timeLimit(.minutes(2)))
+@Suite("Handlers on a transport's loop run inline", .timeLimit(.minutes(5)))
 struct InlineDeliveryTests {
     @Test(
         "paced notifications to a handler on the executor run inline, in order, outside any task",

@@ -13,7 +13,7 @@ final class MainActorModel {
     var received: [Int] = []
 }
 
-@Suite("Where handlers run", .timeLimit(.minutes(5)))
+@Suite("Where handlers run", .timeLimit(.minutes(10)))
 struct IsolationTests {
     @Test("a handler on a given actor runs isolated to it")
     func onActor() async throws {
@@ -75,7 +75,7 @@ struct IsolationTests {
     }
 }
 
-@Suite("Sender identity and filters", .timeLimit(.minutes(5)))
+@Suite("Sender identity and filters", .timeLimit(.minutes(10)))
 struct SenderFilterTests {
     @Test("observers can filter by endpoint, process, one sender, or everyone but themselves")
     func filters() async throws {

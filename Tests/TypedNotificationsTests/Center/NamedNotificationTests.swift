@@ -72,7 +72,7 @@ func managerRun(on center: some TypedNotificationCenter) async throws -> (first:
     return (first.values.count, second.values.count)
 }
 
-@Suite("Names chosen at run time", .timeLimit(.minutes(5)))
+@Suite("Names chosen at run time", .timeLimit(.minutes(10)))
 struct NamedNotificationTests {
     @Test("a name-only manager written against the protocol runs on a hub and on NotificationCenter")
     func managerOnEveryCenter() async throws {

@@ -204,7 +204,7 @@ private struct ExactCancel: ContractBody {
     }
 }
 
-@Suite("A hub observes a namespace with the guarantees of a name", .timeLimit(.minutes(5)))
+@Suite("A hub observes a namespace with the guarantees of a name", .timeLimit(.minutes(10)))
 struct NamespaceContractTests {
     static let kinds = ContractTransport.available.filter { $0.directoryLength == nil }
 

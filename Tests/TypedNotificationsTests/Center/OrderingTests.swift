@@ -1,7 +1,7 @@
 import Testing
 import TypedNotifications
 
-@Suite("Guarantee 1: per-poster order", .timeLimit(.minutes(5)))
+@Suite("Guarantee 1: per-poster order", .timeLimit(.minutes(10)))
 struct OrderingTests {
     @Test("10,000 posts reach three handlers and two sequences in post order")
     func singlePosterOrder() async throws {
@@ -90,7 +90,7 @@ struct OrderingTests {
     }
 }
 
-@Suite("Guarantee 2: registration is immediate", .timeLimit(.minutes(5)))
+@Suite("Guarantee 2: registration is immediate", .timeLimit(.minutes(10)))
 struct RegistrationTests {
     @Test("a post right after notifications(of:) returns is seen, before iteration starts")
     func sequenceRegistersAtCreation() async throws {
@@ -144,7 +144,7 @@ struct Unencodable: TypedNotification {
     init(payload bytes: UnsafeRawBufferPointer) throws { throw PayloadDecodingError.invalidUTF8 }
 }
 
-@Suite("In-process transport", .timeLimit(.minutes(5)))
+@Suite("In-process transport", .timeLimit(.minutes(10)))
 struct InProcessTransportTests {
     @Test("values are handed over as they are: the same instance, never encoded")
     func valuesAreNotEncoded() async throws {

@@ -63,7 +63,7 @@ final class GatedTransport: NotificationTransport {
     }
 }
 
-@Suite("Posts of one center: no lock across a send, in order, in batches", .timeLimit(.minutes(5)))
+@Suite("Posts of one center: no lock across a send, in order, in batches", .timeLimit(.minutes(10)))
 struct OutboundTests {
     /// The sequence number inside each envelope, checked by decoding it.
     func decodedSequences(_ messages: [TransportMessage]) throws -> [UInt64] {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TypedNotifications
 
-@Suite("Raw notifications under names chosen at run time", .timeLimit(.minutes(5)))
+@Suite("Raw notifications under names chosen at run time", .timeLimit(.minutes(10)))
 struct RawNotificationTests {
     @Test("a raw post reaches typed observers of its name; a typed post reaches raw observers as bytes")
     func rawAndTypedMeet() async throws {

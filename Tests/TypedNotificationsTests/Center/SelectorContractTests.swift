@@ -6,7 +6,7 @@ import TypedNotificationsCatalog
 /// What a transport's subscription selects, on every transport of the
 /// catalog: one name, or every name of a namespace. A transport that serves
 /// single names only says so with a typed error and subscribes nothing.
-@Suite("A transport subscribes to what its selector says", .timeLimit(.minutes(3)))
+@Suite("A transport subscribes to what its selector says", .timeLimit(.minutes(5)))
 struct SelectorContractTests {
     /// The transports that serve namespaces today; the others refuse them.
     static let servingNamespaces: Set<String> = [

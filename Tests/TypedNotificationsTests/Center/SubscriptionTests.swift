@@ -57,7 +57,7 @@ final class SlowSubscribeTransport: NotificationTransport {
     }
 }
 
-@Suite("Subscriptions: no lock across a transport's subscribe", .timeLimit(.minutes(5)))
+@Suite("Subscriptions: no lock across a transport's subscribe", .timeLimit(.minutes(10)))
 struct SubscriptionTests {
     @Test("while one name's subscription is held, deliveries and registrations of other names go on")
     func otherNamesGoOn() async throws {

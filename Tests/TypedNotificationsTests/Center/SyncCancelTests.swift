@@ -130,7 +130,7 @@ func lateRunsAfterSynchronousEnd<T: NotificationTransport>(
     return roundsWithLateRuns
 }
 
-@Suite("Guarantee 3: a synchronous cancel is exact", .timeLimit(.minutes(5)))
+@Suite("Guarantee 3: a synchronous cancel is exact", .timeLimit(.minutes(10)))
 struct SynchronousCancelTests {
     @Test(
         "no handler run begins after cancel() or the token's release returns, over the socket transport",

@@ -9,7 +9,7 @@ import Testing
 // The anatomy's stamps are process-wide: only this suite starts them, one
 // test at a time. Other suites' notifications are stamped too while a test
 // here has stamping on; each test reads only its own notifications' stamps.
-@Suite("The anatomy: each step of a notification's path, stamped", .serialized, .timeLimit(.minutes(2)))
+@Suite("The anatomy: each step of a notification's path, stamped", .serialized, .timeLimit(.minutes(5)))
 struct AnatomyTests {
     @Test("between two socket hubs, every notification is stamped at each of its seven steps, in the order taken")
     func everyStepInOrder() async throws {

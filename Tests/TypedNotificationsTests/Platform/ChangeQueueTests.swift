@@ -27,7 +27,7 @@ private func subscribe(
     #expect(added == .added, sourceLocation: sourceLocation)
 }
 
-@Suite("One inotify instance shared by every monitor of a process", .timeLimit(.minutes(5)))
+@Suite("One inotify instance shared by every monitor of a process", .timeLimit(.minutes(10)))
 struct ChangeQueueTests {
     private typealias State = ChangeQueueState
 

@@ -53,7 +53,7 @@ import Testing
         }
     }
 
-    @Suite("Change sleeper: a loop asleep in the read of its own inotify instance", .timeLimit(.minutes(2)))
+    @Suite("Change sleeper: a loop asleep in the read of its own inotify instance", .timeLimit(.minutes(5)))
     struct ChangeSleeperTests {
         @Test("it sleeps in read, and a write to a watched directory's file wakes it with that change")
         func changeWakesIt() async throws {

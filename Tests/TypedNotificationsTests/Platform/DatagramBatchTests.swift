@@ -1,7 +1,7 @@
 import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
-@Suite("Receiving datagrams a batch per call", .timeLimit(.minutes(5)))
+@Suite("Receiving datagrams a batch per call", .timeLimit(.minutes(10)))
 struct DatagramBatchTests {
     /// A bound receiver with credentials on.
     private static func receiver(_ directory: String) throws -> FileDescriptor {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @_spi(TransportAuthoring) import TypedNotificationsPlatform
 
-@Suite("The platform layer's typed file calls", .timeLimit(.minutes(5)))
+@Suite("The platform layer's typed file calls", .timeLimit(.minutes(10)))
 struct FileStatusTests {
     @Test("each kind of file, its permissions, owner, size and identity, read through FileStatus")
     func kindsAndFields() throws {

@@ -40,7 +40,7 @@ private final class PipeHolder {
 
 /// Loops of the process's group share a few threads; each keeps its own
 /// handlers, timers, stop and finish (`EventLoop+Sharing`).
-@Suite("Loops sharing a thread", .timeLimit(.minutes(5)))
+@Suite("Loops sharing a thread", .timeLimit(.minutes(10)))
 struct LoopGroupTests {
     @Test("100 loops of a group of 2 run on 2 threads; a thread's loops leave it when they stop")
     func fewThreads() throws {

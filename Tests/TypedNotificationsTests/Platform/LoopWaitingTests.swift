@@ -124,7 +124,7 @@ func systemCall(ofThreadNamed name: String) -> Int? {
     private let eventCalls: Set<Int> = []
 #endif
 
-@Suite("Event loop: how its thread waits", .timeLimit(.minutes(2)))
+@Suite("Event loop: how its thread waits", .timeLimit(.minutes(5)))
 struct LoopWaitingTests {
     @Test("a loop that waits in its own receive call sleeps there, not in epoll, and takes datagrams there")
     func sleepsInReceive() async throws {

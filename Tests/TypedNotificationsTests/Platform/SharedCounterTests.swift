@@ -8,7 +8,7 @@ import Testing
     import Darwin
 #endif
 
-@Suite("A counter shared through a mapped file", .timeLimit(.minutes(5)))
+@Suite("A counter shared through a mapped file", .timeLimit(.minutes(10)))
 struct SharedCounterTests {
     @Test("two mappings of one file see each other's increments")
     func incrementsAreShared() throws {

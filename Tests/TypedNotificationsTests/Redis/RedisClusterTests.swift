@@ -21,7 +21,7 @@ private struct ReshardPing: TypedNotification, Codable {
 }
 
 @Suite(
-    "Redis Cluster: three real masters", .serialized, .timeLimit(.minutes(5)),
+    "Redis Cluster: three real masters", .serialized, .timeLimit(.minutes(10)),
     .enabled(if: RedisTestCluster.suiteRuns, RedisTestCluster.skipReason))
 struct RedisClusterTests {
     @Test("a key's hash slot is the server's (CLUSTER KEYSLOT), hash tags and their odd cases included")

@@ -57,7 +57,7 @@ private func name(on master: Int, of cluster: RedisTestCluster, prefix: String) 
 }
 
 @Suite(
-    "Redis Cluster failover: three masters, three replicas", .serialized, .timeLimit(.minutes(5)),
+    "Redis Cluster failover: three masters, three replicas", .serialized, .timeLimit(.minutes(10)),
     .enabled(if: RedisTestCluster.suiteRuns, RedisTestCluster.skipReason))
 struct RedisFailoverTests {
     @Test(
@@ -479,6 +479,21 @@ struct RedisFailoverTests {
         // acknowledged (the identity's last acknowledgements may follow the
         // deliveries, on a connection of their own).
         #expect(await waitUntil { reads() >= 4 && (try? node.pendingCount(key, group: "svc")) == 0 })
+        // And idle: a window of reads and nothing else. The durable reader
+        // sends the counters of the entries it handed out last with its next
+        // read, which under load can follow their acknowledgements; readers
+        // that never go idle fail here.
+        func onlyReads() -> Bool {
+            let calls = (try? RedisFaultTests.commandCounts(node))?.calls ?? ["none": 1]
+            return Set(calls.keys).isSubset(of: ["xread", "xreadgroup"])
+        }
+        var idle = false
+        for _ in 0..<10 where !idle {
+            _ = try node.command("CONFIG", "RESETSTAT")
+            #expect(await waitUntil { reads() >= 4 })
+            idle = onlyReads()
+        }
+        #expect(idle, "no window of reads alone in 10")
         _ = try node.command("CONFIG", "RESETSTAT")
         let start = ContinuousClock.now
         #expect(await waitUntil { reads() >= 20 })

@@ -17,7 +17,7 @@ import Testing
 /// killed mid-backlog and restarted while new names appeared; names spread
 /// over a cluster's masters; announcements trimmed or forged by hand.
 @Suite(
-    "Redis Streams: a namespace observer between processes", .serialized, .timeLimit(.minutes(5)),
+    "Redis Streams: a namespace observer between processes", .serialized, .timeLimit(.minutes(10)),
     .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
 struct RedisNamespaceTests {
     @Test(
@@ -550,7 +550,7 @@ struct RedisNamespaceTests {
 }
 
 @Suite(
-    "Redis Cluster: a namespace across slots", .serialized, .timeLimit(.minutes(5)),
+    "Redis Cluster: a namespace across slots", .serialized, .timeLimit(.minutes(10)),
     .enabled(if: RedisTestCluster.suiteRuns, RedisTestCluster.skipReason))
 struct RedisClusterNamespaceTests {
     @Test(

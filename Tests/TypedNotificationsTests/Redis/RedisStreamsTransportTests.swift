@@ -88,7 +88,7 @@ struct RedisURLTests {
 }
 
 @Suite(
-    "Redis Streams transport against a real server", .serialized, .timeLimit(.minutes(5)),
+    "Redis Streams transport against a real server", .serialized, .timeLimit(.minutes(10)),
     .enabled(if: RedisTestServer.suitesRun, RedisTestServer.skipReason))
 struct RedisStreamsTransportTests {
     @Test("a typed post reaches another hub with its sender, sequence and value, in order")

@@ -7,7 +7,7 @@ import Testing
     import Darwin
 #endif
 
-@Suite("The test harness's own processes", .serialized, .timeLimit(.minutes(2)))
+@Suite("The test harness's own processes", .serialized, .timeLimit(.minutes(5)))
 struct LifelineTests {
     @Test("when the test process ends, every process it started ends too, stopped or not, with what it started")
     func processesEndWithTheTests() async throws {

@@ -28,7 +28,7 @@ private struct LossyScore: TypedNotification, Codable {
 
 private let limitedName: NotificationName = "test.loopback.big"
 
-@Suite("The envelope loopback carries every notification as its envelope", .timeLimit(.minutes(2)))
+@Suite("The envelope loopback carries every notification as its envelope", .timeLimit(.minutes(5)))
 struct EnvelopeLoopbackTests {
     @Test("a payload type that does not round-trip is caught: counted undecodable, never delivered")
     func payloadThatDoesNotRoundTrip() async throws {
@@ -143,7 +143,7 @@ struct EnvelopeLoopbackTests {
     }
 }
 
-@Suite("An observation a center registered and nobody started", .timeLimit(.minutes(2)))
+@Suite("An observation a center registered and nobody started", .timeLimit(.minutes(5)))
 struct UnstartedObservationTests {
     @Test("released unstarted, it leaves its center: no observer, no subscription, nothing received")
     func releasedUnstartedEnds() async throws {

@@ -12,7 +12,7 @@ import Testing
 /// `tnotify` processes switched to each user by `setpriv`, under the usual
 /// umask 022.
 @Suite(
-    "Sharing a directory with its group: two users", .serialized, .timeLimit(.minutes(5)),
+    "Sharing a directory with its group: two users", .serialized, .timeLimit(.minutes(10)),
     .enabled(
         if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: GroupUsers.setpriv),
         "needs root and setpriv, to run tnotify as two other users"))

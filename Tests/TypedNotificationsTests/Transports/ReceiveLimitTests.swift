@@ -34,7 +34,7 @@ private func largePoster(_ directory: String) throws -> NotificationHub<SocketTr
         hubConfiguration: NotificationHubConfiguration(maximumPayloadSize: 4 * 1024 * 1024))
 }
 
-@Suite("A transport refuses what its center would, before it reads it", .serialized, .timeLimit(.minutes(5)))
+@Suite("A transport refuses what its center would, before it reads it", .serialized, .timeLimit(.minutes(10)))
 struct ReceiveLimitTests {
     @Test("4 MB datagrams to a hub with a 64 KiB limit: refused unread, undecodable, missed once each")
     func socketRefusesOversizedDatagrams() async throws {

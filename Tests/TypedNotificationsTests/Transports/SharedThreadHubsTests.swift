@@ -35,7 +35,7 @@ private final class FloodCount: Sendable {
 /// Hubs on one thread of a loop group each keep their own state, order and
 /// failure: one failing or closing stops no other, and a flooded one delays
 /// another by one handler slice, not by its backlog.
-@Suite("Hubs sharing a thread", .timeLimit(.minutes(5)))
+@Suite("Hubs sharing a thread", .timeLimit(.minutes(10)))
 struct SharedThreadHubsTests {
     @Test("three hubs on one thread: one fails, one closes from inside its handler, the third goes on")
     func failingAndClosingHubs() async throws {

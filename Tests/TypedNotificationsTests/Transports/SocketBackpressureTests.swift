@@ -51,7 +51,7 @@ private final class ObserverTally: Sendable {
 /// in posters' spools. A handler blocked for seconds used to make its own
 /// buffer, and on a shared thread its neighbours' buffers, drop what
 /// arrived meanwhile (972 of 2,000 each, counted in missed).
-@Suite("Socket transport: reading only as fast as buffers empty", .serialized, .timeLimit(.minutes(3)))
+@Suite("Socket transport: reading only as fast as buffers empty", .serialized, .timeLimit(.minutes(5)))
 struct SocketBackpressureTests {
     static let posts = 6_000
 

@@ -16,7 +16,7 @@ import Testing
 /// The file transport in the longest directory it takes, with the longest
 /// identity, name and namespace: every file it writes fits, so nothing
 /// fails, and no cursor goes unsaved, for the directory's length.
-@Suite("File transport: the longest directory", .serialized, .timeLimit(.minutes(5)))
+@Suite("File transport: the longest directory", .serialized, .timeLimit(.minutes(10)))
 struct FileDirectoryLengthTests {
     @Test(
         "at exactly the limit: posts, a durable name and namespace whose cursor and marker are saved, latest, ls and gc; one byte more is refused"

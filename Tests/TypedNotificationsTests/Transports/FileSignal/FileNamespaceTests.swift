@@ -18,7 +18,7 @@ import Testing
 /// and by a new process; a durable namespace identity killed mid-backlog
 /// and restarted while new names appeared; retention while it was away;
 /// 10,000 names.
-@Suite("File transport: a namespace observer between processes", .serialized, .timeLimit(.minutes(5)))
+@Suite("File transport: a namespace observer between processes", .serialized, .timeLimit(.minutes(10)))
 struct FileNamespaceTests {
     @Test(
         "a long-lived poster and a new process both reach a namespace observer with names first posted after it started; a near miss never"

@@ -58,7 +58,7 @@ func logBytes(_ directory: String, _ name: NotificationName) -> Int {
     }
 }
 
-@Suite("File-plus-signal transport between processes", .serialized, .timeLimit(.minutes(5)))
+@Suite("File-plus-signal transport between processes", .serialized, .timeLimit(.minutes(10)))
 struct FileSignalProcessTests {
     @Test("3 poster processes × 3 observer processes × 5,000: all 15,000 exactly once, each poster in order")
     func threeByThree() async throws {
@@ -239,7 +239,7 @@ let canMountTmpfs: Bool = {
     #endif
 }()
 
-@Suite("File-plus-signal transport within one process", .timeLimit(.minutes(5)))
+@Suite("File-plus-signal transport within one process", .timeLimit(.minutes(10)))
 struct FileSignalLocalTests {
     @Test("two quick posts are both kept and delivered, in order, also when only polling")
     func pollingOnly() async throws {

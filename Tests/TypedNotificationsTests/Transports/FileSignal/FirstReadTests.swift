@@ -9,7 +9,7 @@ import Testing
 
 /// Where a reader without a saved cursor starts: the log's end, its
 /// beginning, or its newest records; a saved cursor always wins.
-@Suite("File transport: where a first read starts", .timeLimit(.minutes(5)))
+@Suite("File transport: where a first read starts", .timeLimit(.minutes(10)))
 struct FirstReadTests {
     /// A directory whose log of `Ping` holds `count` records, in segments of
     /// `segmentSize` bytes, posted by a process-local hub that then closed.

@@ -10,7 +10,7 @@ import Testing
 
 /// Posts that queue up while an append waits for the log's lock are
 /// appended together: one lock, one write, whole records, in order.
-@Suite("File transport: group commit", .timeLimit(.minutes(5)))
+@Suite("File transport: group commit", .timeLimit(.minutes(10)))
 struct GroupCommitTests {
     /// Holds `name`'s log lock, as another process appending would, posts
     /// one notification that then waits for it, and queues `count` more from

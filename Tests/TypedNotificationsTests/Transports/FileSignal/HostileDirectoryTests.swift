@@ -35,7 +35,7 @@ private func take(
     return seen
 }
 
-@Suite("File transport: nothing in the directory hangs or silences a reader", .serialized, .timeLimit(.minutes(5)))
+@Suite("File transport: nothing in the directory hangs or silences a reader", .serialized, .timeLimit(.minutes(10)))
 struct HostileDirectoryTests {
     private func cursorPath(_ directory: String, _ identity: String) -> String {
         directory + "/cursors/" + identity + "/" + Ping.name.rawValue

@@ -92,7 +92,7 @@ private func segment(_ range: Range<Int>, padding: Int = 0, log: UInt64 = testLo
     return builder
 }
 
-@Suite("File log cursor state machine", .timeLimit(.minutes(5)))
+@Suite("File log cursor state machine", .timeLimit(.minutes(10)))
 struct LogCursorStateMachineTests {
     @Test("reads whole records and stops after them; the next pass reads only what is new")
     func readsAndAdvances() {

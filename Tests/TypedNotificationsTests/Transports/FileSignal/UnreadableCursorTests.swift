@@ -14,7 +14,7 @@ import TypedNotifications
 /// what the fault table promises, every time. Reading starts at the oldest
 /// record kept, each marked as a redelivery, and the watcher says why; the
 /// run after it is back to normal once the file could be written again.
-@Suite("File transport: a cursor or marker that cannot be read", .serialized, .timeLimit(.minutes(5)))
+@Suite("File transport: a cursor or marker that cannot be read", .serialized, .timeLimit(.minutes(10)))
 struct UnreadableCursorTests {
     static let names: [NotificationName] = ["test.jobs.a", "test.jobs.b", "test.jobs.c"]
 

@@ -39,7 +39,7 @@ private func observeMany(_ count: Int, named prefix: String, on hub: Notificatio
     return (names, observed, tokens)
 }
 
-@Suite("A socket observer whose registry entry is removed under it", .serialized, .timeLimit(.minutes(5)))
+@Suite("A socket observer whose registry entry is removed under it", .serialized, .timeLimit(.minutes(10)))
 struct RegistryRepairTests {
     /// Posts `index` and on every 50 ms until `observed` has it, from
     /// `poster` or, without one, from a new `tnotify post` process each time;

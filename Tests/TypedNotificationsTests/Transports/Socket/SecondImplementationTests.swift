@@ -5,7 +5,7 @@ import Testing
 /// The socket registry's rules as *Formats* states them, played by the
 /// second implementation in `Tests/Interop/tn_interop.py` (Python, written
 /// from the article) against a long-lived poster in this process.
-@Suite("Socket transport: an endpoint of another implementation", .timeLimit(.minutes(5)))
+@Suite("Socket transport: an endpoint of another implementation", .timeLimit(.minutes(10)))
 struct SecondImplementationTests {
     /// The Python program, run by `python3` from the `PATH`.
     static let program = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

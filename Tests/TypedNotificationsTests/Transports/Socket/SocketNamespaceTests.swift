@@ -17,7 +17,7 @@ import Testing
 /// a poster that cached its routes before the observer existed, a new
 /// process posting a name nobody posted before, an observer killed with
 /// SIGKILL, a registry removed by hand, and 10,000 names.
-@Suite("Socket transport: a namespace observer between processes", .serialized, .timeLimit(.minutes(5)))
+@Suite("Socket transport: a namespace observer between processes", .serialized, .timeLimit(.minutes(10)))
 struct SocketNamespaceTests {
     /// The `name` field of each JSON line `watcher` printed.
     private func names(_ watcher: HelperProcess) -> [String] {

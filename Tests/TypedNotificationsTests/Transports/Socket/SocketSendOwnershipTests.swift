@@ -16,7 +16,7 @@ import Testing
 
 /// A send owns the transport's routing while it runs, with no lock held;
 /// a second send at the same time is refused, never interleaved.
-@Suite("Socket transport: one send at a time, no lock held", .serialized, .timeLimit(.minutes(5)))
+@Suite("Socket transport: one send at a time, no lock held", .serialized, .timeLimit(.minutes(10)))
 struct SocketSendOwnershipTests {
     @Test("while a post waits for a stopped observer's full socket, statistics answer and a second send is refused")
     func secondSendIsRefused() async throws {

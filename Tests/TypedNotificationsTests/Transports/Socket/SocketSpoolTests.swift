@@ -93,7 +93,7 @@ func files(in path: String) -> [String] {
     (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
 }
 
-@Suite("Socket transport: nothing lost to a suspended observer", .serialized, .timeLimit(.minutes(5)))
+@Suite("Socket transport: nothing lost to a suspended observer", .serialized, .timeLimit(.minutes(10)))
 struct SocketSpoolTests {
     @Test("200 short-lived tnotify post processes to a stopped watcher: all 200 arrive in order on SIGCONT")
     func shortLivedPostersToStoppedWatcher() async throws {

@@ -30,7 +30,7 @@ func registryEntries(_ directory: String, _ name: NotificationName) -> [String] 
     (try? FileManager.default.contentsOfDirectory(atPath: directory + "/names/" + name.rawValue)) ?? []
 }
 
-@Suite("Socket transport between processes", .serialized, .timeLimit(.minutes(5)))
+@Suite("Socket transport between processes", .serialized, .timeLimit(.minutes(10)))
 struct SocketTransportProcessTests {
     @Test("one poster process to 4 observer processes: 10,000 each, none lost, in order")
     func fanOutToFourProcesses() async throws {
@@ -249,7 +249,7 @@ private func sendFromHelper(_ arguments: [String], to transport: SocketTransport
 /// Darwin's path, run on Linux: no kernel credentials on a datagram (xnu
 /// attaches none), so a sender is what its envelope claims, and the
 /// directory's permissions decide who can claim anything at all.
-@Suite("Socket transport without kernel credentials (Darwin's path)", .timeLimit(.minutes(5)))
+@Suite("Socket transport without kernel credentials (Darwin's path)", .timeLimit(.minutes(10)))
 struct SocketWithoutCredentialsTests {
     private func transport(_ directory: String) throws -> SocketTransport {
         var configuration = SocketTransportConfiguration()
@@ -307,7 +307,7 @@ struct SocketWithoutCredentialsTests {
     }
 }
 
-@Suite("Socket transport limits and security", .timeLimit(.minutes(5)))
+@Suite("Socket transport limits and security", .timeLimit(.minutes(10)))
 struct SocketTransportSecurityTests {
     @Test("a socket path longer than sockets reach is a typed error naming the path and the limit")
     func pathTooLong() throws {

@@ -33,7 +33,7 @@ func socketHub(
     )
 }
 
-@Suite("Socket transport within one process", .timeLimit(.minutes(5)))
+@Suite("Socket transport within one process", .timeLimit(.minutes(10)))
 struct SocketTransportLocalTests {
     @Test("several centers in one process exchange notifications, the poster's own included")
     func severalCenters() async throws {
