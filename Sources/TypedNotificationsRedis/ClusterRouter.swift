@@ -201,7 +201,7 @@ struct RoutedCommand: Sendable {
     /// `XADD key [MAXLEN ~ maximumLength] * e envelope` in one buffer, the
     /// key being `prefix:{name}`.
     static func post(
-        prefix: String, name: String, maximumLength: Int?, envelope: ArraySlice<UInt8>, trailer: [UInt8]?
+        prefix: String, name: String, maximumLength: Int?, envelope: some Collection<UInt8>, trailer: [UInt8]?
     ) -> RoutedCommand {
         var encoded: [UInt8] = []
         let keyLength = prefix.utf8.count + 3 + name.utf8.count

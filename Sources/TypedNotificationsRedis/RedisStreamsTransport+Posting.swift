@@ -58,9 +58,11 @@ extension RedisStreamsTransport {
                 break
             }
             commands.append(
-                RoutedCommand.post(
-                    prefix: configuration.keyPrefix, name: message.name.rawValue,
-                    maximumLength: configuration.maximumLength, envelope: encoded.envelope, trailer: confirmation))
+                encoded.withUnsafeEnvelope { envelope in
+                    RoutedCommand.post(
+                        prefix: configuration.keyPrefix, name: message.name.rawValue,
+                        maximumLength: configuration.maximumLength, envelope: envelope, trailer: confirmation)
+                })
             if configuration.maximumAge != nil, !trims.contains(message.name) { trims.append(message.name) }
         }
         let posts = commands.count

@@ -37,7 +37,7 @@ final class SocketHandOver {
         /// What keeping it costs, in bytes: its envelope and a fixed part.
         var weight: Int {
             guard case .message(let message) = self else { return 64 }
-            if case .encoded(let encoded) = message.payload { return 160 + encoded.envelope.count }
+            if case .encoded(let encoded) = message.payload { return 160 + encoded.envelopeRange.count }
             return 160
         }
     }

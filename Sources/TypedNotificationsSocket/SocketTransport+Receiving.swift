@@ -449,7 +449,7 @@ extension SocketTransport {
         }
         let message: TransportMessage
         do {
-            message = try decoder.decode(Array(bytes))
+            message = try decoder.decode(copying: bytes)
         } catch {
             refuseOversized(bytes, datagram, decoder: &decoder, handOver: handOver, requiringWhole: true)
             return false

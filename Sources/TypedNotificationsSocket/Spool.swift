@@ -88,7 +88,7 @@ enum Spool {
         var bytes: [UInt8] = [dropKind]
         bytes.appendLittleEndian(count)
         bytes.appendLittleEndian(bytes.withUnsafeBytes { CRC32C.checksum($0) })
-        bytes.append(contentsOf: marker.envelope)
+        marker.withUnsafeEnvelope { bytes.append(contentsOf: $0) }
         return bytes
     }
 
@@ -391,7 +391,7 @@ final class SpoolWriter: @unchecked Sendable {
             var record = [UInt8]()
             record.reserveCapacity(recordSize)
             record.append(Spool.envelopeKind)
-            record.append(contentsOf: encoded.envelope)
+            encoded.withUnsafeEnvelope { record.append(contentsOf: $0) }
             // At the tracked end, never O_APPEND: a drop record is rewritten
             // in place, which `pwrite` on an O_APPEND file cannot do on Linux.
             let result = record.withUnsafeBytes { SystemCalls.writeAll(file.descriptor, $0, at: file.size) }

@@ -1,3 +1,5 @@
+@_spi(TransportAuthoring) import TypedNotificationsPlatform
+
 /// A notification in its wire form: one complete envelope, and where its
 /// payload lies inside it.
 ///
@@ -5,17 +7,42 @@
 /// never copied out: observers decode it in place.
 @_spi(TransportAuthoring) public struct EncodedNotification: Sendable {
     /// The buffer that holds the envelope.
-    package let storage: [UInt8]
+    package let storage: EnvelopeStorage
     /// Where the whole envelope lies in ``storage``.
     package let envelopeRange: Range<Int>
     /// Where the payload lies in ``storage``.
     package let payloadRange: Range<Int>
 
+    /// An envelope in `storage`, with its payload at `payloadRange`.
+    package init(storage: EnvelopeStorage, envelopeRange: Range<Int>, payloadRange: Range<Int>) {
+        self.storage = storage
+        self.envelopeRange = envelopeRange
+        self.payloadRange = payloadRange
+    }
+
+    /// An envelope in `storage`, with its payload at `payloadRange`.
+    package init(storage: [UInt8], envelopeRange: Range<Int>, payloadRange: Range<Int>) {
+        self.init(storage: EnvelopeStorage(storage), envelopeRange: envelopeRange, payloadRange: payloadRange)
+    }
+
     /// The envelope's bytes, ready to send or append to a log.
+    ///
+    /// A copy, unless the envelope was decoded from an array; to send
+    /// without copying, use ``withUnsafeEnvelope(_:)``.
     public var envelope: ArraySlice<UInt8> { storage[envelopeRange] }
 
     /// The payload's bytes.
+    ///
+    /// A copy, unless the envelope was decoded from an array; to read
+    /// without copying, use ``withUnsafePayload(_:)``.
     public var payload: ArraySlice<UInt8> { storage[payloadRange] }
+
+    /// Calls `body` with the envelope's bytes, valid only during the call.
+    public func withUnsafeEnvelope<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try storage.withUnsafeBytes { all in
+            try body(UnsafeRawBufferPointer(rebasing: all[envelopeRange]))
+        }
+    }
 
     /// Calls `body` with the payload's bytes, valid only during the call.
     public func withUnsafePayload<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
@@ -76,8 +103,10 @@
     /// Encodes a notification, letting `writePayload` append the payload
     /// straight into the envelope's buffer.
     ///
-    /// With the payload's exact size in `payloadSizeHint`, encoding allocates
-    /// exactly once: the envelope's buffer.
+    /// Encoding allocates once, the envelope's buffer: `writePayload`
+    /// appends to an array the calling thread keeps between encodings (up to
+    /// 16 KiB), and `payloadSizeHint` reserves that array's room up front for
+    /// a larger payload.
     ///
     /// - Throws: ``TypedNotificationError`` with code
     ///   ``TypedNotificationError/Code/payloadTooLarge`` when the payload is over
@@ -214,10 +243,19 @@ struct EnvelopeHeader {
 /// checksum it before taking its send lock, and only stamp the sequence number
 /// and clocks under the lock: the per-post fields sit in the trailer, and
 /// CRC-32C can be carried forward over them.
-struct PendingEnvelope {
-    private var bytes: [UInt8]
-    private var crc: CRC32C
+///
+/// `@unchecked Sendable`: its buffer is copy-on-write, as an array's storage
+/// is. It is written only in `init`, before any copy exists, and in
+/// ``finish(sequence:timestamp:)`` once `isKnownUniquelyReferenced` proved
+/// no other value holds it (a copy otherwise); a count that drops to one
+/// cannot rise again without this value being copied.
+struct PendingEnvelope: @unchecked Sendable {
+    /// Holds everything but the trailer, with room for it.
+    private var buffer: EnvelopeBuffer
+    private let crc: CRC32C
     private let payloadRange: Range<Int>
+    /// The bytes before the trailer.
+    private let unfinishedLength: Int
 
     init(
         name: NotificationName,
@@ -234,53 +272,63 @@ struct PendingEnvelope {
                 message: "endpoint label \(TypedNotificationError.quote(sender.endpoint)) is not 1 to 64 bytes")
         }
         let prefix = NotificationEnvelope.headerSize + nameBytes.count + endpointBytes.count
-        // Room for the whole envelope when the payload's size is known (clamped,
-        // so a wrong hint cannot reserve more than the largest envelope).
-        let expectedPayload = min(max(payloadSizeHint ?? 256, 0), NotificationEnvelope.payloadSizeHardLimit)
-        var bytes = [UInt8](unsafeUninitializedCapacity: prefix + expectedPayload + NotificationEnvelope.trailerSize) {
-            buffer, initialized in
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            raw.storeBytes(of: NotificationEnvelope.magicWord, toByteOffset: 0, as: UInt32.self)
-            raw[4] = NotificationEnvelope.currentVersion
-            raw[5] = UInt8(nameBytes.count)
-            raw[6] = UInt8(endpointBytes.count)
-            raw[7] = 0
-            raw.storeBytes(of: 0, toByteOffset: 8, as: UInt32.self)  // payload length, patched below
-            raw.storeBytes(of: sender.processID.littleEndian, toByteOffset: 12, as: Int32.self)
-            raw.storeBytes(of: sender.userID.littleEndian, toByteOffset: 16, as: UInt32.self)
-            raw.storeBytes(of: sender.instance.littleEndian, toByteOffset: 20, as: UInt64.self)
-            raw.storeBytes(of: 0, toByteOffset: 28, as: UInt32.self)  // record length, patched below
-            var offset = NotificationEnvelope.headerSize
-            offset = raw.copyUTF8(of: name.rawValue, to: offset)
-            offset = raw.copyUTF8(of: sender.endpoint, to: offset)
-            initialized = offset
+        // The payload goes to the thread's scratch array first, since an
+        // encoder appends to a `[UInt8]`, and is copied into the envelope's
+        // own buffer once its size is known. A hint reserves the room, clamped
+        // so a wrong one cannot reserve more than the largest payload.
+        var payload = ThreadScratch.take()
+        if let payloadSizeHint, payloadSizeHint > payload.capacity {
+            payload.reserveCapacity(min(payloadSizeHint, NotificationEnvelope.payloadSizeHardLimit))
         }
         do {
-            try writePayload(&bytes)
+            try writePayload(&payload)
         } catch {
+            ThreadScratch.giveBack(payload)
             throw TypedNotificationError(
                 code: .payloadEncodingFailed,
                 message: "could not encode the payload of \(name)",
                 cause: error
             )
         }
-        let payloadLength = bytes.count - prefix
+        let payloadLength = payload.count
         let limit = min(max(0, maximumPayloadSize), NotificationEnvelope.payloadSizeHardLimit)
-        guard payloadLength >= 0, payloadLength <= limit else {
+        guard payloadLength <= limit else {
+            ThreadScratch.giveBack(payload)
             throw TypedNotificationError(
                 code: .payloadTooLarge,
                 message: "\(name) payload is \(payloadLength) bytes; the limit is \(limit)"
             )
         }
-        let total = prefix + payloadLength + NotificationEnvelope.trailerSize
-        bytes.storeLittleEndian(UInt32(payloadLength), at: 8)
-        bytes.storeLittleEndian(UInt32(total), at: 28)
-        bytes.reserveCapacity(total)
+        let unfinished = prefix + payloadLength
+        let total = unfinished + NotificationEnvelope.trailerSize
+        let buffer = EnvelopeBuffer.make(capacity: total)
         var crc = CRC32C()
-        bytes.withUnsafeBytes { crc.update($0) }
-        self.bytes = bytes
+        buffer.write { raw, count in
+            raw.storeBytes(of: NotificationEnvelope.magicWord, toByteOffset: 0, as: UInt32.self)
+            raw[4] = NotificationEnvelope.currentVersion
+            raw[5] = UInt8(nameBytes.count)
+            raw[6] = UInt8(endpointBytes.count)
+            raw[7] = 0
+            raw.storeBytes(of: UInt32(payloadLength).littleEndian, toByteOffset: 8, as: UInt32.self)
+            raw.storeBytes(of: sender.processID.littleEndian, toByteOffset: 12, as: Int32.self)
+            raw.storeBytes(of: sender.userID.littleEndian, toByteOffset: 16, as: UInt32.self)
+            raw.storeBytes(of: sender.instance.littleEndian, toByteOffset: 20, as: UInt64.self)
+            raw.storeBytes(of: UInt32(total).littleEndian, toByteOffset: 28, as: UInt32.self)
+            var offset = NotificationEnvelope.headerSize
+            offset = raw.copyUTF8(of: name.rawValue, to: offset)
+            offset = raw.copyUTF8(of: sender.endpoint, to: offset)
+            payload.withUnsafeBytes { source in
+                guard !source.isEmpty else { return }
+                UnsafeMutableRawBufferPointer(rebasing: raw[offset..<(offset + source.count)]).copyMemory(from: source)
+            }
+            count = unfinished
+            crc.update(UnsafeRawBufferPointer(rebasing: raw[..<unfinished]))
+        }
+        ThreadScratch.giveBack(consume payload)
+        self.buffer = buffer
         self.crc = crc
-        self.payloadRange = prefix..<(prefix + payloadLength)
+        self.payloadRange = prefix..<unfinished
+        self.unfinishedLength = unfinished
     }
 
     /// The envelope `finish` made, without its trailer, to be numbered
@@ -288,26 +336,40 @@ struct PendingEnvelope {
     init(unfinishing encoded: EncodedNotification) {
         let start = encoded.envelopeRange.lowerBound
         let end = max(start, encoded.envelopeRange.upperBound - NotificationEnvelope.trailerSize)
-        bytes = Array(encoded.storage[start..<end])
+        let buffer = EnvelopeBuffer.make(capacity: end - start + NotificationEnvelope.trailerSize)
+        encoded.storage.withUnsafeBytes { buffer.append(UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
         var crc = CRC32C()
-        bytes.withUnsafeBytes { crc.update($0) }
+        buffer.withUnsafeBytes { crc.update($0) }
+        self.buffer = buffer
         self.crc = crc
+        unfinishedLength = end - start
         payloadRange = (encoded.payloadRange.lowerBound - start)..<(encoded.payloadRange.upperBound - start)
     }
 
-    /// Appends the trailer and the checksum. Cheap: 28 bytes.
+    /// Writes the trailer and the checksum. Cheap: 28 bytes, in room
+    /// already there.
     consuming func finish(sequence: UInt64, timestamp: NotificationTimestamp) -> EncodedNotification {
-        // 28 bytes built on the stack, checksummed, and appended in one copy.
-        var trailer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &trailer) { raw in
-            raw.storeBytes(of: sequence.littleEndian, toByteOffset: 0, as: UInt64.self)
-            raw.storeBytes(of: timestamp.wallClockNanoseconds.littleEndian, toByteOffset: 8, as: Int64.self)
-            raw.storeBytes(of: timestamp.monotonicNanoseconds.littleEndian, toByteOffset: 16, as: UInt64.self)
-            crc.update(UnsafeRawBufferPointer(rebasing: raw[..<24]))
-            raw.storeBytes(of: crc.value.littleEndian, toByteOffset: 24, as: UInt32.self)
-            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[..<NotificationEnvelope.trailerSize]))
+        // A copy of this envelope finished before shares the buffer, whose
+        // bytes must not change under it: this one gets its own.
+        if !isKnownUniquelyReferenced(&buffer) {
+            buffer = buffer.copy(
+                first: unfinishedLength, capacity: unfinishedLength + NotificationEnvelope.trailerSize)
         }
-        return EncodedNotification(storage: bytes, envelopeRange: 0..<bytes.count, payloadRange: payloadRange)
+        let start = unfinishedLength
+        var crc = self.crc
+        buffer.write { raw, count in
+            let trailer = UnsafeMutableRawBufferPointer(
+                rebasing: raw[start..<(start + NotificationEnvelope.trailerSize)])
+            trailer.storeBytes(of: sequence.littleEndian, toByteOffset: 0, as: UInt64.self)
+            trailer.storeBytes(of: timestamp.wallClockNanoseconds.littleEndian, toByteOffset: 8, as: Int64.self)
+            trailer.storeBytes(of: timestamp.monotonicNanoseconds.littleEndian, toByteOffset: 16, as: UInt64.self)
+            crc.update(UnsafeRawBufferPointer(rebasing: trailer[..<24]))
+            trailer.storeBytes(of: crc.value.littleEndian, toByteOffset: 24, as: UInt32.self)
+            count = start + NotificationEnvelope.trailerSize
+        }
+        let total = start + NotificationEnvelope.trailerSize
+        return EncodedNotification(
+            storage: EnvelopeStorage(buffer), envelopeRange: 0..<total, payloadRange: payloadRange)
     }
 }
 
@@ -316,13 +378,28 @@ func hex(_ value: UInt32) -> String {
     return "0x" + String(repeating: "0", count: 8 - digits.count) + digits
 }
 
-/// FNV-1a, 64-bit: a cache key for short byte strings, computed without allocating.
-func fnv1a(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-    var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-    for byte in bytes {
-        hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3
+/// A cache key for short byte strings, computed without allocating: a
+/// multiply-xorshift over eight bytes at a time, so a 20-byte name costs
+/// three multiplies rather than FNV-1a's twenty dependent ones. The high bits
+/// are the well-mixed ones, and the ones a cache slot is taken from.
+func wordHash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
+    var hash: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64(bytes.count)
+    var index = 0
+    while index + 8 <= bytes.count {
+        hash = (hash ^ bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)) &* multiplier
+        hash ^= hash >> 32
+        index += 8
     }
-    return hash
+    var tail: UInt64 = 0
+    var shift: UInt64 = 0
+    while index < bytes.count {
+        tail |= UInt64(bytes[index]) << shift
+        shift += 8
+        index += 1
+    }
+    hash = (hash ^ tail) &* multiplier
+    return hash ^ (hash >> 29)
 }
 
 extension UnsafeRawBufferPointer {
@@ -356,9 +433,5 @@ extension [UInt8] {
     package mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
         var little = value.littleEndian
         Swift.withUnsafeBytes(of: &little) { append(contentsOf: $0) }
-    }
-
-    fileprivate mutating func storeLittleEndian<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-        withUnsafeMutableBytes { $0.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self) }
     }
 }

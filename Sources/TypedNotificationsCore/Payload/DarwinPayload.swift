@@ -32,8 +32,10 @@ public protocol DarwinPayload: Sendable {
     /// How many bytes ``encodePayload(into:)`` will append, if known cheaply;
     /// `nil` if not.
     ///
-    /// An envelope reserves room for this many payload bytes up front, so a
-    /// correct hint makes encoding allocate exactly once. The default is `nil`.
+    /// The bytes are appended to an array the posting thread keeps between
+    /// posts (up to 16 KiB); a hint reserves room for this many up front, so
+    /// a large payload grows that array once rather than step by step. The
+    /// default is `nil`.
     var payloadSizeHint: Int? { get }
 
     /// Decodes a value from payload bytes.
