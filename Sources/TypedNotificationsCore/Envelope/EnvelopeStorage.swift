@@ -47,13 +47,15 @@ package struct EnvelopeStorage: @unchecked Sendable {
         }
     }
 
-    /// The bytes in `range`: a slice of the array, or a copy of the buffer's.
+    /// The bytes in `range`, indexed by their offsets in the storage: a
+    /// slice of the array, or of a copy of the buffer's bytes up to the
+    /// range's end (so its indices are those an array would give).
     package subscript(range: Range<Int>) -> ArraySlice<UInt8> {
         switch bytes {
         case .array(let array):
             return array[range]
         case .buffer(let buffer):
-            return buffer.withUnsafeBytes { ArraySlice(UnsafeRawBufferPointer(rebasing: $0[range])) }
+            return buffer.withUnsafeBytes { Array(UnsafeRawBufferPointer(rebasing: $0[..<range.upperBound])) }[range]
         }
     }
 }

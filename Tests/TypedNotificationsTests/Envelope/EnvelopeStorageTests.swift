@@ -36,6 +36,16 @@ struct EnvelopeStorageTests {
         #expect(try Self.decoded(second).sequence == 2)
         #expect(Array(first.payload) == Array("shared".utf8))
         #expect(Array(second.payload) == Array("shared".utf8))
+        // Slices keep the offsets an array-backed envelope's slices have.
+        #expect(first.payload.startIndex == first.payloadRange.lowerBound)
+        #expect(first.envelope.indices == first.envelopeRange)
+        let decoded = try Self.decoded(first)
+        guard case .encoded(let received) = decoded.payload else {
+            Issue.record("a decoded message carries its envelope")
+            return
+        }
+        #expect(received.payload.startIndex == received.payloadRange.lowerBound)
+        #expect(received.payload[received.payloadRange.lowerBound] == UInt8(ascii: "s"))
     }
 
     @Test("an envelope numbered again after a failed send keeps the first one intact")
